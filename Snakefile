@@ -1,0 +1,22 @@
+# tersetalk: sample -> run -> score -> aggregate -> figures.
+# Run `snakemake --cores all`; see README.md for targets and configs.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/run.smk"
+include: "workflow/rules/score.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        all_outputs(),
+    default_target: True

@@ -1,0 +1,5 @@
+import sys
+
+from tersetalk.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Agent roles (Manager, Worker, Critic) and the conversation they share."""

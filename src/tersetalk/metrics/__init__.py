@@ -1,0 +1,1 @@
+"""Per-run metrics and the aggregate summary table."""

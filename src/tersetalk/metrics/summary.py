@@ -1,0 +1,75 @@
+"""Per-run metrics computed from a run's records, and the summary across runs.
+
+Quality is recomputed here from prediction and gold with the official
+definitions, not copied from the record's columns, so the summary is an
+independent check on the run step. HotpotQA EM/F1 are averaged over every gold
+example of the sample: an error row (no prediction) counts 0, as in the
+official evaluator.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tersetalk.records import DIRECTIONS, TOKENIZERS
+from tersetalk.tasks.scoring import gsm8k_correct, hotpot_aggregate
+
+
+def run_metrics(df: pd.DataFrame) -> pd.DataFrame:
+    """One row of metrics for one (task, system, variant) run."""
+    if df.empty:
+        raise ValueError("run file has no records")
+    first = df.iloc[0]
+    task = first["task"]
+    row: dict = {
+        "task": task,
+        "system": first["system"],
+        "variant": first["variant"],
+        "seed": int(first["seed"]),
+        "n": len(df),
+        "n_errors": int(df["error"].notna().sum()),
+    }
+    preds = {r.example_id: r.prediction for r in df.itertuples() if r.error is pd.NA or r.error is None}
+    golds = dict(zip(df["example_id"], df["gold"], strict=True))
+    if task == "hotpotqa":
+        agg = hotpot_aggregate(preds, golds)
+        row.update(em=agg["em"], f1=agg["f1"], precision=agg["precision"], recall=agg["recall"])
+        row["accuracy"] = agg["em"]
+    else:
+        hits = [bool(preds.get(i)) and gsm8k_correct(preds[i], golds[i]) for i in golds]
+        row["accuracy"] = sum(hits) / len(golds)
+        row.update(em=row["accuracy"], f1=float("nan"), precision=float("nan"), recall=float("nan"))
+    ok = df[df["error"].isna()]
+    for t in TOKENIZERS:
+        row[f"tokens_total_{t}_mean"] = float(ok[f"tokens_total_{t}"].mean()) if len(ok) else 0.0
+    for d in DIRECTIONS:
+        row[f"tokens_{d}_mean"] = float(ok[f"tokens_{d}"].mean()) if len(ok) else 0.0
+    row["bytes_on_wire_mean"] = float(ok["bytes_on_wire"].mean()) if len(ok) else 0.0
+    row["usage_prompt_tokens_mean"] = float(ok["usage_prompt_tokens"].mean()) if len(ok) else 0.0
+    row["usage_completion_tokens_mean"] = (
+        float(ok["usage_completion_tokens"].mean()) if len(ok) else 0.0
+    )
+    row["revision_rate"] = float((ok["revisions"] > 0).mean()) if len(ok) else 0.0
+    row["verdict_explicit_rate"] = float(ok["verdict_explicit"].mean()) if len(ok) else 0.0
+    for v in ("accept", "revise", "escalate"):
+        row[f"verdict_{v}_share"] = float((ok["verdict"] == v).mean()) if len(ok) else 0.0
+    row["n_model_calls"] = int(df["n_model_calls"].sum())
+    row["cache_hits"] = int(df["cache_hits"].sum())
+    row["t_example_mean_s"] = float(df["t_example_s"].mean())
+    row["t_ttft_mean_s"] = float(df["t_ttft_mean_s"].mean())
+    row["t_itl_mean_s"] = float(df["t_itl_mean_s"].mean())
+    model_s = float(df["t_model_s"].sum())
+    row["tokens_per_s"] = float(df["usage_completion_tokens"].sum()) / model_s if model_s else 0.0
+    row["backend"] = str(first["backend"])
+    row["model"] = str(first["model"])
+    return pd.DataFrame([row])
+
+
+def aggregate(paths: list[str | Path]) -> pd.DataFrame:
+    """Concatenate per-run metric rows in a stable order."""
+    if not paths:
+        raise ValueError("no per-run score files to aggregate")
+    df = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+    return df.sort_values(["task", "system", "variant"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,149 @@
+"""Helpers shared by the real backends: stream timing and the Instructor call.
+
+Kept private: the public surface is :mod:`tersetalk.models.base`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from .base import ModelCallError, ModelError
+
+__all__ = ["StructuredOutcome", "run_instructor", "stream_timing", "usage_of"]
+
+
+def stream_timing(
+    chunk_times: list[float], completion_tokens: int
+) -> tuple[float | None, float | None]:
+    """TTFT and mean inter-token latency from the arrival times of content chunks.
+
+    ``chunk_times`` are seconds since the request was sent, one per chunk that carried
+    text. TTFT is the first of them. Mean ITL is the decode time after the first token
+    divided by the number of tokens that followed it, ``(t_last - t_first) / (n - 1)``
+    (the usual "time per output token"); it uses the token count, not the chunk count,
+    because a chunk may carry several tokens (multi-byte characters, held-back stop
+    text). When the token count is unknown (``-1``) the chunk count stands in.
+    """
+    if not chunk_times:
+        return None, None
+    ttft = chunk_times[0]
+    n = completion_tokens if completion_tokens > 0 else len(chunk_times)
+    if n < 2:
+        return ttft, None
+    return ttft, (chunk_times[-1] - chunk_times[0]) / (n - 1)
+
+
+def usage_of(response: Any) -> tuple[int, int]:
+    """(prompt_tokens, completion_tokens) of an OpenAI-style response; -1 when absent."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return -1, -1
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    return (
+        int(prompt) if prompt is not None else -1,
+        int(completion) if completion is not None else -1,
+    )
+
+
+@dataclass
+class StructuredOutcome:
+    obj: pydantic.BaseModel
+    text: str
+    responses: list[Any] = field(default_factory=list)
+
+    @property
+    def attempts(self) -> int:
+        return len(self.responses)
+
+    def usage(self) -> tuple[int, int]:
+        """Usage summed over every attempt (retries are real cost); -1 if any is unknown."""
+        prompt = completion = 0
+        for r in self.responses:
+            p, c = usage_of(r)
+            if p < 0 or c < 0:
+                return -1, -1
+            prompt += p
+            completion += c
+        return prompt, completion
+
+
+def _content(response: Any) -> str:
+    try:
+        return response.choices[0].message.content or ""
+    except (AttributeError, IndexError):
+        return ""
+
+
+def run_instructor(
+    raw_create: Callable[..., Any],
+    messages: list[dict[str, Any]],
+    schema: type[pydantic.BaseModel],
+    call_kwargs: dict[str, Any],
+    max_retries: int,
+    where: str,
+) -> StructuredOutcome:
+    """Run one structured call through Instructor's JSON_SCHEMA mode.
+
+    ``raw_create`` is an OpenAI-style ``create(**kwargs) -> ChatCompletion``; it
+    receives Instructor's request (with ``response_format``) and may rewrite it so the
+    backend really constrains decoding. Every call of ``raw_create`` is one attempt;
+    counting them here is exact, whereas hooks would only see what Instructor emits.
+    Library errors never escape: they become :class:`ModelCallError` (or the
+    :class:`ModelError` that ``raw_create`` raised, e.g. the server went away).
+    """
+    import instructor
+    from instructor.core import IncompleteOutputException, InstructorRetryException
+
+    responses: list[Any] = []
+
+    def counted_create(*args: Any, **kwargs: Any) -> Any:
+        response = raw_create(*args, **kwargs)
+        responses.append(response)
+        return response
+
+    create = instructor.patch(create=counted_create, mode=instructor.Mode.JSON_SCHEMA)
+    try:
+        obj = create(
+            messages=messages,
+            response_model=schema,
+            max_retries=max_retries,
+            **call_kwargs,
+        )
+    except ModelError:
+        raise
+    except IncompleteOutputException as exc:
+        raise ModelCallError(
+            f"{where}: the {schema.__name__} answer was cut off at "
+            f"max_tokens={call_kwargs.get('max_tokens')} (partial output: "
+            f"{_content(exc.last_completion)[:200]!r}); raise the generation budget "
+            "(GenerationConfig.max_tokens) or simplify the schema"
+        ) from exc
+    except InstructorRetryException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ModelError):
+            raise cause from cause.__cause__  # keep its own cause (e.g. the openai error)
+        if isinstance(cause, IncompleteOutputException):
+            raise ModelCallError(
+                f"{where}: the {schema.__name__} answer was cut off at "
+                f"max_tokens={call_kwargs.get('max_tokens')}; raise "
+                "GenerationConfig.max_tokens or simplify the schema"
+            ) from exc
+        last = _content(exc.last_completion) if exc.last_completion is not None else ""
+        raise ModelCallError(
+            f"{where}: no answer valid for {schema.__name__} after {exc.n_attempts} "
+            f"attempt(s) ({max_retries} retries); last error: {str(cause or exc)[:300]}; "
+            f"last output: {last[:200]!r}. Raise models.max_retries, the generation "
+            "budget, or use a stronger model"
+        ) from exc
+    except Exception as exc:  # any other library error: wrap, never leak
+        raise ModelCallError(
+            f"{where}: structured call failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not responses:
+        raise ModelCallError(f"{where}: Instructor returned without calling the model")
+    return StructuredOutcome(obj=obj, text=_content(responses[-1]), responses=responses)

@@ -1,0 +1,183 @@
+"""The one interface every model backend implements, its errors, and its result record.
+
+Why one small interface: systems and agents must not care whether a message went to
+the embedded llama.cpp model, an OpenAI-compatible server or a scripted test double.
+Everything a reported number depends on (token counts by the model's own tokenizer,
+timing, attempts, whether the answer came from the call cache) travels in
+:class:`CallResult`, so the run records can be written without backend-specific code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+__all__ = [
+    "CallResult",
+    "GenerationConfig",
+    "ModelCallError",
+    "ModelClient",
+    "ModelError",
+    "ModelUnavailableError",
+    "check_messages",
+]
+
+
+class ModelError(Exception):
+    """Base of every error raised by :mod:`tersetalk.models`.
+
+    Messages say what failed, where (backend, model, URL or file) and how to fix it.
+    """
+
+
+class ModelUnavailableError(ModelError):
+    """The model cannot be reached at all: server down, model not pulled, file missing."""
+
+
+class ModelCallError(ModelError):
+    """A call reached the model but failed after all retries.
+
+    Timeouts, server errors, or structured output that stayed schema-invalid.
+    """
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Sampling parameters of one call.
+
+    Frozen so it can be shared between agents and hashed into the call-cache key.
+    Temperature 0 (greedy) is the project default: results must be reproducible.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Accept a list from YAML/JSON config, but store a tuple so the object stays hashable.
+        if not isinstance(self.stop, tuple):
+            object.__setattr__(self, "stop", tuple(self.stop))
+        if self.max_tokens < 1:
+            raise ModelError(
+                f"GenerationConfig.max_tokens must be >= 1, got {self.max_tokens}: "
+                "set a positive generation budget"
+            )
+        if self.temperature < 0:
+            raise ModelError(f"GenerationConfig.temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ModelError(f"GenerationConfig.top_p must be in (0, 1], got {self.top_p}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (``stop`` as a list), used for cache keys and logs."""
+        return {
+            "temperature": float(self.temperature),
+            "top_p": float(self.top_p),
+            "max_tokens": int(self.max_tokens),
+            "seed": int(self.seed),
+            "stop": list(self.stop),
+        }
+
+
+@dataclass
+class CallResult:
+    """What one model call produced and cost.
+
+    ``prompt_tokens``/``completion_tokens`` are counted by the model's own tokenizer (or
+    the server's usage report); ``-1`` means the backend could not report them, never a
+    guess. For structured calls they are summed over all attempts, because retries are
+    real cost. ``ttft_s``/``itl_s`` are only set for streamed calls.
+    """
+
+    text: str
+    parsed: dict[str, Any] | None
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_s: float | None
+    itl_s: float | None
+    total_s: float
+    attempts: int
+    cache_hit: bool
+    backend: str
+    model: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = names - set(data) - {"extra"}
+        if missing:
+            raise ModelError(f"CallResult.from_dict: missing fields {sorted(missing)}")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fail early, with a clear message, on malformed chat messages.
+
+    Returns plain ``{"role", "content"}`` dicts (copies), the common denominator of
+    every backend, so a caller's extra keys cannot silently change a cache key.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise ModelError("messages must be a non-empty list of {'role', 'content'} dicts")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or "role" not in m or "content" not in m:
+            raise ModelError(f"messages[{i}] must be a dict with 'role' and 'content', got {m!r}")
+        if m["role"] not in ("system", "user", "assistant"):
+            raise ModelError(
+                f"messages[{i}].role must be system, user or assistant, got {m['role']!r}"
+            )
+        if not isinstance(m["content"], str):
+            raise ModelError(f"messages[{i}].content must be a string")
+        out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+class ModelClient(ABC):
+    """A chat model behind one interface.
+
+    ``chat`` returns free text (streamed where the backend can, for TTFT/ITL);
+    ``structured`` returns an answer validated against a Pydantic model, with the
+    decoder constrained by the model's JSON schema wherever the backend supports it.
+    """
+
+    backend: str
+    model: str
+
+    @abstractmethod
+    def chat(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> CallResult:
+        """Free-text completion of a chat."""
+
+    @abstractmethod
+    def structured(
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[pydantic.BaseModel],
+        gen: GenerationConfig,
+    ) -> CallResult:
+        """Completion validated against ``schema``; ``parsed`` holds its ``model_dump()``."""
+
+    @abstractmethod
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` under the model's own tokenizer (no BOS/template)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Provenance for logs: backend, model, and base_url or model_path."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release resources (threads, sockets, model memory). Safe to call twice."""
+
+    def __enter__(self) -> ModelClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,204 @@
+"""Content-addressed on-disk cache of model calls.
+
+Why: an interrupted run must resume without paying for the calls it already made,
+and a rerun of the workflow with the same config must give identical answers.
+The key is the sha256 of everything that determines the answer: backend, model,
+where the model lives (server URL, or the model file's name and size), the
+messages, the generation parameters, the schema and the kind of call. Each entry
+is one JSON file ``cache_dir/ab/abcdef....json`` written atomically (temp file +
+``os.replace``), so a crash never leaves a half-written entry; an unreadable entry
+is a miss (with a warning) and is overwritten. Failed calls are never stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from .base import CallResult, GenerationConfig, ModelClient, ModelError, check_messages
+
+__all__ = ["CACHE_FORMAT", "CachedClient", "cache_identity"]
+
+log = logging.getLogger(__name__)
+
+#: Bumped when the key material or the entry layout changes, so old entries miss.
+CACHE_FORMAT = 1
+
+
+def canonical_json(obj: Any) -> str:
+    """Stable JSON text: sorted keys, no whitespace, UTF-8 kept (used for hashing)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def cache_identity(client: ModelClient) -> dict[str, Any]:
+    """The parts of a client's identity that change its answers.
+
+    Taken from ``describe()``: the server URL for served models; the model file's
+    name and size (not its absolute path, so a cache moves between machines) for
+    in-process models.
+    """
+    d = client.describe()
+    ident: dict[str, Any] = {"backend": client.backend, "model": client.model}
+    if d.get("base_url"):
+        ident["base_url"] = str(d["base_url"]).rstrip("/")
+    if d.get("model_path"):
+        ident["model_file"] = d.get("model_file") or Path(d["model_path"]).name
+        ident["model_size"] = d.get("model_size")
+    return ident
+
+
+class CachedClient(ModelClient):
+    """Wraps any :class:`ModelClient` with the on-disk call cache.
+
+    ``hits`` and ``misses`` count lookups since construction. A hit returns the stored
+    :class:`CallResult` (original tokens and timings) with ``cache_hit=True``.
+    """
+
+    def __init__(self, inner: ModelClient, cache_dir: Path | str) -> None:
+        self.inner = inner
+        self.backend = inner.backend
+        self.model = inner.model
+        self.cache_dir = Path(cache_dir)
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ModelError(
+                f"cannot create the model-call cache folder {self.cache_dir}: {exc}; "
+                "point models.cache_dir at a writable folder"
+            ) from exc
+        self._identity = cache_identity(inner)
+        self.hits = 0
+        self.misses = 0
+
+    # -- keys and files -------------------------------------------------------------
+
+    def key_material(
+        self,
+        kind: str,
+        messages: list[dict[str, Any]],
+        gen: GenerationConfig,
+        schema: type[pydantic.BaseModel] | None,
+    ) -> dict[str, Any]:
+        return {
+            "format": CACHE_FORMAT,
+            "kind": kind,
+            "client": self._identity,
+            "messages": messages,
+            "gen": gen.as_dict(),
+            "schema": None if schema is None else schema.model_json_schema(),
+        }
+
+    def key(self, material: dict[str, Any]) -> str:
+        return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
+
+    def path_for(self, key: str) -> Path:
+        return self.cache_dir / key[:2] / f"{key}.json"
+
+    def _load(self, key: str) -> CallResult | None:
+        path = self.path_for(key)
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            warnings.warn(
+                f"model-call cache: cannot read {path} ({exc}); treating as a miss", stacklevel=3
+            )
+            return None
+        try:
+            entry = json.loads(raw)
+            if entry.get("key") != key:
+                raise ValueError("entry belongs to another key")
+            result = CallResult.from_dict(entry["result"])
+        except (ValueError, KeyError, TypeError, AttributeError, ModelError) as exc:
+            warnings.warn(
+                f"model-call cache: corrupt entry {path} ({exc}); treating as a miss "
+                "and overwriting it",
+                stacklevel=3,
+            )
+            return None
+        return result
+
+    def _store(self, key: str, material: dict[str, Any], result: CallResult) -> None:
+        path = self.path_for(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {"key": key, "request": material, "result": result.to_dict()}
+        data = json.dumps(entry, ensure_ascii=False, indent=1)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:12]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def _cached(
+        self,
+        kind: str,
+        messages: list[dict[str, Any]],
+        gen: GenerationConfig,
+        schema: type[pydantic.BaseModel] | None,
+    ) -> CallResult:
+        messages = check_messages(messages)
+        material = self.key_material(kind, messages, gen, schema)
+        key = self.key(material)
+        hit = self._load(key)
+        if hit is not None:
+            self.hits += 1
+            hit.cache_hit = True
+            return hit
+        self.misses += 1
+        if kind == "chat":
+            result = self.inner.chat(messages, gen)
+        else:
+            assert schema is not None
+            result = self.inner.structured(messages, schema, gen)
+        # Store a copy marked as a miss: cache_hit is a property of a lookup, not of the answer.
+        stored = CallResult.from_dict({**result.to_dict(), "cache_hit": False})
+        try:
+            self._store(key, material, stored)
+        except OSError as exc:
+            warnings.warn(
+                f"model-call cache: could not write {self.path_for(key)}: {exc}", stacklevel=3
+            )
+        return result
+
+    # -- ModelClient ----------------------------------------------------------------
+
+    def chat(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> CallResult:
+        return self._cached("chat", messages, gen, None)
+
+    def structured(
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[pydantic.BaseModel],
+        gen: GenerationConfig,
+    ) -> CallResult:
+        return self._cached("structured", messages, gen, schema)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **self.inner.describe(),
+            "cache_dir": str(self.cache_dir),
+            "cache_hits": self.hits,
+            "cache_misses": self.misses,
+        }
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,132 @@
+"""Ollama: checked with the ``ollama`` client, then spoken to through its /v1 API.
+
+Why both: Ollama's OpenAI-compatible ``/v1`` API gives the same streaming, usage and
+structured-output path as every other server (see :mod:`.openai_compat`), while the
+native client can tell "server not running" from "model not pulled" up front, so a
+run fails at startup with the exact command that fixes it instead of mid-way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .base import ModelError, ModelUnavailableError
+from .openai_compat import OpenAICompatClient, StructuredFormat
+
+__all__ = ["DEFAULT_OLLAMA_HOST", "OllamaClient"]
+
+DEFAULT_OLLAMA_HOST = "http://localhost:11434"
+
+
+def _same_model(wanted: str, available: str) -> bool:
+    # Ollama names without a tag mean ":latest".
+    def norm(name: str) -> str:
+        return name if ":" in name else f"{name}:latest"
+
+    return norm(wanted) == norm(available)
+
+
+class OllamaClient(OpenAICompatClient):
+    """An Ollama model via ``{host}/v1``, after checking server and model with ``ollama``.
+
+    ``count_tokens`` uses the model's own tokenizer: Ollama has no tokenize endpoint,
+    so unless ``tokenizer``/``tokenizer_gguf`` is given, the client asks Ollama where the
+    model's GGUF blob is (``ollama show``) and loads its vocabulary only; this works
+    when Ollama runs on this machine.
+    """
+
+    backend = "ollama"
+
+    def __init__(
+        self,
+        model: str,
+        host: str = DEFAULT_OLLAMA_HOST,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+        *,
+        check: bool = True,
+        stream: bool = True,
+        structured_format: StructuredFormat = "auto",
+        tokenizer: Callable[[str], int] | None = None,
+        tokenizer_gguf: str | Path | None = None,
+    ) -> None:
+        if not model:
+            raise ModelError(
+                "the Ollama backend needs a model name: set models.model (e.g. mistral:instruct)"
+            )
+        host = (host or DEFAULT_OLLAMA_HOST).rstrip("/")
+        if host.endswith("/v1"):
+            host = host[: -len("/v1")]
+        self.host = host
+        if check:
+            self.check(model, timeout_s)
+        super().__init__(
+            base_url=f"{host}/v1",
+            model=model,
+            api_key="ollama",
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            stream=stream,
+            structured_format=structured_format,
+            tokenizer=tokenizer,
+            tokenizer_gguf=tokenizer_gguf,
+        )
+
+    def _native(self, timeout_s: float) -> Any:
+        import ollama
+
+        return ollama.Client(host=self.host, timeout=timeout_s)
+
+    def check(self, model: str, timeout_s: float = 10.0) -> None:
+        """Raise :class:`ModelUnavailableError` unless Ollama runs and has ``model``."""
+        import httpx
+        import ollama
+
+        client = self._native(min(timeout_s, 10.0))
+        try:
+            listing = client.list()
+        except (ConnectionError, httpx.HTTPError, ollama.ResponseError, OSError) as exc:
+            raise ModelUnavailableError(
+                f"Ollama is not running at {self.host}: start it with `ollama serve` "
+                f"(and `ollama pull {model}`), or fix models.base_url ({exc})"
+            ) from exc
+        names = [m.model for m in listing.models if m.model]
+        if not any(_same_model(model, n) for n in names):
+            have = ", ".join(sorted(names)) or "none"
+            raise ModelUnavailableError(
+                f"model {model!r} is not pulled in the Ollama at {self.host}: run "
+                f"`ollama pull {model}` (models present: {have})"
+            )
+
+    def _gguf_blob(self) -> Path | None:
+        import httpx
+        import ollama
+
+        try:
+            shown = self._native(min(self.timeout_s, 10.0)).show(self.model)
+        except (ConnectionError, httpx.HTTPError, ollama.ResponseError, OSError):
+            return None
+        match = re.search(r"^FROM\s+(\S+)", shown.modelfile or "", flags=re.MULTILINE)
+        if match and Path(match.group(1)).is_file():
+            return Path(match.group(1))
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is None and self._tokenizer_gguf is None:
+            blob = self._gguf_blob()
+            if blob is None:
+                raise ModelError(
+                    f"cannot count tokens for Ollama model {self.model!r}: Ollama has no "
+                    "tokenize endpoint and its GGUF file is not readable here; set "
+                    "models.tokenizer_gguf to the model's GGUF file"
+                )
+            self._tokenizer_gguf = blob
+        return super().count_tokens(text)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "host": self.host}

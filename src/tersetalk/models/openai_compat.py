@@ -1,0 +1,498 @@
+"""Any OpenAI-compatible chat server: Ollama's /v1, vLLM, llama.cpp's servers.
+
+Chat is streamed with ``stream_options={"include_usage": True}`` so TTFT and ITL are
+measured and the server's own token counts arrive in the last chunk. Servers that
+send no usage in a stream (llama-cpp-python's ``llama_cpp.server`` does not) get
+``prompt_tokens = completion_tokens = -1`` ("unknown", never a guess), a warning, and
+``describe()["usage_source"]`` says so; construct with ``stream=False`` to get the
+server's exact usage from non-streamed calls instead (then TTFT/ITL are ``None``).
+
+Transport retries (timeouts, dropped connections, HTTP 5xx) use exponential backoff:
+``backoff_s * 2**k``. A refused connection before the server ever answered is not
+retried: it raises :class:`ModelUnavailableError` at once with the hint to start one.
+
+Structured output goes through Instructor's JSON_SCHEMA mode. Servers disagree on
+how to ask for schema-constrained decoding: the OpenAI form
+``{"type": "json_schema", "json_schema": {...}}`` works on OpenAI, vLLM, Ollama >= 0.5
+and llama.cpp's ``llama-server``; llama-cpp-python's ``llama_cpp.server`` rejects it
+(HTTP 500, validation error on ``response_format.type``) and needs
+``{"type": "json_object", "schema": <schema>}``. ``structured_format="auto"`` sends
+the OpenAI form and, if the server rejects that ``response_format``, switches to the
+llama.cpp form for the rest of the client's life.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from ._common import run_instructor, stream_timing, usage_of
+from .base import (
+    CallResult,
+    GenerationConfig,
+    ModelCallError,
+    ModelClient,
+    ModelError,
+    ModelUnavailableError,
+    check_messages,
+)
+
+__all__ = ["OpenAICompatClient"]
+
+log = logging.getLogger(__name__)
+
+StructuredFormat = Literal["auto", "json_schema", "json_object_schema"]
+
+
+def _transport_error_types() -> tuple[type[BaseException], ...]:
+    """Errors a streamed body can raise mid-way (the openai client uses httpx2 or httpx)."""
+    types: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx", "httpcore"):
+        try:
+            mod = __import__(name)
+        except ImportError:
+            continue
+        for attr in ("TransportError", "HTTPError", "RemoteProtocolError"):
+            t = getattr(mod, attr, None)
+            if isinstance(t, type):
+                types.append(t)
+    return tuple(types)
+
+
+class _RetryableError(Exception):
+    def __init__(self, kind: str, cause: BaseException) -> None:
+        super().__init__(f"{kind}: {cause}")
+        self.kind = kind
+        self.cause = cause
+
+
+class _ResponseFormatRejected(Exception):
+    pass
+
+
+class OpenAICompatClient(ModelClient):
+    """Chat model behind an OpenAI-compatible HTTP API.
+
+    ``max_retries`` bounds both the transport retries of one request and Instructor's
+    re-asks after a schema-invalid answer. ``tokenizer`` (a callable ``str -> int``) or
+    ``tokenizer_gguf`` (the model's GGUF file, loaded vocab-only) count tokens with the
+    model's own tokenizer; without them ``count_tokens`` asks the server's tokenize
+    endpoint (llama-cpp-python's ``/extras/tokenize`` or llama.cpp's ``/tokenize``).
+    """
+
+    backend = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "not-needed",
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+        *,
+        stream: bool = True,
+        structured_format: StructuredFormat = "auto",
+        tokenizer: Callable[[str], int] | None = None,
+        tokenizer_gguf: str | Path | None = None,
+    ) -> None:
+        import openai
+
+        if not base_url:
+            raise ModelError(
+                "OpenAI-compatible backend needs a server URL: set models.base_url "
+                "(e.g. http://127.0.0.1:8000/v1)"
+            )
+        if not model:
+            raise ModelError("OpenAI-compatible backend needs a model name: set models.model")
+        if structured_format not in ("auto", "json_schema", "json_object_schema"):
+            raise ModelError(
+                f"structured_format must be auto, json_schema or json_object_schema, "
+                f"got {structured_format!r}"
+            )
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.stream = stream
+        self.structured_format: StructuredFormat = structured_format
+        self._tokenizer = tokenizer
+        self._tokenizer_gguf = Path(tokenizer_gguf) if tokenizer_gguf else None
+        self._tokenize_route: str | None = None
+        self._contacted = False
+        self._stream_usage_seen: bool | None = None
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or "not-needed",
+            timeout=self.timeout_s,
+            max_retries=0,  # retries are ours: typed errors, backoff, first-contact rule
+        )
+        self._transport_errors = _transport_error_types()
+        self._transport_tries = 0
+
+    # -- messages -------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"{self.backend} model {self.model!r} at {self.base_url}"
+
+    def _down_message(self) -> str:
+        return (
+            f"no OpenAI-compatible server at {self.base_url}: start one (e.g. "
+            "`python -m llama_cpp.server --model ...` or `ollama serve`) or fix "
+            "models.base_url in config"
+        )
+
+    # -- transport ------------------------------------------------------------------
+
+    def _classify(self, exc: BaseException, structured: bool = False) -> BaseException:
+        """Turn a library error into ours, or into a _RetryableError to back off and retry."""
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return _RetryableError("timeout", exc)
+        if isinstance(exc, openai.APIConnectionError):
+            if not self._contacted:
+                return ModelUnavailableError(f"{self._down_message()} ({exc})")
+            return _RetryableError("connection", exc)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            body = str(exc.message) + " " + str(exc.body)
+            self._contacted = True
+            if structured and "response_format" in body and status in (400, 422, 500):
+                return _ResponseFormatRejected(body)
+            if status == 404:
+                return ModelUnavailableError(
+                    f"{self._where()}: not found (HTTP 404: {exc.message}); check that the "
+                    "server serves this model (`ollama pull <model>`, or `--model_alias` for "
+                    "llama_cpp.server) and that models.base_url ends with /v1"
+                )
+            if status in (401, 403):
+                return ModelCallError(
+                    f"{self._where()}: HTTP {status} ({exc.message}); set the API key the "
+                    "server expects"
+                )
+            if status >= 500 or status in (408, 429):
+                return _RetryableError(f"HTTP {status}", exc)
+            return ModelCallError(f"{self._where()}: HTTP {status}: {exc.message}")
+        if self._transport_errors and isinstance(exc, self._transport_errors):
+            return _RetryableError("connection", exc)
+        if isinstance(exc, ModelError):
+            return exc
+        return ModelCallError(f"{self._where()}: {type(exc).__name__}: {exc}")
+
+    def _with_retries(self, fn: Callable[[], Any], structured: bool = False) -> tuple[Any, int]:
+        """Run ``fn`` (a whole request, stream consumed) with backoff; returns (value, tries).
+
+        With ``structured``, a server's rejection of ``response_format`` is raised as
+        ``_ResponseFormatRejected`` so the caller can switch formats.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                value = fn()
+                self._contacted = True
+                return value, attempt
+            except Exception as exc:  # classified: nothing raw escapes
+                err = self._classify(exc, structured)
+                if err is exc:
+                    raise
+                if not isinstance(err, _RetryableError):
+                    raise err from exc
+            if attempt > self.max_retries:
+                if err.kind == "connection":
+                    raise ModelUnavailableError(
+                        f"{self._where()}: lost the connection and {attempt} attempts failed "
+                        f"({err.cause}); is the server still running? {self._down_message()}"
+                    ) from err.cause
+                raise ModelCallError(
+                    f"{self._where()}: {err.kind} on all {attempt} attempts (timeout_s="
+                    f"{self.timeout_s}); raise models.timeout_s or models.max_retries, or check "
+                    "the server's load"
+                ) from err.cause
+            delay = self.backoff_s * (2 ** (attempt - 1))
+            log.warning(
+                "%s: %s; retry %d/%d in %.1fs", self._where(), err, attempt, self.max_retries, delay
+            )
+            time.sleep(delay)
+
+    def _sampling(self, gen: GenerationConfig) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "temperature": gen.temperature,
+            "top_p": gen.top_p,
+            "max_tokens": gen.max_tokens,
+            "seed": gen.seed,
+        }
+        if gen.stop:
+            kwargs["stop"] = list(gen.stop)
+        return kwargs
+
+    # -- chat -----------------------------------------------------------------------
+
+    def _stream_once(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> dict[str, Any]:
+        parts: list[str] = []
+        times: list[float] = []
+        usage = None
+        chunk_with_usage = None
+        finish = None
+        t0 = time.perf_counter()
+        stream = self._client.chat.completions.create(
+            model=self.model,
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+            **self._sampling(gen),
+        )
+        try:
+            for chunk in stream:
+                if getattr(chunk, "usage", None) is not None:
+                    usage = chunk.usage
+                    chunk_with_usage = chunk
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                content = choice.delta.content if choice.delta is not None else None
+                if content:
+                    times.append(time.perf_counter() - t0)
+                    parts.append(content)
+                finish = choice.finish_reason or finish
+        finally:
+            stream.close()
+        return {
+            "text": "".join(parts),
+            "times": times,
+            "usage": usage,
+            "response": chunk_with_usage,
+            "finish": finish,
+            "total": time.perf_counter() - t0,
+        }
+
+    def _complete_once(
+        self, messages: list[dict[str, Any]], gen: GenerationConfig
+    ) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        resp = self._client.chat.completions.create(
+            model=self.model,
+            messages=messages,
+            stream=False,
+            **self._sampling(gen),  # type: ignore[arg-type]
+        )
+        choice = resp.choices[0] if resp.choices else None
+        return {
+            "text": (choice.message.content or "") if choice else "",
+            "times": [],
+            "usage": resp.usage,
+            "response": resp,
+            "finish": choice.finish_reason if choice else None,
+            "total": time.perf_counter() - t0,
+        }
+
+    def chat(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> CallResult:
+        messages = check_messages(messages)
+        once = self._stream_once if self.stream else self._complete_once
+        t0 = time.perf_counter()
+        out, tries = self._with_retries(lambda: once(messages, gen))
+        total = time.perf_counter() - t0
+        usage = out["usage"]
+        prompt_tokens, completion_tokens = usage_of(out["response"])
+        if self.stream:
+            self._stream_usage_seen = usage is not None
+            if usage is None:
+                warnings.warn(
+                    f"{self._where()} sent no token usage in its stream; token counts are "
+                    "recorded as -1. Use a server that honours stream_options.include_usage, "
+                    "or construct the client with stream=False for exact usage",
+                    stacklevel=2,
+                )
+        ttft, itl = stream_timing(out["times"], completion_tokens)
+        return CallResult(
+            text=out["text"],
+            parsed=None,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            ttft_s=ttft,
+            itl_s=itl,
+            total_s=total,
+            attempts=tries,
+            cache_hit=False,
+            backend=self.backend,
+            model=self.model,
+            extra={
+                "finish_reason": out["finish"],
+                "usage_source": "server" if usage is not None else "unavailable",
+            },
+        )
+
+    # -- structured -----------------------------------------------------------------
+
+    def _raw_create(self, **kwargs: Any) -> Any:
+        """OpenAI-style create for Instructor, with transport retries and format fallback."""
+        rf = kwargs.get("response_format")
+        is_schema = isinstance(rf, dict) and rf.get("type") == "json_schema"
+
+        def send(request: dict[str, Any]) -> Any:
+            return self._client.chat.completions.create(model=self.model, **request)
+
+        def rewrite(request: dict[str, Any]) -> dict[str, Any]:
+            schema = (request["response_format"].get("json_schema") or {}).get("schema")
+            return {**request, "response_format": {"type": "json_object", "schema": schema}}
+
+        request = dict(kwargs)
+        if is_schema and self.structured_format == "json_object_schema":
+            request = rewrite(request)
+        try:
+            resp, tries = self._with_retries(lambda: send(request), structured=True)
+        except _ResponseFormatRejected as exc:
+            if not (is_schema and self.structured_format == "auto"):
+                raise ModelCallError(
+                    f"{self._where()}: the server rejected response_format "
+                    f"{request.get('response_format', {}).get('type')!r} ({str(exc)[:300]}); "
+                    "set structured_format to the form this server supports"
+                ) from exc
+            log.info(
+                "%s rejects response_format json_schema; using json_object+schema", self._where()
+            )
+            self.structured_format = "json_object_schema"
+            request = rewrite(request)
+            try:
+                resp, tries = self._with_retries(lambda: send(request), structured=True)
+            except _ResponseFormatRejected as exc2:
+                raise ModelCallError(
+                    f"{self._where()}: the server accepts neither json_schema nor "
+                    f"json_object+schema response formats ({str(exc2)[:300]}); it cannot "
+                    "constrain decoding to a schema"
+                ) from exc2
+        if is_schema and self.structured_format == "auto":
+            self.structured_format = "json_schema"  # accepted: remember
+        self._transport_tries += tries
+        return resp
+
+    def structured(
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[pydantic.BaseModel],
+        gen: GenerationConfig,
+    ) -> CallResult:
+        messages = check_messages(messages)
+        self._transport_tries = 0
+        t0 = time.perf_counter()
+        outcome = run_instructor(
+            self._raw_create,
+            messages,
+            schema,
+            self._sampling(gen),
+            self.max_retries,
+            self._where(),
+        )
+        total = time.perf_counter() - t0
+        prompt_tokens, completion_tokens = outcome.usage()
+        return CallResult(
+            text=outcome.text,
+            parsed=outcome.obj.model_dump(mode="json"),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            ttft_s=None,
+            itl_s=None,
+            total_s=total,
+            attempts=outcome.attempts,
+            cache_hit=False,
+            backend=self.backend,
+            model=self.model,
+            extra={
+                "usage_source": "server (summed over attempts)"
+                if prompt_tokens >= 0
+                else "unavailable",
+                "response_format": self.structured_format,
+                "transport_tries": self._transport_tries,
+            },
+        )
+
+    # -- tokens ---------------------------------------------------------------------
+
+    def _server_root(self) -> str:
+        root = self.base_url
+        return root[: -len("/v1")] if root.endswith("/v1") else root
+
+    def _server_tokenize(self, text: str) -> int | None:
+        import httpx
+
+        routes = (
+            [self._tokenize_route]
+            if self._tokenize_route
+            else [
+                "/extras/tokenize",
+                "/tokenize",
+            ]
+        )
+        for route in routes:
+            payload = (
+                {"input": text}
+                if route == "/extras/tokenize"
+                else {
+                    "content": text,
+                    "add_special": False,
+                }
+            )
+            try:
+                r = httpx.post(self._server_root() + route, json=payload, timeout=self.timeout_s)
+            except httpx.HTTPError as exc:
+                raise ModelUnavailableError(f"{self._down_message()} ({exc})") from exc
+            if r.status_code == 200:
+                try:
+                    tokens = r.json()["tokens"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                self._tokenize_route = route
+                return len(tokens)
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is None and self._tokenizer_gguf is not None:
+            from .llamacpp import GGUFTokenizer
+
+            self._tokenizer = GGUFTokenizer(self._tokenizer_gguf)
+        if self._tokenizer is not None:
+            return int(self._tokenizer(text))
+        n = self._server_tokenize(text)
+        if n is None:
+            raise ModelError(
+                f"{self._where()}: the server has no tokenize endpoint, so tokens cannot be "
+                "counted with the model's own tokenizer; give the client the model's GGUF "
+                "file (tokenizer_gguf=..., config models.tokenizer_gguf)"
+            )
+        return n
+
+    def describe(self) -> dict[str, Any]:
+        if self.stream:
+            usage = {
+                None: "server stream usage (not yet seen)",
+                True: "server stream usage",
+                False: "unavailable: server sends no usage when streaming (-1)",
+            }[self._stream_usage_seen]
+        else:
+            usage = "server usage (non-streamed calls; no TTFT/ITL)"
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "base_url": self.base_url,
+            "timeout_s": self.timeout_s,
+            "max_retries": self.max_retries,
+            "stream": self.stream,
+            "structured_format": self.structured_format,
+            "usage_source": usage,
+        }
+
+    def ping(self) -> list[str]:
+        """Check the server answers; returns the model ids it lists."""
+        models, _ = self._with_retries(lambda: self._client.models.list())
+        return [m.id for m in models.data]
+
+    def close(self) -> None:
+        self._client.close()

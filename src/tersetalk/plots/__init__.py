@@ -1,0 +1,1 @@
+"""Seaborn figures for the paper."""

@@ -1,0 +1,156 @@
+"""Run one (task, system, variant) over a sample, resumably.
+
+Each finished example is appended to a checkpoint (JSON Lines, flushed and
+fsynced) before the next one starts, so killing the job loses at most the
+example in flight. A restart reads the checkpoint, skips what is done and
+finishes the rest; the Parquet file is written atomically at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from tersetalk.config import spec_hash
+from tersetalk.models import GenerationConfig, ModelClient, make_client
+from tersetalk.records import build_record, records_frame
+from tersetalk.systems import RunContext, get_system
+from tersetalk.tasks.loading import read_sample
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_path(out: Path) -> Path:
+    return out.with_name(out.name.removesuffix(".parquet") + ".checkpoint.jsonl")
+
+
+def read_checkpoint(path: Path, expected_hash: str) -> dict[str, dict]:
+    """Finished records by example id; a torn last line (a kill mid-write) is dropped."""
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s:%d: unreadable checkpoint line dropped (torn write)", path, lineno)
+                continue
+            if rec.get("spec_hash") != expected_hash:
+                continue  # written under another config: not ours to reuse
+            done[rec["example_id"]] = rec
+    return done
+
+
+def client_from_spec(spec: dict) -> ModelClient:
+    cfg = dict(spec["models"])
+    cfg["seed"] = spec["seed"]
+    return make_client(cfg, cache_dir=Path(spec["cache_dir"]) / "calls")
+
+
+def generation_configs(spec: dict) -> tuple[GenerationConfig, GenerationConfig]:
+    g = spec["generation"]
+    base = dict(temperature=g["temperature"], top_p=g["top_p"], seed=spec["seed"])
+    return (
+        GenerationConfig(max_tokens=g["max_tokens"], **base),
+        GenerationConfig(max_tokens=g["critic_max_tokens"], **base),
+    )
+
+
+def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
+    """One example -> one record. Any failure becomes an error row."""
+    system = get_system(spec["system"])
+    start = time.perf_counter()
+    describe = ctx.client.describe()
+    common = dict(backend=describe.get("backend", ""), model=describe.get("model", ""),
+                  spec_hash=digest)  # fmt: skip
+    try:
+        res = system(example, ctx)
+    except Exception as exc:  # noqa: BLE001 - an example must never stop the run
+        log.error("example %s failed: %s\n%s", example["example_id"], exc, traceback.format_exc())
+        return build_record(
+            example, spec, prediction="", raw_answer="", messages=[], calls=[],
+            verdict="error", verdict_explicit=False, revisions=0, counters={},
+            error=f"{type(exc).__name__}: {exc}", elapsed_s=time.perf_counter() - start,
+            **common,
+        )  # fmt: skip
+    return build_record(
+        example, spec, prediction=res.prediction, raw_answer=res.raw_answer,
+        messages=res.conversation.messages, calls=res.conversation.calls,
+        verdict=res.verdict, verdict_explicit=res.verdict_explicit, revisions=res.revisions,
+        counters=res.counters, error=None, elapsed_s=time.perf_counter() - start, **common,
+    )  # fmt: skip
+
+
+def write_parquet_atomic(df: pd.DataFrame, out: Path, metadata: dict | None = None) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    if metadata:
+        meta = dict(table.schema.metadata or {})
+        meta[b"tersetalk"] = json.dumps(metadata, sort_keys=True).encode()
+        table = table.replace_schema_metadata(meta)
+    tmp = out.with_name(out.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, out)
+
+
+def run(
+    spec: dict,
+    sample_path: str | Path,
+    out: str | Path,
+    *,
+    limit: int | None = None,
+    client: ModelClient | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    out = Path(out)
+    examples = read_sample(sample_path)
+    if limit is not None:
+        examples = examples[:limit]
+    digest = spec_hash(spec)
+    ckpt = checkpoint_path(out)
+    done = read_checkpoint(ckpt, digest)
+    if done:
+        log.info("resuming: %d of %d examples already finished in %s", len(done), len(examples), ckpt)
+    client = client or client_from_spec(spec)
+    gen, critic_gen = generation_configs(spec)
+    ctx = RunContext(
+        task=spec["task"], client=client, gen=gen, critic_gen=critic_gen,
+        variant_settings=spec["variant_settings"], task_options=spec["task_options"],
+        max_revisions=spec["pipeline"]["max_revisions"],
+    )  # fmt: skip
+    log.info("run %s/%s/%s: %d examples, model %s, spec %s", spec["task"], spec["system"],
+             spec["variant"], len(examples), json.dumps(client.describe()), digest)  # fmt: skip
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    todo = [ex for ex in examples if ex["example_id"] not in done]
+    bar = tqdm(total=len(examples), initial=len(examples) - len(todo), disable=not progress,
+               desc=f"{spec['task']}/{spec['system']}/{spec['variant']}", unit="ex")  # fmt: skip
+    with open(ckpt, "a", encoding="utf-8") as fh:
+        for ex in todo:
+            rec = run_one(ex, spec, ctx, digest)
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+            done[ex["example_id"]] = rec
+            bar.update(1)
+    bar.close()
+    df = records_frame([done[ex["example_id"]] for ex in examples])
+    n_err = int(df["error"].notna().sum())
+    stats = getattr(client, "stats", lambda: {})()
+    log.info("finished: %d records, %d errors, cache %s", len(df), n_err, stats)
+    write_parquet_atomic(df, out, {"spec": spec, "spec_hash": digest, "model": client.describe()})
+    ckpt.unlink(missing_ok=True)
+    return df

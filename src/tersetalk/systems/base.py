@@ -1,0 +1,35 @@
+"""What a system receives and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tersetalk.agents.conversation import Conversation
+from tersetalk.models import GenerationConfig, ModelClient
+
+
+@dataclass
+class RunContext:
+    """Everything a system needs comes in through here: no globals."""
+
+    task: str
+    client: ModelClient
+    gen: GenerationConfig
+    critic_gen: GenerationConfig
+    variant_settings: dict[str, Any] = field(default_factory=dict)
+    task_options: dict[str, Any] = field(default_factory=dict)
+    max_revisions: int = 1
+
+
+@dataclass
+class SystemResult:
+    """A system's output for one example; the runner turns it into a record."""
+
+    prediction: str
+    raw_answer: str
+    conversation: Conversation
+    verdict: str = "accept"
+    verdict_explicit: bool = False
+    revisions: int = 0
+    counters: dict[str, Any] = field(default_factory=dict)

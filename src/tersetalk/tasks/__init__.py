@@ -1,0 +1,1 @@
+"""Tasks: dataset loading, sampling and official scoring."""

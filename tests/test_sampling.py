@@ -1,0 +1,52 @@
+import shutil
+
+import pytest
+
+from tersetalk.tasks.loading import TaskDataError, load_records, read_sample, sample
+
+
+@pytest.fixture(scope="module")
+def gsm8k_records(request):
+    repo = request.config.rootpath
+    return load_records("gsm8k", data_dir=repo / "data")
+
+
+def test_shipped_files_load_with_checksum(gsm8k_records, repo):
+    assert len(gsm8k_records) == 1319
+    hotpot = load_records("hotpotqa", data_dir=repo / "data")
+    assert len(hotpot) == 1888
+    assert {"id", "question", "answer", "supporting_facts", "context"} <= set(hotpot[0])
+
+
+def test_checksum_mismatch_is_a_clear_error(tmp_path, repo):
+    (tmp_path / "gsm8k").mkdir()
+    bad = tmp_path / "gsm8k" / "test.jsonl.gz"
+    shutil.copy(repo / "data" / "gsm8k" / "test.jsonl.gz", bad)
+    with open(bad, "ab") as fh:
+        fh.write(b"x")
+    with pytest.raises(TaskDataError, match="checksum mismatch"):
+        load_records("gsm8k", data_dir=tmp_path)
+    with pytest.raises(TaskDataError, match="missing"):
+        load_records("hotpotqa", data_dir=tmp_path)
+
+
+def test_sampling_is_seeded_disjoint_and_prefix_stable(gsm8k_records):
+    ev, cal = sample("gsm8k", gsm8k_records, n=10, calibration_n=20, seed=7)
+    ev2, cal2 = sample("gsm8k", gsm8k_records, n=10, calibration_n=20, seed=7)
+    assert ev.equals(ev2) and cal.equals(cal2)
+    assert not set(ev["example_id"]) & set(cal["example_id"])
+    bigger, _ = sample("gsm8k", gsm8k_records, n=15, calibration_n=5, seed=7)
+    assert list(bigger["example_id"][:10]) == list(ev["example_id"])
+    other, _ = sample("gsm8k", gsm8k_records, n=10, calibration_n=20, seed=8)
+    assert list(other["example_id"]) != list(ev["example_id"])
+    assert ev["gold"].str.fullmatch(r"-?[\d.]+").all()
+
+
+def test_oversized_sample_and_empty_file(gsm8k_records, tmp_path):
+    with pytest.raises(TaskDataError, match="lower n"):
+        sample("gsm8k", gsm8k_records, n=1300, calibration_n=50, seed=0)
+    ev, _ = sample("gsm8k", gsm8k_records, n=1, calibration_n=0, seed=0)
+    path = tmp_path / "empty.parquet"
+    ev.iloc[:0].to_parquet(path)
+    with pytest.raises(TaskDataError, match="no rows"):
+        read_sample(path)

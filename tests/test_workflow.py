@@ -1,0 +1,64 @@
+"""Real Snakemake: lint, dry runs, a wrong config, and a one-example run on the real model."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def _copy_repo(repo: Path, dest: Path) -> Path:
+    for name in ("Snakefile", "workflow", "config", "data", "envs"):
+        src = repo / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name)
+        else:
+            shutil.copy(src, dest / name)
+    return dest
+
+
+def _sm(args, cwd):
+    return subprocess.run(SNAKEMAKE + args, cwd=cwd, capture_output=True, text=True)
+
+
+def test_lint_is_clean(repo):
+    res = _sm(["--lint"], repo)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Lints for" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("cfg", ["config/config.yaml", "config/paper.yaml"])
+def test_dry_run(repo, cfg):
+    res = _sm(["-n", "--cores", "2", "--configfile", cfg], repo)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "run_system" in res.stdout + res.stderr
+
+
+def test_wrong_config_stops_at_startup_naming_the_key(repo):
+    res = _sm(["-n", "--cores", "1", "--config", "models={'backend': 'gpt5'}"], repo)
+    assert res.returncode != 0
+    assert "config key 'models.backend'" in res.stdout + res.stderr
+
+
+@pytest.mark.integration
+def test_one_example_through_the_whole_dag(repo, tmp_path):
+    work = _copy_repo(repo, tmp_path)
+    args = ["--cores", "2", "--config", "n_eval=1", "calibration_n=0", "tasks=[gsm8k]"]
+    res = _sm(args, work)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    run = pd.read_parquet(work / "results/runs/gsm8k/freeform/default.parquet")
+    assert len(run) == 1 and run["n_model_calls"].iloc[0] >= 2
+    assert run["backend"].iloc[0] == "llamacpp"
+    summary = pd.read_parquet(work / "results/summary.parquet")
+    assert summary["n"].tolist() == [1]
+    assert (work / "figures/accuracy_vs_tokens.png").stat().st_size > 10_000
+    # forced rerun: every call comes from the cache
+    res = _sm(args + ["--forceall"], work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    again = pd.read_parquet(work / "results/runs/gsm8k/freeform/default.parquet")
+    assert again["cache_hits"].iloc[0] == again["n_model_calls"].iloc[0]
+    assert again["prediction"].equals(run["prediction"])

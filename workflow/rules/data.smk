@@ -1,0 +1,27 @@
+# Seeded samples of each task: an evaluation sample and a disjoint calibration shard.
+
+
+rule sample:
+    input:
+        sample_input,
+    output:
+        eval="results/samples/{task}.parquet",
+        calibration="results/samples/{task}.calibration.parquet",
+    params:
+        n=config["n_eval"],
+        calibration_n=config["calibration_n"],
+        seed=config["seed"],
+        source=config["data"]["source"],
+        data_dir=config["data"]["dir"],
+    log:
+        "results/logs/sample/{task}.log",
+    resources:
+        mem_mb=3000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        "tersetalk sample --task {wildcards.task} --n {params.n} "
+        "--calibration-n {params.calibration_n} --seed {params.seed} "
+        "--source {params.source} --data-dir {params.data_dir} "
+        "--out {output.eval} --calibration-out {output.calibration} > {log} 2>&1"

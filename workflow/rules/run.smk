@@ -1,0 +1,21 @@
+# One job = (task, system, variant): every example of the sample through one system.
+
+
+rule run_system:
+    input:
+        sample="results/samples/{task}.parquet",
+    output:
+        "results/runs/{task}/{system}/{variant}.parquet",
+    params:
+        spec=spec_json,
+    log:
+        "results/logs/run/{task}/{system}/{variant}.log",
+    threads: config["models"]["threads"] or 2
+    resources:
+        mem_mb=4000,
+        runtime=run_runtime_min,
+    conda:
+        ENV
+    shell:
+        "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
+        "--out {output} 2>&1 | tee {log}"
