@@ -484,3 +484,14 @@ def test_make_client_builds_the_embedded_default_with_cache(tmp_path):
     d = client.describe()
     assert d["backend"] == "llamacpp" and d["n_threads"] == 1 and d["cache_dir"] == str(tmp_path)
     client.close()
+
+
+@pytest.mark.integration
+def test_prompt_longer_than_the_context_names_n_ctx():
+    from tersetalk.models import LlamaCppClient
+
+    client = LlamaCppClient(n_ctx=64, n_threads=1)
+    long = [{"role": "user", "content": "word " * 200}]
+    with pytest.raises(ModelCallError, match=r"does not fit .*n_ctx=64: raise models\.n_ctx"):
+        client.chat(long, GenerationConfig(max_tokens=4))
+    client.close()

@@ -10,7 +10,7 @@ rule run_system:
         spec=spec_json,
     log:
         "results/logs/run/{task}/{system}/{variant}.log",
-    threads: config["models"]["threads"] or 2
+    threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
     resources:
         mem_mb=4000,
         runtime=run_runtime_min,

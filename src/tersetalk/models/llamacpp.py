@@ -225,8 +225,12 @@ class LlamaCppClient(ModelClient):
 
     def _wrap_error(self, exc: Exception) -> ModelCallError:
         hint = ""
-        if "context" in str(exc).lower():
-            hint = f"; the prompt does not fit n_ctx={self.n_ctx}: raise models.n_ctx"
+        n_prompt = self._probe.prompt_tokens
+        if n_prompt >= self.n_ctx or "context" in str(exc).lower():
+            hint = (
+                f"; the prompt ({n_prompt} tokens) does not fit the context window "
+                f"n_ctx={self.n_ctx}: raise models.n_ctx or shorten the messages"
+            )
         return ModelCallError(f"{self._where()}: {type(exc).__name__}: {exc}{hint}")
 
     # -- ModelClient ----------------------------------------------------------------

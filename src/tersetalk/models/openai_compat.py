@@ -212,10 +212,13 @@ class OpenAICompatClient(ModelClient):
                         f"{self._where()}: lost the connection and {attempt} attempts failed "
                         f"({err.cause}); is the server still running? {self._down_message()}"
                     ) from err.cause
+                fix = (
+                    f"raise models.timeout_s (now {self.timeout_s}) or models.max_retries"
+                    if err.kind == "timeout"
+                    else "see the server's log; raise models.max_retries if it is overloaded"
+                )
                 raise ModelCallError(
-                    f"{self._where()}: {err.kind} on all {attempt} attempts (timeout_s="
-                    f"{self.timeout_s}); raise models.timeout_s or models.max_retries, or check "
-                    "the server's load"
+                    f"{self._where()}: {err.kind} on all {attempt} attempts ({err.cause}); {fix}"
                 ) from err.cause
             delay = self.backoff_s * (2 ** (attempt - 1))
             log.warning(
