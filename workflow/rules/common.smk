@@ -1,6 +1,7 @@
 # Config validation, target functions and wildcard constraints.
 
 import json
+import os
 import shlex
 import shutil
 import sys
