@@ -63,15 +63,20 @@ def validate_config(config: dict) -> dict:
             lines.append(line)
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _apply_defaults(schema, config)
-    from tersetalk.systems import registered_systems
+    from tersetalk.systems import registered_systems, validate_variant
 
     known = registered_systems()
-    for name in config["systems"]:
+    for name, system in config["systems"].items():
         if name not in known:
             raise ConfigError(
                 f"config key 'systems.{name}': unknown system; registered systems are "
                 f"{sorted(known)}"
             )
+        for variant, settings in system["variants"].items():
+            try:
+                system["variants"][variant] = validate_variant(name, variant, settings)
+            except ValueError as exc:
+                raise ConfigError(f"invalid configuration:\n  {exc}") from None
     if config["data"]["source"] == "local" and not Path(config["data"].get("dir", "data")).exists():
         raise ConfigError(
             f"config key 'data.dir': folder {config['data']['dir']!r} does not exist "

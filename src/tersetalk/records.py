@@ -127,6 +127,10 @@ def build_record(
         cache_hits=sum(bool(c["cache_hit"]) for c in calls),
         calls=json.dumps(calls),
     )
+    # numeric protocol counters also get their own columns, c_<name>, for pandas
+    for key, value in sorted(counters.items()):
+        if isinstance(value, bool | int | float):
+            rec[f"c_{key}"] = value
     return rec
 
 

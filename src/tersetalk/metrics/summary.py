@@ -62,9 +62,37 @@ def run_metrics(df: pd.DataFrame) -> pd.DataFrame:
     row["t_itl_mean_s"] = float(df["t_itl_mean_s"].mean())
     model_s = float(df["t_model_s"].sum())
     row["tokens_per_s"] = float(df["usage_completion_tokens"].sum()) / model_s if model_s else 0.0
+    row.update(protocol_rates(ok))
     row["backend"] = str(first["backend"])
     row["model"] = str(first["model"])
     return pd.DataFrame([row])
+
+
+RATES = {
+    # name: (numerator counter, denominator counter), summed over the run's records
+    "overflow_rate": ("overflow_total", "lines_total"),
+    "compressed_rate": ("compressed_total", "lines_total"),
+    "compliance_first_try_rate": ("compliance_first_try", "compliance_calls"),
+    "compliance_after_retries_rate": ("compliance_after_retries", "compliance_calls"),
+    "compliance_repaired_rate": ("compliance_repaired", "compliance_calls"),
+    "compliance_fallback_rate": ("compliance_fallback", "compliance_calls"),
+}
+
+
+def protocol_rates(ok: pd.DataFrame) -> dict[str, float]:
+    """Means of every numeric protocol counter (``c_*``) and the pooled rates.
+
+    Systems without a counter simply lack its column; the summary then has NaN
+    there rather than a made-up zero.
+    """
+    out: dict[str, float] = {}
+    for col in sorted(c for c in ok.columns if c.startswith("c_")):
+        out[f"{col}_mean"] = float(pd.to_numeric(ok[col]).mean())
+    for name, (num, den) in RATES.items():
+        if f"c_{num}" in ok.columns and f"c_{den}" in ok.columns:
+            total = float(ok[f"c_{den}"].sum())
+            out[name] = float(ok[f"c_{num}"].sum()) / total if total else float("nan")
+    return out
 
 
 def aggregate(paths: list[str | Path]) -> pd.DataFrame:

@@ -58,6 +58,9 @@ class GenerationConfig:
     max_tokens: int = 256
     seed: int = 0
     stop: tuple[str, ...] = ()
+    #: ask for a JSON object (``response_format={"type": "json_object"}``) without a
+    #: schema: the TerseTalk ``json`` enforcement mode
+    json_mode: bool = False
 
     def __post_init__(self) -> None:
         # Accept a list from YAML/JSON config, but store a tuple so the object stays hashable.
@@ -81,6 +84,7 @@ class GenerationConfig:
             "max_tokens": int(self.max_tokens),
             "seed": int(self.seed),
             "stop": list(self.stop),
+            "json_mode": bool(self.json_mode),
         }
 
 

@@ -207,7 +207,7 @@ class LlamaCppClient(ModelClient):
         # top_k=0 and min_p=0 switch off llama.cpp's extra samplers (defaults 40 / 0.05),
         # so temperature/top_p mean what they mean on OpenAI-compatible servers.
         # At temperature 0 llama.cpp decodes greedily.
-        return {
+        kwargs: dict[str, Any] = {
             "temperature": gen.temperature,
             "top_p": gen.top_p,
             "top_k": 0,
@@ -217,6 +217,9 @@ class LlamaCppClient(ModelClient):
             "seed": gen.seed,
             "stop": list(gen.stop),
         }
+        if gen.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
 
     def _fresh(self) -> None:
         if not self.reuse_prefix:

@@ -235,6 +235,8 @@ class OpenAICompatClient(ModelClient):
         }
         if gen.stop:
             kwargs["stop"] = list(gen.stop)
+        if gen.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
         return kwargs
 
     # -- chat -----------------------------------------------------------------------

@@ -1,0 +1,56 @@
+"""The Manager's brief: role, subgoal, facts and a question, with caps applied."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .caps import CapCounters, CompressHook, apply_caps
+from .errors import ProtocolError
+from .lines import FactLine, GoalLine, LineBase, QuestionLine, RoleLine
+from .memory import Memory
+from .summarize import Summarizer
+from .tags import role_for
+from .tokens import TokenCounter, approx_token_count
+
+
+def encode_brief(
+    goal: str,
+    facts: Iterable[str],
+    question: str | None,
+    role: str = "M",
+    caps: Mapping[str, int] | None = None,
+    memory: Memory | None = None,
+    summarizer: str | Summarizer = "extractive",
+    count_tokens: TokenCounter = approx_token_count,
+    *,
+    addressee: str = "W",
+    compress: CompressHook | None = None,
+) -> tuple[list[LineBase], CapCounters]:
+    """``r``, ``g``, one ``f`` per fact, and ``q`` (to ``addressee``), capped.
+
+    ``caps=None`` uses :data:`~tersetalk.protocol.caps.DEFAULT_CAPS`; ``{}`` disables
+    capping. Overflowed texts go into ``memory``: pass the run's store so the
+    receiver's questions can be answered; with ``memory=None`` a private store is
+    used and the full texts are unreachable afterwards. ``question=None`` omits the
+    ``q`` line. Role and addressee accept letters or words ("manager", "worker").
+    """
+    role_letter = role_for(role) if isinstance(role, str) else None
+    to_letter = role_for(addressee) if isinstance(addressee, str) else None
+    if role_letter is None or to_letter is None:
+        raise ProtocolError(
+            "role and addressee must be M, W, C (or manager, worker, critic)",
+            snippet=f"role={role!r}, addressee={addressee!r}",
+        )
+    lines: list[LineBase] = [RoleLine(role=role_letter), GoalLine(text=goal)]
+    lines += [FactLine(text=fact) for fact in facts]
+    if question is not None:
+        lines.append(QuestionLine(to=to_letter, text=question))
+    result = apply_caps(
+        lines,
+        caps,
+        memory=memory if memory is not None else Memory(),
+        summarizer=summarizer,
+        compress=compress,
+        count_tokens=count_tokens,
+    )
+    return result.lines, result.counters

@@ -1,0 +1,103 @@
+"""Canonical serialisation and strict parsing of TerseTalk-JSONL.
+
+One JSON array per line, compact separators, UTF-8 kept as is (``ensure_ascii=False``
+saves tokens on non-ASCII text). Lines are split on ``\\n`` only -- never with
+``str.splitlines``, which would also split on U+2028 and friends that JSON leaves
+unescaped inside strings. Blank lines are ignored; a trailing ``\\r`` (CRLF) is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from .errors import EncodingError, InputTypeError, InvalidJSONError
+from .lines import LineBase, line_from_array
+
+_JSON_BLANK = " \t\r"
+
+
+def serialize_line(line: LineBase) -> str:
+    """One line in canonical compact form, e.g. ``["f","Paris is in France","M#3"]``."""
+    return json.dumps(line.to_array(), ensure_ascii=False, separators=(",", ":"))
+
+
+def serialize(lines: Iterable[LineBase]) -> str:
+    """A whole message: canonical lines joined by ``\\n``, without a trailing newline.
+
+    No trailing newline because every token on the wire is counted; readers treat the
+    end of the message as the end of the last line.
+    """
+    out = []
+    for line in lines:
+        if not isinstance(line, LineBase):
+            raise InputTypeError(
+                "serialize() takes line models", snippet=repr(line), fix="use normalize_obj()"
+            )
+        out.append(serialize_line(line))
+    return "\n".join(out)
+
+
+def physical_lines(data: str | bytes | bytearray) -> Iterator[tuple[int, str | bytes]]:
+    """Yield ``(1-based line number, raw line)`` split on ``\\n`` with ``\\r`` kept."""
+    if isinstance(data, str):
+        parts: list = data.split("\n")
+    elif isinstance(data, bytes | bytearray | memoryview):
+        parts = bytes(data).split(b"\n")
+    else:
+        raise InputTypeError(
+            "a message must be str or bytes", snippet=type(data).__name__, fix="pass text"
+        )
+    # "a\n" is one line, not two: the empty remainder after a final newline is no line.
+    if parts and not parts[-1]:
+        parts.pop()
+    yield from enumerate(parts, start=1)
+
+
+def decode_strict(raw: bytes, line_no: int) -> str:
+    """Decode one line's bytes as UTF-8 or raise :class:`EncodingError`."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EncodingError(
+            f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})",
+            line_no=line_no,
+            snippet=repr(raw[max(0, exc.start - 10) : exc.start + 10]),
+            fix="send UTF-8 text",
+        ) from None
+
+
+def parse_line_strict(raw: str, line_no: int) -> LineBase | None:
+    """Parse one physical line strictly; ``None`` for a blank line."""
+    if raw.endswith("\r"):
+        raw = raw[:-1]
+    if not raw.strip(_JSON_BLANK):
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        # JSONDecodeError is a ValueError; huge ints and deep nesting raise the others.
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise InvalidJSONError(
+            f"not a JSON value ({reason})",
+            line_no=line_no,
+            snippet=raw,
+            fix="write one JSON array per line, or use parse_lenient()",
+        ) from None
+    return line_from_array(value, line_no=line_no)
+
+
+def parse_strict(text: str | bytes) -> list[LineBase]:
+    """Parse a canonical message; raise a :class:`ProtocolError` on the first bad line.
+
+    Accepts objects, long tag names and the like only via :func:`parse_lenient`; here a
+    line must already be ``[tag, payload...]`` with the exact payload types.
+    """
+    out: list[LineBase] = []
+    for line_no, raw in physical_lines(text):
+        if isinstance(raw, bytes):
+            raw = decode_strict(raw, line_no)
+        line = parse_line_strict(raw, line_no)
+        if line is not None:
+            out.append(line)
+    return out

@@ -1,0 +1,93 @@
+"""Incremental reading: act on the first line before the message has ended.
+
+Bytes are buffered until a ``\\n`` arrives and only complete lines are decoded,
+so a UTF-8 character split across chunks is never seen half-way (``\\n`` can never
+occur inside a multibyte sequence). Complete lines go through the same code as the
+whole-message parsers, which is why the reader yields the same lines for any
+chunking of the same bytes.
+"""
+
+from __future__ import annotations
+
+from .codec import decode_strict, parse_line_strict
+from .errors import InputTypeError, StreamClosedError
+from .lines import LineBase
+from .repair import LenientMachine, ParseResult
+
+
+class StreamReader:
+    """Feed bytes as they arrive; get back the lines completed so far.
+
+    ``strict=False`` (default) applies the lenient repairs of :func:`parse_lenient`;
+    ``strict=True`` behaves like :func:`parse_strict` and raises the same error for
+    the first bad line as soon as that line is complete.
+    """
+
+    def __init__(self, *, strict: bool = False, default_addressee: str | None = None) -> None:
+        self.strict = strict
+        self._machine = None if strict else LenientMachine(default_addressee=default_addressee)
+        self._buffer = bytearray()
+        self._line_no = 0
+        self._closed = False
+        self._lines: list[LineBase] = []
+
+    def feed(self, data: bytes | bytearray | memoryview | str) -> list[LineBase]:
+        """Add bytes (``str`` is encoded as UTF-8); return newly completed lines."""
+        if self._closed:
+            raise StreamClosedError("feed() after close()", fix="start a new StreamReader")
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogatepass")
+        elif not isinstance(data, bytes | bytearray | memoryview):
+            raise InputTypeError("feed() takes bytes", snippet=type(data).__name__)
+        start = len(self._buffer)
+        self._buffer += data
+        cut = self._buffer.rfind(b"\n", start)
+        if cut < 0:
+            return []
+        complete = bytes(self._buffer[:cut])
+        del self._buffer[: cut + 1]
+        out: list[LineBase] = []
+        for raw in complete.split(b"\n"):
+            out += self._line(raw)
+        return out
+
+    def close(self) -> list[LineBase]:
+        """End of message: the unterminated last line and anything held back."""
+        if self._closed:
+            return []
+        self._closed = True
+        out: list[LineBase] = []
+        if self._buffer:
+            raw = bytes(self._buffer)
+            self._buffer.clear()
+            out += self._line(raw)
+        if self._machine is not None:
+            finished = self._machine.finish()
+            self._lines += finished
+            out += finished
+        return out
+
+    def _line(self, raw: bytes) -> list[LineBase]:
+        self._line_no += 1
+        if self._machine is not None:
+            got = self._machine.push_bytes(raw)
+        else:
+            line = parse_line_strict(decode_strict(raw, self._line_no), self._line_no)
+            got = [] if line is None else [line]
+        self._lines += got
+        return got
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes received but not yet part of a complete line."""
+        return len(self._buffer)
+
+    def result(self) -> ParseResult:
+        """Lines so far with the lenient repair counts (strict mode: no repairs)."""
+        if self._machine is not None:
+            return self._machine.result()
+        return ParseResult(lines=list(self._lines), canonical_lines=len(self._lines))
