@@ -149,8 +149,10 @@ def run(
     bar.close()
     df = records_frame([done[ex["example_id"]] for ex in examples])
     n_err = int(df["error"].notna().sum())
-    stats = getattr(client, "stats", lambda: {})()
-    log.info("finished: %d records, %d errors, cache %s", len(df), n_err, stats)
+    desc = client.describe()
+    log.info("finished: %d records, %d errors; cache hits %s, misses %s (%s)", len(df), n_err,
+             desc.get("cache_hits", "-"), desc.get("cache_misses", "-"),
+             desc.get("cache_dir", "no cache"))  # fmt: skip
     write_parquet_atomic(df, out, {"spec": spec, "spec_hash": digest, "model": client.describe()})
     ckpt.unlink(missing_ok=True)
     return df
