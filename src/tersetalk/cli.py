@@ -7,12 +7,21 @@ rerun a single step or point a step at their own files.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
 from pathlib import Path
 
 DEFAULT_CONFIG = "config/config.yaml"
+
+#: modules that add their own subcommands with ``add_commands(subparsers)``
+PLUGIN_COMMANDS = (
+    "tersetalk.encoders.cli",  # prepare-compressor
+    "tersetalk.mediator.cli",  # mediator demo
+    "tersetalk.msp.cli",
+    "tersetalk.bench.cli",  # bench
+)
 
 
 def _setup_logging(level: str) -> None:
@@ -153,6 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--summary", required=True, help="summary Parquet from `tersetalk aggregate`")
     f.add_argument("--out-stem", required=True, help="output path without extension")
     f.set_defaults(func=_cmd_plot)
+    for module in PLUGIN_COMMANDS:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.add_commands(sub)
     return p
 
 

@@ -26,7 +26,9 @@ def plot_accuracy_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list
         sub = data[data["task"] == task]
         sns.scatterplot(data=sub, x="tokens_total_cl100k_mean", y="accuracy", hue="system",
                         style="system", s=120, ax=ax, legend=ax is axes[0][-1])  # fmt: skip
-        for r in sub.itertuples():
+        # name the variant only where a system has several (the legend names systems)
+        several = sub.groupby("system")["variant"].transform("nunique") > 1
+        for r in sub[several].itertuples():
             ax.annotate(r.variant, (r.tokens_total_cl100k_mean, r.accuracy),
                         textcoords="offset points", xytext=(6, 4), fontsize=9)  # fmt: skip
         n = int(sub["n"].max())
@@ -34,7 +36,7 @@ def plot_accuracy_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list
         ax.set_xlabel("tokens exchanged per example (cl100k_base)")
         ax.set_ylabel("accuracy")
         ax.set_ylim(-0.05, 1.05)
-        ax.set_xlim(left=0)
+        ax.set_xlim(0, 1.15 * float(sub["tokens_total_cl100k_mean"].max() or 1))
     if axes[0][-1].get_legend():
         sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1), frameon=False)
     model = ", ".join(sorted(set(summary["backend"] + ":" + summary["model"])))

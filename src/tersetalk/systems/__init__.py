@@ -1,11 +1,13 @@
 """The registry of compared systems: name -> ``run(example, context) -> record``.
 
 A system module registers itself with :func:`register`; importing this package
-imports every system module, so the registry is complete after one import.
+imports every module in it, so adding a system is adding a file here.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 
 from pydantic import BaseModel, ValidationError
@@ -17,19 +19,20 @@ _REGISTRY: dict[str, SystemFn] = {}
 _SETTINGS: dict[str, type[BaseModel]] = {}
 
 
-def register(name: str) -> Callable[[SystemFn], SystemFn]:
+def register(
+    name: str, settings: type[BaseModel] | None = None
+) -> Callable[[SystemFn], SystemFn]:
+    """Register a system; ``settings`` is the Pydantic model its variant settings obey."""
+
     def deco(fn: SystemFn) -> SystemFn:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
             raise ValueError(f"system {name!r} registered twice")
         _REGISTRY[name] = fn
+        if settings is not None:
+            _SETTINGS[name] = settings
         return fn
 
     return deco
-
-
-def register_settings(name: str, model: type[BaseModel]) -> None:
-    """Declare the Pydantic model that validates a system's variant settings."""
-    _SETTINGS[name] = model
 
 
 def validate_variant(name: str, variant: str, settings: dict) -> dict:
@@ -64,9 +67,14 @@ def registered_systems() -> list[str]:
     return sorted(_REGISTRY)
 
 
-from tersetalk.systems import freeform, tersetalk_jsonl  # noqa: E402,F401  (register themselves)
+def _import_all() -> None:
+    """Import every module of this package, so each system registers itself."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.name != "base":
+            importlib.import_module(f"{__name__}.{info.name}")
 
-register_settings("tersetalk", tersetalk_jsonl.TerseTalkSettings)
 
-__all__ = ["RunContext", "SystemResult", "get_system", "register", "register_settings", "registered_systems",
+_import_all()
+
+__all__ = ["RunContext", "SystemResult", "get_system", "register", "registered_systems",
            "validate_variant"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,14 @@ class RunContext:
     variant_settings: dict[str, Any] = field(default_factory=dict)
     task_options: dict[str, Any] = field(default_factory=dict)
     max_revisions: int = 1
+    #: objects built once per run and shared by its examples (e.g. a compressor)
+    shared: dict[str, Any] = field(default_factory=dict)
+
+    def resource(self, key: str, factory: Callable[[], Any]) -> Any:
+        """Build an expensive helper on first use and reuse it for the rest of the run."""
+        if key not in self.shared:
+            self.shared[key] = factory()
+        return self.shared[key]
 
 
 @dataclass

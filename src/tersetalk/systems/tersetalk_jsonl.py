@@ -246,7 +246,7 @@ def _from_json_object(schema, raw: str):
         return None
 
 
-@register("tersetalk")
+@register("tersetalk", settings=TerseTalkSettings)
 def run(example: dict, ctx: RunContext) -> SystemResult:
     settings = TerseTalkSettings.model_validate(ctx.variant_settings)
     brief = build_brief(ctx.task, example["record"], ctx.task_options)
