@@ -11,8 +11,10 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/calibrate.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/score.smk"
+include: "workflow/rules/stats.smk"
 include: "workflow/rules/figures.smk"
 
 

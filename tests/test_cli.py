@@ -5,7 +5,7 @@ import pytest
 
 from tersetalk.cli import build_parser, main
 
-COMMANDS = ["sample", "run", "score", "aggregate", "plot"]
+COMMANDS = ["sample", "run", "score", "aggregate", "stats", "calibrate", "plot", "plot-ablation"]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)

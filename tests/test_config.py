@@ -9,7 +9,7 @@ from tersetalk.config import ConfigError, load_config, run_spec, spec_hash, vali
 def test_default_and_paper_configs_validate(repo):
     cfg = load_config(repo / "config" / "config.yaml")
     assert cfg["models"]["backend"] == "llamacpp"
-    paper = load_config(repo / "config" / "paper.yaml")
+    paper = load_config(repo / "config" / "config.yaml", repo / "config" / "paper.yaml")
     assert paper["models"]["backend"] == "ollama" and paper["n_eval"] == 500
 
 

@@ -31,7 +31,9 @@ def test_hotpot_brief_uses_supporting_sentences_in_order():
 def test_hotpot_context_mode_sends_every_paragraph():
     facts = hotpot_facts(HOTPOT, "context")
     assert len(facts) == 3
-    assert facts[0] == "Ed Wood: Edward Davis Wood Jr. was an American filmmaker. He was born in 1924."
+    assert (
+        facts[0] == "Ed Wood: Edward Davis Wood Jr. was an American filmmaker. He was born in 1924."
+    )
 
 
 def test_gsm8k_brief_splits_facts_and_question():

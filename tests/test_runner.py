@@ -41,7 +41,11 @@ def test_run_writes_records_with_revision_and_messages(setup):
     assert (df["verdict"] == "revise").all()
     msgs = json.loads(df["messages"].iloc[0])
     assert [(m["sender"], m["receiver"]) for m in msgs] == [
-        ("M", "W"), ("W", "C"), ("M", "C"), ("C", "W"), ("W", "M"),
+        ("M", "W"),
+        ("W", "C"),
+        ("M", "C"),
+        ("C", "W"),
+        ("W", "M"),
     ]
     assert df["tokens_total_cl100k"].iloc[0] == sum(m["tokens_cl100k"] for m in msgs)
     assert (df["n_model_calls"] == 3).all()
@@ -72,9 +76,11 @@ def test_interrupted_run_resumes_without_losing_finished_examples(setup):
     seen = []
 
     def dies_on_third(messages):
-        if messages[-1]["content"] not in seen and messages[0]["content"].startswith(
-            "You are the Worker"
-        ) and "revise" not in messages[-1]["content"]:
+        if (
+            messages[-1]["content"] not in seen
+            and messages[0]["content"].startswith("You are the Worker")
+            and "revise" not in messages[-1]["content"]
+        ):
             seen.append(messages[-1]["content"])
         if len(seen) == 3:
             raise KeyboardInterrupt

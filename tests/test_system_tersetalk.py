@@ -25,6 +25,8 @@ def spec_for(base_config, tmp_path, **settings):
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")
     cfg["systems"]["tersetalk"] = {"variants": {"v": settings}}
+    cfg.update(ablations={}, calibration={})
+    cfg["evaluation"]["comparisons"] = []
     validate_config(cfg)
     return run_spec(cfg, "hotpotqa", "tersetalk", "v")
 
@@ -85,7 +87,7 @@ def test_always_deref_reinjects_every_overflow(base_config, tmp_path, hotpot):
 def test_posthoc_mode_repairs_and_falls_back(base_config, tmp_path, hotpot):
     def messy(messages):
         if messages[0]["content"].startswith("You are the Critic"):
-            return "Sure!\n```\n[\"r\",\"C\"]\n{\"verdict\": \"accept\"}\n```"
+            return 'Sure!\n```\n["r","C"]\n{"verdict": "accept"}\n```'
         return "I think the answer is Paris."  # no structure at all
 
     spec = spec_for(base_config, tmp_path, enforcement="posthoc")
@@ -113,6 +115,8 @@ def test_schema_failure_falls_back_to_lenient_free_generation(base_config, tmp_p
 
 def test_bad_variant_setting_names_the_key(base_config):
     cfg = copy.deepcopy(base_config)
+    cfg.update(ablations={}, calibration={})
+    cfg["evaluation"]["comparisons"] = []
     cfg["systems"]["tersetalk"] = {"variants": {"x": {"deref": "sometimes"}}}
     with pytest.raises(ConfigError, match=r"systems\.tersetalk\.variants\.x\.deref"):
         validate_config(cfg)

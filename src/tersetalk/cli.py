@@ -37,7 +37,7 @@ def _cmd_sample(args: argparse.Namespace) -> None:
     from tersetalk.runner import write_parquet_atomic
     from tersetalk.tasks.loading import load_records, sample
 
-    cfg = load_config(args.config) if args.config else {}
+    cfg = load_config(*args.config) if args.config else {}
     n = args.n if args.n is not None else cfg.get("n_eval")
     cal_n = args.calibration_n if args.calibration_n is not None else cfg.get("calibration_n", 50)
     seed = args.seed if args.seed is not None else cfg.get("seed", 0)
@@ -51,8 +51,14 @@ def _cmd_sample(args: argparse.Namespace) -> None:
     write_parquet_atomic(ev, Path(args.out), meta)
     if args.calibration_out:
         write_parquet_atomic(cal, Path(args.calibration_out), meta)
-    logging.info("sampled %d eval + %d calibration examples of %s (seed %d, %s)",
-                 len(ev), len(cal), args.task, seed, source)  # fmt: skip
+    logging.info(
+        "sampled %d eval + %d calibration examples of %s (seed %d, %s)",
+        len(ev),
+        len(cal),
+        args.task,
+        seed,
+        source,
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
@@ -62,7 +68,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
     if args.spec_json:
         spec = json.loads(args.spec_json)
     else:
-        spec = run_spec(load_config(args.config), args.task, args.system, args.variant)
+        spec = run_spec(load_config(*args.config), args.task, args.system, args.variant)
     for key in ("task", "system", "variant"):
         given = getattr(args, key)
         if given and given != spec[key]:
@@ -74,10 +80,20 @@ def _cmd_run(args: argparse.Namespace) -> None:
 def _cmd_score(args: argparse.Namespace) -> None:
     import pandas as pd
 
+    from tersetalk.metrics.per_record import per_record_metrics
     from tersetalk.metrics.summary import run_metrics
     from tersetalk.runner import write_parquet_atomic
+    from tersetalk.tasks.loading import read_sample
 
-    metrics = run_metrics(pd.read_parquet(args.run))
+    run = pd.read_parquet(args.run)
+    per_record = None
+    if args.sample:
+        samples = {row["example_id"]: row for row in read_sample(args.sample)}
+        reference = pd.read_parquet(args.reference) if args.reference else None
+        per_record = per_record_metrics(run, reference, samples)
+        if args.out_records:
+            write_parquet_atomic(per_record, Path(args.out_records))
+    metrics = run_metrics(run, per_record)
     write_parquet_atomic(metrics, Path(args.out))
     logging.info("%s", metrics.iloc[0][["task", "system", "variant", "n", "accuracy"]].to_dict())
 
@@ -94,12 +110,145 @@ def _cmd_aggregate(args: argparse.Namespace) -> None:
     print(df[cols].to_string(index=False))
 
 
+def _cmd_stats(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from tersetalk.runner import write_parquet_atomic
+    from tersetalk.stats import compare_runs, to_latex
+
+    comparisons = [tuple(pair) for pair in json.loads(args.comparisons)]
+    frames = [pd.read_parquet(p) for p in args.records]
+    tables = []
+    for task in sorted({f["task"].iloc[0] for f in frames if len(f)}):
+        by_run = {
+            f"{f['system'].iloc[0]}/{f['variant'].iloc[0]}": f
+            for f in frames
+            if len(f) and f["task"].iloc[0] == task
+        }
+        wanted = [c for c in comparisons if c[0] in by_run and c[1] in by_run]
+        if not wanted:
+            continue
+        table = compare_runs(
+            by_run,
+            wanted,
+            margin=args.margin,
+            alpha=args.alpha,
+            n_resamples=args.n_resamples,
+            seed=args.seed,
+        )
+        table.insert(0, "task", task)
+        tables.append(table)
+    if not tables:
+        raise SystemExit("tersetalk stats: none of the comparisons has both runs among the inputs")
+    df = pd.concat(tables, ignore_index=True)
+    write_parquet_atomic(df, Path(args.out))
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    if args.tex:
+        cols = [
+            c
+            for c in (
+                "task",
+                "treatment",
+                "control",
+                "n",
+                "mean_diff",
+                "lower_bound",
+                "non_inferior",
+                "relative_reduction_mean",
+                "p_wilcoxon",
+            )
+            if c in df.columns
+        ]
+        Path(args.tex).write_text(
+            to_latex(
+                df,
+                cols,
+                caption=f"Non-inferiority of accuracy (margin {args.margin}, "
+                f"alpha {args.alpha}, {args.n_resamples} paired bootstrap resamples, seed "
+                f"{args.seed}) and paired tests of token reduction.",
+                label="tab:noninferiority",
+            )
+        )
+    print(df.to_string(index=False))
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> None:
+    import pyarrow.parquet as pq
+
+    from tersetalk.calibration import CalibrationError, calibrate, write
+
+    runs: dict[str, dict] = {}
+    for path in args.runs:
+        meta = pq.read_schema(path).metadata or {}
+        if b"tersetalk" not in meta:
+            raise CalibrationError(f"{path} carries no run spec in its metadata")
+        spec = json.loads(meta[b"tersetalk"])["spec"]
+        if spec["task"] != args.task:
+            raise CalibrationError(f"{path} is a {spec['task']} run, not {args.task}")
+        runs.setdefault(spec["system"], {})[spec["variant"]] = (spec["variant_settings"], path)
+    doc = calibrate(args.task, runs, Path(args.reference_run), args.reference_label, args.margin)
+    write(doc, Path(args.out))
+    for system, best in doc["chosen"].items():
+        logging.info(
+            "%s %s: chose %s %s (accuracy %.3f vs reference %.3f, %.1f tokens, %s)",
+            args.task,
+            system,
+            best["point"],
+            best["settings"],
+            best["accuracy"],
+            doc["reference"]["accuracy"],
+            best["tokens_mean"],
+            "within margin" if best["qualified"] else "NO point within margin",
+        )
+
+
 def _cmd_plot(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from tersetalk.plots.tradeoff import plot_accuracy_vs_tokens
+    from tersetalk.plots import figures as F
+    from tersetalk.stats import to_latex
 
-    paths = plot_accuracy_vs_tokens(pd.read_parquet(args.summary), args.out_stem)
+    records = pd.concat([pd.read_parquet(p) for p in args.records], ignore_index=True)
+    summary = F.with_intervals(pd.read_parquet(args.summary), records, seed=args.seed)
+    out = Path(args.out_dir)
+    paths = F.quality_vs_tokens(summary, out / "quality_vs_tokens")
+    paths += F.token_breakdown(summary, out / "token_breakdown")
+    paths += F.accuracy_by_length(records, args.reference, out / "accuracy_by_length")
+    tables = Path(args.tables_dir)
+    tables.mkdir(parents=True, exist_ok=True)
+    table = F.main_table(summary)
+    table.to_csv(tables / "main.csv", index=False)
+    (tables / "main.tex").write_text(
+        to_latex(
+            table,
+            list(table.columns),
+            caption="Accuracy, tokens and preservation per system "
+            f"({_model_line(summary)}; 95% bootstrap CIs, seed {args.seed}).",
+            label="tab:main",
+        )
+    )
+    logging.info("wrote %s and %s", ", ".join(map(str, paths)), tables / "main.{csv,tex}")
+
+
+def _model_line(summary) -> str:
+    models = sorted(set(summary["backend"].astype(str) + ":" + summary["model"].astype(str)))
+    return ", ".join(models) + f", n={int(summary['n'].max())}"
+
+
+def _cmd_plot_ablation(args: argparse.Namespace) -> None:
+
+    from tersetalk.metrics.summary import aggregate
+    from tersetalk.plots.figures import ablation
+
+    paths = ablation(
+        aggregate(args.scores),
+        args.system,
+        args.variants.split(","),
+        args.setting,
+        json.loads(args.values),
+        args.out_stem,
+    )
     logging.info("wrote %s", ", ".join(map(str, paths)))
 
 
@@ -109,18 +258,33 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure token-efficient message protocols between LLM agents. "
         "Each subcommand is one step of the Snakemake workflow.",
     )
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="logging verbosity (default: INFO)")  # fmt: skip
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging verbosity (default: INFO)",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("sample", help="draw the seeded evaluation sample and calibration shard",
-                       description="Load a task's dataset (checksummed local files or the hub) "
-                       "and write a seeded evaluation sample and a disjoint calibration shard.")  # fmt: skip
+    s = sub.add_parser(
+        "sample",
+        help="draw the seeded evaluation sample and calibration shard",
+        description="Load a task's dataset (checksummed local files or the hub) "
+        "and write a seeded evaluation sample and a disjoint calibration shard.",
+    )
     s.add_argument("--task", required=True, choices=["hotpotqa", "gsm8k"], help="which dataset")
-    s.add_argument("--config", help="config YAML for defaults of the options below")
+    s.add_argument(
+        "--config",
+        nargs="+",
+        help="config YAML file(s), later ones merged over "
+        "earlier ones, for defaults of the options below",
+    )
     s.add_argument("--n", type=int, help="evaluation examples (default: config n_eval)")
-    s.add_argument("--calibration-n", type=int,
-                   help="calibration examples, disjoint from the evaluation ones (default: config)")  # fmt: skip
+    s.add_argument(
+        "--calibration-n",
+        type=int,
+        help="calibration examples, disjoint from the evaluation ones (default: config)",
+    )
     s.add_argument("--seed", type=int, help="sampling seed (default: config seed)")
     s.add_argument("--source", choices=["local", "hub"], help="local shipped files or the HF hub")
     s.add_argument("--data-dir", help="folder with the shipped data (default: data)")
@@ -128,46 +292,155 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration-out", help="calibration shard Parquet to write")
     s.set_defaults(func=_cmd_sample)
 
-    r = sub.add_parser("run", help="run one system variant on a sample (resumable)",
-                       description="Run one (task, system, variant) over a sample file. Finished "
-                       "examples are checkpointed, so an interrupted run resumes; model calls are "
-                       "cached, so a rerun makes no calls.")  # fmt: skip
+    r = sub.add_parser(
+        "run",
+        help="run one system variant on a sample (resumable)",
+        description="Run one (task, system, variant) over a sample file. Finished "
+        "examples are checkpointed, so an interrupted run resumes; model calls are "
+        "cached, so a rerun makes no calls.",
+    )
     r.add_argument("--task", help="task name (must match the sample)")
     r.add_argument("--system", help="registered system name, e.g. freeform")
-    r.add_argument("--variant", default="default", help="variant name under systems.<system>.variants")
-    r.add_argument("--config", default=DEFAULT_CONFIG, help=f"config YAML (default: {DEFAULT_CONFIG})")
-    r.add_argument("--spec-json", help="a complete run spec as JSON (what Snakemake passes); "
-                   "overrides --config")  # fmt: skip
+    r.add_argument(
+        "--variant", default="default", help="variant name under systems.<system>.variants"
+    )
+    r.add_argument(
+        "--config",
+        nargs="+",
+        default=[DEFAULT_CONFIG],
+        help=f"config YAML file(s), later merged over earlier (default: {DEFAULT_CONFIG})",
+    )
+    r.add_argument(
+        "--spec-json",
+        help="a complete run spec as JSON (what Snakemake passes); overrides --config",
+    )
     r.add_argument("--sample", required=True, help="sample Parquet from `tersetalk sample`")
     r.add_argument("--out", required=True, help="run Parquet to write (one row per example)")
     r.add_argument("--limit", type=int, help="only the first N examples of the sample")
     r.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     r.set_defaults(func=_cmd_run)
 
-    c = sub.add_parser("score", help="metrics of one run, recomputed with the official scorers",
-                       description="Compute one row of metrics for a run Parquet file.")
+    c = sub.add_parser(
+        "score",
+        help="metrics of one run, recomputed with the official scorers",
+        description="Compute one row of metrics for a run Parquet file.",
+    )
     c.add_argument("--run", required=True, help="run Parquet from `tersetalk run`")
+    c.add_argument(
+        "--sample",
+        help="the run's sample Parquet; enables per-example metrics "
+        "(answer preservation needs the original records)",
+    )
+    c.add_argument(
+        "--reference",
+        help="the free-form run of the same task, for token "
+        "reduction and semantic preservation on the same examples",
+    )
+    c.add_argument("--out-records", help="per-example metrics Parquet to write")
     c.add_argument("--out", required=True, help="metrics Parquet to write (one row)")
     c.set_defaults(func=_cmd_score)
 
-    a = sub.add_parser("aggregate", help="combine per-run metrics into the summary table",
-                       description="Concatenate per-run metric files into one summary table.")
+    a = sub.add_parser(
+        "aggregate",
+        help="combine per-run metrics into the summary table",
+        description="Concatenate per-run metric files into one summary table.",
+    )
     a.add_argument("scores", nargs="+", help="metrics Parquet files from `tersetalk score`")
     a.add_argument("--out", required=True, help="summary Parquet to write")
     a.add_argument("--csv", help="also write the summary as CSV here")
     a.set_defaults(func=_cmd_aggregate)
 
-    f = sub.add_parser("plot", help="accuracy vs tokens figure (PDF and PNG)",
-                       description="Draw accuracy against tokens exchanged per example.")
+    t = sub.add_parser(
+        "stats",
+        help="non-inferiority and paired token tests between runs",
+        description="Paired bootstrap non-inferiority of accuracy and paired "
+        "t / Wilcoxon tests of token reduction, per task, for the given "
+        "[treatment, control] pairs of system/variant labels.",
+    )
+    t.add_argument(
+        "records",
+        nargs="+",
+        help="per-example metrics Parquet files (tersetalk score --out-records)",
+    )
+    t.add_argument(
+        "--comparisons",
+        required=True,
+        help="JSON list of [treatment, control] pairs, e.g. "
+        '\'[["tersetalk/default", "freeform/default"]]\'',
+    )
+    t.add_argument("--margin", type=float, default=0.02, help="non-inferiority margin (0.02)")
+    t.add_argument("--alpha", type=float, default=0.05, help="one-sided level (0.05)")
+    t.add_argument("--n-resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    t.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    t.add_argument("--out", required=True, help="statistics Parquet to write")
+    t.add_argument("--csv", help="also write CSV here")
+    t.add_argument("--tex", help="also write a LaTeX table here")
+    t.set_defaults(func=_cmd_stats)
+
+    k = sub.add_parser(
+        "calibrate",
+        help="choose settings from calibration-shard runs",
+        description="Pick, per system, the grid point with the fewest tokens "
+        "among those whose calibration accuracy is within --margin of the "
+        "reference run (else the most accurate), and write the choice and the "
+        "table it was chosen from as YAML.",
+    )
+    k.add_argument(
+        "runs",
+        nargs="+",
+        help="calibration run Parquet files (tersetalk run on the "
+        "calibration shard); their specs are read from the file metadata",
+    )
+    k.add_argument("--task", required=True, help="the task the runs belong to")
+    k.add_argument("--reference-run", required=True, help="the reference run on the same shard")
+    k.add_argument("--reference-label", default="freeform/default", help="its system/variant")
+    k.add_argument("--margin", type=float, default=0.02, help="accuracy margin (0.02)")
+    k.add_argument("--out", required=True, help="calibration YAML to write")
+    k.set_defaults(func=_cmd_calibrate)
+
+    f = sub.add_parser(
+        "plot",
+        help="the paper's figures and main table",
+        description="Quality vs tokens (Pareto frontier, 95%% CIs), token "
+        "breakdown by role, accuracy by message length; main table as CSV "
+        "and LaTeX.",
+    )
     f.add_argument("--summary", required=True, help="summary Parquet from `tersetalk aggregate`")
-    f.add_argument("--out-stem", required=True, help="output path without extension")
+    f.add_argument(
+        "--records",
+        nargs="+",
+        required=True,
+        help="per-example metrics Parquet files (tersetalk score --out-records)",
+    )
+    f.add_argument(
+        "--reference",
+        default="freeform/default",
+        help="system/variant whose message lengths define the length bins",
+    )
+    f.add_argument("--out-dir", default="figures", help="folder for the figures (figures)")
+    f.add_argument("--tables-dir", default="results/tables", help="folder for the tables")
+    f.add_argument("--seed", type=int, default=0, help="bootstrap seed for the intervals (0)")
     f.set_defaults(func=_cmd_plot)
+
+    g = sub.add_parser(
+        "plot-ablation",
+        help="one ablation figure (tokens/accuracy vs a setting)",
+        description="Tokens and accuracy against one variant setting of a "
+        "system; for caps also accuracy against overflow rate.",
+    )
+    g.add_argument("scores", nargs="+", help="per-run metrics Parquet files of the ablation")
+    g.add_argument("--system", required=True, help="system whose variants are compared")
+    g.add_argument("--variants", required=True, help="comma-separated variant names, in order")
+    g.add_argument("--setting", required=True, help="name of the varied setting (axis label)")
+    g.add_argument("--values", default="{}", help="JSON {variant: x value}; default: the names")
+    g.add_argument("--out-stem", required=True, help="output path without extension")
+    g.set_defaults(func=_cmd_plot_ablation)
     for module in PLUGIN_COMMANDS:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+            if exc.name is None or not (module + ".").startswith(exc.name + "."):
+                raise  # a missing dependency inside the module, not a missing module
             continue
         mod.add_commands(sub)
     return p
@@ -176,13 +449,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level)
+    from tersetalk.calibration import CalibrationError
     from tersetalk.config import ConfigError
     from tersetalk.models import ModelError
     from tersetalk.tasks.loading import TaskDataError
 
     try:
         args.func(args)
-    except (ConfigError, ModelError, TaskDataError, FileNotFoundError) as exc:
+    except (ConfigError, ModelError, TaskDataError, CalibrationError, FileNotFoundError) as exc:
         print(f"tersetalk {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,7 @@ def validate_config(config: dict) -> dict:
                 system["variants"][variant] = validate_variant(name, variant, settings)
             except ValueError as exc:
                 raise ConfigError(f"invalid configuration:\n  {exc}") from None
+    _check_evaluation(config)
     if config["data"]["source"] == "local" and not Path(config["data"].get("dir", "data")).exists():
         raise ConfigError(
             f"config key 'data.dir': folder {config['data']['dir']!r} does not exist "
@@ -85,16 +87,91 @@ def validate_config(config: dict) -> dict:
     return config
 
 
-def load_config(path: str | Path) -> dict:
-    """Read a YAML config file and validate it."""
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"config file {path} not found")
-    with open(path) as fh:
-        try:
-            config = yaml.safe_load(fh) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+def configured_runs(config: dict) -> set[str]:
+    """Every enabled ``system/variant`` label."""
+    return {
+        f"{name}/{variant}"
+        for name, system in config["systems"].items()
+        if system.get("enabled", True)
+        for variant in system["variants"]
+    }
+
+
+def ablation_values(config: dict, name: str) -> dict[str, object]:
+    """x-axis value of each variant of an ablation: its setting (caps: the f cap in tokens)."""
+    spec = config["ablations"][name]
+    variants = config["systems"][spec["system"]]["variants"]
+    values: dict[str, object] = {}
+    for v in spec["variants"]:
+        value = variants[v].get(spec["setting"], v)
+        if spec["setting"] == "caps":
+            from tersetalk.systems.tersetalk_jsonl import TerseTalkSettings
+
+            value = TerseTalkSettings.model_validate(variants[v]).cap_dict().get("f", 0)
+        values[v] = value
+    return values
+
+
+def _check_evaluation(config: dict) -> None:
+    ev = config["evaluation"]
+    runs = configured_runs(config)
+    for system in config["calibration"]:
+        if system not in config["systems"]:
+            raise ConfigError(f"config key 'calibration.{system}': not a configured system")
+        for point, settings in calibration_points(config, system).items():
+            try:
+                from tersetalk.systems import validate_variant
+
+                validate_variant(system, point, settings)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"config key 'calibration.{system}.grid': grid point {settings} is invalid: "
+                    f"{exc}"
+                ) from None
+    for name, spec in config["ablations"].items():
+        for v in spec["variants"]:
+            if f"{spec['system']}/{v}" not in runs:
+                raise ConfigError(
+                    f"config key 'ablations.{name}.variants': {spec['system']}/{v} is not an "
+                    f"enabled system/variant; define it under systems.{spec['system']}.variants"
+                )
+    if ev["reference"] not in runs:
+        raise ConfigError(
+            f"config key 'evaluation.reference': {ev['reference']!r} is not an enabled "
+            f"system/variant; choose one of {sorted(runs)}"
+        )
+    for i, pair in enumerate(ev["comparisons"]):
+        for j, label in enumerate(pair):
+            if label not in runs:
+                raise ConfigError(
+                    f"config key 'evaluation.comparisons.{i}.{j}': {label!r} is not an enabled "
+                    f"system/variant; choose from {sorted(runs)} or remove the comparison"
+                )
+
+
+def merge(base: dict, overlay: dict) -> dict:
+    """Deep-merge ``overlay`` into a copy of ``base`` the way Snakemake merges --configfile."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_config(*paths: str | Path) -> dict:
+    """Read YAML config files, each merged over the previous one, and validate the result."""
+    config: dict = {}
+    for path in map(Path, paths):
+        if not path.exists():
+            raise ConfigError(f"config file {path} not found")
+        with open(path) as fh:
+            try:
+                layer = yaml.safe_load(fh) or {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        config = merge(config, layer)
     return validate_config(config)
 
 
@@ -114,7 +191,7 @@ def run_spec(config: dict, task: str, system: str, variant: str) -> dict:
         raise ConfigError(
             f"config key 'systems.{system}.variants.{variant}' does not exist"
         ) from exc
-    return {
+    spec = {
         "task": task,
         "system": system,
         "variant": variant,
@@ -126,6 +203,34 @@ def run_spec(config: dict, task: str, system: str, variant: str) -> dict:
         "task_options": config.get(task, {}) if task == "hotpotqa" else {},
         "cache_dir": config.get("cache_dir", "results/cache"),
     }
+    if variant_settings.get("calibrated"):
+        spec["calibration_file"] = calibration_file(task)
+    return spec
+
+
+def calibration_file(task: str) -> str:
+    return f"results/calibration/{task}.yaml"
+
+
+def calibration_points(config: dict, system: str) -> dict[str, dict]:
+    """Grid points of a system's calibration sweep, named ``g00``, ``g01``, ... in grid order."""
+    grid = config["calibration"][system]["grid"]
+    keys = list(grid)
+    points = {}
+    for i, values in enumerate(itertools.product(*(grid[k] for k in keys))):
+        points[f"g{i:02d}"] = dict(zip(keys, values, strict=True))
+    return points
+
+
+def calibration_spec(config: dict, task: str, system: str, point: str) -> dict:
+    """The run spec of one calibration grid point."""
+    settings = calibration_points(config, system)[point]
+    spec = run_spec(config, task, system, next(iter(config["systems"][system]["variants"])))
+    from tersetalk.systems import validate_variant
+
+    spec["variant"] = point
+    spec["variant_settings"] = validate_variant(system, point, settings)
+    return spec
 
 
 def spec_hash(spec: dict) -> str:

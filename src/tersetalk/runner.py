@@ -67,29 +67,60 @@ def generation_configs(spec: dict) -> tuple[GenerationConfig, GenerationConfig]:
     )
 
 
+def resolve_calibrated(spec: dict) -> dict:
+    """Replace ``calibrated: true`` by the settings calibration chose for this system."""
+    from tersetalk.calibration import chosen_settings
+    from tersetalk.systems import validate_variant
+
+    chosen = chosen_settings(spec["calibration_file"], spec["system"])
+    resolved = dict(spec)
+    resolved["variant_settings"] = validate_variant(spec["system"], spec["variant"], chosen)
+    log.info("calibrated settings from %s: %s", spec["calibration_file"], chosen)
+    return resolved
+
+
 def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     """One example -> one record. Any failure becomes an error row."""
     system = get_system(spec["system"])
     start = time.perf_counter()
     describe = ctx.client.describe()
-    common = dict(backend=describe.get("backend", ""), model=describe.get("model", ""),
-                  spec_hash=digest)  # fmt: skip
+    common = dict(
+        backend=describe.get("backend", ""), model=describe.get("model", ""), spec_hash=digest
+    )
     try:
         res = system(example, ctx)
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
         log.error("example %s failed: %s\n%s", example["example_id"], exc, traceback.format_exc())
         return build_record(
-            example, spec, prediction="", raw_answer="", messages=[], calls=[],
-            verdict="error", verdict_explicit=False, revisions=0, counters={},
-            error=f"{type(exc).__name__}: {exc}", elapsed_s=time.perf_counter() - start,
+            example,
+            spec,
+            prediction="",
+            raw_answer="",
+            messages=[],
+            calls=[],
+            verdict="error",
+            verdict_explicit=False,
+            revisions=0,
+            counters={},
+            error=f"{type(exc).__name__}: {exc}",
+            elapsed_s=time.perf_counter() - start,
             **common,
-        )  # fmt: skip
+        )
     return build_record(
-        example, spec, prediction=res.prediction, raw_answer=res.raw_answer,
-        messages=res.conversation.messages, calls=res.conversation.calls,
-        verdict=res.verdict, verdict_explicit=res.verdict_explicit, revisions=res.revisions,
-        counters=res.counters, error=None, elapsed_s=time.perf_counter() - start, **common,
-    )  # fmt: skip
+        example,
+        spec,
+        prediction=res.prediction,
+        raw_answer=res.raw_answer,
+        messages=res.conversation.messages,
+        calls=res.conversation.calls,
+        verdict=res.verdict,
+        verdict_explicit=res.verdict_explicit,
+        revisions=res.revisions,
+        counters=res.counters,
+        error=None,
+        elapsed_s=time.perf_counter() - start,
+        **common,
+    )
 
 
 def write_parquet_atomic(df: pd.DataFrame, out: Path, metadata: dict | None = None) -> None:
@@ -120,24 +151,44 @@ def run(
     examples = read_sample(sample_path)
     if limit is not None:
         examples = examples[:limit]
+    if spec.get("calibration_file"):
+        spec = resolve_calibrated(spec)
     digest = spec_hash(spec)
     ckpt = checkpoint_path(out)
     done = read_checkpoint(ckpt, digest)
     if done:
-        log.info("resuming: %d of %d examples already finished in %s", len(done), len(examples), ckpt)
+        log.info(
+            "resuming: %d of %d examples already finished in %s", len(done), len(examples), ckpt
+        )
     client = client or client_from_spec(spec)
     gen, critic_gen = generation_configs(spec)
     ctx = RunContext(
-        task=spec["task"], client=client, gen=gen, critic_gen=critic_gen,
-        variant_settings=spec["variant_settings"], task_options=spec["task_options"],
+        task=spec["task"],
+        client=client,
+        gen=gen,
+        critic_gen=critic_gen,
+        variant_settings=spec["variant_settings"],
+        task_options=spec["task_options"],
         max_revisions=spec["pipeline"]["max_revisions"],
-    )  # fmt: skip
-    log.info("run %s/%s/%s: %d examples, model %s, spec %s", spec["task"], spec["system"],
-             spec["variant"], len(examples), json.dumps(client.describe()), digest)  # fmt: skip
+    )
+    log.info(
+        "run %s/%s/%s: %d examples, model %s, spec %s",
+        spec["task"],
+        spec["system"],
+        spec["variant"],
+        len(examples),
+        json.dumps(client.describe()),
+        digest,
+    )
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     todo = [ex for ex in examples if ex["example_id"] not in done]
-    bar = tqdm(total=len(examples), initial=len(examples) - len(todo), disable=not progress,
-               desc=f"{spec['task']}/{spec['system']}/{spec['variant']}", unit="ex")  # fmt: skip
+    bar = tqdm(
+        total=len(examples),
+        initial=len(examples) - len(todo),
+        disable=not progress,
+        desc=f"{spec['task']}/{spec['system']}/{spec['variant']}",
+        unit="ex",
+    )
     with open(ckpt, "a", encoding="utf-8") as fh:
         for ex in todo:
             rec = run_one(ex, spec, ctx, digest)
@@ -150,9 +201,14 @@ def run(
     df = records_frame([done[ex["example_id"]] for ex in examples])
     n_err = int(df["error"].notna().sum())
     desc = client.describe()
-    log.info("finished: %d records, %d errors; cache hits %s, misses %s (%s)", len(df), n_err,
-             desc.get("cache_hits", "-"), desc.get("cache_misses", "-"),
-             desc.get("cache_dir", "no cache"))  # fmt: skip
+    log.info(
+        "finished: %d records, %d errors; cache hits %s, misses %s (%s)",
+        len(df),
+        n_err,
+        desc.get("cache_hits", "-"),
+        desc.get("cache_misses", "-"),
+        desc.get("cache_dir", "no cache"),
+    )
     write_parquet_atomic(df, out, {"spec": spec, "spec_hash": digest, "model": client.describe()})
     ckpt.unlink(missing_ok=True)
     return df

@@ -7,7 +7,16 @@ import shutil
 import sys
 from pathlib import Path
 
-from tersetalk.config import ConfigError, enabled_systems, run_spec, validate_config
+from tersetalk.config import (
+    ConfigError,
+    ablation_values,
+    calibration_file,
+    calibration_points,
+    calibration_spec,
+    enabled_systems,
+    run_spec,
+    validate_config,
+)
 
 try:
     validate_config(config)
@@ -28,6 +37,8 @@ wildcard_constraints:
     task="|".join(TASKS),
     system="|".join(SYSTEMS),
     variant="[A-Za-z0-9_-]+",
+    ablation="[A-Za-z0-9_-]+",
+    point="[A-Za-z0-9_-]+",
 
 
 def run_targets(prefix="results/runs", ext="parquet"):
@@ -44,11 +55,37 @@ def score_targets():
     return run_targets(prefix="results/scores")
 
 
+def metric_targets():
+    return run_targets(prefix="results/metrics")
+
+
+def reference_run(wildcards):
+    """The free-form run of the same task that every run is paired with."""
+    return f"results/runs/{wildcards.task}/{config['evaluation']['reference']}.parquet"
+
+
 def all_outputs():
     return [
         "results/summary.parquet",
-        "figures/accuracy_vs_tokens.pdf",
-        "figures/accuracy_vs_tokens.png",
+        "results/stats/noninferiority.parquet",
+        "figures/quality_vs_tokens.png",
+        "results/tables/main.csv",
+        *calibration_targets(),
+        *[ablation_target(name) for name in config["ablations"]],
+    ]
+
+
+def ablation_target(name):
+    """The figure of one ablation; nothing when the config does not define it."""
+    return [f"figures/ablation_{name}.png"] if name in config["ablations"] else []
+
+
+def ablation_scores(wildcards):
+    spec = config["ablations"][wildcards.ablation]
+    return [
+        f"results/scores/{task}/{spec['system']}/{variant}.parquet"
+        for task in TASKS
+        for variant in spec["variants"]
     ]
 
 
@@ -64,6 +101,37 @@ def sample_input(wildcards):
     from tersetalk.tasks.loading import DATASETS
 
     return [str(Path(config["data"]["dir"]) / DATASETS[wildcards.task].relpath)]
+
+
+def run_input(wildcards):
+    """The sample, and the calibration file when the variant takes calibrated settings."""
+    inputs = {"sample": f"results/samples/{wildcards.task}.parquet"}
+    settings = config["systems"][wildcards.system]["variants"][wildcards.variant]
+    if settings.get("calibrated"):
+        inputs["calibration"] = calibration_file(wildcards.task)
+    return inputs
+
+
+def calibration_spec_json(wildcards):
+    if wildcards.system in config["calibration"] and wildcards.point in calibration_points(
+        config, wildcards.system
+    ):
+        spec = calibration_spec(config, wildcards.task, wildcards.system, wildcards.point)
+    else:  # the reference run on the calibration shard
+        spec = run_spec(config, wildcards.task, wildcards.system, wildcards.point)
+    return json.dumps(spec, sort_keys=True)
+
+
+def calibration_run_targets(wildcards):
+    return [
+        f"results/calibration/runs/{wildcards.task}/{system}/{point}.parquet"
+        for system in config["calibration"]
+        for point in calibration_points(config, system)
+    ]
+
+
+def calibration_targets():
+    return [calibration_file(task) for task in TASKS] if config["calibration"] else []
 
 
 def run_runtime_min(wildcards):

@@ -1,24 +1,103 @@
-# Figures for the paper.
+# Figures and paper tables; one named target per ablation.
 
 
-rule plot_tradeoff:
+rule plot:
     input:
-        "results/summary.parquet",
+        summary="results/summary.parquet",
+        records=metric_targets(),
     output:
-        pdf="figures/accuracy_vs_tokens.pdf",
-        png=report(
-            "figures/accuracy_vs_tokens.png",
-            caption="../report/accuracy_vs_tokens.rst",
-            category="Trade-off",
+        pareto=report(
+            "figures/quality_vs_tokens.png",
+            caption="../report/quality_vs_tokens.rst",
+            category="Main results",
         ),
+        pareto_pdf="figures/quality_vs_tokens.pdf",
+        roles=report(
+            "figures/token_breakdown.png",
+            caption="../report/token_breakdown.rst",
+            category="Main results",
+        ),
+        roles_pdf="figures/token_breakdown.pdf",
+        length=report(
+            "figures/accuracy_by_length.png",
+            caption="../report/accuracy_by_length.rst",
+            category="Main results",
+        ),
+        length_pdf="figures/accuracy_by_length.pdf",
+        table=report(
+            "results/tables/main.csv",
+            caption="../report/main_table.rst",
+            category="Tables",
+        ),
+        tex="results/tables/main.tex",
     params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.pareto),
+        tables_dir=lambda wildcards, output: os.path.dirname(output.table),
+        reference=config["evaluation"]["reference"],
+        seed=config["evaluation"]["seed"],
+    log:
+        "results/logs/plot/main.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        "tersetalk plot --summary {input.summary} --records {input.records} "
+        "--reference {params.reference} --out-dir {params.out_dir} "
+        "--tables-dir {params.tables_dir} --seed {params.seed} > {log} 2>&1"
+
+
+rule plot_ablation:
+    input:
+        ablation_scores,
+    output:
+        png=report(
+            "figures/ablation_{ablation}.png",
+            caption="../report/ablation.rst",
+            category="Ablations",
+            subcategory="{ablation}",
+        ),
+        pdf="figures/ablation_{ablation}.pdf",
+    params:
+        system=lambda wildcards: config["ablations"][wildcards.ablation]["system"],
+        setting=lambda wildcards: config["ablations"][wildcards.ablation]["setting"],
+        variants=lambda wildcards: ",".join(config["ablations"][wildcards.ablation]["variants"]),
+        values=lambda wildcards: json.dumps(ablation_values(config, wildcards.ablation)),
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     log:
-        "results/logs/plot/accuracy_vs_tokens.log",
+        "results/logs/plot/ablation_{ablation}.log",
     resources:
         mem_mb=1000,
         runtime=5,
     conda:
         ENV
     shell:
-        "tersetalk plot --summary {input} --out-stem {params.stem} > {log} 2>&1"
+        "tersetalk plot-ablation {input} --system {params.system} --setting {params.setting} "
+        "--variants {params.variants} --values {params.values:q} --out-stem {params.stem} "
+        "> {log} 2>&1"
+
+
+rule ablation_caps:
+    input:
+        ablation_target("caps"),
+
+
+rule ablation_summarizer:
+    input:
+        ablation_target("summarizer"),
+
+
+rule ablation_deref:
+    input:
+        ablation_target("deref"),
+
+
+rule ablation_budget:
+    input:
+        ablation_target("budget"),
+
+
+rule ablations:
+    input:
+        [ablation_target(name) for name in config["ablations"]],

@@ -3,7 +3,7 @@
 
 rule run_system:
     input:
-        sample="results/samples/{task}.parquet",
+        unpack(run_input),
     output:
         "results/runs/{task}/{system}/{variant}.parquet",
     params:

@@ -1,20 +1,26 @@
-# Per-run metrics (recomputed with the official scorers) and the summary table.
+# Per-example metrics (paired with the free-form reference run), per-run summary rows,
+# and the summary table.
 
 
 rule score:
     input:
-        "results/runs/{task}/{system}/{variant}.parquet",
+        run="results/runs/{task}/{system}/{variant}.parquet",
+        sample="results/samples/{task}.parquet",
+        reference=reference_run,
     output:
-        "results/scores/{task}/{system}/{variant}.parquet",
+        records="results/metrics/{task}/{system}/{variant}.parquet",
+        score="results/scores/{task}/{system}/{variant}.parquet",
     log:
         "results/logs/score/{task}/{system}/{variant}.log",
     resources:
-        mem_mb=1000,
-        runtime=5,
+        mem_mb=3000,
+        runtime=10,
     conda:
         ENV
     shell:
-        "tersetalk score --run {input} --out {output} > {log} 2>&1"
+        "tersetalk score --run {input.run} --sample {input.sample} "
+        "--reference {input.reference} --out-records {output.records} "
+        "--out {output.score} > {log} 2>&1"
 
 
 rule aggregate:

@@ -16,9 +16,24 @@ import pandas as pd
 from tersetalk.records import DIRECTIONS, TOKENIZERS
 from tersetalk.tasks.scoring import gsm8k_correct, hotpot_aggregate
 
+MEAN_COLUMNS_PREFIXES = ("tokens_sent_", "tokens_received_", "tokens_M_W_")
+MEAN_COLUMNS = (
+    "token_reduction",
+    "mw_token_reduction",
+    "semantic_bertscore_f1",
+    "semantic_jaccard",
+    "gold_reaches_worker",
+    "facts_reaching_worker",
+    "t_ttft_max_s",
+)
 
-def run_metrics(df: pd.DataFrame) -> pd.DataFrame:
-    """One row of metrics for one (task, system, variant) run."""
+
+def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row of metrics for one (task, system, variant) run.
+
+    ``per_record`` (from :func:`per_record_metrics`) adds the paired and
+    preservation metrics; answered examples only, like the token means.
+    """
     if df.empty:
         raise ValueError("run file has no records")
     first = df.iloc[0]
@@ -31,7 +46,9 @@ def run_metrics(df: pd.DataFrame) -> pd.DataFrame:
         "n": len(df),
         "n_errors": int(df["error"].notna().sum()),
     }
-    preds = {r.example_id: r.prediction for r in df.itertuples() if r.error is pd.NA or r.error is None}
+    preds = {
+        r.example_id: r.prediction for r in df.itertuples() if r.error is pd.NA or r.error is None
+    }
     golds = dict(zip(df["example_id"], df["gold"], strict=True))
     if task == "hotpotqa":
         agg = hotpot_aggregate(preds, golds)
@@ -63,6 +80,14 @@ def run_metrics(df: pd.DataFrame) -> pd.DataFrame:
     model_s = float(df["t_model_s"].sum())
     row["tokens_per_s"] = float(df["usage_completion_tokens"].sum()) / model_s if model_s else 0.0
     row.update(protocol_rates(ok))
+    if per_record is not None:
+        pr = per_record[per_record["error"].isna()]
+        cols = [c for c in pr.columns if c.startswith(MEAN_COLUMNS_PREFIXES)] + list(MEAN_COLUMNS)
+        for col in cols:
+            vals = pd.to_numeric(pr[col], errors="coerce") if col in pr else pd.Series([])
+            row[f"{col}_mean"] = float(vals.mean()) if len(vals) else float("nan")
+        row["tokens_per_s_example_mean"] = float(pr["tokens_per_s"].mean()) if len(pr) else 0.0
+        row["semantic_method"] = str(per_record["semantic_method"].iloc[0])
     row["backend"] = str(first["backend"])
     row["model"] = str(first["model"])
     return pd.DataFrame([row])

@@ -19,9 +19,7 @@ _REGISTRY: dict[str, SystemFn] = {}
 _SETTINGS: dict[str, type[BaseModel]] = {}
 
 
-def register(
-    name: str, settings: type[BaseModel] | None = None
-) -> Callable[[SystemFn], SystemFn]:
+def register(name: str, settings: type[BaseModel] | None = None) -> Callable[[SystemFn], SystemFn]:
     """Register a system; ``settings`` is the Pydantic model its variant settings obey."""
 
     def deco(fn: SystemFn) -> SystemFn:
@@ -37,6 +35,15 @@ def register(
 
 def validate_variant(name: str, variant: str, settings: dict) -> dict:
     """Validate one variant's settings; raise ValueError naming the config key."""
+    settings = dict(settings)
+    # `calibrated: true` takes the settings chosen by calibration at run time
+    calibrated = settings.pop("calibrated", False)
+    if calibrated:
+        return {"calibrated": True, **_validate(name, variant, settings)}
+    return _validate(name, variant, settings)
+
+
+def _validate(name: str, variant: str, settings: dict) -> dict:
     model = _SETTINGS.get(name)
     if model is None:
         if settings:
@@ -76,5 +83,11 @@ def _import_all() -> None:
 
 _import_all()
 
-__all__ = ["RunContext", "SystemResult", "get_system", "register", "registered_systems",
-           "validate_variant"]
+__all__ = [
+    "RunContext",
+    "SystemResult",
+    "get_system",
+    "register",
+    "registered_systems",
+    "validate_variant",
+]

@@ -58,9 +58,7 @@ class TerseTalkSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    caps: Literal["aggressive", "baseline", "relaxed", "very_relaxed"] | dict[str, int] = (
-        "baseline"
-    )
+    caps: Literal["aggressive", "baseline", "relaxed", "very_relaxed"] | dict[str, int] = "baseline"
     summarizer: Literal["extractive", "truncation"] = "extractive"
     deref: Literal["always", "conditional", "never"] = "conditional"
     enforcement: Literal["schema", "json", "posthoc"] = "schema"
@@ -133,17 +131,24 @@ def critic_lines(reply: CriticReply) -> list[LineBase]:
     lines: list[LineBase] = [RoleLine(role="C"), VerdictLine(verdict=reply.verdict)]
     if reply.note.strip():
         lines.append(
-            QuestionLine(to="W", text=reply.note) if reply.verdict == "R"
+            QuestionLine(to="W", text=reply.note)
+            if reply.verdict == "R"
             else TextLine(text=reply.note)
-        )  # fmt: skip
+        )
     return lines
 
 
 def _from_lines(role: str, lines: list[LineBase], raw: str) -> WorkerReply | CriticReply | None:
     """Rebuild a reply from leniently parsed lines; None when nothing usable is there."""
     if role == "worker":
-        answer = next((ln.value for ln in lines if isinstance(ln, ContextLine)
-                       and ln.key.lower() == "answer"), None)  # fmt: skip
+        answer = next(
+            (
+                ln.value
+                for ln in lines
+                if isinstance(ln, ContextLine) and ln.key.lower() == "answer"
+            ),
+            None,
+        )
         if answer is None or not answer.strip():
             return None
         plan = [ln.text for ln in lines if isinstance(ln, PlanLine)][:4]
@@ -163,8 +168,9 @@ def _fallback(role: str, raw: str) -> WorkerReply | CriticReply:
     from tersetalk.agents.roles import parse_verdict
 
     verdict, _ = parse_verdict(raw)
-    return CriticReply(verdict={"accept": "A", "revise": "R", "escalate": "E"}[verdict],
-                       note=raw.strip()[:200])  # fmt: skip
+    return CriticReply(
+        verdict={"accept": "A", "revise": "R", "escalate": "E"}[verdict], note=raw.strip()[:200]
+    )
 
 
 class Speaker:
@@ -173,8 +179,12 @@ class Speaker:
     def __init__(self, conv: Conversation, ctx: RunContext, settings: TerseTalkSettings):
         self.conv, self.ctx, self.settings = conv, ctx, settings
         self.compliance: dict[str, int] = {
-            "calls": 0, "first_try": 0, "after_retries": 0, "repaired": 0, "fallback": 0,
-        }  # fmt: skip
+            "calls": 0,
+            "first_try": 0,
+            "after_retries": 0,
+            "repaired": 0,
+            "fallback": 0,
+        }
         self.repairs = 0
         self.log: list[dict] = []
 
@@ -195,8 +205,9 @@ class Speaker:
             except ModelCallError:
                 fell_back = True  # free generation, read leniently: counted as a fallback
                 mode = "posthoc"
-                messages = [{"role": "system", "content": system_prompt(
-                    role, self.ctx.task, "posthoc")}] + messages[1:]  # fmt: skip
+                messages = [
+                    {"role": "system", "content": system_prompt(role, self.ctx.task, "posthoc")}
+                ] + messages[1:]
         if mode == "json":
             gen = dataclasses.replace(gen, json_mode=True)
         raw = self.conv.ask(role, messages, gen)
@@ -252,9 +263,14 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     brief = build_brief(ctx.task, example["record"], ctx.task_options)
     memory = Memory(max_entries=settings.memory_max_entries)  # fresh per example: no leaks
     lines, cap_counters = encode_brief(
-        brief.goal, brief.facts, brief.question, caps=settings.cap_dict(), memory=memory,
-        summarizer=settings.summarizer, count_tokens=count_tokens,
-    )  # fmt: skip
+        brief.goal,
+        brief.facts,
+        brief.question,
+        caps=settings.cap_dict(),
+        memory=memory,
+        summarizer=settings.summarizer,
+        count_tokens=count_tokens,
+    )
     conv = Conversation(ctx.client)
     speaker = Speaker(conv, ctx, settings)
     manager_msg = serialize(lines)
@@ -284,8 +300,9 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     if settings.deref == "conditional":
         asked = worker_lines(reply)
         if requested_refs(asked):
-            extra = reinject(dereference(lines, memory, "conditional", requests=asked,
-                                         count_tokens=count_tokens))  # fmt: skip
+            extra = reinject(
+                dereference(lines, memory, "conditional", requests=asked, count_tokens=count_tokens)
+            )
             if extra:
                 worker_msgs = worker_msgs + [
                     {"role": "assistant", "content": serialize(asked)},
@@ -321,8 +338,11 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         **stats.as_dict(),
         "compliance_log": speaker.log,
     }
-    answer_text = reply.answer if ctx.task == "hotpotqa" else "\n".join(reply.plan + [
-        f"Answer: {reply.answer}"])  # fmt: skip
+    answer_text = (
+        reply.answer
+        if ctx.task == "hotpotqa"
+        else "\n".join(reply.plan + [f"Answer: {reply.answer}"])
+    )
     verdict = {"A": "accept", "R": "revise", "E": "escalate"}[critique.verdict]
     return SystemResult(
         prediction=extract_prediction(ctx.task, answer_text),

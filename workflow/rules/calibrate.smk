@@ -1,0 +1,49 @@
+# Sweep each calibrated system's grid on the calibration shard and choose its settings.
+
+
+rule calibration_run:
+    input:
+        sample="results/samples/{task}.calibration.parquet",
+    output:
+        "results/calibration/runs/{task}/{system}/{point}.parquet",
+    params:
+        spec=calibration_spec_json,
+    log:
+        "results/logs/calibration/{task}/{system}/{point}.log",
+    threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
+    resources:
+        mem_mb=4000,
+        runtime=run_runtime_min,
+    conda:
+        ENV
+    shell:
+        "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
+        "--out {output} 2>&1 | tee {log}"
+
+
+rule calibrate:
+    input:
+        runs=calibration_run_targets,
+        reference="results/calibration/runs/{task}/"
+        + config["evaluation"]["reference"]
+        + ".parquet",
+    output:
+        report(
+            "results/calibration/{task}.yaml",
+            caption="../report/calibration.rst",
+            category="Calibration",
+        ),
+    params:
+        reference=config["evaluation"]["reference"],
+        margin=config["evaluation"]["margin"],
+    log:
+        "results/logs/calibration/{task}.log",
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        ENV
+    shell:
+        "tersetalk calibrate {input.runs} --task {wildcards.task} "
+        "--reference-run {input.reference} --reference-label {params.reference} "
+        "--margin {params.margin} --out {output} > {log} 2>&1"
