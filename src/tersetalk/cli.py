@@ -155,8 +155,8 @@ def _cmd_stats(args: argparse.Namespace) -> None:
                 "mean_diff",
                 "lower_bound",
                 "non_inferior",
-                "relative_reduction_mean",
-                "p_wilcoxon",
+                "tokens_relative_reduction",
+                "tokens_p_wilcoxon",
             )
             if c in df.columns
         ]
