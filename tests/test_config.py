@@ -48,7 +48,7 @@ def test_defaults_filled(repo, tmp_path):
     raw = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     del raw["generation"]["critic_max_tokens"]
     cfg = validate_config(raw)
-    assert cfg["generation"]["critic_max_tokens"] == 48
+    assert cfg["generation"]["critic_max_tokens"] == 64
 
 
 def test_run_spec_changes_only_with_what_the_run_depends_on(base_config):

@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.roles import build_brief, extract_prediction
+from tersetalk.encoders.lingua import LinguaSettings
+from tersetalk.encoders.touchpoints import Touchpoints
 from tersetalk.models import GenerationConfig, ModelCallError
 from tersetalk.protocol import (
     ContextLine,
@@ -63,28 +65,41 @@ class TerseTalkSettings(BaseModel):
     deref: Literal["always", "conditional", "never"] = "conditional"
     enforcement: Literal["schema", "json", "posthoc"] = "schema"
     memory_max_entries: int = Field(10_000, ge=1)
+    # LLMLingua touchpoints (tersetalk.encoders.touchpoints), each off by default:
+    #: compress an over-cap f/p/q payload with LLMLingua before it overflows
+    lingua_payloads: bool = False
+    #: overflow summaries written by LLMLingua (the "llmlingua" summarizer slot)
+    lingua_summaries: bool = False
+    #: compress dereferenced M# text before it is re-injected
+    lingua_deref: bool = False
+    #: the compressor for the touchpoints; null = LLMLingua defaults (embedded model)
+    lingua: LinguaSettings | None = None
 
     def cap_dict(self) -> dict[str, int]:
         return dict(CAP_SETS[self.caps]) if isinstance(self.caps, str) else dict(self.caps)
 
 
-Step = Annotated[str, StringConstraints(max_length=200)]
+# Length bounds keep a grammar-constrained reply inside the generation budget: a reply
+# cut off by max_tokens is invalid JSON however good the grammar (worst case here is
+# about 3 x 100 + 100 characters, roughly 130 tokens, under the 160-token Worker budget;
+# the Critic's 80-character note stays under its 64 tokens).
+Step = Annotated[str, StringConstraints(max_length=100)]
 Ref = Annotated[str, StringConstraints(pattern=r"^M#[0-9]+$")]
 
 
 class WorkerReply(BaseModel):
     """What the Worker produces; rendered to ``r``/``p``/``d``/``x answer`` lines."""
 
-    plan: list[Step] = Field(default_factory=list, max_length=4)
-    need: list[Ref] = Field(default_factory=list, max_length=3)
-    answer: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    plan: list[Step] = Field(default_factory=list, max_length=3)
+    need: list[Ref] = Field(default_factory=list, max_length=2)
+    answer: Annotated[str, StringConstraints(min_length=1, max_length=100)]
 
 
 class CriticReply(BaseModel):
     """What the Critic produces; rendered to ``r``/``v`` and a ``q`` or ``t`` line."""
 
     verdict: Literal["A", "R", "E"]
-    note: Annotated[str, StringConstraints(max_length=200)] = ""
+    note: Annotated[str, StringConstraints(max_length=80)] = ""
 
 
 FORMAT_NOTE = (
@@ -94,7 +109,7 @@ FORMAT_NOTE = (
 )
 ANSWER_NOTE = {
     "hotpotqa": "The answer is a few words copied from the facts, or yes/no. Plan may be empty.",
-    "gsm8k": "Plan holds up to 4 short calculation steps; the answer is the final number only.",
+    "gsm8k": "Plan holds up to 3 short calculation steps; the answer is the final number only.",
 }
 SCHEMA_REPLY = {
     "worker": "Reply with a JSON object: plan (list of steps), need (M# ids whose full text "
@@ -151,25 +166,25 @@ def _from_lines(role: str, lines: list[LineBase], raw: str) -> WorkerReply | Cri
         )
         if answer is None or not answer.strip():
             return None
-        plan = [ln.text for ln in lines if isinstance(ln, PlanLine)][:4]
-        need = [ln.ref for ln in lines if isinstance(ln, DeltaLine)][:3]
-        return WorkerReply(plan=[p[:200] for p in plan], need=need, answer=answer[:200])
+        plan = [ln.text for ln in lines if isinstance(ln, PlanLine)][:3]
+        need = [ln.ref for ln in lines if isinstance(ln, DeltaLine)][:2]
+        return WorkerReply(plan=[p[:100] for p in plan], need=need, answer=answer[:100])
     verdict = next((ln.verdict for ln in lines if isinstance(ln, VerdictLine)), None)
     if verdict is None:
         return None
     note = " ".join(ln.text for ln in lines if isinstance(ln, TextLine | QuestionLine))
-    return CriticReply(verdict=verdict, note=note[:200])
+    return CriticReply(verdict=verdict, note=note[:80])
 
 
 def _fallback(role: str, raw: str) -> WorkerReply | CriticReply:
     """Raw text when no structure could be read: the answer is the text itself."""
     if role == "worker":
-        return WorkerReply(answer=(raw.strip() or "(empty)")[:200])
+        return WorkerReply(answer=(raw.strip() or "(empty)")[:100])
     from tersetalk.agents.roles import parse_verdict
 
     verdict, _ = parse_verdict(raw)
     return CriticReply(
-        verdict={"accept": "A", "revise": "R", "escalate": "E"}[verdict], note=raw.strip()[:200]
+        verdict={"accept": "A", "revise": "R", "escalate": "E"}[verdict], note=raw.strip()[:80]
     )
 
 
@@ -247,12 +262,12 @@ def _from_json_object(schema, raw: str):
             if answer is None:
                 return None
             plan = lowered.get("plan") or lowered.get("steps") or []
-            plan = [str(p)[:200] for p in plan][:4] if isinstance(plan, list) else [str(plan)[:200]]
-            return WorkerReply(plan=plan, answer=str(answer)[:200] or "(empty)")
+            plan = [str(p)[:100] for p in plan][:3] if isinstance(plan, list) else [str(plan)[:100]]
+            return WorkerReply(plan=plan, answer=str(answer)[:100] or "(empty)")
         verdict = str(lowered.get("verdict", "")).strip().upper()[:1]
         if verdict not in ("A", "R", "E"):
             return None
-        return CriticReply(verdict=verdict, note=str(lowered.get("note", ""))[:200])
+        return CriticReply(verdict=verdict, note=str(lowered.get("note", ""))[:80])
     except ValidationError:
         return None
 
@@ -262,14 +277,16 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     settings = TerseTalkSettings.model_validate(ctx.variant_settings)
     brief = build_brief(ctx.task, example["record"], ctx.task_options)
     memory = Memory(max_entries=settings.memory_max_entries)  # fresh per example: no leaks
+    touch = Touchpoints.from_settings(settings, ctx, question=brief.question, task=ctx.task)
     lines, cap_counters = encode_brief(
         brief.goal,
         brief.facts,
         brief.question,
         caps=settings.cap_dict(),
         memory=memory,
-        summarizer=settings.summarizer,
+        summarizer=touch.summarizer(settings.summarizer),
         count_tokens=count_tokens,
+        compress=touch.compress_hook,
     )
     conv = Conversation(ctx.client)
     speaker = Speaker(conv, ctx, settings)
@@ -278,6 +295,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     deref_counts = {"derefs": 0, "reinjected_tokens": 0, "missing": 0}
 
     def reinject(result) -> str | None:
+        result = touch.compress_deref(result)
         deref_counts["derefs"] += result.derefs
         deref_counts["reinjected_tokens"] += result.reinjected_tokens
         deref_counts["missing"] += len(result.missing)
@@ -336,6 +354,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         **{f"compliance_{k}": v for k, v in speaker.compliance.items()},
         "repairs": speaker.repairs,
         **stats.as_dict(),
+        **touch.counters(),
         "compliance_log": speaker.log,
     }
     answer_text = (
