@@ -68,7 +68,11 @@ def _cmd_run(args: argparse.Namespace) -> None:
     if args.spec_json:
         spec = json.loads(args.spec_json)
     else:
-        spec = run_spec(load_config(*args.config), args.task, args.system, args.variant)
+        if not (args.task and args.system):
+            raise SystemExit("error: give --task and --system (or --spec-json)")
+        spec = run_spec(
+            load_config(*args.config), args.task, args.system, args.variant or "default"
+        )
     for key in ("task", "system", "variant"):
         given = getattr(args, key)
         if given and given != spec[key]:
@@ -302,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--task", help="task name (must match the sample)")
     r.add_argument("--system", help="registered system name, e.g. freeform")
     r.add_argument(
-        "--variant", default="default", help="variant name under systems.<system>.variants"
+        "--variant", help="variant name under systems.<system>.variants (default: default)"
     )
     r.add_argument(
         "--config",

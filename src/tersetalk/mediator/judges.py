@@ -1,0 +1,189 @@
+"""The optional judge: do the keys faithfully represent the original message?
+
+A judge returns pass/fail, a confidence in [0, 1] and a list of issues (missing
+critical information, hallucinated keys, contradictions).
+
+* :class:`EmbeddingJudge` - MiniLM cosine similarity between the original and the
+  keys rendered as text, plus two checks any reader would make: numbers of the
+  original absent from the keys (missing critical information) and keys whose
+  content words mostly do not occur in the original (hallucinated keys).
+* :class:`LLMJudge` - the model backend under a JSON schema; it may also report
+  contradictions, which the embedding judge cannot see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from tersetalk.mediator.errors import JudgeError, MediatorConfigError
+from tersetalk.mediator.keys import SemanticKey, render_keys
+
+__all__ = ["EmbeddingJudge", "Judge", "JudgeResult", "LLMJudge", "make_judge"]
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    passed: bool
+    confidence: float
+    issues: list[str] = field(default_factory=list)
+    judge: str = ""
+    similarity: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.passed, bool):
+            raise JudgeError(f"judge result 'passed' must be a bool, got {self.passed!r}")
+        c = self.confidence
+        if isinstance(c, bool) or not isinstance(c, int | float) or not 0.0 <= c <= 1.0:
+            raise JudgeError(f"judge confidence must be a number in [0, 1], got {c!r}")
+        if not isinstance(self.issues, list) or not all(isinstance(i, str) for i in self.issues):
+            raise JudgeError(f"judge issues must be a list of strings, got {self.issues!r}")
+
+    def as_dict(self) -> dict:
+        return {"passed": self.passed, "confidence": round(float(self.confidence), 6),
+                "issues": list(self.issues), "judge": self.judge,
+                "similarity": self.similarity}  # fmt: skip
+
+
+class Judge(ABC):
+    name = "judge"
+
+    @abstractmethod
+    def evaluate(self, original: str, keys: list[SemanticKey]) -> JudgeResult:
+        """Judge ``keys`` against ``original``."""
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_STOP = frozenset(
+    "the a an and or of to in on at for with from by is are was were be been this that "
+    "these those it its as into about than then there their what which who whom whose "
+    "how when where why answer question facts fact goal give short span taken final "
+    "number solve problem math word".split()
+)
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+def _content_words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP}
+
+
+def fidelity_issues(original: str, keys: list[SemanticKey]) -> tuple[list[str], bool]:
+    """(issues, any critical) from the checks a reader makes without a model."""
+    issues: list[str] = []
+    critical = False
+    if not keys:
+        return ["missing critical information: no keys were extracted"], True
+    rendered = render_keys(keys)
+    missing = sorted(_numbers(original) - _numbers(rendered), key=lambda s: (len(s), s))
+    if missing:
+        critical = True
+        issues.append("missing critical information: numbers absent from the keys: "
+                      + ", ".join(missing[:10]))  # fmt: skip
+    source = _content_words(original)
+    for k in keys:
+        words = _content_words(k.value)
+        if len(words) >= 2 and len(words & source) / len(words) < 0.5:
+            issues.append(f"hallucinated key: {k.type.value}: {k.value[:80]!r} is mostly "
+                          "not in the original")  # fmt: skip
+    return issues, critical
+
+
+class EmbeddingJudge(Judge):
+    """Pass when cosine(original, keys as text) >= threshold and nothing critical is missing."""
+
+    name = "embedding"
+
+    def __init__(self, threshold: float = 0.5, embedder=None, model_path: str | None = None):
+        if not 0.0 <= threshold <= 1.0:
+            raise MediatorConfigError(f"judge.threshold must be in [0, 1], got {threshold}")
+        self.threshold = threshold
+        self._embedder = embedder
+        self._model_path = model_path
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from tersetalk.mediator.embedding import Embedder
+
+            self._embedder = Embedder(self._model_path)
+        return self._embedder
+
+    def evaluate(self, original: str, keys: list[SemanticKey]) -> JudgeResult:
+        issues, critical = fidelity_issues(original, keys)
+        if not keys:
+            return JudgeResult(False, 0.0, issues, self.name, 0.0)
+        try:
+            sim = float(self.embedder.similarity(original, render_keys(keys)))
+        except Exception as exc:  # noqa: BLE001 - typed for the pipeline
+            raise JudgeError(f"embedding judge failed to compute embeddings: {exc}") from exc
+        conf = round(min(1.0, max(0.0, sim)), 6)  # decide on the value we report
+        if conf < self.threshold:
+            issues.insert(0, f"low similarity: {conf:.3f} < threshold {self.threshold:.2f}")
+        return JudgeResult(conf >= self.threshold and not critical, conf, issues, self.name,
+                           round(sim, 6))  # fmt: skip
+
+
+JUDGE_SYSTEM = (
+    "You check whether semantic keys faithfully represent an original message. Report "
+    "issues: missing critical information, hallucinated keys (not supported by the "
+    "original), contradictions. passed is true only if there is no serious issue. "
+    "confidence is a number from 0 to 1."
+)
+
+_Issue = Annotated[str, StringConstraints(max_length=200)]
+
+
+class _Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    passed: bool
+    confidence: float = Field(ge=0.0, le=1.0)
+    issues: list[_Issue] = Field(default_factory=list, max_length=5)
+
+
+class LLMJudge(Judge):
+    """The model backend judges, under a JSON schema (passed, confidence, issues)."""
+
+    name = "llm"
+
+    def __init__(self, client, gen=None, max_tokens: int = 128) -> None:
+        from tersetalk.models import GenerationConfig
+
+        self.client = client
+        self.gen = dataclasses.replace(gen or GenerationConfig(), max_tokens=max_tokens)
+
+    def evaluate(self, original: str, keys: list[SemanticKey]) -> JudgeResult:
+        from tersetalk.models import ModelError
+
+        messages = [
+            {"role": "system", "content": JUDGE_SYSTEM},
+            {"role": "user", "content": f"Original message:\n{original}\n\nSemantic keys:\n"
+                                        f"{render_keys(keys) or '(none)'}"},
+        ]  # fmt: skip
+        try:
+            res = self.client.structured(messages, _Verdict, self.gen)
+        except ModelError as exc:
+            raise JudgeError(f"LLM judge failed: {exc}") from exc
+        v = res.parsed or {}
+        conf = min(1.0, max(0.0, float(v.get("confidence", 0.0))))
+        return JudgeResult(bool(v.get("passed", False)), conf,
+                           [str(i) for i in v.get("issues", [])], self.name)  # fmt: skip
+
+
+def make_judge(cfg, client=None, gen=None) -> Judge:
+    """Build the judge ``judge.kind`` names."""
+    if cfg.kind == "embedding":
+        return EmbeddingJudge(cfg.threshold, model_path=cfg.embedding_model)
+    if cfg.kind == "llm":
+        if client is None:
+            raise MediatorConfigError("judge.kind=llm needs a model client; use kind: embedding")
+        return LLMJudge(client, gen, max_tokens=cfg.max_tokens)
+    raise MediatorConfigError(f"judge.kind: unknown judge {cfg.kind!r}")

@@ -1,0 +1,117 @@
+"""MSP configuration: YAML (or dict) validated at startup.
+
+::
+
+    msp:
+      provider:            # optional: a remote OpenAI-compatible provider
+        backend: openai
+        base_url: https://api.groq.com/openai/v1
+        model: llama-3.3-70b-versatile
+        api_key_env: GROQ_API_KEY      # the key is read from this variable, never stored
+      rate_limit: {requests_per_minute: 30, tokens_per_minute: 6000, max_retries: 4,
+                   backoff_s: 2.0}
+      judge: {enabled: true, threshold: 0.80, model_path: null}
+      style: professional
+      wire: core
+      encoder_max_tokens: 256
+      decoder_max_tokens: 192
+
+Without ``provider`` the embedded model runs in process (no rate limit needed).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tersetalk.msp.errors import MSPConfigError
+from tersetalk.msp.ratelimit import RateLimitConfig
+
+__all__ = ["MSPConfig", "MSPJudgeConfig", "ProviderConfig", "load_msp_config", "parse_msp_config"]
+
+
+class ProviderConfig(BaseModel):
+    """A model backend in the shape of the workflow's ``models`` block, plus api_key_env."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["llamacpp", "openai", "ollama"] = "llamacpp"
+    model: str | None = None
+    model_path: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    n_ctx: int = Field(4096, gt=0)
+    threads: int | None = Field(None, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0)
+    stream: bool = False
+
+    def client_config(self, seed: int = 0) -> dict[str, Any]:
+        cfg = self.model_dump(exclude={"api_key_env"})
+        cfg["seed"] = seed
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise MSPConfigError(
+                    f"msp.provider.api_key_env: environment variable {self.api_key_env} is not "
+                    f"set; export {self.api_key_env}=<your key> (keys never go in config files)"
+                )
+            cfg["api_key"] = key
+        return cfg
+
+
+class MSPJudgeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    threshold: float = Field(0.80, ge=0.0, le=1.0)
+    model_path: str | None = None
+
+
+class MSPConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    rate_limit: RateLimitConfig | None = None
+    judge: MSPJudgeConfig = Field(default_factory=MSPJudgeConfig)
+    style: str = Field("professional", min_length=1)
+    wire: Literal["core", "traced"] = "core"
+    tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
+    encoder_max_tokens: int = Field(320, gt=0)
+    decoder_max_tokens: int = Field(96, gt=0)
+
+
+def parse_msp_config(data: dict[str, Any] | None, where: str = "msp config") -> MSPConfig:
+    data = dict(data or {})
+    if set(data) == {"msp"}:
+        data = dict(data["msp"] or {})
+    try:
+        return MSPConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "<top level>"
+            line = f"{where} key '{loc}': {err['msg']}"
+            if err["type"] == "extra_forbidden":
+                line += "; remove or rename it (see config/msp.example.yaml)"
+            elif not isinstance(err.get("input"), dict):
+                line += f" (got {err.get('input')!r})"
+            lines.append(line)
+        raise MSPConfigError("invalid MSP configuration:\n  " + "\n  ".join(lines)) from None
+
+
+def load_msp_config(path: str | Path) -> MSPConfig:
+    path = Path(path)
+    if not path.exists():
+        raise MSPConfigError(f"MSP config file {path} not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise MSPConfigError(f"MSP config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise MSPConfigError(f"MSP config file {path}: expected a mapping with an 'msp:' block")
+    return parse_msp_config(data, where=str(path))

@@ -1,0 +1,167 @@
+"""``mediator``: the Manager's message goes through the mediator before the Worker sees it.
+
+Manager -> mediator (compress to a token budget, recursively; extract typed
+semantic keys; optionally judge them) -> Worker. The Worker and the Critic then
+talk as in ``freeform``, with the mediated message as the brief. The mediator's
+own model calls (summarizer, LLM extractor, LLM judge) are logged as calls of
+the roles ``mediator_compress`` / ``mediator_extract`` / ``mediator_judge``, so
+usage and timing include them. Records carry the passes, the keys and the judge
+result in ``counters`` (numeric ones also as ``c_mediator_*`` columns).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tersetalk.agents.roles import build_brief, render_brief
+from tersetalk.mediator import (
+    Mediator,
+    MediatorConfig,
+    TraceWriter,
+    make_token_counter,
+    parse_mediator_config,
+)
+from tersetalk.mediator.compressors import make_compressor
+from tersetalk.mediator.extractors import make_extractor
+from tersetalk.mediator.judges import make_judge
+from tersetalk.mediator.recording import CallRecorder
+from tersetalk.systems import register
+from tersetalk.systems.base import RunContext, SystemResult
+from tersetalk.systems.freeform import converse
+
+#: fixed namespace: message ids derive from (seed, example id), never from the clock
+_NS = uuid.UUID("6f1c7d2e-3a7b-4f5e-9c1d-2b8e4a6f0c11")
+
+
+class MediatorSettings(BaseModel):
+    """The knobs of one ``mediator`` variant (``systems.mediator.variants.<name>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: int = Field(64, gt=0, description="stage-1 token budget (cl100k_base by default)")
+    recursion_limit: int = Field(3, gt=0, description="most compression passes per message")
+    min_reduction: float = Field(0.05, ge=0.0, lt=1.0)
+    compressor: Literal["model", "distilbart", "llmlingua", "truncate"] = "model"
+    tokenizer: Literal["cl100k_base", "o200k_base", "model"] = "cl100k_base"
+    summary_max_tokens: int = Field(96, gt=0)
+    distilbart_path: str | None = None
+    llmlingua: dict[str, Any] = Field(default_factory=dict)
+    compression: bool = True
+    extraction: bool = True
+    extractor: Literal["rule", "llm"] = "rule"
+    judge: bool = True
+    judge_kind: Literal["embedding", "llm"] = "embedding"
+    judge_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    #: prefix the Worker's message with schema version and compression statistics
+    #: (the design's metadata; about 15 tokens per message)
+    metadata: bool = False
+    #: error: a failing stage makes the example an error row; passthrough: the Worker
+    #: gets the original brief and the record says the mediator failed
+    on_error: Literal["error", "passthrough"] = "error"
+    trace_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _judge_needs_keys(self) -> MediatorSettings:
+        if self.judge and not self.extraction:
+            raise ValueError("judge: true needs extraction: true (the judge checks the keys)")
+        return self
+
+    def to_config(self) -> MediatorConfig:
+        return parse_mediator_config(
+            {
+                "compression": {
+                    "enabled": self.compression, "token_budget": self.budget,
+                    "recursion_limit": self.recursion_limit,
+                    "min_reduction": self.min_reduction, "tokenizer": self.tokenizer,
+                    "compressor": self.compressor,
+                    "summary_max_tokens": self.summary_max_tokens,
+                    "distilbart_path": self.distilbart_path, "llmlingua": self.llmlingua,
+                },
+                "semantic_keys": {"enabled": self.extraction, "extractor": self.extractor},
+                "judge": {"enabled": self.judge, "kind": self.judge_kind,
+                          "threshold": self.judge_threshold},
+                "trace": {"dir": self.trace_dir},
+                "deliver_metadata": self.metadata,
+            },
+            where="systems.mediator variant",
+        )  # fmt: skip
+
+
+def _build(settings: MediatorSettings, ctx: RunContext) -> tuple[Mediator, CallRecorder]:
+    cfg = settings.to_config()
+    rec = CallRecorder(ctx.client, "mediator")
+    count = make_token_counter(cfg.compression.tokenizer, ctx.client)
+    gen = ctx.gen
+    compressor = (make_compressor(cfg.compression, rec.with_role("mediator_compress"), gen, count)
+                  if cfg.compression.enabled else None)  # fmt: skip
+    extractor = (make_extractor(cfg.semantic_keys, rec.with_role("mediator_extract"), gen)
+                 if cfg.semantic_keys.enabled else None)  # fmt: skip
+    judge = (make_judge(cfg.judge, rec.with_role("mediator_judge"), gen)
+             if cfg.judge.enabled else None)  # fmt: skip
+    writer = TraceWriter(cfg.trace_path()) if cfg.trace_path() else None
+    return Mediator(cfg, compressor, extractor, judge, count, trace_writer=writer), rec
+
+
+def message_id(seed: int, example_id: str) -> str:
+    """A stable id for the Manager -> Worker message of one example."""
+    return str(uuid.uuid5(_NS, f"{seed}/{example_id}/M-W"))
+
+
+def counters_of(res) -> dict[str, Any]:
+    """The deterministic record fields of one mediation (no clock, no durations)."""
+    out: dict[str, Any] = {
+        "mediator_message_id": res.message_id,
+        "mediator_original_tokens": res.original_tokens,
+        "mediator_error": str(res.error) if res.error else None,
+        "mediator_warnings": [str(w) for w in res.warnings],
+    }
+    if res.compression is not None:
+        c = res.compression
+        out.update(
+            mediator_passes=c.passes, mediator_final_tokens=c.final_tokens,
+            mediator_ratio=round(c.total_ratio, 6), mediator_stop_reason=c.stop_reason,
+            mediator_pass_log=[p.as_dict() for p in c.log],
+        )  # fmt: skip
+    if res.extraction is not None:
+        e = res.extraction
+        out.update(
+            mediator_n_keys=len(e.keys), mediator_schema_version=e.schema_version,
+            mediator_keys=[k.model_dump(mode="json") for k in e.keys],
+            mediator_extractor_raw=e.raw_output,
+        )  # fmt: skip
+    if res.judge is not None:
+        j = res.judge
+        out.update(mediator_judge_passed=j.passed, mediator_judge_confidence=j.confidence,
+                   mediator_judge_issues=list(j.issues))  # fmt: skip
+    if res.error is None:
+        out["mediator_delivered_tokens"] = res.delivered_tokens
+    return out
+
+
+@register("mediator", settings=MediatorSettings)
+def run(example: dict, ctx: RunContext) -> SystemResult:
+    settings = MediatorSettings.model_validate(ctx.variant_settings)
+    mediator, rec = ctx.resource(
+        "mediator:" + settings.model_dump_json(), lambda: _build(settings, ctx)
+    )
+    rec.drain()  # calls of an earlier example that failed are not this example's
+    brief = render_brief(build_brief(ctx.task, example["record"], ctx.task_options))
+    res = mediator.process(brief, message_id(ctx.gen.seed, str(example["example_id"])))
+    if res.error is not None and settings.on_error == "error":
+        res.raise_for_error()
+    delivered = res.delivered_text if res.error is None else brief
+    result = converse(example, ctx, delivered)
+    own = result.conversation
+    before = len(own.calls)
+    for role, call in rec.drain():
+        own._log_call(role, call)  # same call-log format as the agents' calls
+    own.calls[:] = own.calls[before:] + own.calls[:before]  # mediator calls came first
+    result.counters.update(counters_of(res))
+    result.counters["mediator_passthrough"] = res.error is not None
+    return result
+
+
+__all__ = ["MediatorSettings", "counters_of", "message_id", "run"]

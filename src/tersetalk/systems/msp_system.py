@@ -1,0 +1,126 @@
+"""``msp``: the Manager's message travels as a Minimal Signal.
+
+Manager -> encoder (constrained structured output) -> the signal's wire form is
+what the Worker receives; the Worker and the Critic then talk as in ``freeform``.
+With ``judge: true`` the signal is also decoded back to prose and the semantic
+judge scores original vs decoded (MiniLM cosine, threshold 0.80 by default).
+Encoder and decoder calls are logged as ``msp_encode`` / ``msp_decode`` calls, so
+their cost and latency are in the record's usage and ``calls`` columns. Records
+carry the signal, the token counts, the compression ratio and the similarity in
+``counters`` (numeric ones also as ``c_msp_*`` columns). The trace id derives from
+(seed, example id) and the wall-clock timestamp stays out of the record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tersetalk.agents.roles import build_brief, render_brief
+from tersetalk.mediator.recording import CallRecorder
+from tersetalk.msp import (
+    MSPDecoder,
+    MSPEncoder,
+    MSPError,
+    MSPPipeline,
+    RateLimitConfig,
+    RateLimitedClient,
+    SemanticJudge,
+    deterministic_trace_id,
+)
+from tersetalk.systems import register
+from tersetalk.systems.base import RunContext, SystemResult
+from tersetalk.systems.freeform import converse
+
+
+class MSPSettings(BaseModel):
+    """The knobs of one ``msp`` variant (``systems.msp.variants.<name>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: core: {intent, target, params, constraints, state, priority};
+    #: traced: core + version, trace_id (and parent_id)
+    wire: Literal["core", "traced"] = "core"
+    #: decode the signal and score it against the original (one more model call)
+    judge: bool = True
+    threshold: float = Field(0.80, ge=0.0, le=1.0)
+    style: str = Field("professional", min_length=1)
+    encoder_max_tokens: int = Field(320, gt=0)
+    decoder_max_tokens: int = Field(96, gt=0)
+    tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
+    #: for remote providers with quotas (e.g. a free tier); null for the local model
+    rate_limit: RateLimitConfig | None = None
+    #: error: an encoder/decoder/judge failure makes the example an error row;
+    #: passthrough: the Worker gets the original brief and the record says why
+    on_error: Literal["error", "passthrough"] = "error"
+
+
+def _build(settings: MSPSettings, ctx: RunContext) -> tuple[MSPPipeline, CallRecorder]:
+    client = ctx.client
+    if settings.rate_limit is not None:
+        client = RateLimitedClient(client, settings.rate_limit)
+    rec = CallRecorder(client, "msp_encode")
+    encoder = MSPEncoder(rec, ctx.gen, max_tokens=settings.encoder_max_tokens)
+    decoder = judge = None
+    if settings.judge:
+        decoder = MSPDecoder(rec.with_role("msp_decode"), ctx.gen,
+                             max_tokens=settings.decoder_max_tokens)  # fmt: skip
+        judge = SemanticJudge(settings.threshold)
+    pipeline = MSPPipeline(encoder, decoder, judge, tokenizer=settings.tokenizer,
+                           wire=settings.wire)  # fmt: skip
+    return pipeline, rec
+
+
+def counters_of(res) -> dict[str, Any]:
+    """Deterministic record fields of one encoding (no timestamp, no latency)."""
+    m = res.metrics
+    out: dict[str, Any] = {
+        "msp_signal": res.signal.model_dump(mode="json", exclude={"timestamp"}),
+        "msp_intent": res.signal.intent,
+        "msp_priority": res.signal.priority,
+        "msp_trace_id": res.trace_id,
+        "msp_wire": res.wire,
+        "msp_original_tokens": m.original_tokens,
+        "msp_signal_tokens": m.signal_tokens,
+        "msp_compression_ratio": round(m.compression_ratio, 6),
+    }
+    if res.judge is not None:
+        out.update(
+            msp_decoded=res.decoded_text, msp_decoded_tokens=m.decoded_tokens,
+            msp_similarity=res.judge.similarity_score, msp_judge_passed=res.judge.passed,
+            msp_judge_issues=list(res.judge.issues),
+        )  # fmt: skip
+    return out
+
+
+@register("msp", settings=MSPSettings)
+def run(example: dict, ctx: RunContext) -> SystemResult:
+    settings = MSPSettings.model_validate(ctx.variant_settings)
+    pipeline, rec = ctx.resource("msp:" + settings.model_dump_json(),
+                                 lambda: _build(settings, ctx))  # fmt: skip
+    rec.drain()
+    brief = render_brief(build_brief(ctx.task, example["record"], ctx.task_options))
+    trace_id = deterministic_trace_id(ctx.gen.seed, example["example_id"], "M-W")
+    error: str | None = None
+    try:
+        res = pipeline.process(brief, settings.style, trace_id=trace_id)
+        delivered = res.signal_text
+    except MSPError as exc:
+        if settings.on_error == "error":
+            raise
+        res, delivered, error = None, brief, f"{type(exc).__name__}: {exc}"
+    result = converse(example, ctx, delivered)
+    own = result.conversation
+    before = len(own.calls)
+    for role, call in rec.drain():
+        own._log_call(role, call)  # same call-log format as the agents' calls
+    own.calls[:] = own.calls[before:] + own.calls[:before]  # encoder/decoder came first
+    if res is not None:
+        result.counters.update(counters_of(res))
+    result.counters["msp_error"] = error
+    result.counters["msp_passthrough"] = error is not None
+    return result
+
+
+__all__ = ["MSPSettings", "counters_of", "run"]

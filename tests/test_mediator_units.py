@@ -1,0 +1,218 @@
+"""Examples for the mediator: compressors (a tiny BART built here runs the DistilBART
+code path for real), the LLMLingua adapter, config files, events, the demo CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tersetalk.mediator import (
+    CollectingEmitter,
+    CompressorUnavailableError,
+    EventBus,
+    KeyType,
+    MediatorConfigError,
+    PipelineEvent,
+    RuleBasedExtractor,
+    build_mediator,
+    load_mediator_config,
+    make_token_counter,
+    parse_mediator_config,
+    read_trace,
+    trace_problems,
+)
+from tersetalk.mediator.compressors import (
+    DistilBARTCompressor,
+    LLMLinguaCompressor,
+    make_compressor,
+    resolve_distilbart,
+)
+
+BRIEF = (
+    "Goal: Solve the math word problem and give the final number.\nFacts:\n"
+    "- Uncle Ben has four horses.\n- Each horse can consume five pounds of oats per meal.\n"
+    "- He feeds his horses twice a day.\nQuestion: If one bag contains 50 pounds of oats, "
+    "how many bags does he need for five days?"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_bart(tmp_path_factory):
+    """A randomly initialised BART with a byte-level BPE vocabulary, saved like a checkpoint."""
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration, BartTokenizer
+    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+
+    folder = tmp_path_factory.mktemp("tiny-bart")
+    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>"])}
+    for ch in bytes_to_unicode().values():
+        vocab.setdefault(ch, len(vocab))
+    for merged in ("Ġt", "he", "Ġthe"):
+        vocab[merged] = len(vocab)
+    vocab["<mask>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\nĠ t\nh e\nĠt he\n")
+    tok = BartTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+    tok.save_pretrained(folder)
+    torch.manual_seed(0)
+    cfg = BartConfig(vocab_size=len(vocab), d_model=16, encoder_layers=1, decoder_layers=1,
+                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                     decoder_ffn_dim=32, max_position_embeddings=512, pad_token_id=1,
+                     bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                     forced_bos_token_id=0)  # fmt: skip
+    BartForConditionalGeneration(cfg).save_pretrained(folder)
+    return folder
+
+
+def test_distilbart_code_path_runs_on_a_tiny_local_bart(tiny_bart):
+    comp = DistilBARTCompressor(tiny_bart, num_beams=1)
+    out = comp.compress(BRIEF, target_tokens=12)
+    assert isinstance(out, str)
+    # at most 12 new tokens; a token of this vocabulary decodes to at most 4 characters
+    assert len(out) <= 12 * 4
+    cfg = parse_mediator_config({"compression": {"compressor": "distilbart", "token_budget": 20,
+                                                 "distilbart_path": str(tiny_bart)}})  # fmt: skip
+    built = make_compressor(cfg.compression)
+    assert isinstance(built, DistilBARTCompressor)
+    res = build_mediator(cfg, compressor=built).process(BRIEF)
+    assert res.ok and res.compression.final_tokens <= res.compression.original_tokens
+
+
+def test_distilbart_missing_weights_say_how_to_fix(tmp_path):
+    with pytest.raises(CompressorUnavailableError, match="distilbart_path"):
+        resolve_distilbart(str(tmp_path), "sshleifer/distilbart-cnn-12-6")
+    with pytest.raises(CompressorUnavailableError, match="compressor: model"):
+        resolve_distilbart(None, "tersetalk-tests/definitely-not-cached-model")
+
+
+def test_llmlingua_adapter_raises_clearly_when_unavailable(monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def no_lingua(name, *args):
+        if name.startswith("tersetalk.encoders"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_lingua)
+    with pytest.raises(CompressorUnavailableError, match="compressor: model"):
+        LLMLinguaCompressor()
+
+
+def test_llmlingua_adapter_maps_onto_the_wrapper():
+    from tersetalk.encoders.lingua import Compressed
+
+    class FakeLingua:
+        def __init__(self):
+            self.calls = []
+
+        def compress(self, context, *, target_tokens, question="", force=False, options=None):
+            self.calls.append((list(context), target_tokens, force, options.rate))
+            kept = [c[: len(c) // 2] for c in context]
+            return Compressed(pieces=kept, origin_tokens=10, compressed_tokens=5,
+                              target_tokens=target_tokens)  # fmt: skip
+
+    fake = FakeLingua()
+    comp = LLMLinguaCompressor(impl=fake, rate=0.4)
+    assert comp.compress("abcdefgh\n\nwxyz", 3) == "abcd\nwx"
+    assert fake.calls == [(["abcdefgh", "wxyz"], 3, False, 0.4)]
+    with pytest.raises(MediatorConfigError, match="compression.llmlingua"):
+        LLMLinguaCompressor(impl=fake, no_such_option=1)
+    cfg = parse_mediator_config({"compression": {"compressor": "llmlingua", "token_budget": 4,
+                                                 "llmlingua": {"rate": 0.4}}})  # fmt: skip
+    res = build_mediator(cfg, compressor=comp).process("one two three four five six\nseven")
+    assert res.ok and res.compression.passes >= 1
+
+
+def test_rule_extractor_reads_the_managers_brief():
+    res = RuleBasedExtractor().extract(BRIEF)
+    types_ = [k.type for k in res.keys]
+    assert types_[0] is KeyType.GOAL and types_[-1] is KeyType.INSTRUCTION
+    assert types_[1:-1] == [KeyType.CONTEXT] * 3
+    assert all("rule" in r for r in json.loads(res.raw_output))
+    prose = RuleBasedExtractor().extract(
+        "We must finish by Friday. The server is currently down. Please restart it now."
+    )
+    assert [k.type for k in prose.keys] == [KeyType.CONSTRAINT, KeyType.STATE,
+                                            KeyType.INSTRUCTION]  # fmt: skip
+
+
+def test_config_file_errors_name_the_key(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("mediator:\n  compression:\n    token_budget: 0\n    compresor: model\n")
+    with pytest.raises(MediatorConfigError) as err:
+        load_mediator_config(path)
+    msg = str(err.value)
+    assert "compression.token_budget" in msg and "compression.compresor" in msg
+    path.write_text("mediator:\n  judge: {enabled: true}\n  semantic_keys: {enabled: false}\n")
+    with pytest.raises(MediatorConfigError, match="semantic_keys"):
+        load_mediator_config(path)
+    path.write_text("mediator: [1, 2\n")
+    with pytest.raises(MediatorConfigError, match="not valid YAML"):
+        load_mediator_config(path)
+    with pytest.raises(MediatorConfigError, match="not found"):
+        load_mediator_config(tmp_path / "missing.yaml")
+
+
+def test_example_config_is_valid(repo):
+    cfg = load_mediator_config(repo / "config" / "mediator.example.yaml")
+    assert cfg.compression.compressor == "model" and cfg.judge.enabled
+
+
+def test_events_in_order_and_a_failing_subscriber_does_not_break_the_pipeline():
+    bus = EventBus()
+    seen = CollectingEmitter()
+    bus.subscribe(seen.emit)
+
+    def broken(payload):
+        raise RuntimeError("dashboard went away")
+
+    unsubscribe = bus.subscribe(broken)
+    cfg = parse_mediator_config({"compression": {"compressor": "truncate", "token_budget": 10}})
+    res = build_mediator(cfg, emitter=bus).process(BRIEF, "msg-1")
+    assert res.ok
+    kinds = seen.kinds()
+    assert (
+        kinds[0] is PipelineEvent.MESSAGE_RECEIVED and kinds[-1] is PipelineEvent.PIPELINE_COMPLETE
+    )
+    assert kinds.index(PipelineEvent.COMPRESSION_START) < kinds.index(
+        PipelineEvent.COMPRESSION_PASS
+    )
+    assert PipelineEvent.EXTRACTION_COMPLETE in kinds and PipelineEvent.JUDGE_START not in kinds
+    assert all(e.message_id == "msg-1" for e in seen.events)
+    unsubscribe()
+    assert len(bus._subs) == 1
+
+
+def test_demo_cli_writes_an_inspectable_trace(tmp_path, capsys):
+    from tersetalk.cli import main
+
+    rc = main(["mediator", "demo", "--compressor", "truncate", "--no-judge", "--budget", "40",
+               "--trace-dir", str(tmp_path)])  # fmt: skip
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "pass 1:" in out and "Delivered to Agent B" in out and "aggregate_ratio" in out
+    records = read_trace(tmp_path / "mediator_trace.jsonl")
+    assert len(records) == 1 and trace_problems(records[0]) == []
+    assert records[0]["compression"]["final_tokens"] <= 40
+
+
+def test_demo_cli_rejects_a_bad_budget(tmp_path, capsys):
+    from tersetalk.cli import main
+
+    with pytest.raises(SystemExit) as ex:
+        main(["mediator", "demo", "--compressor", "truncate", "--budget", "0",
+              "--trace-dir", str(tmp_path)])  # fmt: skip
+    assert ex.value.code == 2
+    assert "token_budget" in capsys.readouterr().err
+
+
+def test_model_tokenizer_option_uses_the_clients_counter():
+    from tersetalk.models import ScriptedClient
+
+    counter = make_token_counter("model", ScriptedClient(["x"]))
+    assert counter("a b c") == 3
+    with pytest.raises(MediatorConfigError):
+        make_token_counter("model")
