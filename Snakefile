@@ -16,6 +16,7 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/stats.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/bench.smk"
 
 
 rule all:

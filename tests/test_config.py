@@ -60,3 +60,15 @@ def test_run_spec_changes_only_with_what_the_run_depends_on(base_config):
     assert spec_hash(run_spec(cfg, "gsm8k", "freeform", "default")) != spec_hash(spec)
     with pytest.raises(ConfigError, match="variants.nope"):
         run_spec(base_config, "gsm8k", "freeform", "nope")
+
+
+def test_calibration_points_are_explicit_specs(base_config):
+    from tersetalk.config import calibration_points, calibration_spec
+
+    points = calibration_points(base_config, "tersetalk")
+    assert len(points) == 6 and points["g00"] == {"caps": "aggressive", "deref": "conditional"}
+    spec = calibration_spec(base_config, "hotpotqa", "tersetalk", "g05")
+    assert spec["variant"] == "g05" and "calibration_file" not in spec
+    assert spec["variant_settings"]["caps"] == "relaxed"
+    calibrated = run_spec(base_config, "hotpotqa", "tersetalk", "default")
+    assert calibrated["calibration_file"] == "results/calibration/hotpotqa.yaml"

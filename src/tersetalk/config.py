@@ -228,6 +228,7 @@ def calibration_spec(config: dict, task: str, system: str, point: str) -> dict:
     spec = run_spec(config, task, system, next(iter(config["systems"][system]["variants"])))
     from tersetalk.systems import validate_variant
 
+    spec.pop("calibration_file", None)  # a grid point is explicit, never itself calibrated
     spec["variant"] = point
     spec["variant_settings"] = validate_variant(system, point, settings)
     return spec

@@ -59,6 +59,11 @@ def metric_targets():
     return run_targets(prefix="results/metrics")
 
 
+def bench_corpus_inputs():
+    """Run files for the microbenchmark corpus: those that exist (bench never forces runs)."""
+    return [p for p in run_targets() if os.path.exists(p)]
+
+
 def reference_run(wildcards):
     """The free-form run of the same task that every run is paired with."""
     return f"results/runs/{wildcards.task}/{config['evaluation']['reference']}.parquet"

@@ -1,0 +1,217 @@
+"""``tersetalk bench``: build the corpus, run MB-1/MB-2/MB-3, draw the figure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+
+log = logging.getLogger("tersetalk.bench")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _cmd_corpus(args: argparse.Namespace) -> None:
+    from .corpus import build_corpus
+    from .results import write_parquet
+
+    for path in args.runs:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"run file {path} does not exist")
+    df, summary = build_corpus(args.runs, sizes=args.sizes, per_size=args.per_size,
+                               max_real=args.max_real, seed=args.seed)  # fmt: skip
+    write_parquet(df, args.out, summary)
+    real = summary["real"]
+    if args.runs:
+        log.info("real messages from %d run files: %d sent, %d without typed fields, %d "
+                 "duplicates, %d ambiguous as prose (left out), %d kept", len(args.runs),
+                 real.get("messages", 0), real.get("untyped", 0), real.get("duplicates", 0),
+                 real.get("ambiguous", 0), real.get("kept", 0))  # fmt: skip
+    else:
+        log.info("no run files given: the corpus is the synthetic sweep only")
+    groups = ", ".join(f"{g} {n}" for g, n in df["group"].value_counts(sort=False).items())
+    log.info("wrote %s: %d messages (%s)", args.out, len(df), groups)
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    import pyarrow.parquet as pq
+
+    from .corpus import read_corpus
+    from .results import EquivalenceError, log_environment, write_parquet
+    from .timing import measure
+
+    try:
+        corpus = read_corpus(args.corpus)
+    except ValueError as exc:
+        raise SystemExit(f"tersetalk bench run: error: {exc}") from None
+    meta = pq.read_schema(args.corpus).metadata or {}
+    corpus_meta = json.loads(meta.get(b"tersetalk", b"{}"))
+    common = {"repeats": args.repeats, "warmup": args.warmup,
+              "min_batch_ns": int(args.min_batch_ms * 1e6), "seed": args.seed}  # fmt: skip
+    log_environment()
+    log.info("%s on %s (%d messages): %d repeats after %d warmup, batches of at least %.1f ms",
+             args.which.upper(), args.corpus, len(corpus), args.repeats, args.warmup,
+             args.min_batch_ms)  # fmt: skip
+    measure({"noop": lambda: None}, repeats=1, warmup=0)  # settle imports before timing
+    t0 = time.perf_counter()
+    try:
+        if args.which == "mb1":
+            from .mb1 import run_mb1
+
+            df = run_mb1(corpus, **common)
+        elif args.which == "mb2":
+            from .mb2 import run_mb2
+
+            df = run_mb2(corpus, chunk_sizes=args.chunk_sizes, stream_bytes=args.stream_bytes,
+                         **common)  # fmt: skip
+        else:
+            from .mb3 import run_mb3
+
+            df = run_mb3(corpus, **common)
+    except EquivalenceError as exc:
+        raise SystemExit(f"tersetalk bench run: {exc}") from None
+    df["repeats_requested"] = args.repeats
+    df["corpus"] = str(args.corpus)
+    write_parquet(df, args.out, {"corpus": str(args.corpus), "corpus_summary": corpus_meta,
+                                 **common, "which": args.which})  # fmt: skip
+    log.info("wrote %s (%d rows) in %.1f s", args.out, len(df), time.perf_counter() - t0)
+    _log_verdict(df, args.which)
+
+
+def _log_verdict(df, which: str) -> None:
+    """The seed's claim as measured: per method, its range of ratios and where it meets it."""
+    if which == "mb3":
+        return
+    key, setting = ("group", "groups") if which == "mb1" else ("chunk_size", "chunk sizes")
+    sub = df[df["seed_target"].notna()]
+    target = float(sub["seed_target"].iloc[0])
+    baseline = str(df["baseline"].iloc[0])
+    best_meets = sub.groupby(key)["meets_seed_target"].any()
+    for method, rows in sub.groupby("method", sort=False):
+        met = int(rows["meets_seed_target"].astype(bool).sum())
+        log.info("%s %s: %.2fx to %.2fx over %s; meets the seed's %gx in %d of %d %s",
+                 which.upper(), method, rows["speedup_vs_baseline"].min(),
+                 rows["speedup_vs_baseline"].max(), baseline, target, met, len(rows),
+                 setting)  # fmt: skip
+    if best_meets.all():
+        log.info("%s: the seed's %gx is met in every one of the %d %s (by the best method)",
+                 which.upper(), target, len(best_meets), setting)  # fmt: skip
+    else:
+        log.warning("%s FALLS SHORT of the seed's %gx: no method reaches it in %d of %d %s "
+                    "(%s)", which.upper(), target, int((~best_meets).sum()), len(best_meets),
+                    setting, ", ".join(map(str, best_meets[~best_meets].index)))  # fmt: skip
+
+
+def _cmd_plot(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .plot import plot_bench
+
+    paths = plot_bench(pd.read_parquet(args.mb1), pd.read_parquet(args.mb2),
+                       pd.read_parquet(args.mb3), args.out_stem)  # fmt: skip
+    log.info("wrote %s", ", ".join(map(str, paths)))
+
+
+def add_commands(subparsers) -> None:
+    from .defaults import (
+        DEFAULT_CHUNK_SIZES,
+        DEFAULT_MAX_REAL,
+        DEFAULT_MIN_BATCH_NS,
+        DEFAULT_PER_SIZE,
+        DEFAULT_REPEATS,
+        DEFAULT_SIZES,
+        DEFAULT_STREAM_BYTES,
+        DEFAULT_WARMUP,
+    )
+
+    b = subparsers.add_parser(
+        "bench", help="microbenchmarks MB-1/2/3: parsing, stream framing, wire formats",
+        description="Microbenchmarks of TerseTalk-JSONL against free-form text and other "
+        "wire formats. Build a corpus, run each benchmark, then draw the figure.",
+    )  # fmt: skip
+    sub = b.add_subparsers(dest="bench_command", required=True, metavar="STEP")
+
+    c = sub.add_parser("corpus", help="messages to benchmark: real runs + a synthetic sweep",
+                       description="Reduce the messages of run files to their typed fields and "
+                       "render each as TerseTalk-JSONL, free-form layout and prose; add a seeded "
+                       "synthetic size sweep.")  # fmt: skip
+    c.add_argument("--runs", nargs="*", default=[],
+                   help="run Parquet files from `tersetalk run` (their messages column); none: "
+                   "synthetic only")  # fmt: skip
+    c.add_argument("--sizes", type=_ints, default=DEFAULT_SIZES,
+                   help=f"typed items per synthetic message (default: "
+                   f"{','.join(map(str, DEFAULT_SIZES))})")  # fmt: skip
+    c.add_argument(
+        "--per-size",
+        type=int,
+        default=DEFAULT_PER_SIZE,
+        help=f"distinct synthetic messages per size (default: {DEFAULT_PER_SIZE})",
+    )
+    c.add_argument("--max-real", type=int, default=DEFAULT_MAX_REAL,
+                   help=f"at most this many real messages, a seeded sample (default: "
+                   f"{DEFAULT_MAX_REAL})")  # fmt: skip
+    c.add_argument("--seed", type=int, default=0, help="seed of the sweep and sample (default: 0)")
+    c.add_argument("--out", required=True, help="corpus Parquet to write")
+    c.set_defaults(func=_cmd_corpus)
+
+    r = sub.add_parser("run", help="run one benchmark on a corpus",
+                       description="Time one benchmark (medians over interleaved repeats, ratio "
+                       "against its baseline in the same process) after asserting that every "
+                       "method recovers the same content.")  # fmt: skip
+    r.add_argument(
+        "--which",
+        required=True,
+        choices=["mb1", "mb2", "mb3"],
+        help="mb1 field extraction, mb2 stream boundaries, mb3 wire formats",
+    )
+    r.add_argument("--corpus", required=True, help="corpus Parquet from `tersetalk bench corpus`")
+    r.add_argument("--out", required=True, help="result Parquet to write")
+    r.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help=f"timed repeats per method (default: {DEFAULT_REPEATS})",
+    )
+    r.add_argument(
+        "--warmup",
+        type=int,
+        default=DEFAULT_WARMUP,
+        help=f"untimed warmup batches per method (default: {DEFAULT_WARMUP})",
+    )
+    r.add_argument("--min-batch-ms", type=float, default=DEFAULT_MIN_BATCH_NS / 1e6,
+                   help="each timed batch repeats a call until it lasts this long (default: "
+                   f"{DEFAULT_MIN_BATCH_NS / 1e6:g})")  # fmt: skip
+    r.add_argument("--seed", type=int, default=0, help="seed of the repeat order and MB-2 stream")
+    r.add_argument("--chunk-sizes", type=_ints, default=DEFAULT_CHUNK_SIZES,
+                   help=f"MB-2 chunk sizes in bytes (default: "
+                   f"{','.join(map(str, DEFAULT_CHUNK_SIZES))})")  # fmt: skip
+    r.add_argument(
+        "--stream-bytes",
+        type=int,
+        default=DEFAULT_STREAM_BYTES,
+        help=f"MB-2 stream length in JSONL bytes (default: {DEFAULT_STREAM_BYTES})",
+    )
+    r.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser(
+        "plot",
+        help="the microbenchmark figure (PDF and PNG)",
+        description="Draw MB-1, MB-2 and MB-3 in one figure.",
+    )
+    p.add_argument("--mb1", required=True, help="MB-1 result Parquet")
+    p.add_argument("--mb2", required=True, help="MB-2 result Parquet")
+    p.add_argument("--mb3", required=True, help="MB-3 result Parquet")
+    p.add_argument("--out-stem", required=True, help="output path without extension")
+    p.set_defaults(func=_cmd_plot)

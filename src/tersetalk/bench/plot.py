@@ -1,0 +1,139 @@
+"""One figure for the three microbenchmarks (PDF and PNG).
+
+(a) MB-1 speedup of each extractor over the regex on free-form text, per corpus
+group; (b) MB-2 speedup of each framer over sentence detection, per chunk size;
+(c) MB-3 bytes on wire and (d) encode/decode time per message, per codec, on
+the real messages (or the middle synthetic size when there are none). Speedups
+are ratios of medians with an interquartile error bar; the dashed line is the
+baseline, the dotted line the seed's hoped-for ratio.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from .corpus import REAL_GROUP, group_order  # noqa: E402
+from .results import SEED_TARGETS  # noqa: E402
+
+
+def _group_label(group: str, sub: pd.DataFrame) -> str:
+    n = int(sub["n_messages"].iloc[0])
+    size = sub["bytes"].iloc[0] / n
+    size_txt = f"{size / 1024:.1f} KB" if size >= 1024 else f"{size:.0f} B"
+    n_items = int(group.rsplit("-", 1)[1]) if group != REAL_GROUP else 0
+    name = "real" if group == REAL_GROUP else f"{n_items} item{'s' if n_items != 1 else ''}"
+    return f"{name}\n{size_txt}"
+
+
+def _speedup_panel(ax, df: pd.DataFrame, x: list, labels: list[str], xkey: str, methods: list[str],
+                   colors: dict, target: float, target_label: str) -> None:  # fmt: skip
+    width = 0.7 / max(len(methods), 1)
+    for j, method in enumerate(methods):
+        sub = df[df["method"] == method].set_index(xkey).reindex(x)
+        pos = np.arange(len(x)) + (j - (len(methods) - 1) / 2) * width
+        y = sub["speedup_vs_baseline"].to_numpy(dtype=float)
+        err = np.vstack([y - sub["speedup_lo"].to_numpy(dtype=float),
+                         sub["speedup_hi"].to_numpy(dtype=float) - y])  # fmt: skip
+        ax.errorbar(pos, y, yerr=np.clip(err, 0, None), fmt="o-", ms=6, lw=1.4, capsize=3,
+                    color=colors[method], label=method)  # fmt: skip
+    ax.axhline(1.0, color="0.3", ls="--", lw=1.2)
+    ax.axhline(target, color="tab:red", ls=":", lw=1.6, label=target_label)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(x)), labels)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+
+
+def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
+               out_stem: str | Path) -> list[Path]:  # fmt: skip
+    """Write ``{out_stem}.pdf`` and ``.png``; return the paths."""
+    out_stem = Path(out_stem)
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
+    fig, axes = plt.subplots(2, 2, figsize=(15, 11.5))
+
+    # (a) MB-1
+    ax = axes[0][0]
+    groups = group_order(mb1["group"])
+    labels = [_group_label(g, mb1[mb1["group"] == g]) for g in groups]
+    methods = [m for m in dict.fromkeys(mb1["method"]) if not _is_base(mb1, m)]
+    colors = dict(zip(methods, sns.color_palette("colorblind", len(methods)), strict=True))
+    _speedup_panel(ax, mb1, groups, labels, "group", methods, colors, SEED_TARGETS["mb1"],
+                   f"seed's hope ({SEED_TARGETS['mb1']:g}x)")  # fmt: skip
+    base = mb1["baseline"].iloc[0]
+    ax.set_title(f"(a) MB-1 field extraction: speedup over {base}", loc="left")
+    ax.set_xlabel("corpus group (mean free-form bytes per message)")
+    ax.set_ylabel(f"speedup over {base} (median)")
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+
+    # (b) MB-2
+    ax = axes[0][1]
+    sizes = sorted(mb2["chunk_size"].unique())
+    methods = [m for m in dict.fromkeys(mb2["method"]) if not _is_base(mb2, m)]
+    colors = dict(zip(methods, sns.color_palette("colorblind", len(methods)), strict=True))
+    _speedup_panel(ax, mb2, sizes, [str(s) for s in sizes], "chunk_size", methods, colors,
+                   SEED_TARGETS["mb2"], f"seed's hope ({SEED_TARGETS['mb2']:g}x)")  # fmt: skip
+    base = mb2["baseline"].iloc[0]
+    n_bytes = int(mb2[mb2["is_baseline"]]["bytes"].iloc[0])
+    ax.set_title(f"(b) MB-2 stream boundaries: speedup over {base}", loc="left")
+    ax.set_xlabel(f"chunk size (bytes); stream of {n_bytes / 1024:.0f} KB")
+    ax.set_ylabel(f"speedup over {base} (median)")
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+
+    # (c, d) MB-3 on one group
+    groups3 = group_order(mb3["group"])
+    group = REAL_GROUP if REAL_GROUP in groups3 else groups3[len(groups3) // 2]
+    sub = mb3[mb3["group"] == group]
+    codecs = list(dict.fromkeys(sub["codec"]))
+    n_msgs = int(sub["n_messages"].iloc[0])
+    enc = sub[sub["operation"] == "encode"].set_index("codec").reindex(codecs)
+    ax = axes[1][0]
+    palette = sns.color_palette("colorblind", len(codecs))
+    ax.barh(codecs, enc["bytes_per_message"], color=palette)
+    base_bytes = float(enc.loc[mb3["baseline"].iloc[0], "bytes_per_message"])
+    ax.axvline(base_bytes, color="0.3", ls="--", lw=1.2)
+    for i, c in enumerate(codecs):
+        ax.text(enc.loc[c, "bytes_per_message"], i, f" {enc.loc[c, 'bytes_vs_baseline']:.2f}x",
+                va="center", fontsize=10)  # fmt: skip
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.18 * float(enc["bytes_per_message"].max()))
+    ax.set_title(f"(c) MB-3 bytes on wire, {group} group ({n_msgs} messages)", loc="left")
+    ax.set_xlabel("bytes per message (label: relative to free-form text)")
+
+    ax = axes[1][1]
+    t = sub.assign(us=sub["ns_per_message"] / 1e3)
+    sns.barplot(data=t, y="codec", x="us", hue="operation", order=codecs, ax=ax,
+                palette=["#4C72B0", "#DD8452"], orient="h")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_title(f"(d) MB-3 time per message, {group} group (median)", loc="left")
+    ax.set_xlabel("microseconds per message (log scale)")
+    ax.set_ylabel("")
+    ax.legend(title=None, fontsize=10, loc="lower right")
+
+    env = mb1.iloc[0]
+    fig.suptitle(
+        f"TerseTalk microbenchmarks — {env['env_cpu']}, {env['env_cpus_usable']} CPUs, "
+        f"{env['env_python']}, orjson {env['env_orjson']}, msgpack {env['env_msgpack']}, "
+        f"protobuf {env['env_protobuf']} ({env['env_protobuf_backend']}); "
+        f"{int(env['repeats'])} repeats; load avg {env['env_loadavg_1m']}",
+        fontsize=11,
+    )
+    fig.tight_layout(h_pad=2.5, w_pad=3)
+    paths = []
+    for ext in ("pdf", "png"):
+        p = out_stem.with_suffix(f".{ext}")
+        fig.savefig(p, dpi=150, bbox_inches="tight")
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def _is_base(df: pd.DataFrame, method: str) -> bool:
+    return bool(df.loc[df["method"] == method, "is_baseline"].iloc[0])

@@ -1,0 +1,113 @@
+"""`tersetalk bench`: corpus -> mb1/mb2/mb3 -> figure, end to end on a tiny corpus.
+
+The benchmarks run with one repeat and tiny batches: these tests check the
+tables' shape, the asserted equivalences and the figure, never a timing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tersetalk.bench.codecs import CODECS
+from tersetalk.bench.extract import METHODS
+from tersetalk.bench.mb2 import FRAMERS
+from tersetalk.bench.timing import measure
+from tersetalk.cli import main
+
+FAST = ["--repeats", "1", "--warmup", "0", "--min-batch-ms", "0.01"]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bench")
+    run = d / "run.parquet"
+    msgs = [
+        {"sender": "M", "receiver": "W", "kind": "brief",
+         "content": "Goal: Solve it.\nFacts:\n- Dr. Lee has 3.5 kg.\nQuestion: How much?"},
+        {"sender": "C", "receiver": "W", "kind": "verdict", "content": '["r","C"]\n["v","R"]'},
+    ]  # fmt: skip
+    pd.DataFrame([{"task": "gsm8k", "system": "freeform", "variant": "default",
+                   "example_id": "e1", "messages": json.dumps(msgs)}]).to_parquet(run)  # fmt: skip
+    corpus = d / "corpus.parquet"
+    assert main(["bench", "corpus", "--runs", str(run), "--sizes", "1,8", "--per-size", "4",
+                 "--out", str(corpus)]) == 0  # fmt: skip
+    out = {"corpus": corpus}
+    for which in ("mb1", "mb2", "mb3"):
+        out[which] = d / f"{which}.parquet"
+        extra = ["--chunk-sizes", "1,16", "--stream-bytes", "1024"] if which == "mb2" else []
+        argv = ["bench", "run", "--which", which, "--corpus", str(corpus), "--out",
+                str(out[which]), *FAST, *extra]  # fmt: skip
+        assert main(argv) == 0
+    out["stem"] = d / "fig" / "bench"
+    assert main(["bench", "plot", "--mb1", str(out["mb1"]), "--mb2", str(out["mb2"]),
+                 "--mb3", str(out["mb3"]), "--out-stem", str(out["stem"])]) == 0  # fmt: skip
+    return out
+
+
+def test_corpus_holds_real_and_synthetic_messages(outputs):
+    df = pd.read_parquet(outputs["corpus"])
+    assert (df["group"] == "real").sum() == 2
+    assert set(df["group"]) == {"real", "synthetic-001", "synthetic-008"}
+    meta = json.loads(pq.read_schema(outputs["corpus"]).metadata[b"tersetalk"])
+    assert meta["real"]["kept"] == 2 and meta["runs"]
+
+
+def test_mb1_table(outputs):
+    df = pd.read_parquet(outputs["mb1"])
+    assert set(df["method"]) == set(METHODS)
+    assert set(df["group"]) == {"real", "synthetic-001", "synthetic-008"}
+    assert df["fields_equal"].all()
+    base = df[df["is_baseline"]]
+    assert (base["method"] == "regex_freeform").all() and (base["speedup_vs_baseline"] == 1).all()
+    jsonl = df[df["family"] == "jsonl"]
+    assert (jsonl["seed_target"] == 10).all()
+    assert (jsonl["meets_seed_target"] == (jsonl["speedup_vs_baseline"] >= 10)).all()
+    assert jsonl["seed_target_verdict"].str.contains("seed's 10x").all()
+    assert (df["speedup_lo"] <= df["speedup_vs_baseline"] + 1e-9).all()
+    assert (df["speedup_vs_baseline"] <= df["speedup_hi"] + 1e-9).all()
+    for col in ("env_cpu", "env_python", "env_orjson", "env_msgpack", "env_protobuf", "median_ns"):
+        assert df[col].notna().all(), col
+
+
+def test_mb2_table(outputs):
+    df = pd.read_parquet(outputs["mb2"])
+    assert set(df["method"]) == set(FRAMERS) and set(df["chunk_size"]) == {1, 16}
+    assert df["same_units_any_chunking"].all()
+    newline = df[df["family"] == "newline"]
+    assert (newline["seed_target"] == 5).all()
+    assert (newline["meets_seed_target"] == (newline["speedup_vs_baseline"] >= 5)).all()
+    framer = df[df["method"] == "newline_framer"]
+    assert (framer["bytes"] >= 1024).all()
+
+
+def test_mb3_table(outputs):
+    df = pd.read_parquet(outputs["mb3"])
+    assert set(df["codec"]) == set(CODECS) and set(df["operation"]) == {"encode", "decode"}
+    assert df["round_trip_equal"].all()
+    base = df[df["codec"] == "freeform_text"]
+    assert (base["bytes_vs_baseline"] == 1).all() and (base["speedup_vs_baseline"] == 1).all()
+    assert (df["bytes"] > 0).all()
+
+
+def test_figure_written(outputs):
+    for ext in ("png", "pdf"):
+        assert outputs["stem"].with_suffix(f".{ext}").stat().st_size > 10_000
+
+
+def test_missing_run_file_is_a_clear_error(tmp_path, capsys):
+    code = main(["bench", "corpus", "--runs", str(tmp_path / "nope.parquet"),
+                 "--out", str(tmp_path / "c.parquet")])  # fmt: skip
+    assert code == 2 and "nope.parquet" in capsys.readouterr().err
+
+
+def test_measure_interleaves_and_counts_repeats():
+    calls = []
+    timings = measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                      repeats=3, warmup=1, min_batch_ns=1)  # fmt: skip
+    assert {t.inner for t in timings.values()} == {1}
+    assert all(len(t.samples_ns) == 3 and len(t.cpu_samples_ns) == 3 for t in timings.values())
+    assert calls.count("a") == calls.count("b")

@@ -1,0 +1,79 @@
+# Microbenchmarks (issue 6): MB-1 field extraction, MB-2 stream boundaries, MB-3 wire
+# formats. Target: `snakemake --cores 1 bench` (not part of `all`: timings describe
+# this machine, not the paper's data). The corpus reads the run files that
+# bench_corpus_inputs() names (common.smk) and adds a seeded synthetic size sweep.
+
+BENCHMARKS = ["mb1", "mb2", "mb3"]
+
+
+rule bench_corpus:
+    input:
+        runs=bench_corpus_inputs(),
+    output:
+        "results/bench/corpus.parquet",
+    log:
+        "results/logs/bench/corpus.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        "tersetalk bench corpus --runs {input.runs} --out {output} > {log} 2>&1"
+
+
+rule bench_run:
+    input:
+        "results/bench/corpus.parquet",
+    output:
+        "results/bench/{mb}.parquet",
+    wildcard_constraints:
+        mb="mb[123]",
+    params:
+        repeats=config.get("bench", {}).get("repeats", 21),
+    log:
+        "results/logs/bench/{mb}.log",
+    # every core (scaled down to --cores): a benchmark that shares the CPU with other
+    # jobs measures them too, so bench jobs run one at a time and alone
+    threads: os.cpu_count() or 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    conda:
+        ENV
+    shell:
+        "tersetalk bench run --which {wildcards.mb} --corpus {input} "
+        "--repeats {params.repeats} --out {output} > {log} 2>&1"
+
+
+rule bench_plot:
+    input:
+        mb1="results/bench/mb1.parquet",
+        mb2="results/bench/mb2.parquet",
+        mb3="results/bench/mb3.parquet",
+    output:
+        pdf="figures/bench.pdf",
+        png=report(
+            "figures/bench.png",
+            caption="../report/bench.rst",
+            category="Microbenchmarks",
+        ),
+    params:
+        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+    log:
+        "results/logs/bench/plot.log",
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        ENV
+    shell:
+        "tersetalk bench plot --mb1 {input.mb1} --mb2 {input.mb2} --mb3 {input.mb3} "
+        "--out-stem {params.stem} > {log} 2>&1"
+
+
+rule bench:
+    input:
+        expand("results/bench/{mb}.parquet", mb=BENCHMARKS),
+        "figures/bench.pdf",
+        "figures/bench.png",
