@@ -36,7 +36,8 @@ class Conversation:
         self.messages.append(msg)
         return msg
 
-    def _log_call(self, role: str, result: CallResult) -> None:
+    def log_call(self, role: str, result: CallResult) -> None:
+        """Record a model call made on behalf of ``role`` (tokens, timing, cache hit)."""
         self.calls.append(
             {
                 "role": role,
@@ -53,10 +54,10 @@ class Conversation:
     def ask(self, role: str, messages: list[dict], gen: GenerationConfig) -> str:
         """A free-text model call on behalf of ``role``."""
         result = self.client.chat(messages, gen)
-        self._log_call(role, result)
+        self.log_call(role, result)
         return result.text
 
     def ask_structured(self, role: str, messages: list[dict], schema, gen: GenerationConfig):
         result = self.client.structured(messages, schema, gen)
-        self._log_call(role, result)
+        self.log_call(role, result)
         return result

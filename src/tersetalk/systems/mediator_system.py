@@ -157,7 +157,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     own = result.conversation
     before = len(own.calls)
     for role, call in rec.drain():
-        own._log_call(role, call)  # same call-log format as the agents' calls
+        own.log_call(role, call)  # same call-log format as the agents' calls
     own.calls[:] = own.calls[before:] + own.calls[:before]  # mediator calls came first
     result.counters.update(counters_of(res))
     result.counters["mediator_passthrough"] = res.error is not None
