@@ -110,3 +110,20 @@ def test_same_seed_same_deterministic_columns(setup, tmp_path):
     b = run(spec, sample_path, tmp_path / "b.parquet", client=ScriptedClient(fake_model),
             progress=False)  # fmt: skip
     pd.testing.assert_frame_equal(a[DETERMINISTIC_COLUMNS], b[DETERMINISTIC_COLUMNS])
+
+
+def test_unavailable_server_stops_the_run_and_keeps_finished_examples(setup):
+    from tersetalk.models import ModelUnavailableError
+
+    spec, sample_path, out = setup
+    calls = {"n": 0}
+
+    def dies(messages):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise ModelUnavailableError("no server at http://127.0.0.1:9/v1: start one")
+        return fake_model(messages)
+
+    with pytest.raises(ModelUnavailableError, match="start one"):
+        run(spec, sample_path, out, client=ScriptedClient(dies), progress=False)
+    assert len(checkpoint_path(out).read_text().splitlines()) == 1 and not out.exists()

@@ -19,7 +19,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.config import spec_hash
-from tersetalk.models import GenerationConfig, ModelClient, make_client
+from tersetalk.models import GenerationConfig, ModelClient, ModelUnavailableError, make_client
 from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, get_system
 from tersetalk.tasks.loading import read_sample
@@ -89,6 +89,8 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     )
     try:
         res = system(example, ctx)
+    except ModelUnavailableError:
+        raise  # the server is down or the model missing: stop, keep what is finished
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
         log.error("example %s failed: %s\n%s", example["example_id"], exc, traceback.format_exc())
         return build_record(
