@@ -11,6 +11,7 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/compressor.smk"
 include: "workflow/rules/calibrate.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/score.smk"

@@ -3,7 +3,7 @@
 
 rule calibration_run:
     input:
-        sample="results/samples/{task}.calibration.parquet",
+        unpack(calibration_run_input),
     output:
         "results/calibration/runs/{task}/{system}/{point}.parquet",
     params:

@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from tersetalk.encoders.workflow import compressor_inputs
 from tersetalk.config import (
     ConfigError,
     ablation_values,
@@ -114,6 +115,19 @@ def run_input(wildcards):
     settings = config["systems"][wildcards.system]["variants"][wildcards.variant]
     if settings.get("calibrated"):
         inputs["calibration"] = calibration_file(wildcards.task)
+        grid = calibration_points(config, wildcards.system).values()
+        inputs["compressor"] = sorted(
+            {d for point in grid for d in compressor_inputs(wildcards.system, point)}
+        )
+    else:
+        inputs["compressor"] = compressor_inputs(wildcards.system, settings)
+    return inputs
+
+
+def calibration_run_input(wildcards):
+    inputs = {"sample": f"results/samples/{wildcards.task}.calibration.parquet"}
+    spec = json.loads(calibration_spec_json(wildcards))
+    inputs["compressor"] = compressor_inputs(wildcards.system, spec["variant_settings"])
     return inputs
 
 

@@ -1,0 +1,171 @@
+"""The hybrid gate's decisions, with the scripted model and compressor doubles.
+
+These test control flow only: which route each turn takes and what is logged.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from tersetalk.config import run_spec, validate_config
+from tersetalk.encoders import lingua
+from tersetalk.encoders.scripted import ScriptedCompressor
+from tersetalk.models import ScriptedClient
+from tersetalk.protocol import parse_strict
+from tersetalk.runner import run
+from tersetalk.tasks.loading import load_records, sample
+
+
+@pytest.fixture
+def compressor(monkeypatch):
+    comp = ScriptedCompressor()
+    comp.loads = 0
+
+    def load(settings):
+        comp.loads += 1
+        return comp
+
+    monkeypatch.setattr(lingua, "load_compressor", load)
+    return comp
+
+
+@pytest.fixture(scope="module")
+def hotpot(tmp_path_factory):
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    records = load_records("hotpotqa", data_dir=repo / "data")
+    ev, _ = sample("hotpotqa", records, n=3, calibration_n=0, seed=11)
+    path = tmp_path_factory.mktemp("hybrid") / "hotpotqa.parquet"
+    ev.to_parquet(path)
+    return path
+
+
+def spec_for(base_config, tmp_path, system="hybrid", **settings):
+    cfg = copy.deepcopy(base_config)
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    cfg["systems"].setdefault(system, {"variants": {}})["variants"]["v"] = settings
+    validate_config(cfg)
+    return run_spec(cfg, "hotpotqa", system, "v")
+
+
+def model(need_ref: bool = False):
+    def respond(messages, gen, schema):
+        assert schema is not None, "schema mode makes structured calls only"
+        if schema.__name__ == "CriticReply":
+            return json.dumps({"verdict": "A", "note": "the span matches the facts"})
+        first = len(messages) == 2
+        if need_ref and first and "M#1" in messages[1]["content"]:
+            return json.dumps({"plan": [], "need": ["M#1"], "answer": "unsure"})
+        return json.dumps({"plan": ["find the span"], "need": [], "answer": "Paris"})
+
+    return respond
+
+
+def run_hybrid(base_config, tmp_path, hotpot, name="o", need_ref=False, **settings):
+    spec = spec_for(base_config, tmp_path, **settings)
+    return run(
+        spec,
+        hotpot,
+        tmp_path / f"{name}.parquet",
+        client=ScriptedClient(model(need_ref)),
+        progress=False,
+    )
+
+
+def logs(df):
+    return [json.loads(c)["route_log"] for c in df["counters"]]
+
+
+@pytest.mark.parametrize("budget", [20, 60, 90, 120, 800])
+def test_every_turn_follows_the_gate_rule_and_is_logged(
+    base_config, tmp_path, hotpot, compressor, budget
+):
+    df = run_hybrid(base_config, tmp_path, hotpot, budget=budget)
+    assert df["error"].isna().all()
+    for log, raw in zip(logs(df), df["messages"], strict=True):
+        msgs = json.loads(raw)
+        assert len(log) == len(msgs)  # one decision per message sent
+        for entry, msg in zip(log, msgs, strict=True):
+            assert entry["budget"] == budget and entry["sent_tokens"] == msg["tokens_cl100k"]
+            if entry.get("repeat"):
+                continue
+            if entry["est_tt"] <= budget:
+                assert entry["route"] == "tersetalk" and entry["projection"] is None
+            elif entry["projection"] <= budget:
+                assert entry["route"] == "llmlingua"
+                assert entry["projection"] < entry["ff_tokens"] or entry["ff_tokens"] <= budget
+            else:
+                assert entry["route"] in ("overflow", "tersetalk")  # deref cannot overflow
+            if entry["route"] in ("tersetalk", "overflow"):
+                parse_strict(msg["content"])  # TerseTalk routes send valid JSONL
+            else:
+                assert not msg["content"].startswith("[")
+    for route in ("tersetalk", "llmlingua", "overflow"):
+        assert (df[f"c_route_{route}"] >= 0).all()
+    shares = df[["c_share_tersetalk", "c_share_llmlingua", "c_share_overflow"]].sum(axis=1)
+    assert shares.round(9).eq(1.0).all()
+    assert (df["c_turns"] == df["n_messages"]).all()
+    assert (df["c_hybrid_budget"] == budget).all()
+
+
+def test_a_budget_that_never_binds_is_exactly_tersetalk(base_config, tmp_path, hotpot, compressor):
+    df = run_hybrid(base_config, tmp_path, hotpot, budget=800)
+    tt = run(
+        spec_for(base_config, tmp_path, system="tersetalk"),
+        hotpot,
+        tmp_path / "tt.parquet",
+        client=ScriptedClient(model()),
+        progress=False,
+    )
+    assert (df["c_share_tersetalk"] == 1.0).all() and (df["c_brief_route_tersetalk"] == 1).all()
+    assert compressor.loads == 0  # never needed, never loaded
+    strip = lambda raw: [(m["kind"], m["content"]) for m in json.loads(raw)]  # noqa: E731
+    assert [strip(r) for r in df["messages"]] == [strip(r) for r in tt["messages"]]
+    assert "c_lingua_rate" not in df.columns  # no compression, no made-up rate
+
+
+def test_a_binding_budget_routes_the_brief_to_llmlingua_when_the_projection_fits(
+    base_config, tmp_path, hotpot, compressor
+):
+    probe = run_hybrid(base_config, tmp_path, hotpot, name="probe", budget=800)
+    est = int(probe["c_brief_est_tt"].min())
+    df = run_hybrid(base_config, tmp_path, hotpot, budget=est - 1)
+    first = [log[0] for log in logs(df)]
+    assert all(e["kind"] == "brief" and e["est_tt"] > e["budget"] for e in first)
+    routed = [e for e in first if e["route"] == "llmlingua"]
+    assert routed, "a budget just under the TerseTalk estimate should let LLMLingua fit"
+    assert all(e["projection"] <= e["budget"] for e in routed)
+    assert compressor.loads == 1 and compressor.calls
+    ok = df[df["c_brief_route_llmlingua"] == 1]
+    assert (ok["c_lingua_tokens"] < ok["c_lingua_origin_tokens"]).all()
+    assert (ok["c_brief_projection"] <= est - 1).all()
+
+
+def test_projection_factor_can_send_the_same_turn_to_overflow(
+    base_config, tmp_path, hotpot, compressor
+):
+    probe = run_hybrid(base_config, tmp_path, hotpot, name="probe", budget=800)
+    budget = int(probe["c_brief_est_tt"].min()) - 1
+    df = run_hybrid(base_config, tmp_path, hotpot, budget=budget, projection_factor=3.0)
+    first = [log[0] for log in logs(df)]
+    assert all(e["route"] == "overflow" for e in first if e["projection"] > budget)
+    assert any(e["route"] == "overflow" for e in first)
+
+
+def test_overflow_tightens_caps_and_its_memory_answers_the_worker(
+    base_config, tmp_path, hotpot, compressor
+):
+    df = run_hybrid(base_config, tmp_path, hotpot, need_ref=True, budget=40, projection_factor=3.0)
+    assert df["error"].isna().all()
+    for log, raw in zip(logs(df), df["messages"], strict=True):
+        brief = log[0]
+        assert brief["route"] == "overflow"
+        assert all(v < 30 for v in brief["caps"].values())  # tighter than the baseline caps
+        msgs = json.loads(raw)
+        assert '"o"' in msgs[0]["content"]
+        assert [m["kind"] for m in msgs].count("deref") == 1  # M#1 came from this memory
+    assert (df["c_deref_derefs"] == 1).all() and (df["c_overflow_total"] > 0).all()

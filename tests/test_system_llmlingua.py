@@ -1,0 +1,156 @@
+"""Control flow of the ``llmlingua`` system with the scripted model and compressor doubles."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from tersetalk.config import ConfigError, run_spec, validate_config
+from tersetalk.encoders import lingua
+from tersetalk.encoders.scripted import ScriptedCompressor
+from tersetalk.models import ScriptedClient
+from tersetalk.runner import run
+from tersetalk.tasks.loading import load_records, sample
+
+VARIANTS = {
+    "r05": {"rate": 0.5},
+    "r033": {"rate": 0.33},
+    "longllmlingua": {
+        "rate": 0.5,
+        "rank_method": "longllmlingua",
+        "condition_compare": True,
+        "reorder_context": "sort",
+        "dynamic_context_compression_ratio": 0.3,
+    },
+    "t60": {"target_tokens": 60},
+}
+
+
+@pytest.fixture
+def scripted_compressor(monkeypatch):
+    comp = ScriptedCompressor()
+    loads = []
+
+    def load(settings):
+        loads.append(settings)
+        return comp
+
+    monkeypatch.setattr(lingua, "load_compressor", load)
+    comp.loads = loads
+    return comp
+
+
+@functools.cache
+def _records(task):
+    return load_records(task, data_dir=Path(__file__).resolve().parents[1] / "data")
+
+
+def samples(tmp_path, repo, task, n=2):
+    ev, _ = sample(task, _records(task), n=n, calibration_n=0, seed=11)
+    path = tmp_path / f"{task}.parquet"
+    ev.to_parquet(path)
+    return path
+
+
+def spec_for(base_config, tmp_path, task, variant):
+    cfg = copy.deepcopy(base_config)
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    cfg["systems"].setdefault("llmlingua", {"variants": {}})["variants"].update(
+        copy.deepcopy(VARIANTS)
+    )
+    validate_config(cfg)
+    return run_spec(cfg, task, "llmlingua", variant)
+
+
+def answer(messages):
+    return (
+        "ACCEPT: fine." if messages[0]["content"].startswith("You are the Critic") else "Answer: 7"
+    )
+
+
+def test_variants_validate_and_a_wrong_one_names_its_key(base_config):
+    cfg = copy.deepcopy(base_config)
+    cfg["systems"]["llmlingua"] = {"variants": copy.deepcopy(VARIANTS)}
+    validate_config(cfg)
+    assert cfg["systems"]["llmlingua"]["variants"]["r033"]["rate"] == 0.33
+    cfg = copy.deepcopy(base_config)
+    cfg["systems"]["llmlingua"] = {"variants": {"bad": {"rate": 2.0}}}
+    with pytest.raises(ConfigError, match=r"systems\.llmlingua\.variants\.bad\.rate"):
+        validate_config(cfg)
+
+
+@pytest.mark.parametrize("task", ["hotpotqa", "gsm8k"])
+def test_the_brief_is_compressed_once_and_the_achieved_rate_recorded(
+    base_config, tmp_path, repo, scripted_compressor, task
+):
+    spec = spec_for(base_config, tmp_path, task, "r05")
+    df = run(
+        spec,
+        samples(tmp_path, repo, task),
+        tmp_path / "o.parquet",
+        client=ScriptedClient(answer),
+        progress=False,
+    )
+    assert df["error"].isna().all()
+    assert len(scripted_compressor.loads) == 1  # one compressor per run, not per example
+    for row in df.itertuples():
+        msgs = json.loads(row.messages)
+        brief = msgs[0]
+        assert brief["kind"] == "brief" and brief["content"].startswith("Goal: ")
+        # the Critic sees the same compressed brief the Worker got
+        assert [m["content"] for m in msgs if m["kind"] == "brief"] == [brief["content"]] * 2
+        c = json.loads(row.counters)
+        assert c["lingua_tokens"] == brief["tokens_cl100k"]
+        assert c["lingua_rate"] == pytest.approx(c["lingua_tokens"] / c["lingua_origin_tokens"])
+        assert c["lingua_target_rate"] == 0.5
+    for col in (
+        "c_lingua_rate",
+        "c_lingua_ctx_rate",
+        "c_lingua_origin_tokens",
+        "c_lingua_tokens",
+        "c_lingua_target_unreachable",
+        "c_t_lingua_s",
+    ):
+        assert col in df.columns
+    assert (df["c_lingua_tokens"] <= df["c_lingua_origin_tokens"]).all()
+    calls = scripted_compressor.calls
+    assert all(call["force"] == (task == "gsm8k") for call in calls)
+    assert all(call["question"] for call in calls)  # question-aware
+
+
+def test_a_token_budget_below_the_kept_text_is_flagged(
+    base_config, tmp_path, repo, scripted_compressor
+):
+    spec = spec_for(base_config, tmp_path, "hotpotqa", "t60")
+    df = run(
+        spec,
+        samples(tmp_path, repo, "hotpotqa"),
+        tmp_path / "o.parquet",
+        client=ScriptedClient(answer),
+        progress=False,
+    )
+    assert df["error"].isna().all()
+    unreachable = df["c_lingua_kept_tokens"] >= 60
+    assert (df.loc[unreachable, "c_lingua_target_unreachable"] == 1).all()
+
+
+def test_a_missing_compressor_becomes_an_error_row_naming_the_fix(base_config, tmp_path, repo):
+    cfg = copy.deepcopy(base_config)
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    cfg["systems"].setdefault("llmlingua", {"variants": {}})["variants"]["v"] = {
+        "model": str(tmp_path / "no-model")
+    }
+    validate_config(cfg)
+    spec = run_spec(cfg, "hotpotqa", "llmlingua", "v")
+    df = run(
+        spec,
+        samples(tmp_path, repo, "hotpotqa", n=1),
+        tmp_path / "o.parquet",
+        client=ScriptedClient(answer),
+        progress=False,
+    )
+    assert df["error"].str.contains("prepare-compressor").all()
