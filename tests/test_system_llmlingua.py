@@ -74,10 +74,12 @@ def answer(messages):
 
 def test_variants_validate_and_a_wrong_one_names_its_key(base_config):
     cfg = copy.deepcopy(base_config)
+    cfg["evaluation"]["comparisons"] = []
     cfg["systems"]["llmlingua"] = {"variants": copy.deepcopy(VARIANTS)}
     validate_config(cfg)
     assert cfg["systems"]["llmlingua"]["variants"]["r033"]["rate"] == 0.33
     cfg = copy.deepcopy(base_config)
+    cfg["evaluation"]["comparisons"] = []
     cfg["systems"]["llmlingua"] = {"variants": {"bad": {"rate": 2.0}}}
     with pytest.raises(ConfigError, match=r"systems\.llmlingua\.variants\.bad\.rate"):
         validate_config(cfg)
