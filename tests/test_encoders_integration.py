@@ -69,7 +69,8 @@ def test_llmlingua_system_on_a_real_hotpotqa_example(prepared, base_config, tmp_
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")
     cfg["models"]["threads"] = 1
-    cfg["systems"]["llmlingua"] = {"variants": {"r05": {"model": str(prepared), "threads": 1}}}
+    variants = cfg["systems"].setdefault("llmlingua", {"variants": {}})["variants"]
+    variants["r05"] = {"model": str(prepared), "threads": 1}
     validate_config(cfg)
     spec = run_spec(cfg, "hotpotqa", "llmlingua", "r05")
     sample_path = examples("hotpotqa", 1, tmp_path)

@@ -54,6 +54,7 @@ def test_generation_config_is_hashable_and_json_ready():
     assert g.stop == ("\n",) and hash(g) == hash(GenerationConfig(stop=("\n",)))
     assert json.loads(json.dumps(g.as_dict())) == {
         "temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "seed": 0, "stop": ["\n"],
+        "json_mode": False,
     }  # fmt: skip
     with pytest.raises(ModelError, match="max_tokens"):
         GenerationConfig(max_tokens=0)

@@ -253,12 +253,8 @@ class LLMLinguaCompressor:
 
         torch.set_num_threads(threads)
         ensure_offline_tiktoken()  # LLMLingua builds a tiktoken encoder in its constructor
-        if (
-            Path(model).is_dir()
-            and model.rstrip("/").endswith(DEFAULT_COMPRESSOR_DIR.rsplit("/", 1)[-1])
-            and not is_prepared(model)
-        ):
-            log.warning("%s has no matching preparation manifest; it may be stale", model)
+        if Path(model) == Path(DEFAULT_COMPRESSOR_DIR) and not is_prepared(model):
+            log.warning("%s does not match the embedded GGUF (no or another manifest)", model)
         t0 = time.perf_counter()
         try:
             cls = _short_prompt_class()
@@ -383,7 +379,12 @@ class LLMLinguaCompressor:
             kwargs.update(
                 condition_in_question="none", condition_compare=False, rank_method="llmlingua"
             )
-            return self._call(pieces, kwargs, pattern, t_model), 1
+            try:
+                return self._call(pieces, kwargs, pattern, t_model), 1
+            except AssertionError:
+                raise CompressionError(
+                    "LLMLingua failed an internal check, with and without the question"
+                ) from None
 
     def _filter_keeps_all(self, pieces: list[str], t_model: float, opts: LinguaSettings) -> bool:
         """True when LLMLingua's coarse filter would keep every piece in its order.

@@ -101,6 +101,10 @@ RATES = {
     "compliance_after_retries_rate": ("compliance_after_retries", "compliance_calls"),
     "compliance_repaired_rate": ("compliance_repaired", "compliance_calls"),
     "compliance_fallback_rate": ("compliance_fallback", "compliance_calls"),
+    # hybrid: share of all turns routed each way (pooled over the run)
+    "route_tersetalk_share": ("route_tersetalk", "turns"),
+    "route_llmlingua_share": ("route_llmlingua", "turns"),
+    "route_overflow_share": ("route_overflow", "turns"),
 }
 
 
