@@ -48,9 +48,7 @@ from tersetalk.protocol import (
     TextLine,
     VerdictLine,
     apply_caps,
-    dereference,
     encode_brief,
-    requested_refs,
     serialize,
 )
 from tersetalk.systems import register
@@ -61,6 +59,7 @@ from tersetalk.systems.tersetalk_jsonl import (
     critic_lines,
     system_prompt,
     worker_lines,
+    worker_turn,
 )
 from tersetalk.tokens import count_tokens
 
@@ -305,28 +304,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         conv.send("M", "W", "deref", sent.text)
         return sent.text
 
-    worker_input = manager_msg
-    if tts.deref == "always" and lines:
-        extra = reinject(dereference(lines, memory, "always", count_tokens=count_tokens))
-        if extra:
-            worker_input = manager_msg + "\n" + extra
-    worker_msgs = [
-        {"role": "system", "content": system_prompt("worker", ctx.task, tts.enforcement)},
-        {"role": "user", "content": worker_input},
-    ]
-    reply = speaker.reply("worker", worker_msgs, ctx.gen)
-    if tts.deref == "conditional":
-        asked = worker_lines(reply)
-        if requested_refs(asked):
-            extra = reinject(
-                dereference(lines, memory, "conditional", requests=asked, count_tokens=count_tokens)
-            )
-            if extra:
-                worker_msgs = worker_msgs + [
-                    {"role": "assistant", "content": serialize(asked)},
-                    {"role": "user", "content": extra},
-                ]
-                reply = speaker.reply("worker", worker_msgs, ctx.gen)
+    reply, worker_msgs = worker_turn(speaker, ctx, tts, manager_msg, lines, memory, reinject)
 
     def send_reply(kind: str, sender: str, receiver: str, reply_lines: list[LineBase]) -> str:
         sent = gate.route(

@@ -272,6 +272,39 @@ def _from_json_object(schema, raw: str):
         return None
 
 
+def worker_turn(speaker, ctx, settings, manager_msg, lines, memory, reinject):
+    """The Worker's reply to the brief, with ``M#`` text re-injected as the policy says.
+
+    ``always``: the referenced text goes with the brief. ``conditional``: only when
+    the Worker's reply asks for ids, and then the Worker answers again. ``reinject``
+    sends the dereferenced lines and returns their text (or None when there are none).
+    Returns the reply and the Worker's conversation so far (for a revision).
+    """
+    worker_input = manager_msg
+    if settings.deref == "always" and lines:
+        extra = reinject(dereference(lines, memory, "always", count_tokens=count_tokens))
+        if extra:
+            worker_input = manager_msg + "\n" + extra
+    worker_msgs = [
+        {"role": "system", "content": system_prompt("worker", ctx.task, settings.enforcement)},
+        {"role": "user", "content": worker_input},
+    ]
+    reply = speaker.reply("worker", worker_msgs, ctx.gen)
+    if settings.deref == "conditional":
+        asked = worker_lines(reply)
+        if requested_refs(asked):
+            extra = reinject(
+                dereference(lines, memory, "conditional", requests=asked, count_tokens=count_tokens)
+            )
+            if extra:
+                worker_msgs = worker_msgs + [
+                    {"role": "assistant", "content": serialize(asked)},
+                    {"role": "user", "content": extra},
+                ]
+                reply = speaker.reply("worker", worker_msgs, ctx.gen)
+    return reply, worker_msgs
+
+
 @register("tersetalk", settings=TerseTalkSettings)
 def run(example: dict, ctx: RunContext) -> SystemResult:
     settings = TerseTalkSettings.model_validate(ctx.variant_settings)
@@ -305,28 +338,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         conv.send("M", "W", "deref", text)
         return text
 
-    worker_input = manager_msg
-    if settings.deref == "always":
-        extra = reinject(dereference(lines, memory, "always", count_tokens=count_tokens))
-        if extra:
-            worker_input = manager_msg + "\n" + extra
-    worker_msgs = [
-        {"role": "system", "content": system_prompt("worker", ctx.task, settings.enforcement)},
-        {"role": "user", "content": worker_input},
-    ]
-    reply = speaker.reply("worker", worker_msgs, ctx.gen)
-    if settings.deref == "conditional":
-        asked = worker_lines(reply)
-        if requested_refs(asked):
-            extra = reinject(
-                dereference(lines, memory, "conditional", requests=asked, count_tokens=count_tokens)
-            )
-            if extra:
-                worker_msgs = worker_msgs + [
-                    {"role": "assistant", "content": serialize(asked)},
-                    {"role": "user", "content": extra},
-                ]
-                reply = speaker.reply("worker", worker_msgs, ctx.gen)
+    reply, worker_msgs = worker_turn(speaker, ctx, settings, manager_msg, lines, memory, reinject)
     draft_msg = serialize(worker_lines(reply))
     conv.send("W", "C", "draft", draft_msg)
     conv.send("M", "C", "brief", manager_msg)
