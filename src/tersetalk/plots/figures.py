@@ -105,16 +105,18 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
                 alpha=0.9,
                 label=r.system,
             )
-            if r.variant != "default":
-                ax.annotate(
-                    r.variant,
-                    (r.tokens_total_cl100k_mean, r.accuracy),
-                    fontsize=8,
-                    textcoords="offset points",
-                    xytext=(5, 5),
-                )
         mask = pareto_frontier(pd.DataFrame({"tokens": x, "accuracy": y}))
         front = sub[np.asarray(mask)].sort_values("tokens_total_cl100k_mean")
+        # name only the frontier's runs: labelling every point makes an unreadable pile
+        for k, r in enumerate(front.itertuples()):
+            ax.annotate(
+                f"{r.system}/{r.variant}",
+                (r.tokens_total_cl100k_mean, r.accuracy),
+                fontsize=8,
+                textcoords="offset points",
+                xytext=(5, 6 + 9 * (k % 2)),
+                rotation=20,
+            )
         ax.step(
             front["tokens_total_cl100k_mean"],
             front["accuracy"],
@@ -157,7 +159,16 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         ax.set_title(TASK_LABEL.get(task, task))
         ax.set_xlabel("tokens sent per example (cl100k_base)")
         ax.invert_yaxis()
-    axes[0][-1].legend(title="sent by", loc="lower right", frameon=True)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        title="sent by",
+        loc="upper center",
+        ncol=3,
+        frameon=False,
+        bbox_to_anchor=(0.5, 0.0),
+    )
     fig.suptitle(f"Token breakdown by role — {_model_label(summary)}", fontsize=11)
     fig.tight_layout()
     return _save(fig, out_stem)
@@ -175,13 +186,17 @@ def accuracy_by_length(
     rec = records.assign(run=label(records))
     ref = rec[rec["run"] == reference][["task", "example_id", "tokens_M_W_cl100k"]]
     ref = ref.rename(columns={"tokens_M_W_cl100k": "ref_len"})
+    names = ["short", "medium", "long"] if n_bins == 3 else [f"q{i + 1}" for i in range(n_bins)]
     frames = []
     for _, g in ref.groupby("task"):
-        q = min(n_bins, g["ref_len"].nunique())
-        bins = pd.qcut(g["ref_len"], q=q, duplicates="drop") if q > 1 else g["ref_len"].astype(str)
-        frames.append(g.assign(length_bin=bins.astype(str)))
+        # rank first so ties never leave a bin empty; labels are the same in every task
+        ranks = g["ref_len"].rank(method="first")
+        q = min(n_bins, len(g))
+        bins = pd.qcut(ranks, q=q, labels=names[:q]) if q > 1 else names[:1] * len(g)
+        frames.append(g.assign(length_bin=list(bins)))
     ref = pd.concat(frames) if frames else ref.assign(length_bin=[])
     data = rec.merge(ref[["task", "example_id", "length_bin"]], on=["task", "example_id"])
+    runs = sorted(data["run"].unique())
     g = sns.catplot(
         data=data,
         x="length_bin",
@@ -191,11 +206,13 @@ def accuracy_by_length(
         kind="bar",
         errorbar=("ci", 95),
         height=4,
-        aspect=1.2,
-        sharex=False,
-        palette="colorblind",
+        aspect=1.3,
+        order=names,
+        hue_order=runs,
+        palette=sns.color_palette("husl", len(runs)),
     )
-    g.set_axis_labels("free-form Manager message length (tokens, bin)", "accuracy")
+    g.set_axis_labels("free-form message length (thirds)", "accuracy")
+    g.set(ylim=(0, 1.05))
     g.set_titles("{col_name}")
     g.figure.suptitle("Accuracy by message length", y=1.03, fontsize=11)
     return _save(g.figure, out_stem)
@@ -229,6 +246,7 @@ def ablation(
             )
             ax.set_xlabel("overflow rate (share of lines)")
             ax.set_ylabel("accuracy")
+            ax.set_ylim(-0.05, 1.05)
             continue
         if numeric:
             sns.lineplot(
@@ -244,8 +262,12 @@ def ablation(
             )
         else:
             sns.barplot(data=sub, x="value", y=panel, hue="task", order=order, ax=ax)
-        ax.set_xlabel(setting)
-        ax.set_ylabel("tokens per example" if panel.startswith("tokens") else "accuracy")
+        ax.set_xlabel("fact cap (tokens)" if setting == "caps" else setting)
+        if panel.startswith("tokens"):
+            ax.set_ylabel("tokens per example")
+        else:
+            ax.set_ylabel("accuracy")
+            ax.set_ylim(-0.05, 1.05)
     fig.suptitle(f"{system}: {setting} ablation — {_model_label(sub)}", fontsize=11)
     fig.tight_layout()
     return _save(fig, out_stem)
