@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -44,18 +45,41 @@ def test_wrong_config_stops_at_startup_naming_the_key(repo):
     assert "config key 'models.backend'" in res.stdout + res.stderr
 
 
+def _small_config(work: Path) -> None:
+    """The default config cut to free-form and calibrated TerseTalk, to keep the test short."""
+    path = work / "config" / "config.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    cfg["systems"] = {
+        "freeform": cfg["systems"]["freeform"],
+        "tersetalk": {"variants": {"default": {"calibrated": True}}},
+    }
+    cfg["calibration"] = {"tersetalk": {"grid": {"caps": ["aggressive", "relaxed"]}}}
+    cfg["ablations"] = {}
+    cfg["evaluation"]["comparisons"] = [["tersetalk/default", "freeform/default"]]
+    path.write_text(yaml.safe_dump(cfg))
+
+
+def test_calibration_without_a_shard_is_a_config_error(repo):
+    res = _sm(["-n", "--cores", "1", "--config", "calibration_n=0"], repo)
+    assert res.returncode != 0
+    assert "config key 'calibration_n'" in res.stdout + res.stderr
+
+
 @pytest.mark.integration
 def test_one_example_through_the_whole_dag(repo, tmp_path):
     work = _copy_repo(repo, tmp_path)
-    args = ["--cores", "2", "--config", "n_eval=1", "calibration_n=0", "tasks=[gsm8k]"]
+    _small_config(work)
+    args = ["--cores", "2", "--config", "n_eval=1", "calibration_n=1", "tasks=[gsm8k]"]
     res = _sm(args, work)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     run = pd.read_parquet(work / "results/runs/gsm8k/freeform/default.parquet")
     assert len(run) == 1 and run["n_model_calls"].iloc[0] >= 2
     assert run["backend"].iloc[0] == "llamacpp"
     summary = pd.read_parquet(work / "results/summary.parquet")
-    assert summary["n"].tolist() == [1]
-    assert (work / "figures/accuracy_vs_tokens.png").stat().st_size > 10_000
+    assert summary["n"].tolist() == [1, 1]
+    assert (work / "figures/quality_vs_tokens.png").stat().st_size > 10_000
+    assert (work / "results/calibration/gsm8k.yaml").exists()
+    assert (work / "results/stats/noninferiority.csv").exists()
     # forced rerun: every call comes from the cache
     res = _sm(args + ["--forceall"], work)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -115,6 +115,11 @@ def ablation_values(config: dict, name: str) -> dict[str, object]:
 def _check_evaluation(config: dict) -> None:
     ev = config["evaluation"]
     runs = configured_runs(config)
+    if config["calibration"] and config["calibration_n"] < 1:
+        raise ConfigError(
+            "config key 'calibration_n': must be at least 1 while 'calibration' sweeps a grid "
+            "(or set calibration: {} and remove 'calibrated: true' variants)"
+        )
     for system in config["calibration"]:
         if system not in config["systems"]:
             raise ConfigError(f"config key 'calibration.{system}': not a configured system")
