@@ -32,9 +32,9 @@ def split_sentences(text: str) -> list[str]:
 def hotpot_facts(record: dict, mode: str) -> list[str]:
     """Supporting sentences ("Title: sentence") or every context paragraph.
 
-    HotpotQA has a few supporting facts whose sentence index is past the end of
-    the paragraph; the official data keeps them, and so we skip them silently
-    only in the sense that there is no text to send.
+    A few HotpotQA supporting facts point past the end of their paragraph (the
+    official data has them too); there is no sentence to send for those, so they
+    are left out, and answer preservation only checks facts that have text.
     """
     paragraphs = {title: sents for title, sents in record["context"]}
     if mode == "context":
