@@ -9,6 +9,7 @@ say so in the file.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pandas as pd
@@ -74,7 +75,7 @@ def calibrate(
     for system, points in system_runs.items():
         rows = [point_row(p, s, pd.read_parquet(path)) for p, (s, path) in points.items()]
         best = choose(rows, doc["reference"]["accuracy"], margin)
-        doc["chosen"][system] = best
+        doc["chosen"][system] = copy.deepcopy(best)  # no YAML aliases into the table
         doc["table"][system] = rows
     return doc
 
