@@ -2,12 +2,13 @@
 
 import copy
 import json
+from collections import Counter
 
 import pytest
 
 from tersetalk.config import ConfigError, run_spec, validate_config
 from tersetalk.models import ScriptedClient
-from tersetalk.protocol import parse_strict
+from tersetalk.protocol import REPAIR_KINDS, TAGS, parse_lenient, parse_strict
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
@@ -21,9 +22,11 @@ def hotpot(tmp_path, repo):
     return path
 
 
-def spec_for(base_config, tmp_path, **settings):
+def spec_for(base_config, tmp_path, max_revisions=None, **settings):
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")
+    if max_revisions is not None:
+        cfg["pipeline"]["max_revisions"] = max_revisions
     cfg["systems"]["tersetalk"] = {"variants": {"v": settings}}
     cfg.update(ablations={}, calibration={})
     cfg["evaluation"]["comparisons"] = []
@@ -111,6 +114,136 @@ def test_schema_failure_falls_back_to_lenient_free_generation(base_config, tmp_p
     assert df["error"].isna().all() and (df["prediction"] == "Paris").all()
     assert (df["c_compliance_first_try"] == 0).all()
     assert (df["c_compliance_fallback"] == df["c_compliance_calls"]).all()
+
+
+def is_critic(messages):
+    return messages[0]["content"].startswith("You are the Critic")
+
+
+def test_json_mode_normalises_post_hoc_and_counts_every_change(base_config, tmp_path, hotpot):
+    json_modes = []
+
+    def respond(messages, gen, schema):
+        assert schema is None, "json mode makes free calls, no schema"
+        json_modes.append(gen.json_mode)
+        if is_critic(messages):
+            return json.dumps({"verdict": "A", "note": "fine"})  # valid for the schema
+        # JSON, but past the reply's bounds: a 150-character step, a 4th step, a bad ref
+        return json.dumps({"plan": ["x" * 150, "b", "c", "d"], "need": ["fact 3"],
+                           "answer": "Paris"})  # fmt: skip
+
+    spec = spec_for(base_config, tmp_path, enforcement="json")
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(respond), progress=False)
+    assert df["error"].isna().all() and (df["prediction"] == "Paris").all()
+    assert json_modes and all(json_modes)  # every call asked the backend for JSON
+    assert (df["c_compliance_calls"] == 2).all()
+    assert (df["c_compliance_first_try"] == 1).all()  # the critic's object validated as is
+    assert (df["c_compliance_repaired"] == 1).all()  # the worker's was normalised
+    assert (df["c_reply_truncated"] == 1).all()  # the long step was cut ...
+    assert (df["c_reply_dropped"] == 2).all()  # ... the 4th step and "fact 3" dropped
+    for raw in df["messages"]:
+        draft = next(m for m in json.loads(raw) if m["kind"] == "draft")
+        steps = [ln.text for ln in parse_strict(draft["content"]) if ln.tag == "p"]
+        assert steps == ["x" * 100, "b", "c"]
+
+
+def test_valid_after_retries_is_recorded_as_such(base_config, tmp_path, hotpot):
+    tries = Counter()
+
+    def respond(messages, gen, schema):
+        key = json.dumps(messages)
+        tries[key] += 1
+        if schema.__name__ == "CriticReply":
+            return json.dumps({"verdict": "A", "note": ""})
+        if tries[key] == 1:
+            return json.dumps({"plan": [], "need": [], "answer": ""})  # empty answer: invalid
+        return json.dumps({"plan": [], "need": [], "answer": "Paris"})
+
+    spec = spec_for(base_config, tmp_path)  # schema enforcement
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(respond), progress=False)
+    assert df["error"].isna().all() and (df["prediction"] == "Paris").all()
+    assert (df["c_compliance_calls"] == 2).all()
+    assert (df["c_compliance_after_retries"] == 1).all()
+    assert (df["c_compliance_first_try"] == 1).all()  # the critic
+    assert (df["c_compliance_fallback"] == 0).all()
+    for raw in df["counters"]:
+        log = json.loads(raw)["compliance_log"]
+        assert log == [{"role": "worker", "outcome": "after_retries"},
+                       {"role": "critic", "outcome": "first_try"}]  # fmt: skip
+
+
+def test_lines_are_counted_by_tag_and_direction_for_every_message(base_config, tmp_path,
+                                                                   hotpot):  # fmt: skip
+    spec = spec_for(base_config, tmp_path, caps="aggressive")
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(structured_model()),
+             progress=False)  # fmt: skip
+    assert df["error"].isna().all()
+    for tag in TAGS:
+        assert f"c_msg_lines_{tag}" in df.columns
+    row = df.iloc[0]
+    brief = int(row["c_lines_total"])  # the existing counters still describe the brief only
+    assert row["c_lines_r"] == 1 and row["c_lines_v"] == 0
+    # brief to W and to C; draft r,p,x; verdict r,v,q (a revise note is a question); final r,x
+    assert row["c_msg_lines_M_W"] == brief and row["c_msg_lines_M_C"] == brief
+    assert (row["c_msg_lines_W_C"], row["c_msg_lines_C_W"], row["c_msg_lines_W_M"]) == (3, 3, 2)
+    assert row["c_msg_lines_total"] == 2 * brief + 8
+    assert (row["c_msg_lines_r"], row["c_msg_lines_v"], row["c_msg_lines_p"]) == (5, 1, 1)
+    assert row["c_msg_lines_x"] == 2
+    assert row["c_msg_lines_q"] == 2 * row["c_lines_q"] + 1
+    assert sum(row[f"c_msg_lines_{t}"] for t in TAGS) == row["c_msg_lines_total"]
+
+
+def test_revise_is_one_round_as_in_freeform(base_config, tmp_path, hotpot):
+    client = ScriptedClient(structured_model())  # the Critic always asks for a revision
+    spec = spec_for(base_config, tmp_path, max_revisions=3)
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=client, progress=False)
+    assert (df["revisions"] == 1).all() and (df["verdict"] == "revise").all()
+    # per example: worker, critic, one revised worker; the Critic is not asked again
+    assert (df["c_compliance_calls"] == 3).all()
+    assert [c["schema"].__name__ for c in client.calls] == ["WorkerReply", "CriticReply",
+                                                            "WorkerReply"] * 2  # fmt: skip
+    none = spec_for(base_config, tmp_path, max_revisions=0)
+    df = run(none, hotpot, tmp_path / "n.parquet", client=ScriptedClient(structured_model()),
+             progress=False)  # fmt: skip
+    assert (df["revisions"] == 0).all() and (df["c_compliance_calls"] == 2).all()
+
+
+WORKER_PROSE = "I think the answer is Paris."
+CRITIC_MIXED = 'Sure!\n```\n["r","C"]\n{"verdict": "accept"}\n```'
+
+
+def test_repairs_are_counted_by_kind(base_config, tmp_path, hotpot):
+    def messy(messages):
+        return CRITIC_MIXED if is_critic(messages) else WORKER_PROSE
+
+    spec = spec_for(base_config, tmp_path, enforcement="posthoc")
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(messy), progress=False)
+    expected = Counter(parse_lenient(WORKER_PROSE).repairs)
+    expected.update(parse_lenient(CRITIC_MIXED).repairs)
+    assert expected["code_fence"] == 2 and expected["prose"] == 2  # what the double sends
+    for kind in REPAIR_KINDS:  # every kind has its column, zero when unused
+        assert (df[f"c_repairs_{kind}"] == expected[kind]).all(), kind
+    assert (df["c_repairs"] == sum(df[f"c_repairs_{k}"] for k in REPAIR_KINDS)).all()
+
+
+@pytest.mark.parametrize(
+    ("critic_text", "verdict", "explicit"),
+    [
+        ("Looks fine to me.", "accept", False),  # no verdict anywhere: defaulted
+        ("REVISE: the year is wrong.", "revise", True),  # raw text, but stated
+        ('["r","C"]\n["v","E"]', "escalate", True),  # a v line
+    ],
+)
+def test_verdict_explicit_is_carried_through(base_config, tmp_path, hotpot, critic_text, verdict,
+                                             explicit):  # fmt: skip
+    def respond(messages):
+        return critic_text if is_critic(messages) else '["r","W"]\n["x","answer","Paris"]'
+
+    spec = spec_for(base_config, tmp_path, enforcement="posthoc")
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(respond), progress=False)
+    assert df["error"].isna().all()
+    assert (df["verdict"] == verdict).all()
+    assert (df["verdict_explicit"] == explicit).all()
 
 
 def test_bad_variant_setting_names_the_key(base_config):

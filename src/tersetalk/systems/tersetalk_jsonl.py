@@ -11,13 +11,22 @@ enforcement modes:
 * ``posthoc``: free generation, read by the lenient parser.
 
 Every model call records whether its output was valid at the first try, valid
-after retries, repaired by the lenient parser, or a fallback to raw text.
+after retries, repaired by the lenient parser, or a fallback to raw text. Nothing
+is changed silently: every lenient repair is counted by kind (``repairs_<kind>``),
+every reply field cut to its schema bound (``reply_truncated``) and every item
+dropped past a list bound (``reply_dropped``) is counted, and the lines of every
+message sent are counted by tag and by direction (``msg_lines_*``).
+
+As in ``freeform``, a ``revise`` verdict buys one revise round: the revised answer
+goes back to the Manager and the Critic does not re-judge it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from collections import Counter
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -28,6 +37,8 @@ from tersetalk.encoders.lingua import LinguaSettings
 from tersetalk.encoders.touchpoints import Touchpoints
 from tersetalk.models import GenerationConfig, ModelCallError
 from tersetalk.protocol import (
+    REPAIR_KINDS,
+    TAGS,
     ContextLine,
     DeltaLine,
     LineBase,
@@ -43,6 +54,7 @@ from tersetalk.protocol import (
     requested_refs,
     serialize,
 )
+from tersetalk.records import DIRECTIONS
 from tersetalk.systems import register
 from tersetalk.systems.base import RunContext, SystemResult
 from tersetalk.tokens import count_tokens
@@ -83,23 +95,24 @@ class TerseTalkSettings(BaseModel):
 # cut off by max_tokens is invalid JSON however good the grammar (worst case here is
 # about 3 x 100 + 100 characters, roughly 130 tokens, under the 160-token Worker budget;
 # the Critic's 80-character note stays under its 64 tokens).
-Step = Annotated[str, StringConstraints(max_length=100)]
+MAX_TEXT, MAX_NOTE, MAX_PLAN, MAX_NEED = 100, 80, 3, 2
+Step = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
 Ref = Annotated[str, StringConstraints(pattern=r"^M#[0-9]+$")]
 
 
 class WorkerReply(BaseModel):
     """What the Worker produces; rendered to ``r``/``p``/``d``/``x answer`` lines."""
 
-    plan: list[Step] = Field(default_factory=list, max_length=3)
-    need: list[Ref] = Field(default_factory=list, max_length=2)
-    answer: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    plan: list[Step] = Field(default_factory=list, max_length=MAX_PLAN)
+    need: list[Ref] = Field(default_factory=list, max_length=MAX_NEED)
+    answer: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]
 
 
 class CriticReply(BaseModel):
     """What the Critic produces; rendered to ``r``/``v`` and a ``q`` or ``t`` line."""
 
     verdict: Literal["A", "R", "E"]
-    note: Annotated[str, StringConstraints(max_length=80)] = ""
+    note: Annotated[str, StringConstraints(max_length=MAX_NOTE)] = ""
 
 
 FORMAT_NOTE = (
@@ -153,39 +166,71 @@ def critic_lines(reply: CriticReply) -> list[LineBase]:
     return lines
 
 
-def _from_lines(role: str, lines: list[LineBase], raw: str) -> WorkerReply | CriticReply | None:
-    """Rebuild a reply from leniently parsed lines; None when nothing usable is there."""
+class Changes(Counter):
+    """What rebuilding a reply changed: ``truncated`` fields and ``dropped`` items."""
+
+    def cut(self, text: str, limit: int) -> str:
+        """``text`` within ``limit`` characters; a cut is counted as ``truncated``."""
+        if len(text) > limit:
+            self["truncated"] += 1
+            return text[:limit]
+        return text
+
+    def keep(self, items: list, limit: int) -> list:
+        """The first ``limit`` items; the rest are counted as ``dropped``."""
+        self["dropped"] += max(0, len(items) - limit)
+        return items[:limit]
+
+
+def _from_lines(
+    role: str, lines: list[LineBase], raw: str, changes: Changes | None = None
+) -> WorkerReply | CriticReply | None:
+    """Rebuild a reply from leniently parsed lines; None when nothing usable is there.
+
+    Fields over the reply's bounds are cut and extra items dropped, each counted in
+    ``changes`` (extra ``answer`` or ``v`` lines past the first count as dropped).
+    """
+    changes = Changes() if changes is None else changes
     if role == "worker":
-        answer = next(
-            (
-                ln.value
-                for ln in lines
-                if isinstance(ln, ContextLine) and ln.key.lower() == "answer"
-            ),
-            None,
-        )
-        if answer is None or not answer.strip():
+        answers = [
+            ln.value for ln in lines if isinstance(ln, ContextLine) and ln.key.lower() == "answer"
+        ]
+        if not answers or not answers[0].strip():
             return None
-        plan = [ln.text for ln in lines if isinstance(ln, PlanLine)][:3]
-        need = [ln.ref for ln in lines if isinstance(ln, DeltaLine)][:2]
-        return WorkerReply(plan=[p[:100] for p in plan], need=need, answer=answer[:100])
-    verdict = next((ln.verdict for ln in lines if isinstance(ln, VerdictLine)), None)
-    if verdict is None:
+        answer = changes.keep(answers, 1)[0]
+        plan = changes.keep([ln.text for ln in lines if isinstance(ln, PlanLine)], MAX_PLAN)
+        need = changes.keep([ln.ref for ln in lines if isinstance(ln, DeltaLine)], MAX_NEED)
+        return WorkerReply(
+            plan=[changes.cut(p, MAX_TEXT) for p in plan],
+            need=need,
+            answer=changes.cut(answer, MAX_TEXT),
+        )
+    verdicts = [ln.verdict for ln in lines if isinstance(ln, VerdictLine)]
+    if not verdicts:
         return None
+    verdict = changes.keep(verdicts, 1)[0]
     note = " ".join(ln.text for ln in lines if isinstance(ln, TextLine | QuestionLine))
-    return CriticReply(verdict=verdict, note=note[:80])
+    return CriticReply(verdict=verdict, note=changes.cut(note, MAX_NOTE))
 
 
-def _fallback(role: str, raw: str) -> WorkerReply | CriticReply:
-    """Raw text when no structure could be read: the answer is the text itself."""
+def _fallback(
+    role: str, raw: str, changes: Changes | None = None
+) -> tuple[WorkerReply | CriticReply, bool]:
+    """Raw text when no structure could be read: the answer is the text itself.
+
+    Returns the reply and whether a Critic's verdict was stated (a verdict the text
+    never states defaults to accept, and the record must say so).
+    """
+    changes = Changes() if changes is None else changes
     if role == "worker":
-        return WorkerReply(answer=(raw.strip() or "(empty)")[:100])
+        return WorkerReply(answer=changes.cut(raw.strip() or "(empty)", MAX_TEXT)), True
     from tersetalk.agents.roles import parse_verdict
 
-    verdict, _ = parse_verdict(raw)
+    verdict, explicit = parse_verdict(raw)
     return CriticReply(
-        verdict={"accept": "A", "revise": "R", "escalate": "E"}[verdict], note=raw.strip()[:80]
-    )
+        verdict={"accept": "A", "revise": "R", "escalate": "E"}[verdict],
+        note=changes.cut(raw.strip(), MAX_NOTE),
+    ), explicit
 
 
 class Speaker:
@@ -201,6 +246,12 @@ class Speaker:
             "fallback": 0,
         }
         self.repairs = 0
+        #: lenient repairs by kind (every kind of REPAIR_KINDS, zero if unused)
+        self.repair_kinds: dict[str, int] = dict.fromkeys(REPAIR_KINDS, 0)
+        #: reply fields cut to their bounds and list items dropped past them
+        self.changes = Changes(truncated=0, dropped=0)
+        #: whether the last Critic reply stated its verdict (False: defaulted to accept)
+        self.verdict_explicit = True
         self.log: list[dict] = []
 
     def _note(self, role: str, outcome: str) -> None:
@@ -209,6 +260,8 @@ class Speaker:
         self.log.append({"role": role, "outcome": outcome})
 
     def reply(self, role: str, messages: list[dict], gen: GenerationConfig):
+        if role == "critic":
+            self.verdict_explicit = True  # every path but the raw-text fallback reads a verdict
         schema = WorkerReply if role == "worker" else CriticReply
         mode = self.settings.enforcement
         fell_back = False
@@ -235,20 +288,35 @@ class Speaker:
                 pass
         parsed = parse_lenient(raw)
         self.repairs += parsed.repairs_total
-        rebuilt = _from_lines(role, parsed.lines, raw)
+        for kind, n in parsed.repairs.items():
+            self.repair_kinds[kind] = self.repair_kinds.get(kind, 0) + n
+        # changes are tallied per attempt and kept only for the reply actually used
+        changes = Changes()
+        rebuilt = _from_lines(role, parsed.lines, raw, changes)
         if rebuilt is None and mode == "json":
-            rebuilt = _from_json_object(schema, raw)
-        if rebuilt is not None and not fell_back:
+            changes = Changes()
+            rebuilt = _from_json_object(schema, raw, changes)
+        if rebuilt is None:
+            changes = Changes()
+            rebuilt, explicit = _fallback(role, raw, changes)
+            if role == "critic":
+                self.verdict_explicit = explicit
+            self._note(role, "fallback")
+        elif fell_back:
+            self._note(role, "fallback")
+        else:
             self._note(role, "first_try" if parsed.clean and mode == "posthoc" else "repaired")
-            return rebuilt
-        self._note(role, "fallback")
-        if rebuilt is not None:
-            return rebuilt
-        return _fallback(role, raw)
+        self.changes.update(changes)
+        return rebuilt
 
 
-def _from_json_object(schema, raw: str):
-    """JSON mode's post-hoc normalisation: pick the known fields out of any object."""
+def _from_json_object(schema, raw: str, changes: Changes | None = None):
+    """JSON mode's post-hoc normalisation: pick the known fields out of any object.
+
+    Cuts and drops past the reply's bounds are counted in ``changes``; ``need``
+    entries that are not ``M#`` ids are dropped (and counted) too.
+    """
+    changes = Changes() if changes is None else changes
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError:
@@ -262,14 +330,47 @@ def _from_json_object(schema, raw: str):
             if answer is None:
                 return None
             plan = lowered.get("plan") or lowered.get("steps") or []
-            plan = [str(p)[:100] for p in plan][:3] if isinstance(plan, list) else [str(plan)[:100]]
-            return WorkerReply(plan=plan, answer=str(answer)[:100] or "(empty)")
+            plan = plan if isinstance(plan, list) else [plan]
+            plan = [changes.cut(str(p), MAX_TEXT) for p in changes.keep(plan, MAX_PLAN)]
+            need = lowered.get("need") or []
+            need = need if isinstance(need, list) else [need]
+            refs = [str(r).strip() for r in need if _REF_RE.match(str(r).strip())]
+            changes["dropped"] += len(need) - len(refs)
+            return WorkerReply(
+                plan=plan,
+                need=changes.keep(refs, MAX_NEED),
+                answer=changes.cut(str(answer), MAX_TEXT) or "(empty)",
+            )
         verdict = str(lowered.get("verdict", "")).strip().upper()[:1]
         if verdict not in ("A", "R", "E"):
             return None
-        return CriticReply(verdict=verdict, note=str(lowered.get("note", ""))[:80])
+        return CriticReply(
+            verdict=verdict, note=changes.cut(str(lowered.get("note", "")), MAX_NOTE)
+        )
     except ValidationError:
         return None
+
+
+_REF_RE = re.compile(r"^M#[0-9]+$")
+
+
+def message_line_counts(messages: list[dict]) -> dict[str, int]:
+    """Lines of every message sent, by tag (``msg_lines_<tag>``) and direction.
+
+    Directions are ``msg_lines_<sender>_<receiver>`` for the record's DIRECTIONS;
+    keys are stable (zero when unused). Messages are canonical lines here, so the
+    lenient parser reads them exactly (and never raises on anything else).
+    """
+    by_tag: Counter[str] = Counter()
+    by_dir: Counter[str] = Counter()
+    for msg in messages:
+        lines = parse_lenient(msg["content"]).lines
+        by_tag.update(ln.tag for ln in lines)
+        by_dir[f"{msg['sender']}_{msg['receiver']}"] += len(lines)
+    out = {"msg_lines_total": sum(by_tag.values())}
+    out |= {f"msg_lines_{tag}": by_tag.get(tag, 0) for tag in TAGS}
+    out |= {f"msg_lines_{d}": by_dir.get(d, 0) for d in DIRECTIONS}
+    return out
 
 
 def worker_turn(speaker, ctx, settings, manager_msg, lines, memory, reinject):
@@ -349,9 +450,12 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     critique = speaker.reply("critic", critic_msgs, ctx.critic_gen)
     critique_msg = serialize(critic_lines(critique))
     conv.send("C", "W", "verdict", critique_msg)
+    verdict_explicit = speaker.verdict_explicit
     revisions = 0
-    while critique.verdict == "R" and revisions < ctx.max_revisions:
-        revisions += 1
+    if critique.verdict == "R" and ctx.max_revisions > 0:
+        # one revise round, as in freeform: the revised answer goes back to the
+        # Manager and the Critic does not re-judge it (max_revisions > 1 adds nothing)
+        revisions = 1
         worker_msgs = worker_msgs + [
             {"role": "assistant", "content": draft_msg},
             {"role": "user", "content": critique_msg},
@@ -361,10 +465,15 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     conv.send("W", "M", "final", final_msg)
     stats = memory.stats()
     counters = {
+        # lines_* / overflow_* / compressed_* / density: the Manager's brief as capped
         **cap_counters.as_dict(),
+        # msg_lines_*: every message sent (brief twice, deref, draft, verdict, final)
+        **message_line_counts(conv.messages),
         **{f"deref_{k}": v for k, v in deref_counts.items()},
         **{f"compliance_{k}": v for k, v in speaker.compliance.items()},
         "repairs": speaker.repairs,
+        **{f"repairs_{k}": v for k, v in speaker.repair_kinds.items()},
+        **{f"reply_{k}": v for k, v in speaker.changes.items()},
         **stats.as_dict(),
         **touch.counters(),
         "compliance_log": speaker.log,
@@ -380,7 +489,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         raw_answer=final_msg,
         conversation=conv,
         verdict=verdict,
-        verdict_explicit=True,
+        verdict_explicit=verdict_explicit,
         revisions=revisions,
         counters=counters,
     )
