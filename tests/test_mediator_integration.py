@@ -7,6 +7,11 @@ how good a 135M model is at compressing.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tersetalk.mediator import (
@@ -19,6 +24,7 @@ from tersetalk.mediator import (
     parse_mediator_config,
     trace_problems,
 )
+from tersetalk.mediator.trace import PASS_FIELDS, REQUIRED_FIELDS
 from tersetalk.models import GenerationConfig
 
 pytestmark = pytest.mark.integration
@@ -82,3 +88,40 @@ def test_msp_round_trip_on_the_embedded_model(client):
     assert m.compression_ratio == m.signal_tokens / m.original_tokens
     assert 0.0 <= res.judge.similarity_score <= 1.0
     assert res.judge.passed == (res.judge.similarity_score >= 0.80)
+
+
+def _tersetalk() -> list[str]:
+    """The installed ``tersetalk`` command of this interpreter's environment."""
+    script = Path(sys.executable).with_name("tersetalk")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tersetalk.cli"]
+
+
+@pytest.mark.integration
+def test_mediator_demo_with_default_settings_writes_a_trace(tmp_path):
+    """``tersetalk mediator demo`` as a user runs it: the embedded model compresses,
+    the rule extractor reads the keys, the MiniLM judge scores them."""
+    proc = subprocess.run(
+        [*_tersetalk(), "mediator", "demo", "--trace-dir", str(tmp_path / "trace")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    path = tmp_path / "trace" / "mediator_trace.jsonl"
+    assert path.is_file(), proc.stdout[-2000:]
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    records = [json.loads(ln) for ln in lines]  # every line is one JSON object
+    assert len(records) == 1 and isinstance(records[0], dict)
+    rec = records[0]
+    assert trace_problems(rec) == []
+    for block, fields in REQUIRED_FIELDS.items():
+        part = rec[block] if block else rec
+        assert all(f in part for f in fields), (block, sorted(part))
+    comp = rec["compression"]
+    assert comp["compressor"] == "model" and comp["stop_reason"] != "within_budget"
+    assert len(comp["passes"]) >= 1 and comp["n_passes"] == len(comp["passes"])
+    assert all(all(f in p for f in PASS_FIELDS) for p in comp["passes"])
+    assert comp["final_tokens"] <= rec["original"]["tokens"]
+    assert rec["extraction"]["keys"] and rec["error"] is None
+    judge = rec["judge"]
+    assert judge is not None and judge["judge"] == "embedding"
+    assert 0.0 <= judge["confidence"] <= 1.0 and isinstance(judge["issues"], list)
+    assert "Delivered to Agent B" in proc.stdout and "pass 1:" in proc.stdout

@@ -158,6 +158,12 @@ def test_msp_system_with_judge_records_similarity(base_config, tmp_path, samples
     assert roles[:2] == ["msp_encode", "msp_decode"]
     sent = json.loads(json.loads(df["messages"].iloc[0])[0]["content"])
     assert sent["version"] == "1.0" and "trace_id" in sent
+    # latency is a timing counter: in counters_timing, never in the deterministic counters
+    for row in df.itertuples():
+        timing = json.loads(row.counters_timing)
+        assert {"t_msp_encode_ms", "t_msp_decode_ms", "t_msp_latency_ms"} <= set(timing)
+        assert timing["t_msp_latency_ms"] >= timing["t_msp_encode_ms"] >= 0
+        assert not any(k.startswith("t_") for k in json.loads(row.counters))
 
 
 def test_msp_encoder_failure_is_an_error_row(base_config, tmp_path, samples):

@@ -243,3 +243,136 @@ def test_signal_timestamp_defaults_to_now_utc():
     before = datetime.now(UTC)
     sig = MinimalSignal(intent="REPORT", target="x")
     assert before <= sig.timestamp <= datetime.now(UTC) and sig.version == "1.0"
+
+
+# Rate-limit detection: by HTTP status through the cause chain; text only as a fallback
+class _Response:
+    def __init__(self, status_code, headers=None):
+        self.status_code = status_code
+        self.headers = headers or {}
+
+
+class _StatusError(Exception):
+    def __init__(self, msg, status_code, headers=None):
+        super().__init__(msg)
+        self.status_code = status_code
+        self.response = _Response(status_code, headers)
+
+
+def _wrapped(inner: BaseException, msg="HTTP error on all 3 attempts") -> ModelCallError:
+    try:
+        raise ModelCallError(msg) from inner
+    except ModelCallError as exc:
+        return exc
+
+
+def test_rate_limit_detection_uses_the_status_not_a_stray_429():
+    from tersetalk.msp.ratelimit import is_rate_limit_error
+
+    # a 429 anywhere in unrelated text is not a rate limit
+    assert not is_rate_limit_error(ModelCallError("prompt of 429 tokens was cut off"))
+    assert not is_rate_limit_error(ModelCallError("example id 84291 failed: HTTP 500"))
+    # the status decides, wherever it sits in the cause chain
+    assert is_rate_limit_error(_wrapped(_StatusError("slow down", 429)))
+    assert is_rate_limit_error(_StatusError("nothing textual", 429))
+    # a known non-429 status wins over text that mentions rate limits
+    assert not is_rate_limit_error(_wrapped(_StatusError("rate limit proxy said 502", 502)))
+    # no status anywhere: only clear phrases count
+    assert is_rate_limit_error(ModelCallError("429 Too Many Requests"))
+    assert is_rate_limit_error(ModelCallError("provider: Rate limit reached for model"))
+    assert is_rate_limit_error(ModelCallError("HTTP 429"))
+    assert is_rate_limit_error(RateLimitError("Rate limit exceeded"))
+
+
+def test_openai_rate_limit_error_is_recognised_by_type():
+    import httpx
+    import openai
+
+    from tersetalk.msp.ratelimit import is_rate_limit_error, retry_after_s
+
+    req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    resp = httpx.Response(429, headers={"retry-after": "7"}, request=req)
+    err = openai.RateLimitError("quota", response=resp, body=None)
+    assert is_rate_limit_error(_wrapped(err, "HTTP 429 on all 4 attempts"))
+    assert retry_after_s(_wrapped(err)) == 7.0
+
+
+def test_retry_after_header_forms():
+    from email.utils import format_datetime
+
+    from tersetalk.msp.ratelimit import retry_after_s
+
+    assert retry_after_s(_StatusError("x", 429, {"Retry-After": "12"})) == 12.0
+    assert retry_after_s(_StatusError("x", 429, {"retry-after-ms": "1500"})) == 1.5
+    when = format_datetime(datetime.fromtimestamp(1_000_030, UTC), usegmt=True)
+    assert retry_after_s(_StatusError("x", 429, {"Retry-After": when}),
+                         now=lambda: 1_000_000.0) == 30.0  # fmt: skip
+    assert retry_after_s(_StatusError("x", 429, {"Retry-After": "soon"})) is None
+    assert retry_after_s(_StatusError("x", 429)) is None
+
+
+def test_rate_limited_client_honours_retry_after():
+    from tersetalk.models import GenerationConfig
+
+    msgs = [{"role": "user", "content": "hi"}]
+    sleeps: list[float] = []
+    refused = _wrapped(_StatusError("slow down", 429, {"Retry-After": "9"}))
+    client = RateLimitedClient(ScriptedClient([refused, "fine"]),
+                               RateLimitConfig(max_retries=2, backoff_s=1.0),
+                               sleep=sleeps.append)  # fmt: skip
+    assert client.chat(msgs, GenerationConfig()).text == "fine"
+    assert sleeps == [9.0]  # the provider's wait, not the 1 s backoff
+    # a stray "429" in a non-rate-limit error is raised at once, never retried
+    other = RateLimitedClient(ScriptedClient([ModelCallError("answer cut at 429 tokens")]),
+                              RateLimitConfig(max_retries=3), sleep=sleeps.append)  # fmt: skip
+    with pytest.raises(ModelCallError, match="cut at 429"):
+        other.chat(msgs, GenerationConfig())
+    assert sleeps == [9.0]
+    # a Retry-After beyond max_backoff_s gives up at once and says how long to wait
+    far = _wrapped(_StatusError("daily quota", 429, {"Retry-After": "3600"}))
+    greedy = RateLimitedClient(ScriptedClient([far, "never"]),
+                               RateLimitConfig(max_retries=3, max_backoff_s=60),
+                               sleep=sleeps.append)  # fmt: skip
+    with pytest.raises(RateLimitError, match="3600s") as info:
+        greedy.chat(msgs, GenerationConfig())
+    assert info.value.retry_after_s == 3600.0 and sleeps == [9.0]
+
+
+def test_the_rate_limiter_sits_under_the_call_cache(tmp_path):
+    """Cache hits must not spend the provider's quota."""
+    from tersetalk.models import CachedClient, GenerationConfig
+    from tersetalk.systems.msp_system import rate_limited
+
+    msgs = [{"role": "user", "content": "hi"}]
+    raw = ScriptedClient(["fresh", "second"])
+    warm = CachedClient(raw, tmp_path)
+    warm.chat(msgs, GenerationConfig())  # an entry from an earlier run
+    client = rate_limited(warm, RateLimitConfig(requests_per_minute=5))
+    assert isinstance(client, CachedClient) and isinstance(client.inner, RateLimitedClient)
+    assert client.inner.inner is raw and client.cache_dir == warm.cache_dir
+    for _ in range(3):
+        res = client.chat(msgs, GenerationConfig())
+        assert res.cache_hit and res.text == "fresh"
+    assert len(client.inner.limiter._events) == 0  # no quota spent on hits
+    assert client.chat([{"role": "user", "content": "new"}], GenerationConfig()).text == "second"
+    assert len(client.inner.limiter._events) == 1
+    assert rate_limited(warm, None) is warm
+    bare = rate_limited(raw, RateLimitConfig())
+    assert isinstance(bare, RateLimitedClient) and bare.inner is raw
+
+
+# MSP latency: emitted as t_* timing counters, kept out of the deterministic counters
+def test_msp_latency_goes_to_timing_counters():
+    from tersetalk.systems.msp_system import counters_of, timing_counters_of
+
+    draft = SignalDraft(intent="QUERY", target="the capital")
+    client = ScriptedClient(lambda m, g, schema: draft.model_dump_json() if schema else "decoded")
+    pipe = MSPPipeline(MSPEncoder(client), MSPDecoder(client),
+                       SemanticJudge(0.8, embedder=FakeEmbedder(0.9)))  # fmt: skip
+    res = pipe.process("What is the capital of France?", trace_id="t-1")
+    timing = timing_counters_of(res)
+    assert {"t_msp_encode_ms", "t_msp_decode_ms", "t_msp_latency_ms"} <= set(timing)
+    assert all(k.startswith("t_") and v >= 0 for k, v in timing.items())
+    assert timing["t_msp_latency_ms"] >= timing["t_msp_encode_ms"]
+    assert timing["t_msp_latency_ms"] == round(res.metrics.latency_ms, 3)
+    assert not any(k.startswith("t_") or "ms" in k.split("_") for k in counters_of(res))

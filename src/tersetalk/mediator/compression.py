@@ -47,6 +47,12 @@ class Compressor(ABC):
     def describe(self) -> dict:
         return {"name": self.name}
 
+    def pass_notes(self) -> dict:
+        """Facts about the most recent :meth:`compress` call that belong in the pass
+        log, e.g. ``{"input_truncated": True, ...}`` when the compressor could only read
+        part of its input. Empty by default; the engine copies it into the pass."""
+        return {}
+
 
 def make_token_counter(name: str, client=None) -> TokenCounter:
     """``cl100k_base`` / ``o200k_base`` (tiktoken, offline) or ``model`` (the client's own)."""
@@ -67,13 +73,20 @@ def make_token_counter(name: str, client=None) -> TokenCounter:
 
 @dataclass(frozen=True)
 class CompressionPass:
-    """One pass: its input and output sizes, ratio = output / input, and whether it was kept."""
+    """One pass: its input and output sizes, ratio = output / input, and whether it was kept.
+
+    ``input_truncated`` says the compressor saw only a prefix of its input (its
+    context window is shorter than the text), so the output summarises that prefix;
+    ``notes`` holds the compressor's details (e.g. how many of its tokens it kept).
+    """
 
     index: int
     input_tokens: int
     output_tokens: int
     ratio: float
     accepted: bool
+    input_truncated: bool = False
+    notes: dict = field(default_factory=dict, hash=False, compare=True)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -95,6 +108,11 @@ class CompressionResult:
     def total_ratio(self) -> float:
         return self.final_tokens / self.original_tokens if self.original_tokens else 1.0
 
+    @property
+    def input_truncated(self) -> bool:
+        """Did any pass feed the compressor more than it could read?"""
+        return any(p.input_truncated for p in self.log)
+
     def as_dict(self) -> dict:
         return {
             "passes": [p.as_dict() for p in self.log],
@@ -105,6 +123,7 @@ class CompressionResult:
             "total_ratio": round(self.total_ratio, 6),
             "stop_reason": self.stop_reason,
             "compressor": self.compressor,
+            "input_truncated": self.input_truncated,
         }
 
 
@@ -145,6 +164,15 @@ class CompressionEngine:
         except Exception as exc:  # noqa: BLE001 - observers never stop a message
             log.warning("event emitter failed on %s: %s", event.value, exc)
 
+    def _pass_notes(self, name: str) -> dict:
+        getter = getattr(self.compressor, "pass_notes", None)
+        if getter is None:  # a duck-typed compressor without the base class
+            return {}
+        notes = getter()
+        if not isinstance(notes, dict):
+            raise CompressionError(f"compressor {name!r} returned pass notes that are not a dict")
+        return dict(notes)
+
     def compress_to_budget(self, text: str, message_id: str = "") -> CompressionResult:
         original = self.count_tokens(text)
         name = getattr(self.compressor, "name", type(self.compressor).__name__)
@@ -173,6 +201,7 @@ class CompressionEngine:
                     raise CompressionError(
                         f"compressor {name!r} returned {type(out).__name__}, not text"
                     )
+                notes = self._pass_notes(name)
                 out_tokens = self.count_tokens(out) if out.strip() else 0
                 accepted = bool(out.strip()) and out_tokens < tokens
                 step = CompressionPass(
@@ -181,7 +210,12 @@ class CompressionEngine:
                     output_tokens=out_tokens,
                     ratio=round(out_tokens / tokens, 6) if tokens else 1.0,
                     accepted=accepted,
+                    input_truncated=bool(notes.get("input_truncated", False)),
+                    notes=notes,
                 )
+                if step.input_truncated:
+                    log.warning("message %s: compressor %r read only part of pass %d's input "
+                                "(%s)", message_id, name, step.index, notes)  # fmt: skip
                 passes.append(step)
                 self._emit(PipelineEvent.COMPRESSION_PASS, message_id, **step.as_dict())
                 if not accepted:

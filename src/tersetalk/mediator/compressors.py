@@ -3,7 +3,9 @@
 * :class:`ModelSummarizer` - the configured model backend as an abstractive
   summarizer. The default: it runs wherever the project's model runs.
 * :class:`DistilBARTCompressor` - ``sshleifer/distilbart-cnn-12-6`` through the
-  transformers summarization pipeline, used when its weights are on disk.
+  transformers summarization pipeline, used when its weights are on disk. Inputs
+  longer than its window (1,024 tokens) are cut, and the pass log says so
+  (``input_truncated``).
 * :class:`LLMLinguaCompressor` - a thin adapter over the LLMLingua wrapper in
   :mod:`tersetalk.encoders`.
 * :class:`TruncationCompressor` - the longest word prefix under the target;
@@ -157,18 +159,47 @@ class DistilBARTCompressor(Compressor):
                 "seq2seq checkpoint with its tokenizer"
             ) from exc
 
+    @property
+    def max_input_tokens(self) -> int:
+        """Longest input the model reads: its position limit, or the tokenizer's if shorter."""
+        limit = int(getattr(self._pipe.model.config, "max_position_embeddings", 1024))
+        tok_limit = getattr(self._pipe.tokenizer, "model_max_length", None)
+        if isinstance(tok_limit, int) and 0 < tok_limit < limit:
+            limit = tok_limit
+        return limit
+
     def compress(self, text: str, target_tokens: int | None = None) -> str:
+        """Summarise ``text``; an input longer than the model's window is cut to its
+        first :attr:`max_input_tokens` tokens, and :meth:`pass_notes` says so (the
+        summary then covers only that prefix, which the trace must show)."""
+        self._notes: dict = {}
         tok = self._pipe.tokenizer
-        limit = getattr(self._pipe.model.config, "max_position_embeddings", 1024)
-        n_in = len(tok(text, truncation=True, max_length=limit)["input_ids"])
+        limit = self.max_input_tokens
+        ids = tok(text, truncation=False, verbose=False)["input_ids"]
+        n_full = len(ids)
+        source = text
+        if n_full > limit:
+            kept = tok(text, truncation=True, max_length=limit)["input_ids"]
+            # what the model reads; no clean-up, so re-tokenising gives the same tokens
+            source = tok.decode(kept, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            n_in = len(kept)
+        else:
+            n_in = n_full
+        self._notes = {"input_truncated": n_full > limit, "compressor_input_tokens": n_full,
+                       "compressor_kept_tokens": n_in,
+                       "compressor_max_input_tokens": limit}  # fmt: skip
         want = target_tokens if target_tokens else max(8, n_in // 2)
         max_len = max(4, min(want, max(4, n_in - 1)))
         min_len = max(1, min(max_len - 1, max_len // 4))
         # new-token bounds override the checkpoint's own min/max_length (142/56 for
-        # distilbart-cnn), which would otherwise ignore the budget
-        out = self._pipe(text, max_new_tokens=max_len, min_new_tokens=min_len,
+        # distilbart-cnn), which would otherwise ignore the budget; the input is
+        # already cut to the window, truncation=True only guards re-tokenisation
+        out = self._pipe(source, max_new_tokens=max_len, min_new_tokens=min_len,
                          truncation=True, do_sample=False, num_beams=self.num_beams)  # fmt: skip
         return str(out[0]["summary_text"]).strip()
+
+    def pass_notes(self) -> dict:
+        return dict(getattr(self, "_notes", {}))
 
     def describe(self) -> dict:
         return {"name": self.name, "model_path": str(self.model_path)}

@@ -4,11 +4,16 @@ A judge returns pass/fail, a confidence in [0, 1] and a list of issues (missing
 critical information, hallucinated keys, contradictions).
 
 * :class:`EmbeddingJudge` - MiniLM cosine similarity between the original and the
-  keys rendered as text, plus two checks any reader would make: numbers of the
-  original absent from the keys (missing critical information) and keys whose
-  content words mostly do not occur in the original (hallucinated keys).
-* :class:`LLMJudge` - the model backend under a JSON schema; it may also report
-  contradictions, which the embedding judge cannot see.
+  keys rendered as text, plus deterministic checks any reader would make: each
+  number of the original absent from the keys (``missing critical information:
+  number X``), each number of the keys absent from the original (``hallucinated
+  number: X``; a changed value shows up as both), and keys whose content words
+  mostly do not occur in the original (hallucinated keys). It never reports a
+  contradiction as such: contradictions without numbers (negation, swapped names
+  or roles, numbers written as words) stay invisible to it; see
+  :func:`number_issues`.
+* :class:`LLMJudge` - the model backend under a JSON schema; it may report any
+  contradiction it notices, with the reliability of the model behind it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,15 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from tersetalk.mediator.errors import JudgeError, MediatorConfigError
 from tersetalk.mediator.keys import SemanticKey, render_keys
 
-__all__ = ["EmbeddingJudge", "Judge", "JudgeResult", "LLMJudge", "make_judge"]
+__all__ = [
+    "EmbeddingJudge",
+    "Judge",
+    "JudgeResult",
+    "LLMJudge",
+    "fidelity_issues",
+    "make_judge",
+    "number_issues",
+]
 
 
 @dataclass(frozen=True)
@@ -68,26 +81,67 @@ _STOP = frozenset(
 )
 
 
+def _canonical_number(raw: str) -> str:
+    """One spelling per value: thousands separators, leading zeros and trailing
+    decimal zeros dropped ("4,310" -> "4310", "07" -> "7", "12.50" -> "12.5")."""
+    n = raw.replace(",", "")
+    whole, dot, frac = n.partition(".")
+    whole = whole.lstrip("0") or "0"
+    frac = frac.rstrip("0")
+    return f"{whole}.{frac}" if dot and frac else whole
+
+
 def _numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+    return {_canonical_number(n) for n in _NUMBER.findall(text)}
+
+
+def _number_order(s: str) -> tuple[int, str]:
+    return (len(s), s)
 
 
 def _content_words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP}
 
 
+def number_issues(original: str, rendered: str) -> list[str]:
+    """The deterministic number check, one issue per number.
+
+    A number of the original that the keys (rendered as text) lack is
+    ``missing critical information: number X``; a number in the keys that the
+    original never states is ``hallucinated number: X``. A changed value (the
+    original's 12 became 21) therefore shows up as one missing and one hallucinated
+    number; the check does not pair them into a "contradiction", because a lost
+    number and an invented one are just as often unrelated.
+
+    What it cannot detect: numbers written as words ("twelve" vs "12") or in another
+    form ("1/2" vs "0.5", "5k" vs "5000"); a number kept but attached to the wrong
+    thing (swapped values, changed units); a number the keys repeat in a different
+    role; and contradictions that involve no number at all (negation, swapped
+    names, reversed relations). Digits inside names or dates count as numbers, so
+    "9:15" is the two numbers 9 and 15.
+    """
+    src, keys = _numbers(original), _numbers(rendered)
+    missing = sorted(src - keys, key=_number_order)
+    invented = sorted(keys - src, key=_number_order)
+    issues = [f"missing critical information: number {n}" for n in missing]
+    issues += [f"hallucinated number: {n} is in the keys but not in the original"
+               for n in invented]  # fmt: skip
+    return issues
+
+
 def fidelity_issues(original: str, keys: list[SemanticKey]) -> tuple[list[str], bool]:
-    """(issues, any critical) from the checks a reader makes without a model."""
-    issues: list[str] = []
-    critical = False
+    """(issues, any critical) from the checks a reader makes without a model.
+
+    Critical (the judge fails): no keys, a number of the original missing from the
+    keys, or a number in the keys the original does not state. Not critical: a key
+    whose content words are mostly absent from the original (paraphrase is allowed,
+    so it is reported as a possibly hallucinated key). See :func:`number_issues` for
+    what these checks cannot see.
+    """
     if not keys:
         return ["missing critical information: no keys were extracted"], True
-    rendered = render_keys(keys)
-    missing = sorted(_numbers(original) - _numbers(rendered), key=lambda s: (len(s), s))
-    if missing:
-        critical = True
-        issues.append("missing critical information: numbers absent from the keys: "
-                      + ", ".join(missing[:10]))  # fmt: skip
+    issues = number_issues(original, render_keys(keys))
+    critical = bool(issues)
     source = _content_words(original)
     for k in keys:
         words = _content_words(k.value)

@@ -5,16 +5,25 @@ Free tiers (Groq's is the example in ``config/msp.example.yaml``: 30 requests an
 :class:`RateLimiter` keeps a sliding one-minute window of requests and tokens and
 waits before a call would exceed either; :class:`RateLimitedClient` wraps any model
 client with it and retries calls the provider still refuses as rate-limited, with
-exponential backoff, before raising :class:`RateLimitError`.
+exponential backoff (or the provider's ``Retry-After``, when it sends one), before
+raising :class:`RateLimitError`.
+
+"Rate-limited" is decided by the HTTP status the error carries (429), looked up
+through the exception's cause chain; text is read only when no status is known.
+Put the limiter *under* the call cache (``CachedClient(RateLimitedClient(raw))``,
+as :mod:`tersetalk.systems.msp_system` does) so cache hits cost no quota.
 """
 
 from __future__ import annotations
 
+import email.utils
 import logging
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 import pydantic
@@ -23,7 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from tersetalk.models import CallResult, GenerationConfig, ModelCallError, ModelClient
 from tersetalk.msp.errors import RateLimitError
 
-__all__ = ["RateLimitConfig", "RateLimitedClient", "RateLimiter", "is_rate_limit_error"]
+__all__ = [
+    "RateLimitConfig",
+    "RateLimitedClient",
+    "RateLimiter",
+    "is_rate_limit_error",
+    "retry_after_s",
+]
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +118,112 @@ class RateLimiter:
                 waited += wait
 
 
+#: text patterns that plainly say "rate limited", used only when no exception in the
+#: chain carries an HTTP status (a bare "429" could be a token count or an id)
+_RATE_LIMIT_TEXT = re.compile(
+    r"\b429\s+too\s+many\s+requests\b|\btoo\s+many\s+requests\b|\bHTTP\s*429\b"
+    r"|\brate[\s_-]?limit(?:ed|s)?\b",
+    re.IGNORECASE,
+)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes/contexts, outermost first (cycle-safe, bounded)."""
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(out) < 16 and all(cur is not e for e in out):
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (openai/httpx/requests style), if any."""
+    for holder in (exc, getattr(exc, "response", None)):
+        for attr in ("status_code", "status"):
+            value = getattr(holder, attr, None) if holder is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+                return value
+    return None
+
+
+def _is_openai_rate_limit(exc: BaseException) -> bool:
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - openai is a project dependency
+        return False
+    return isinstance(exc, openai.RateLimitError)
+
+
 def is_rate_limit_error(exc: BaseException) -> bool:
-    """Did the provider refuse the call for going too fast (HTTP 429 / 'rate limit')?"""
-    if isinstance(exc, RateLimitError):
-        return True
-    text = str(exc).lower()
-    return (
-        "429" in text or "rate limit" in text or "rate_limit" in text or "too many requests" in text
-    )
+    """Did the provider refuse the call for going too fast?
+
+    Decided by the HTTP status where one is known: our own :class:`RateLimitError`,
+    ``openai.RateLimitError``, or a ``status_code`` (on the exception or its
+    ``response``) anywhere in the ``__cause__`` chain; the first status found
+    decides (429 or not). Only when no exception carries a status does the text
+    decide, and then only a clear phrase counts ("429 Too Many Requests", "HTTP 429",
+    "rate limit"), never a bare "429" somewhere in the message.
+    """
+    chain = _chain(exc)
+    for e in chain:
+        if isinstance(e, RateLimitError) or _is_openai_rate_limit(e):
+            return True
+        status = _status_of(e)
+        if status is not None:
+            return status == 429
+    return any(_RATE_LIMIT_TEXT.search(str(e)) for e in chain)
+
+
+def _headers_of(exc: BaseException) -> Any:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) if response is not None else None
+    return headers if headers is not None else getattr(exc, "headers", None)
+
+
+def _header(headers: Any, name: str) -> str | None:
+    try:
+        value = headers.get(name)
+        if value is None and isinstance(headers, dict):  # plain dicts are case-sensitive
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except Exception:  # noqa: BLE001 - an odd headers object means: no header
+        return None
+    return None if value is None else str(value)
+
+
+def retry_after_s(exc: BaseException, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds the provider asked us to wait (``Retry-After``), or None.
+
+    Reads ``retry-after-ms`` (OpenAI-style) or ``Retry-After`` as seconds or as an
+    HTTP date, from the response headers of any exception in the cause chain.
+    """
+    for e in _chain(exc):
+        if isinstance(e, RateLimitError) and e.retry_after_s is not None:
+            return max(0.0, float(e.retry_after_s))
+        headers = _headers_of(e)
+        if headers is None:
+            continue
+        ms = _header(headers, "retry-after-ms")
+        if ms is not None:
+            try:
+                return max(0.0, float(ms) / 1000.0)
+            except ValueError:
+                pass
+        raw = _header(headers, "retry-after")
+        if raw is None:
+            continue
+        try:
+            return max(0.0, float(raw))
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            continue
+        if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are always GMT
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, when.timestamp() - now())
+    return None
 
 
 class RateLimitedClient(ModelClient):
@@ -153,6 +266,17 @@ class RateLimitedClient(ModelClient):
                         "tokens_per_minute, raise max_retries, or wait for the quota to reset"
                     ) from exc
                 delay = min(self.config.max_backoff_s, self.config.backoff_s * 2**attempt)
+                asked = retry_after_s(exc)
+                if asked is not None:
+                    if asked > self.config.max_backoff_s:
+                        raise RateLimitError(
+                            f"Rate limit exceeded: {self.backend} model {self.model!r} asks to "
+                            f"retry after {asked:.0f}s (Retry-After), longer than "
+                            f"max_backoff_s={self.config.max_backoff_s:g}; wait for the quota "
+                            "to reset or raise max_backoff_s",
+                            retry_after_s=asked,
+                        ) from exc
+                    delay = max(delay, asked)  # the provider knows when its window resets
                 attempt += 1
                 self.retries += 1
                 log.warning("rate limited (%s); retry %d/%d in %.1fs", exc, attempt,

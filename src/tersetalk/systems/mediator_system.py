@@ -124,6 +124,7 @@ def counters_of(res) -> dict[str, Any]:
             mediator_passes=c.passes, mediator_final_tokens=c.final_tokens,
             mediator_ratio=round(c.total_ratio, 6), mediator_stop_reason=c.stop_reason,
             mediator_pass_log=[p.as_dict() for p in c.log],
+            mediator_input_truncated=c.input_truncated,
         )  # fmt: skip
     if res.extraction is not None:
         e = res.extraction

@@ -7,8 +7,10 @@ judge scores original vs decoded (MiniLM cosine, threshold 0.80 by default).
 Encoder and decoder calls are logged as ``msp_encode`` / ``msp_decode`` calls, so
 their cost and latency are in the record's usage and ``calls`` columns. Records
 carry the signal, the token counts, the compression ratio and the similarity in
-``counters`` (numeric ones also as ``c_msp_*`` columns). The trace id derives from
-(seed, example id) and the wall-clock timestamp stays out of the record.
+``counters`` (numeric ones also as ``c_msp_*`` columns). Encode, decode, judge and
+total latency are ``t_msp_*_ms`` counters, which records keep in ``counters_timing``.
+The trace id derives from (seed, example id) and the wall-clock timestamp stays out
+of the record.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tersetalk.agents.roles import build_brief, render_brief
 from tersetalk.mediator.recording import CallRecorder
+from tersetalk.models import CachedClient, ModelClient
 from tersetalk.msp import (
     MSPDecoder,
     MSPEncoder,
@@ -56,10 +59,24 @@ class MSPSettings(BaseModel):
     on_error: Literal["error", "passthrough"] = "error"
 
 
+def rate_limited(client: ModelClient, limits: RateLimitConfig | None) -> ModelClient:
+    """``client`` behind the rate limiter, with the limiter *under* the call cache.
+
+    The run's client is usually ``CachedClient(raw)``. Wrapping it whole would make
+    cache hits wait for (and use up) the provider's quota, so the limiter goes
+    between the cache and the raw client: ``CachedClient(RateLimitedClient(raw))``.
+    The new cache reads and writes the same folder with the same keys (the cache
+    identity ignores the rate-limit settings), so earlier entries still hit.
+    """
+    if limits is None:
+        return client
+    if isinstance(client, CachedClient):
+        return CachedClient(RateLimitedClient(client.inner, limits), client.cache_dir)
+    return RateLimitedClient(client, limits)
+
+
 def _build(settings: MSPSettings, ctx: RunContext) -> tuple[MSPPipeline, CallRecorder]:
-    client = ctx.client
-    if settings.rate_limit is not None:
-        client = RateLimitedClient(client, settings.rate_limit)
+    client = rate_limited(ctx.client, settings.rate_limit)
     rec = CallRecorder(client, "msp_encode")
     encoder = MSPEncoder(rec, ctx.gen, max_tokens=settings.encoder_max_tokens)
     decoder = judge = None
@@ -70,6 +87,22 @@ def _build(settings: MSPSettings, ctx: RunContext) -> tuple[MSPPipeline, CallRec
     pipeline = MSPPipeline(encoder, decoder, judge, tokenizer=settings.tokenizer,
                            wire=settings.wire)  # fmt: skip
     return pipeline, rec
+
+
+def timing_counters_of(res) -> dict[str, float]:
+    """Wall-clock times of one encoding, in ms.
+
+    Named ``t_*`` so :func:`tersetalk.records.build_record` files them under
+    ``counters_timing``, apart from the deterministic ``counters`` (a cache hit
+    or a busy machine changes them; the seed does not fix them).
+    """
+    m = res.metrics
+    return {
+        "t_msp_encode_ms": round(m.encode_ms, 3),
+        "t_msp_decode_ms": round(m.decode_ms, 3),
+        "t_msp_judge_ms": round(m.judge_ms, 3),
+        "t_msp_latency_ms": round(m.latency_ms, 3),
+    }
 
 
 def counters_of(res) -> dict[str, Any]:
@@ -118,9 +151,10 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     own.calls[:] = own.calls[before:] + own.calls[:before]  # encoder/decoder came first
     if res is not None:
         result.counters.update(counters_of(res))
+        result.counters.update(timing_counters_of(res))
     result.counters["msp_error"] = error
     result.counters["msp_passthrough"] = error is not None
     return result
 
 
-__all__ = ["MSPSettings", "counters_of", "run"]
+__all__ = ["MSPSettings", "counters_of", "rate_limited", "run", "timing_counters_of"]
