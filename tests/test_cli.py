@@ -31,3 +31,65 @@ def test_bad_config_is_a_clean_error(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "config key 'n_eval'" in err
+
+
+def _metrics_file(tmp_path, task, label, correct):
+    import pandas as pd
+
+    system, variant = label.split("/")
+    n = len(correct)
+    df = pd.DataFrame({"task": task, "system": system, "variant": variant,
+                       "example_id": [f"e{i}" for i in range(n)],
+                       "correct": [float(c) for c in correct],
+                       "tokens_total_cl100k": [100.0 + i for i in range(n)],
+                       "error": [None] * n})  # fmt: skip
+    path = tmp_path / f"{task}_{system}_{variant}.parquet"
+    df.to_parquet(path)
+    return str(path)
+
+
+def test_stats_keeps_a_row_for_each_comparison_it_could_not_compute(tmp_path, caplog):
+    import json
+    import logging
+
+    import pandas as pd
+
+    files = [
+        _metrics_file(tmp_path, "gsm8k", "tersetalk/default", [1, 0, 1, 1]),
+        _metrics_file(tmp_path, "gsm8k", "freeform/default", [1, 1, 1, 0]),
+        _metrics_file(tmp_path, "hotpotqa", "freeform/default", [1, 0, 0, 1]),
+    ]
+    comparisons = [
+        ["hybrid/default", "llmlingua/default"],
+        ["tersetalk/default", "freeform/default"],
+    ]
+    out = tmp_path / "ni.parquet"
+    csv, tex = tmp_path / "ni.csv", tmp_path / "ni.tex"
+    args = ["stats", *files, "--comparisons", json.dumps(comparisons), "--n-resamples", "200",
+            "--out", str(out), "--csv", str(csv), "--tex", str(tex)]  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        assert main(args) == 0
+    df = pd.read_parquet(out)
+    assert list(zip(df["task"], df["treatment"], strict=True)) == [
+        ("gsm8k", "hybrid/default"),
+        ("gsm8k", "tersetalk/default"),
+        ("hotpotqa", "hybrid/default"),
+        ("hotpotqa", "tersetalk/default"),
+    ]
+    computed = df["not_computed"] == ""
+    assert computed.tolist() == [False, True, False, False]
+    why = df.set_index(["task", "treatment"])["not_computed"]
+    assert why["gsm8k", "hybrid/default"] == (
+        "no gsm8k records of hybrid/default and llmlingua/default among the inputs"
+    )
+    assert why["hotpotqa", "tersetalk/default"] == (
+        "no hotpotqa records of tersetalk/default among the inputs"
+    )
+    assert df.loc[~computed, "non_inferior"].isna().all()
+    assert (df["margin"] == 0.02).all() and (df["n_resamples"] == 200).all()
+    assert "tersetalk/default vs freeform/default on hotpotqa not computed" in caplog.text
+    assert (
+        pd.read_csv(csv, keep_default_na=False)["not_computed"].tolist()
+        == df["not_computed"].tolist()
+    )
+    assert "Not computed:" in tex.read_text()

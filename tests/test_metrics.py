@@ -50,3 +50,34 @@ def test_protocol_rates_are_pooled_and_absent_counters_are_nan(tmp_path):
     summary = aggregate(paths)
     assert len(summary) == 2 and pd.isna(summary["overflow_rate"]).sum() == 1
     assert json.loads(df["counters"].iloc[0]) == {"lines_total": 4, "overflow_total": 1}
+
+
+def test_llmlingua_achieved_rate_distribution_in_the_summary():
+    rates = [0.5, 0.58, 0.7, 0.41, 0.9]
+    unreachable = [0, 0, 0, 0, 1]
+    df = records_frame([
+        _rec(i, "a", "a", counters={"lingua_target_rate": 0.5, "lingua_scope_rate": r,
+                                    "lingua_target_unreachable": u})
+        for i, (r, u) in enumerate(zip(rates, unreachable, strict=True))
+    ] + [_rec(5, "", "a", error="ModelCallError: timeout")])  # fmt: skip
+    m = run_metrics(df).iloc[0]
+    assert m["lingua_n_messages"] == 5  # the error row has no message
+    assert m["lingua_target_rate"] == 0.5
+    assert m["lingua_achieved_rate_p50"] == 0.58
+    assert abs(m["lingua_achieved_rate_mean"] - sum(rates) / 5) < 1e-12
+    assert m["lingua_n_reachable"] == 4 and m["lingua_within_20pct_share"] == 0.75
+    assert m["lingua_unreachable_n"] == 1 and m["lingua_unreachable_share"] == 0.2
+    plain = run_metrics(records_frame([_rec(0, "a", "a")])).iloc[0]
+    assert not any(c.startswith("lingua_") for c in plain.index)
+
+
+def test_lingua_distribution_when_no_target_was_reachable():
+    from tersetalk.metrics.summary import lingua_rate_distribution
+
+    ok = pd.DataFrame({"c_lingua_target_rate": [0.33, 0.33], "c_lingua_scope_rate": [0.9, 1.0],
+                       "c_lingua_target_unreachable": [1, 1]})  # fmt: skip
+    d = lingua_rate_distribution(ok)
+    assert d["lingua_unreachable_n"] == 2 and d["lingua_unreachable_share"] == 1.0
+    assert d["lingua_n_reachable"] == 0 and pd.isna(d["lingua_within_20pct_share"])
+    assert abs(d["lingua_achieved_rate_p10"] - 0.91) < 1e-12
+    assert abs(d["lingua_achieved_rate_p90"] - 0.99) < 1e-12

@@ -1,28 +1,77 @@
 """Choosing a system's settings on the calibration shard, deterministically.
 
-The objective is explicit: among the grid points whose calibration accuracy is
-within the non-inferiority margin of the reference run, take the one with the
-fewest tokens per example (ties: higher accuracy, then grid order). If no point
-qualifies, take the most accurate one (ties: fewer tokens, then grid order) and
-say so in the file.
+The selection objective is explicit, one per system (``calibration.<system>.objective``):
+
+``fewest_tokens_within_margin`` (the default)
+    Among the grid points whose calibration accuracy is within the
+    non-inferiority margin of the reference run, take the one with the fewest
+    tokens per example (ties: higher accuracy, then grid order). If no point
+    qualifies, fall back to the most accurate one (ties: fewer tokens, then grid
+    order); the file says so in ``chosen_by`` and the point's ``qualified: false``.
+``max_accuracy``
+    The most accurate point (ties: fewer tokens, then grid order), whatever its
+    tokens. ``qualified`` is still reported against the margin.
+
+Every point row also carries, for a system whose records have LLMLingua's
+achieved-rate counters (``c_lingua_scope_rate``), the distribution of the
+achieved compression rate (see :func:`tersetalk.metrics.summary.lingua_rate_distribution`).
 """
 
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pandas as pd
 import yaml
+
+from tersetalk.metrics.summary import lingua_rate_distribution
+
+DEFAULT_OBJECTIVE = "fewest_tokens_within_margin"
 
 
 class CalibrationError(ValueError):
     """Calibration inputs are missing or inconsistent."""
 
 
+def _grid_order(point: str) -> list:
+    """Natural order of point names, so ``g100`` sorts after ``g99`` (grid order)."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", point)]
+
+
+def _most_accurate(rows: list[dict], order: dict[str, int]) -> dict:
+    return min(rows, key=lambda r: (-r["accuracy"], r["tokens_mean"], order[r["point"]]))
+
+
+def _fewest_tokens_within_margin(rows: list[dict], order: dict[str, int]) -> tuple[dict, str]:
+    qualified = [r for r in rows if r["qualified"]]
+    if qualified:
+        best = min(qualified, key=lambda r: (r["tokens_mean"], -r["accuracy"], order[r["point"]]))
+        return best, "fewest tokens among the points within the margin"
+    return (
+        _most_accurate(rows, order),
+        "fallback: no point within the margin, so the most accurate one",
+    )
+
+
+def _max_accuracy(rows: list[dict], order: dict[str, int]) -> tuple[dict, str]:
+    return _most_accurate(rows, order), "most accurate point (ties: fewer tokens)"
+
+
+#: objective name -> chooser(rows, grid order) -> (best row, how it was chosen).
+#: Keep in step with the enum of calibration.<system>.objective in the config schema.
+OBJECTIVES: dict[str, Callable[[list[dict], dict[str, int]], tuple[dict, str]]] = {
+    "fewest_tokens_within_margin": _fewest_tokens_within_margin,
+    "max_accuracy": _max_accuracy,
+}
+
+
 def point_row(point: str, settings: dict, run: pd.DataFrame) -> dict:
+    """One row of the calibration table: accuracy, tokens and, for LLMLingua, achieved rates."""
     ok = run[run["error"].isna()]
-    return {
+    row = {
         "point": point,
         "settings": settings,
         "n": int(len(run)),
@@ -30,21 +79,33 @@ def point_row(point: str, settings: dict, run: pd.DataFrame) -> dict:
         "accuracy": float(run["correct"].mean()),
         "tokens_mean": float(ok["tokens_total_cl100k"].mean()) if len(ok) else float("inf"),
     }
+    row.update(lingua_rate_distribution(ok))
+    return row
 
 
-def choose(rows: list[dict], reference_accuracy: float, margin: float) -> dict:
+def choose(
+    rows: list[dict],
+    reference_accuracy: float,
+    margin: float,
+    objective: str = DEFAULT_OBJECTIVE,
+) -> dict:
+    """The chosen row (a copy) under ``objective``; marks every row ``qualified`` in place.
+
+    The copy carries ``objective`` and ``chosen_by`` (what rule picked it, including
+    the fallback when no point is within the margin).
+    """
+    if objective not in OBJECTIVES:
+        raise CalibrationError(
+            f"unknown calibration objective {objective!r}; choose one of {sorted(OBJECTIVES)}"
+        )
     if not rows:
         raise CalibrationError("no calibration runs to choose from")
     floor = reference_accuracy - margin
     for r in rows:
         r["qualified"] = bool(r["accuracy"] >= floor - 1e-12)
     order = {r["point"]: i for i, r in enumerate(rows)}
-    qualified = [r for r in rows if r["qualified"]]
-    if qualified:
-        best = min(qualified, key=lambda r: (r["tokens_mean"], -r["accuracy"], order[r["point"]]))
-    else:
-        best = min(rows, key=lambda r: (-r["accuracy"], r["tokens_mean"], order[r["point"]]))
-    return dict(best)
+    best, how = OBJECTIVES[objective](rows, order)
+    return {**best, "objective": objective, "chosen_by": how}
 
 
 def calibrate(
@@ -53,16 +114,26 @@ def calibrate(
     reference_run: Path,
     reference_label: str,
     margin: float,
-    objective: str = "fewest_tokens_within_margin",
+    objective: str | Mapping[str, str] = DEFAULT_OBJECTIVE,
 ) -> dict:
     """Build the calibration document for one task.
 
     ``system_runs`` maps system -> point -> (settings, run Parquet path).
+    ``objective`` is one name for every system, or system -> name (systems not
+    named use the default). Systems are written in sorted order and points in grid
+    order (natural order of their names ``g00``, ``g01``, ...), so
+    the same inputs give the same file whatever order they were given in.
     """
+    objectives = {
+        system: (
+            objective if isinstance(objective, str) else objective.get(system, DEFAULT_OBJECTIVE)
+        )
+        for system in sorted(system_runs)
+    }
     ref = pd.read_parquet(reference_run)
     doc: dict = {
         "task": task,
-        "objective": objective,
+        "objectives": objectives,
         "margin": margin,
         "reference": {
             "run": reference_label,
@@ -72,9 +143,13 @@ def calibrate(
         "chosen": {},
         "table": {},
     }
-    for system, points in system_runs.items():
-        rows = [point_row(p, s, pd.read_parquet(path)) for p, (s, path) in points.items()]
-        best = choose(rows, doc["reference"]["accuracy"], margin)
+    for system in sorted(system_runs):
+        points = system_runs[system]
+        rows = [
+            point_row(p, points[p][0], pd.read_parquet(points[p][1]))
+            for p in sorted(points, key=_grid_order)
+        ]
+        best = choose(rows, doc["reference"]["accuracy"], margin, objectives[system])
         doc["chosen"][system] = copy.deepcopy(best)  # no YAML aliases into the table
         doc["table"][system] = rows
     return doc

@@ -123,6 +123,7 @@ def _cmd_stats(args: argparse.Namespace) -> None:
     comparisons = [tuple(pair) for pair in json.loads(args.comparisons)]
     frames = [pd.read_parquet(p) for p in args.records]
     tables = []
+    skipped = []
     for task in sorted({f["task"].iloc[0] for f in frames if len(f)}):
         by_run = {
             f"{f['system'].iloc[0]}/{f['variant'].iloc[0]}": f
@@ -130,6 +131,15 @@ def _cmd_stats(args: argparse.Namespace) -> None:
             if len(f) and f["task"].iloc[0] == task
         }
         wanted = [c for c in comparisons if c[0] in by_run and c[1] in by_run]
+        for treatment, control in comparisons:
+            if (treatment, control) in wanted:
+                continue
+            missing = [label for label in (treatment, control) if label not in by_run]
+            why = f"no {task} records of {' and '.join(missing)} among the inputs"
+            logging.warning("%s vs %s on %s not computed: %s", treatment, control, task, why)
+            skipped.append(
+                {"task": task, "treatment": treatment, "control": control, "not_computed": why}
+            )
         if not wanted:
             continue
         table = compare_runs(
@@ -141,10 +151,21 @@ def _cmd_stats(args: argparse.Namespace) -> None:
             seed=args.seed,
         )
         table.insert(0, "task", task)
+        table["not_computed"] = ""
         tables.append(table)
     if not tables:
         raise SystemExit("tersetalk stats: none of the comparisons has both runs among the inputs")
     df = pd.concat(tables, ignore_index=True)
+    if skipped:
+        # one row per requested comparison, computed or not, in the order they were asked for
+        gap = pd.DataFrame(skipped).assign(
+            margin=args.margin, alpha=args.alpha, n_resamples=args.n_resamples, seed=args.seed
+        )
+        df = pd.concat([df, gap.astype({"not_computed": str})], ignore_index=True)
+        rank = {pair: i for i, pair in enumerate(comparisons)}
+        df["_order"] = [rank[(t, c)] for t, c in zip(df["treatment"], df["control"], strict=True)]
+        df = df.sort_values(["task", "_order"], kind="stable").drop(columns="_order")
+        df = df.reset_index(drop=True)
     write_parquet_atomic(df, Path(args.out))
     if args.csv:
         df.to_csv(args.csv, index=False)
@@ -164,15 +185,23 @@ def _cmd_stats(args: argparse.Namespace) -> None:
             )
             if c in df.columns
         ]
-        Path(args.tex).write_text(
-            to_latex(
-                df,
-                cols,
-                caption=f"Non-inferiority of accuracy (margin {args.margin}, "
-                f"alpha {args.alpha}, {args.n_resamples} paired bootstrap resamples, seed "
-                f"{args.seed}) and paired tests of token reduction.",
-                label="tab:noninferiority",
+        computed = df[df["not_computed"] == ""]
+        caption = (
+            f"Non-inferiority of accuracy (margin {args.margin}, "
+            f"alpha {args.alpha}, {args.n_resamples} paired bootstrap resamples, seed "
+            f"{args.seed}) and paired tests of token reduction."
+        )
+        if skipped:
+            caption += (
+                " Not computed: "
+                + "; ".join(
+                    f"{r['treatment']} vs {r['control']} on {r['task']} ({r['not_computed']})"
+                    for r in skipped
+                )
+                + "."
             )
+        Path(args.tex).write_text(
+            to_latex(computed, cols, caption=caption, label="tab:noninferiority")
         )
     print(df.to_string(index=False))
 
@@ -191,20 +220,69 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
         if spec["task"] != args.task:
             raise CalibrationError(f"{path} is a {spec['task']} run, not {args.task}")
         runs.setdefault(spec["system"], {})[spec["variant"]] = (spec["variant_settings"], path)
-    doc = calibrate(args.task, runs, Path(args.reference_run), args.reference_label, args.margin)
+    doc = calibrate(
+        args.task,
+        runs,
+        Path(args.reference_run),
+        args.reference_label,
+        args.margin,
+        objective=_objectives(args.objective or [], set(runs)),
+    )
     write(doc, Path(args.out))
     for system, best in doc["chosen"].items():
         logging.info(
-            "%s %s: chose %s %s (accuracy %.3f vs reference %.3f, %.1f tokens, %s)",
+            "%s %s: chose %s %s by %s: %s (accuracy %.3f vs reference %.3f, %.1f tokens, %s)",
             args.task,
             system,
             best["point"],
             best["settings"],
+            best["objective"],
+            best["chosen_by"],
             best["accuracy"],
             doc["reference"]["accuracy"],
             best["tokens_mean"],
-            "within margin" if best["qualified"] else "NO point within margin",
+            "within margin" if best["qualified"] else "NOT within margin",
         )
+        for row in doc["table"][system]:
+            if "lingua_n_messages" in row:
+                logging.info(
+                    "%s %s %s: LLMLingua target %.3g, achieved p10/p50/p90 %.3g/%.3g/%.3g, "
+                    "%s of reachable messages within 20%%, %d of %d unreachable",
+                    args.task,
+                    system,
+                    row["point"],
+                    row["lingua_target_rate"],
+                    row["lingua_achieved_rate_p10"],
+                    row["lingua_achieved_rate_p50"],
+                    row["lingua_achieved_rate_p90"],
+                    f"{row['lingua_within_20pct_share']:.0%}",
+                    row["lingua_unreachable_n"],
+                    row["lingua_n_messages"],
+                )
+
+
+def _objectives(given: list[str], systems: set[str]) -> dict[str, str]:
+    """``--objective`` values (``NAME`` for every system, or ``SYSTEM=NAME``) -> system: name."""
+    from tersetalk.calibration import DEFAULT_OBJECTIVE, OBJECTIVES, CalibrationError
+
+    default, per_system = DEFAULT_OBJECTIVE, {}
+    for item in given:
+        system, sep, name = item.rpartition("=")
+        if name not in OBJECTIVES:
+            raise CalibrationError(
+                f"--objective {item}: unknown objective {name!r}; choose one of "
+                f"{sorted(OBJECTIVES)}"
+            )
+        if not sep:
+            default = name
+        elif system not in systems:
+            raise CalibrationError(
+                f"--objective {item}: no calibration run of system {system!r} among the inputs "
+                f"({sorted(systems)})"
+            )
+        else:
+            per_system[system] = name
+    return {system: per_system.get(system, default) for system in sorted(systems)}
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -384,10 +462,11 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser(
         "calibrate",
         help="choose settings from calibration-shard runs",
-        description="Pick, per system, the grid point with the fewest tokens "
-        "among those whose calibration accuracy is within --margin of the "
-        "reference run (else the most accurate), and write the choice and the "
-        "table it was chosen from as YAML.",
+        description="Pick, per system, a grid point by its --objective (default: the "
+        "fewest tokens among those whose calibration accuracy is within --margin of the "
+        "reference run, else the most accurate), and write the choice and the "
+        "table it was chosen from (with LLMLingua's achieved-rate distribution where "
+        "the runs record it) as YAML.",
     )
     k.add_argument(
         "runs",
@@ -399,6 +478,15 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--reference-run", required=True, help="the reference run on the same shard")
     k.add_argument("--reference-label", default="freeform/default", help="its system/variant")
     k.add_argument("--margin", type=float, default=0.02, help="accuracy margin (0.02)")
+    k.add_argument(
+        "--objective",
+        action="append",
+        metavar="[SYSTEM=]NAME",
+        help="selection objective, for every system (NAME) or one (SYSTEM=NAME); "
+        "repeatable. fewest_tokens_within_margin (default): fewest tokens among the points "
+        "within --margin of the reference, else the most accurate; max_accuracy: the most "
+        "accurate point, ties to fewer tokens",
+    )
     k.add_argument("--out", required=True, help="calibration YAML to write")
     k.set_defaults(func=_cmd_calibrate)
 

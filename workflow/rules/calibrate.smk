@@ -6,16 +6,16 @@ rule calibration_run:
         unpack(calibration_run_input),
     output:
         "results/calibration/runs/{task}/{system}/{point}.parquet",
-    params:
-        spec=calibration_spec_json,
     log:
         "results/logs/calibration/{task}/{system}/{point}.log",
+    conda:
+        ENV
     threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
     resources:
         mem_mb=4000,
         runtime=run_runtime_min,
-    conda:
-        ENV
+    params:
+        spec=calibration_spec_json,
     shell:
         "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
         "--out {output} 2>&1 | tee {log}"
@@ -33,17 +33,23 @@ rule calibrate:
             caption="../report/calibration.rst",
             category="Calibration",
         ),
-    params:
-        reference=config["evaluation"]["reference"],
-        margin=config["evaluation"]["margin"],
     log:
         "results/logs/calibration/{task}.log",
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        ENV
+    params:
+        reference=config["evaluation"]["reference"],
+        margin=config["evaluation"]["margin"],
+        objectives=calibration_objective_args(),
     shell:
         "tersetalk calibrate {input.runs} --task {wildcards.task} "
         "--reference-run {input.reference} --reference-label {params.reference} "
-        "--margin {params.margin} --out {output} > {log} 2>&1"
+        "--margin {params.margin} {params.objectives} --out {output} > {log} 2>&1"
+
+
+rule calibration:
+    input:
+        calibration_targets(),

@@ -70,20 +70,50 @@ def reference_run(wildcards):
     return f"results/runs/{wildcards.task}/{config['evaluation']['reference']}.parquet"
 
 
+MAIN_FIGURES = ["quality_vs_tokens", "token_breakdown", "accuracy_by_length"]
+
+
 def all_outputs():
+    """What `snakemake` with no target builds: every figure, table, statistic, calibration."""
     return [
         "results/summary.parquet",
-        "results/stats/noninferiority.parquet",
-        "figures/quality_vs_tokens.png",
-        "results/tables/main.csv",
+        *stats_targets(),
+        *table_targets(),
+        *figure_targets(),
         *calibration_targets(),
-        *[ablation_target(name) for name in config["ablations"]],
     ]
 
 
 def ablation_target(name):
-    """The figure of one ablation; nothing when the config does not define it."""
-    return [f"figures/ablation_{name}.png"] if name in config["ablations"] else []
+    """The figure (PNG and PDF) of one ablation; nothing when the config does not define it."""
+    if name not in config["ablations"]:
+        return []
+    return [f"figures/ablation_{name}.{ext}" for ext in ("png", "pdf")]
+
+
+def ablation_targets():
+    return [path for name in config["ablations"] for path in ablation_target(name)]
+
+
+def figure_targets():
+    """Every figure of the paper: the main ones and one per configured ablation."""
+    main = [f"figures/{fig}.{ext}" for fig in MAIN_FIGURES for ext in ("png", "pdf")]
+    return main + ablation_targets()
+
+
+def stats_targets():
+    return [f"results/stats/noninferiority.{ext}" for ext in ("parquet", "csv", "tex")]
+
+
+def table_targets():
+    """The paper's tables (CSV and LaTeX) and the summary as CSV."""
+    return [
+        "results/tables/main.csv",
+        "results/tables/main.tex",
+        "results/stats/noninferiority.csv",
+        "results/stats/noninferiority.tex",
+        "results/summary.csv",
+    ]
 
 
 def ablation_scores(wildcards):
@@ -132,10 +162,12 @@ def calibration_run_input(wildcards):
 
 
 def calibration_spec_json(wildcards):
-    if wildcards.system in config["calibration"] and wildcards.point in calibration_points(
-        config, wildcards.system
-    ):
-        spec = calibration_spec(config, wildcards.task, wildcards.system, wildcards.point)
+    if wildcards.system in config[
+        "calibration"
+    ] and wildcards.point in calibration_points(config, wildcards.system):
+        spec = calibration_spec(
+            config, wildcards.task, wildcards.system, wildcards.point
+        )
     else:  # the reference run on the calibration shard
         spec = run_spec(config, wildcards.task, wildcards.system, wildcards.point)
     return json.dumps(spec, sort_keys=True)
@@ -151,6 +183,15 @@ def calibration_run_targets(wildcards):
 
 def calibration_targets():
     return [calibration_file(task) for task in TASKS] if config["calibration"] else []
+
+
+def calibration_objective_args():
+    """`--objective SYSTEM=NAME` for each calibrated system (the schema fills the default)."""
+    pairs = [
+        f"{system}={spec['objective']}"
+        for system, spec in config["calibration"].items()
+    ]
+    return " ".join(f"--objective {shlex.quote(pair)}" for pair in sorted(pairs))
 
 
 def run_runtime_min(wildcards):

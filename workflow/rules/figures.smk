@@ -30,18 +30,18 @@ rule plot:
             category="Tables",
         ),
         tex="results/tables/main.tex",
+    log:
+        "results/logs/plot/main.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.pareto),
         tables_dir=lambda wildcards, output: os.path.dirname(output.table),
         reference=config["evaluation"]["reference"],
         seed=config["evaluation"]["seed"],
-    log:
-        "results/logs/plot/main.log",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        ENV
     shell:
         "tersetalk plot --summary {input.summary} --records {input.records} "
         "--reference {params.reference} --out-dir {params.out_dir} "
@@ -59,45 +59,48 @@ rule plot_ablation:
             subcategory="{ablation}",
         ),
         pdf="figures/ablation_{ablation}.pdf",
-    params:
-        system=lambda wildcards: config["ablations"][wildcards.ablation]["system"],
-        setting=lambda wildcards: config["ablations"][wildcards.ablation]["setting"],
-        variants=lambda wildcards: ",".join(config["ablations"][wildcards.ablation]["variants"]),
-        values=lambda wildcards: json.dumps(ablation_values(config, wildcards.ablation)),
-        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     log:
         "results/logs/plot/ablation_{ablation}.log",
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        ENV
+    params:
+        system=lambda wildcards: config["ablations"][wildcards.ablation]["system"],
+        setting=lambda wildcards: config["ablations"][wildcards.ablation]["setting"],
+        variants=lambda wildcards: ",".join(
+            config["ablations"][wildcards.ablation]["variants"]
+        ),
+        values=lambda wildcards: json.dumps(ablation_values(config, wildcards.ablation)),
+        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
         "tersetalk plot-ablation {input} --system {params.system} --setting {params.setting} "
         "--variants {params.variants} --values {params.values:q} --out-stem {params.stem} "
         "> {log} 2>&1"
 
 
-rule ablation_caps:
-    input:
-        ablation_target("caps"),
+# One target per configured ablation (ablation_caps, ablation_budget, ... and whatever
+# else the config names), so `snakemake --cores all ablation_<name>` builds one figure.
+for _ablation in config["ablations"]:
 
-
-rule ablation_summarizer:
-    input:
-        ablation_target("summarizer"),
-
-
-rule ablation_deref:
-    input:
-        ablation_target("deref"),
-
-
-rule ablation_budget:
-    input:
-        ablation_target("budget"),
+    rule:
+        name:
+            f"ablation_{_ablation}"
+        input:
+            ablation_target(_ablation),
 
 
 rule ablations:
     input:
-        [ablation_target(name) for name in config["ablations"]],
+        ablation_targets(),
+
+
+rule figures:
+    input:
+        figure_targets(),
+
+
+rule tables:
+    input:
+        table_targets(),

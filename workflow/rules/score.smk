@@ -12,11 +12,11 @@ rule score:
         score="results/scores/{task}/{system}/{variant}.parquet",
     log:
         "results/logs/score/{task}/{system}/{variant}.log",
+    conda:
+        ENV
     resources:
         mem_mb=3000,
         runtime=10,
-    conda:
-        ENV
     shell:
         "tersetalk score --run {input.run} --sample {input.sample} "
         "--reference {input.reference} --out-records {output.records} "
@@ -28,13 +28,17 @@ rule aggregate:
         score_targets(),
     output:
         summary="results/summary.parquet",
-        csv="results/summary.csv",
+        csv=report(
+            "results/summary.csv",
+            caption="../report/summary.rst",
+            category="Tables",
+        ),
     log:
         "results/logs/aggregate.log",
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        ENV
     shell:
         "tersetalk aggregate {input} --out {output.summary} --csv {output.csv} > {log} 2>&1"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from tersetalk.records import DIRECTIONS, TOKENIZERS
@@ -80,6 +81,7 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
     model_s = float(df["t_model_s"].sum())
     row["tokens_per_s"] = float(df["usage_completion_tokens"].sum()) / model_s if model_s else 0.0
     row.update(protocol_rates(ok))
+    row.update(lingua_rate_distribution(ok))
     if per_record is not None:
         pr = per_record[per_record["error"].isna()]
         cols = [c for c in pr.columns if c.startswith(MEAN_COLUMNS_PREFIXES)] + list(MEAN_COLUMNS)
@@ -121,6 +123,83 @@ def protocol_rates(ok: pd.DataFrame) -> dict[str, float]:
         if f"c_{num}" in ok.columns and f"c_{den}" in ok.columns:
             total = float(ok[f"c_{den}"].sum())
             out[name] = float(ok[f"c_{num}"].sum()) / total if total else float("nan")
+    return out
+
+
+#: issue 4's acceptance: the achieved rate within 20% of the target rate
+LINGUA_ACCEPTANCE_TOLERANCE = 0.2
+_ACHIEVED, _TARGET, _UNREACHABLE = (
+    "c_lingua_scope_rate",
+    "c_lingua_target_rate",
+    "c_lingua_target_unreachable",
+)
+
+
+def lingua_rate_distribution(ok: pd.DataFrame) -> dict[str, float | int]:
+    """Distribution of LLMLingua's achieved compression rate over a run's messages.
+
+    Only for records with the achieved-rate counters (the ``llmlingua`` system: one
+    compressed message per example); otherwise ``{}``, so other runs get NaN in the
+    summary rather than made-up numbers. The achieved rate is in the variant's
+    scope (``lingua_scope_rate``: compressed / original tokens of the facts, or of
+    the whole message), the same scope as the target. Columns:
+
+    - ``lingua_n_messages``: messages with both an achieved and a target rate;
+    - ``lingua_target_rate``: the target (the median when it varies per message,
+      e.g. under ``target_tokens``);
+    - ``lingua_achieved_rate_{p10,p50,p90,mean}``;
+    - ``lingua_n_reachable``, ``lingua_within_20pct_share``: among messages whose
+      target was reachable, the share with ``|achieved / target - 1| <= 0.2``
+      (NaN when none was reachable);
+    - ``lingua_unreachable_n`` / ``lingua_unreachable_share``: messages whose target
+      LLMLingua could not reach (the kept parts or forced digits alone exceed it,
+      typical of short messages), as the records flag them.
+    """
+    if _ACHIEVED not in ok.columns or _TARGET not in ok.columns:
+        return {}
+    achieved = pd.to_numeric(ok[_ACHIEVED], errors="coerce").to_numpy(dtype=float)
+    target = pd.to_numeric(ok[_TARGET], errors="coerce").to_numpy(dtype=float)
+    has = np.isfinite(achieved) & np.isfinite(target) & (target > 0)
+    if _UNREACHABLE in ok.columns:
+        flag = pd.to_numeric(ok[_UNREACHABLE], errors="coerce").fillna(0).to_numpy(dtype=float)
+        unreachable = has & (flag > 0)
+    else:
+        unreachable = np.zeros(len(ok), dtype=bool)
+    reachable = has & ~unreachable
+    n = int(has.sum())
+    nan = float("nan")
+    out: dict[str, float | int] = {"lingua_n_messages": n}
+    if n:
+        a = achieved[has]
+        p10, p50, p90 = (float(v) for v in np.percentile(a, [10, 50, 90]))
+        out.update(
+            lingua_target_rate=float(np.median(target[has])),
+            lingua_achieved_rate_p10=p10,
+            lingua_achieved_rate_p50=p50,
+            lingua_achieved_rate_p90=p90,
+            lingua_achieved_rate_mean=float(a.mean()),
+        )
+    else:
+        out.update(
+            dict.fromkeys(
+                (
+                    "lingua_target_rate",
+                    "lingua_achieved_rate_p10",
+                    "lingua_achieved_rate_p50",
+                    "lingua_achieved_rate_p90",
+                    "lingua_achieved_rate_mean",
+                ),
+                nan,
+            )
+        )
+    n_reach = int(reachable.sum())
+    within = (
+        np.abs(achieved[reachable] / target[reachable] - 1.0) <= LINGUA_ACCEPTANCE_TOLERANCE + 1e-12
+    )
+    out["lingua_n_reachable"] = n_reach
+    out["lingua_within_20pct_share"] = float(within.mean()) if n_reach else nan
+    out["lingua_unreachable_n"] = int(unreachable.sum())
+    out["lingua_unreachable_share"] = float(unreachable.sum() / n) if n else nan
     return out
 
 
