@@ -1,5 +1,6 @@
 """Control flow of the run step, with the scripted model double (no reported numbers)."""
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -127,3 +128,103 @@ def test_unavailable_server_stops_the_run_and_keeps_finished_examples(setup):
     with pytest.raises(ModelUnavailableError, match="start one"):
         run(spec, sample_path, out, client=ScriptedClient(dies), progress=False)
     assert len(checkpoint_path(out).read_text().splitlines()) == 1 and not out.exists()
+
+
+def test_two_kills_in_a_row_lose_and_duplicate_nothing(setup):
+    """A torn line, a resume, a second kill after one more example, a second resume."""
+    spec, sample_path, out = setup
+    ckpt = checkpoint_path(out)
+
+    def dies_after(n_calls):
+        calls = {"n": 0}
+
+        def responder(messages):
+            calls["n"] += 1
+            if calls["n"] > n_calls:
+                raise KeyboardInterrupt  # the job is killed in the middle of an example
+            return fake_model(messages)
+
+        return responder
+
+    with pytest.raises(KeyboardInterrupt):  # first kill: 2 examples done (3 calls each)
+        run(spec, sample_path, out, client=ScriptedClient(dies_after(2 * 3)), progress=False)
+    first = [json.loads(line) for line in ckpt.read_text().splitlines()]
+    assert len(first) == 2
+    with open(ckpt, "a") as fh:  # the kill tore the third record mid-write
+        fh.write('{"example_id": "gsm8k-test-')
+
+    with pytest.raises(KeyboardInterrupt):  # resume, finish one more example, killed again
+        run(spec, sample_path, out, client=ScriptedClient(dies_after(3)), progress=False)
+    raw = ckpt.read_bytes()
+    assert raw.endswith(b"\n")
+    second = [json.loads(line) for line in raw.decode().splitlines()]  # every line readable
+    assert [r["example_id"] for r in second[:2]] == [r["example_id"] for r in first]
+    assert len(second) == 3 and len({r["example_id"] for r in second}) == 3
+
+    counter = {"n": 0}
+
+    def counting(messages):
+        counter["n"] += 1
+        return fake_model(messages)
+
+    df = run(spec, sample_path, out, client=ScriptedClient(counting), progress=False)
+    assert counter["n"] == 3  # only the last example ran: none of the three was lost
+    assert len(df) == 4 and df["example_id"].is_unique and df["error"].isna().all()
+    assert list(df["example_id"][:3]) == [r["example_id"] for r in second]
+    assert not ckpt.exists()
+
+
+def test_partial_last_line_is_skipped_even_when_it_parses(tmp_path, caplog):
+    from tersetalk.runner import drop_partial_line, read_checkpoint
+
+    ckpt = tmp_path / "x.checkpoint.jsonl"
+    good = json.dumps({"example_id": "a", "spec_hash": "h"})
+    tail = json.dumps({"example_id": "b", "spec_hash": "h"})  # newline never written
+    ckpt.write_text(good + "\n" + tail)
+    with caplog.at_level("WARNING"):
+        assert list(read_checkpoint(ckpt, "h")) == ["a"]
+    assert "partial last line" in caplog.text
+    assert drop_partial_line(ckpt) == len(tail)
+    assert ckpt.read_text() == good + "\n"
+    assert drop_partial_line(ckpt) == 0
+    ckpt.write_text("no newline at all")
+    assert drop_partial_line(ckpt) == len("no newline at all") and ckpt.read_bytes() == b""
+
+
+class _UnknownUsageClient(ScriptedClient):
+    """Reports no usage for one call (as a streaming server without usage does)."""
+
+    def chat(self, messages, gen):
+        res = super().chat(messages, gen)
+        if len(self.calls) == 2:  # the Critic's call on the first example
+            return dataclasses.replace(
+                res,
+                prompt_tokens=-1,
+                completion_tokens=-1,
+                extra={
+                    "usage_source": "unavailable",
+                    "transport_tries": 2,
+                    "response_format": "json_object_schema",
+                },
+            )
+        return dataclasses.replace(res, extra={"usage_source": "server"})
+
+
+def test_unknown_usage_makes_totals_nan_and_call_provenance_is_kept(setup):
+    spec, sample_path, out = setup
+    df = run(spec, sample_path, out, client=_UnknownUsageClient(fake_model), progress=False)
+    assert df["usage_prompt_tokens"].dtype == "float64"
+    assert pd.isna(df["usage_prompt_tokens"].iloc[0])
+    assert pd.isna(df["usage_completion_tokens"].iloc[0])
+    assert df["usage_unknown_calls"].tolist() == [1, 0, 0, 0]
+    assert df["usage_source"].tolist() == ["server; unavailable"] + ["server"] * 3
+    for row in df.iloc[1:].itertuples():
+        calls = json.loads(row.calls)
+        assert row.usage_prompt_tokens == sum(c["prompt_tokens"] for c in calls) > 0
+        assert row.usage_completion_tokens == sum(c["completion_tokens"] for c in calls) > 0
+    calls = json.loads(df["calls"].iloc[0])
+    assert calls[1]["usage_source"] == "unavailable"
+    assert calls[1]["transport_tries"] == 2
+    assert calls[1]["response_format"] == "json_object_schema"
+    assert calls[1]["role"] and calls[1]["prompt_tokens"] == -1
+    assert pd.read_parquet(out)["usage_prompt_tokens"].isna().tolist() == [True] + [False] * 3

@@ -50,3 +50,27 @@ def test_oversized_sample_and_empty_file(gsm8k_records, tmp_path):
     ev.iloc[:0].to_parquet(path)
     with pytest.raises(TaskDataError, match="no rows"):
         read_sample(path)
+
+
+@pytest.mark.parametrize("offline", ["", "1"])
+def test_hub_unreachable_is_a_typed_error_that_says_what_to_do(monkeypatch, offline):
+    import datasets
+
+    def no_network(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", no_network)
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "")
+    with pytest.raises(TaskDataError) as info:
+        load_records("gsm8k", source="hub")
+    msg = str(info.value)
+    assert "openai/gsm8k" in msg and "ConnectionError" in msg  # what failed, and why
+    assert "data.source: local" in msg and "network" in msg  # how to fix it
+    assert ("HF_HUB_OFFLINE" in msg) == bool(offline)
+    assert isinstance(info.value.__cause__, ConnectionError)
+
+
+def test_unknown_source_is_a_typed_error():
+    with pytest.raises(TaskDataError, match="'local' or 'hub'"):
+        load_records("gsm8k", source="ftp")

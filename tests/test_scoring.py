@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import string
 from pathlib import Path
 
+import official_hotpot
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tersetalk.tasks.scoring import (
@@ -333,6 +335,70 @@ def test_extract_number_roundtrips_integers(value: int, template: str) -> None:
     text = f"Some working: 2 + 2 = 4. So the answer is {template.format(value)}"
     assert extract_number(text) == str(value)
     assert gsm8k_correct(text, f"#### {value:,}")
+
+
+# --------------------------------------------------------------------------- #
+# agreement with an independent re-implementation of hotpot_evaluate_v1.py
+# --------------------------------------------------------------------------- #
+
+_PIECES = st.one_of(
+    # words, with articles and the special answers in several casings
+    st.sampled_from(
+        "a an the A An THE The yes no Yes NO noanswer no-answer theory another than and "
+        "Paris 1984 x".split()
+        + ["No Answer"]
+    ),
+    # ASCII punctuation (removed) and Unicode punctuation/symbols (kept), glued to words
+    st.sampled_from(list(string.punctuation) + ["\u2019", "\u2014", "\u00ab", "\u00bb", "\u00bf"]),
+    # Unicode letters, digits, combining marks, case-changing letters
+    st.sampled_from(
+        ["\u00e9", "e\u0301", "a\u0301", "\u00df", "\u0130", "\u03a3", "\u0661", "\u00bd"]
+        + ["\u00e0", "\u0391", "\u0410", "\u4e2d"]
+    ),
+    # odd whitespace
+    st.sampled_from([" ", "  ", "\t", "\n", "\u00a0", "\u2003", ""]),
+    st.text(max_size=4),
+)
+_ANSWERS = st.lists(_PIECES, max_size=10).map("".join)
+
+
+@st.composite
+def _answer_pairs(draw: st.DrawFn) -> tuple[str, str]:
+    gold = draw(_ANSWERS)
+    how = draw(st.sampled_from(["independent", "edited", "same", "special"]))
+    if how == "special":  # a yes/no/noanswer side against an overlapping other side
+        special = draw(st.sampled_from(["yes", "No", "noanswer", "No-Answer", "YES.", "the no"]))
+        other = special + draw(st.sampled_from([" ", ", "])) + draw(_ANSWERS)
+        return (special, other) if draw(st.booleans()) else (other, special)
+    if how == "independent":
+        return draw(_ANSWERS), gold
+    if how == "same":
+        return gold, gold
+    # an edit of the gold, so partial overlaps are common
+    words = gold.split(" ")
+    kept = draw(st.lists(st.sampled_from(words), max_size=len(words) + 2))
+    around = st.one_of(st.just(""), _ANSWERS)
+    return draw(around) + " ".join(kept) + draw(around), gold
+
+
+@settings(max_examples=400, deadline=None)
+@given(_answer_pairs())
+@example(("The the-end", "theend"))
+@example(("the\u2019s answer", "\u2019s answer"))
+@example(("a\u0301 b", "b"))
+@example(("No, Answer!", "noanswer"))
+@example(("yes", "Yes."))
+@example(("an apple an apple", "apple"))
+@example(("noanswer", "noanswer Paris"))
+def test_hotpot_scores_equal_an_independent_official_reimplementation(
+    pair: tuple[str, str],
+) -> None:
+    prediction, gold = pair
+    assert normalize_answer(prediction) == official_hotpot.normalize_answer(prediction)
+    assert hotpot_em(prediction, gold) == official_hotpot.exact_match(prediction, gold)
+    ours = hotpot_f1(prediction, gold)
+    theirs = official_hotpot.f1_score(prediction, gold)
+    assert ours == pytest.approx(theirs, abs=1e-12), (prediction, gold)
 
 
 # --------------------------------------------------------------------------- #

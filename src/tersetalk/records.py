@@ -26,7 +26,7 @@ DETERMINISTIC_COLUMNS = [
     *[f"tokens_{d}" for d in DIRECTIONS],
     *[f"tokens_total_{t}" for t in TOKENIZERS],
     "bytes_on_wire", "n_messages", "n_model_calls",
-    "usage_prompt_tokens", "usage_completion_tokens",
+    "usage_prompt_tokens", "usage_completion_tokens", "usage_unknown_calls", "usage_source",
     "messages", "counters", "backend", "model", "spec_hash", "error",
 ]  # fmt: skip
 
@@ -39,11 +39,13 @@ ALL_COLUMNS = DETERMINISTIC_COLUMNS + TIMING_COLUMNS
 
 _INT_COLUMNS = [
     "seed", "position", "revisions", "bytes_on_wire", "n_messages", "n_model_calls",
-    "usage_prompt_tokens", "usage_completion_tokens", "cache_hits",
+    "usage_unknown_calls", "cache_hits",
     *[f"tokens_{d}" for d in DIRECTIONS], *[f"tokens_total_{t}" for t in TOKENIZERS],
 ]  # fmt: skip
+# usage totals are float so that "unknown" can be NaN (see usage_totals)
 _FLOAT_COLUMNS = ["em", "f1", "precision", "recall", "correct", "t_example_s", "t_model_s",
-                  "t_ttft_mean_s", "t_itl_mean_s"]  # fmt: skip
+                  "t_ttft_mean_s", "t_itl_mean_s",
+                  "usage_prompt_tokens", "usage_completion_tokens"]  # fmt: skip
 _BOOL_COLUMNS = ["verdict_explicit"]
 
 
@@ -64,6 +66,33 @@ def score(task: str, prediction: str, gold: str) -> dict[str, float]:
 def _mean(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def usage_totals(calls: list[dict]) -> dict[str, Any]:
+    """Usage summed over the calls, or unknown as a whole when any call's is unknown.
+
+    Backends report ``-1`` for a count they could not get (never a guess). Adding
+    ``-1`` into a sum would quietly lower it, and skipping the call would quietly
+    undercount, so a total with any unknown part is itself unknown: ``None`` in the
+    record (JSON ``null``), NaN in the frame. ``usage_unknown_calls`` says how many
+    calls lacked usage and ``usage_source`` where the known counts came from (the
+    distinct ``usage_source`` values of the calls, sorted, joined by ``"; "``).
+    """
+    unknown = sum(
+        1
+        for c in calls
+        if c.get("prompt_tokens") is None
+        or c.get("completion_tokens") is None
+        or c["prompt_tokens"] < 0
+        or c["completion_tokens"] < 0
+    )
+    sources = sorted({str(c.get("usage_source") or "not stated") for c in calls})
+    return {
+        "usage_prompt_tokens": None if unknown else sum(c["prompt_tokens"] for c in calls),
+        "usage_completion_tokens": None if unknown else sum(c["completion_tokens"] for c in calls),
+        "usage_unknown_calls": unknown,
+        "usage_source": "; ".join(sources),
+    }
 
 
 def build_record(
@@ -112,14 +141,15 @@ def build_record(
         bytes_on_wire=sum(m["bytes"] for m in messages),
         n_messages=len(messages),
         n_model_calls=len(calls),
-        usage_prompt_tokens=sum(c["prompt_tokens"] for c in calls),
-        usage_completion_tokens=sum(c["completion_tokens"] for c in calls),
+        **usage_totals(calls),
         messages=json.dumps(messages, ensure_ascii=False),
         # a system's own timings (counters named t_*) are kept apart from its counters
-        counters=json.dumps({k: v for k, v in counters.items() if not k.startswith("t_")},
-                            sort_keys=True),
-        counters_timing=json.dumps({k: v for k, v in counters.items() if k.startswith("t_")},
-                                   sort_keys=True),
+        counters=json.dumps(
+            {k: v for k, v in counters.items() if not k.startswith("t_")}, sort_keys=True
+        ),
+        counters_timing=json.dumps(
+            {k: v for k, v in counters.items() if k.startswith("t_")}, sort_keys=True
+        ),
         backend=backend,
         model=model,
         spec_hash=spec_hash,
@@ -129,7 +159,7 @@ def build_record(
         t_ttft_mean_s=_mean([c["ttft_s"] for c in calls]),
         t_itl_mean_s=_mean([c["itl_s"] for c in calls]),
         cache_hits=sum(bool(c["cache_hit"]) for c in calls),
-        calls=json.dumps(calls),
+        calls=json.dumps(calls, default=str),  # extra provenance may hold odd types
     )
     # numeric protocol counters also get their own columns, c_<name>, for pandas
     for key, value in sorted(counters.items()):

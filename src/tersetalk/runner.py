@@ -32,24 +32,72 @@ def checkpoint_path(out: Path) -> Path:
 
 
 def read_checkpoint(path: Path, expected_hash: str) -> dict[str, dict]:
-    """Finished records by example id; a torn last line (a kill mid-write) is dropped."""
+    """Finished records by example id.
+
+    A record counts as finished only once its closing newline is on disk: every
+    record is written as one line ending in ``\n``, so a last line without one is
+    what a kill mid-write leaves behind. It is skipped with a warning (and
+    :func:`drop_partial_line` removes it before the run appends again), even when
+    the bytes that made it happen to parse. Unreadable complete lines are skipped
+    with a warning too.
+    """
     done: dict[str, dict] = {}
     if not path.exists():
         return done
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("%s:%d: unreadable checkpoint line dropped (torn write)", path, lineno)
-                continue
-            if rec.get("spec_hash") != expected_hash:
-                continue  # written under another config: not ours to reuse
-            done[rec["example_id"]] = rec
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    if tail:
+        log.warning(
+            "%s: partial last line of %d bytes ignored (a kill mid-write); "
+            "that example will be run again",
+            path,
+            len(tail),
+        )
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            log.warning("%s:%d: unreadable checkpoint line dropped (torn write)", path, lineno)
+            continue
+        if not isinstance(rec, dict) or rec.get("spec_hash") != expected_hash:
+            continue  # written under another config: not ours to reuse
+        done[rec["example_id"]] = rec
     return done
+
+
+def drop_partial_line(path: Path) -> int:
+    """Truncate ``path`` to just after its last newline; return the bytes dropped.
+
+    Why: the checkpoint is opened in append mode. Without this, the next record
+    would be glued onto a line torn by a kill, the merged line would be
+    unreadable, and that finished record would be lost on the following resume.
+    """
+    if not path.exists():
+        return 0
+    with open(path, "r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        keep = size
+        block = 1 << 16
+        while keep > 0:
+            start = max(0, keep - block)
+            fh.seek(start)
+            chunk = fh.read(keep - start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            keep = start
+        dropped = size - keep
+        if dropped:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+    if dropped:
+        log.warning("%s: dropped %d bytes of a partial last line before resuming", path, dropped)
+    return dropped
 
 
 def client_from_spec(spec: dict) -> ModelClient:
@@ -183,6 +231,7 @@ def run(
         digest,
     )
     ckpt.parent.mkdir(parents=True, exist_ok=True)
+    drop_partial_line(ckpt)  # never append onto a line torn by a kill
     todo = [ex for ex in examples if ex["example_id"] not in done]
     bar = tqdm(
         total=len(examples),

@@ -37,9 +37,16 @@ class Conversation:
         return msg
 
     def log_call(self, role: str, result: CallResult) -> None:
-        """Record a model call made on behalf of ``role`` (tokens, timing, cache hit)."""
+        """Record a model call made on behalf of ``role`` (tokens, timing, cache hit).
+
+        The backend's ``extra`` provenance (``usage_source``, ``transport_tries``,
+        ``response_format``, ``finish_reason``, ...) is kept in the entry, so that a
+        response-format fallback or unknown usage stays visible in the run's output.
+        The named fields below win over an ``extra`` key of the same name.
+        """
         self.calls.append(
             {
+                **result.extra,
                 "role": role,
                 "prompt_tokens": result.prompt_tokens,
                 "completion_tokens": result.completion_tokens,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,10 @@ def _hub_to_local(task: str, rec: dict) -> dict:
     return {"question": rec["question"], "answer": rec["answer"]}
 
 
+def _truthy_env(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 def load_records(task: str, source: str = "local", data_dir: str | Path = "data") -> list[dict]:
     """Return every record of a task's evaluation split, in file order."""
     if task not in DATASETS:
@@ -105,10 +110,12 @@ def load_records(task: str, source: str = "local", data_dir: str | Path = "data"
         try:
             ds = datasets.load_dataset(spec.hub_path, spec.hub_name, split=spec.hub_split)
         except Exception as exc:  # network errors come in many types
+            offline = [v for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if _truthy_env(v)]
+            hint = f" ({' and '.join(offline)} set: unset to reach the hub)" if offline else ""
             raise TaskDataError(
                 f"could not load {spec.hub_path} ({spec.hub_name}/{spec.hub_split}) from the "
-                f"Hugging Face hub: {type(exc).__name__}: {exc}. Check the network or set "
-                "data.source: local to use the shipped files"
+                f"Hugging Face hub: {type(exc).__name__}: {exc}. Check the network{hint} or "
+                "set data.source: local to use the shipped files"
             ) from exc
         records = [_hub_to_local(task, r) for r in ds.to_list()]
     else:
