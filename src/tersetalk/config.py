@@ -102,8 +102,12 @@ def ablation_values(config: dict, name: str) -> dict[str, object]:
     spec = config["ablations"][name]
     variants = config["systems"][spec["system"]]["variants"]
     values: dict[str, object] = {}
+    from tersetalk.systems import validate_variant
+
     for v in spec["variants"]:
-        value = variants[v].get(spec["setting"], v)
+        # a setting the variant leaves out takes the system's default, named as such
+        resolved = validate_variant(spec["system"], v, variants[v])
+        value = variants[v].get(spec["setting"], resolved.get(spec["setting"], v))
         if spec["setting"] == "caps":
             from tersetalk.systems.tersetalk_jsonl import TerseTalkSettings
 
