@@ -8,13 +8,13 @@ from tersetalk.records import build_record, records_frame
 SPEC = {"task": "hotpotqa", "system": "freeform", "variant": "default", "seed": 1}
 
 
-def _rec(i, pred, gold, error=None, counters=None):
+def _rec(i, pred, gold, error=None, counters=None, calls=()):
     msgs = [{"sender": "M", "receiver": "W", "content": "x", "bytes": 1, "tokens_cl100k": 10,
              "tokens_o200k": 9, "tokens_model": 11}]  # fmt: skip
     ex = {"example_id": f"e{i}", "position": i, "question": "q", "gold": gold}
     return build_record(
         ex, SPEC, prediction=pred, raw_answer=pred, messages=[] if error else msgs,
-        calls=[], verdict="accept", verdict_explicit=True, revisions=0,
+        calls=list(calls), verdict="accept", verdict_explicit=True, revisions=0,
         counters=counters or {}, backend="b", model="m", spec_hash="h", error=error,
         elapsed_s=0.1,
     )  # fmt: skip
@@ -81,3 +81,35 @@ def test_lingua_distribution_when_no_target_was_reachable():
     assert d["lingua_n_reachable"] == 0 and pd.isna(d["lingua_within_20pct_share"])
     assert abs(d["lingua_achieved_rate_p10"] - 0.91) < 1e-12
     assert abs(d["lingua_achieved_rate_p90"] - 0.99) < 1e-12
+
+
+def _call(prompt, completion, total_s, source="server"):
+    return {"role": "worker", "prompt_tokens": prompt, "completion_tokens": completion,
+            "ttft_s": 0.1, "itl_s": 0.01, "total_s": total_s, "attempts": 1,
+            "cache_hit": False, "usage_source": source}  # fmt: skip
+
+
+def test_unknown_usage_is_counted_not_silently_skipped():
+    df = records_frame([
+        _rec(0, "a", "a", calls=[_call(100, 20, 1.0), _call(50, 10, 1.0)]),
+        _rec(1, "a", "a", calls=[_call(200, 40, 2.0)]),
+        # usage unknown (-1 from the backend): its 8 s of model time must not dilute tokens/s
+        _rec(2, "a", "a", calls=[_call(-1, -1, 8.0, "unavailable"), _call(10, 5, 1.0)]),
+        _rec(3, "", "a", error="ModelCallError: timeout", calls=[_call(300, 60, 3.0)]),
+    ])  # fmt: skip
+    assert df["usage_prompt_tokens"].isna().tolist() == [False, False, True, False]
+    m = run_metrics(df).iloc[0]
+    assert m["n_usage_unknown"] == 1 and m["usage_unknown_calls"] == 1
+    assert m["usage_mean_n"] == 2  # answered examples with known usage
+    assert m["usage_prompt_tokens_mean"] == (150 + 200) / 2
+    assert m["usage_completion_tokens_mean"] == (30 + 40) / 2
+    # rows with known usage (error rows included, as before): (30+40+60) / (2+2+3)
+    assert m["tokens_per_s"] == 130 / 7
+    assert m["usage_source"] == "server; unavailable"
+    known = run_metrics(records_frame([_rec(0, "a", "a", calls=[_call(10, 5, 0.5)])])).iloc[0]
+    assert known["n_usage_unknown"] == 0 and known["tokens_per_s"] == 10.0
+    none = records_frame([_rec(0, "a", "a", calls=[_call(-1, -1, 1.0, "unavailable")])])
+    m = run_metrics(none).iloc[0]
+    assert m["n_usage_unknown"] == 1 and m["usage_mean_n"] == 0
+    assert pd.isna(m["usage_prompt_tokens_mean"]) and pd.isna(m["usage_completion_tokens_mean"])
+    assert pd.isna(m["tokens_per_s"])  # not a made-up 0

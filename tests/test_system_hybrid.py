@@ -14,7 +14,8 @@ from tersetalk.config import run_spec, validate_config
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
 from tersetalk.models import ScriptedClient
-from tersetalk.protocol import parse_strict
+from tersetalk.protocol import REPAIR_KINDS, TAGS, parse_lenient, parse_strict
+from tersetalk.records import DIRECTIONS
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
@@ -44,9 +45,11 @@ def hotpot(tmp_path_factory):
     return path
 
 
-def spec_for(base_config, tmp_path, system="hybrid", **settings):
+def spec_for(base_config, tmp_path, system="hybrid", max_revisions=None, **settings):
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")
+    if max_revisions is not None:
+        cfg["pipeline"]["max_revisions"] = max_revisions
     cfg["systems"].setdefault(system, {"variants": {}})["variants"]["v"] = settings
     validate_config(cfg)
     return run_spec(cfg, "hotpotqa", system, "v")
@@ -169,3 +172,115 @@ def test_overflow_tightens_caps_and_its_memory_answers_the_worker(
         assert '"o"' in msgs[0]["content"]
         assert [m["kind"] for m in msgs].count("deref") == 1  # M#1 came from this memory
     assert (df["c_deref_derefs"] == 1).all() and (df["c_overflow_total"] > 0).all()
+
+
+def is_critic(messages):
+    return messages[0]["content"].startswith("You are the Critic")
+
+
+def test_revise_is_one_round_as_in_tersetalk(base_config, tmp_path, hotpot, compressor):
+    def revise(messages, gen, schema):
+        if schema.__name__ == "CriticReply":
+            return json.dumps({"verdict": "R", "note": "check the year"})  # always revise
+        return json.dumps({"plan": ["look up"], "need": [], "answer": "Paris"})
+
+    client = ScriptedClient(revise)
+    spec = spec_for(base_config, tmp_path, max_revisions=3, budget=800)
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=client, progress=False)
+    assert df["error"].isna().all()
+    assert (df["revisions"] == 1).all() and (df["verdict"] == "revise").all()
+    # per example: worker, critic, one revised worker; the Critic is not asked again
+    assert [c["schema"].__name__ for c in client.calls] == [
+        "WorkerReply",
+        "CriticReply",
+        "WorkerReply",
+    ] * len(df)
+    assert (df["c_compliance_calls"] == 3).all()
+    none = spec_for(base_config, tmp_path, max_revisions=0, budget=800)
+    df = run(none, hotpot, tmp_path / "n.parquet", client=ScriptedClient(revise), progress=False)
+    assert (df["revisions"] == 0).all() and (df["c_compliance_calls"] == 2).all()
+
+
+@pytest.mark.parametrize(
+    ("critic_text", "verdict", "explicit"),
+    [
+        ("Looks fine to me.", "accept", False),  # no verdict anywhere: defaulted
+        ("REVISE: the year is wrong.", "revise", True),  # raw text, but stated
+        ('["r","C"]\n["v","E"]', "escalate", True),  # a v line
+    ],
+)
+def test_verdict_explicit_is_carried_through(
+    base_config, tmp_path, hotpot, compressor, critic_text, verdict, explicit
+):
+    def respond(messages):
+        return critic_text if is_critic(messages) else '["r","W"]\n["x","answer","Paris"]'
+
+    spec = spec_for(base_config, tmp_path, budget=800, tersetalk={"enforcement": "posthoc"})
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(respond), progress=False)
+    assert df["error"].isna().all()
+    assert (df["verdict"] == verdict).all()
+    assert (df["verdict_explicit"] == explicit).all()
+
+
+# a Worker that overruns the reply's bounds (a 150-character step, a 4th step) inside
+# a code fence, and a Critic whose verdict comes in a fence after prose
+WORKER_MESSY = "```\n" + "\n".join(
+    ['["r","W"]', json.dumps(["p", "x" * 150]), '["p","b"]', '["p","c"]', '["p","d"]',
+     '["x","answer","Paris"]', "```"]
+)  # fmt: skip
+CRITIC_MIXED = 'Sure!\n```\n["r","C"]\n{"verdict": "accept"}\n```'
+
+
+def messy(messages):
+    return CRITIC_MIXED if is_critic(messages) else WORKER_MESSY
+
+
+def test_counters_are_the_tersetalk_systems_when_the_budget_never_binds(
+    base_config, tmp_path, hotpot, compressor
+):
+    posthoc = {"enforcement": "posthoc"}
+    spec = spec_for(base_config, tmp_path, budget=800, tersetalk=posthoc)
+    df = run(spec, hotpot, tmp_path / "h.parquet", client=ScriptedClient(messy), progress=False)
+    tt_spec = spec_for(base_config, tmp_path, system="tersetalk", **posthoc)
+    tt = run(tt_spec, hotpot, tmp_path / "t.parquet", client=ScriptedClient(messy), progress=False)
+    assert df["error"].isna().all() and tt["error"].isna().all()
+    shared = [
+        *(f"c_msg_lines_{k}" for k in ("total", *TAGS, *DIRECTIONS)),
+        *(f"c_repairs_{k}" for k in REPAIR_KINDS),
+        *(f"c_compliance_{k}" for k in ("calls", "first_try", "repaired", "fallback")),
+        "c_repairs",
+        "c_reply_truncated",
+        "c_reply_dropped",
+    ]
+    for col in shared:
+        assert col in df.columns, col
+        assert df[col].tolist() == tt[col].tolist(), col
+    assert (df["c_reply_truncated"] == 1).all()  # the long step was cut ...
+    assert (df["c_reply_dropped"] == 1).all()  # ... and the 4th step dropped
+    assert (df["c_repairs_code_fence"] > 0).all()
+    assert (df["c_msg_lines_total"] > 0).all()
+
+
+def test_messages_routed_to_llmlingua_add_no_lines(base_config, tmp_path, hotpot, compressor):
+    probe = run_hybrid(base_config, tmp_path, hotpot, name="probe", budget=800)
+    est = int(probe["c_brief_est_tt"].min())
+    df = run_hybrid(base_config, tmp_path, hotpot, budget=est - 1)
+    assert df["error"].isna().all()
+    seen_prose = False
+    for log, raw, (_, row) in zip(logs(df), df["messages"], df.iterrows(), strict=True):
+        msgs = json.loads(raw)
+        typed = [m for e, m in zip(log, msgs, strict=True) if e["route"] != "llmlingua"]
+        seen_prose |= len(typed) < len(msgs)
+        for d in DIRECTIONS:
+            lines = sum(
+                len(parse_strict(m["content"]))
+                for m in typed
+                if f"{m['sender']}_{m['receiver']}" == d
+            )
+            assert row[f"c_msg_lines_{d}"] == lines, d
+        assert row["c_msg_lines_total"] == sum(
+            len(parse_lenient(m["content"]).lines) for m in typed
+        )
+        if log[0]["route"] == "llmlingua":  # the brief, and its copy to the Critic, are prose
+            assert row["c_msg_lines_M_W"] == 0 and row["c_msg_lines_M_C"] == 0
+    assert seen_prose, "a budget just under the TerseTalk estimate should route some to LLMLingua"

@@ -5,6 +5,9 @@ definitions, not copied from the record's columns, so the summary is an
 independent check on the run step. HotpotQA EM/F1 are averaged over every gold
 example of the sample: an error row (no prediction) counts 0, as in the
 official evaluator.
+
+Usage (the backend's own token counts) can be unknown for an example; see
+:func:`usage_summary` for how the usage means and ``tokens_per_s`` treat it.
 """
 
 from __future__ import annotations
@@ -65,10 +68,8 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
     for d in DIRECTIONS:
         row[f"tokens_{d}_mean"] = float(ok[f"tokens_{d}"].mean()) if len(ok) else 0.0
     row["bytes_on_wire_mean"] = float(ok["bytes_on_wire"].mean()) if len(ok) else 0.0
-    row["usage_prompt_tokens_mean"] = float(ok["usage_prompt_tokens"].mean()) if len(ok) else 0.0
-    row["usage_completion_tokens_mean"] = (
-        float(ok["usage_completion_tokens"].mean()) if len(ok) else 0.0
-    )
+    usage = usage_summary(df)
+    row.update({k: v for k, v in usage.items() if k != "tokens_per_s"})
     row["revision_rate"] = float((ok["revisions"] > 0).mean()) if len(ok) else 0.0
     row["verdict_explicit_rate"] = float(ok["verdict_explicit"].mean()) if len(ok) else 0.0
     for v in ("accept", "revise", "escalate"):
@@ -78,8 +79,7 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
     row["t_example_mean_s"] = float(df["t_example_s"].mean())
     row["t_ttft_mean_s"] = float(df["t_ttft_mean_s"].mean())
     row["t_itl_mean_s"] = float(df["t_itl_mean_s"].mean())
-    model_s = float(df["t_model_s"].sum())
-    row["tokens_per_s"] = float(df["usage_completion_tokens"].sum()) / model_s if model_s else 0.0
+    row["tokens_per_s"] = usage["tokens_per_s"]
     row.update(protocol_rates(ok))
     row.update(lingua_rate_distribution(ok))
     if per_record is not None:
@@ -93,6 +93,49 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
     row["backend"] = str(first["backend"])
     row["model"] = str(first["model"])
     return pd.DataFrame([row])
+
+
+USAGE_COLUMNS = ("usage_prompt_tokens", "usage_completion_tokens")
+
+
+def usage_summary(df: pd.DataFrame) -> dict[str, float | int | str]:
+    """Usage means and throughput over the examples whose usage is known, and how many were not.
+
+    A record's usage total is NaN when a backend could not report a call's usage
+    (see ``records.usage_totals``). pandas would skip those NaNs silently, so this
+    does it on purpose and says so. We keep the means over the known rows rather
+    than NaN-ing the whole run (one unreported call would otherwise hide every other
+    count), and report alongside them how many rows they leave out:
+
+    - ``n_usage_unknown``: examples of the run (error rows included) whose usage is
+      unknown; ``usage_unknown_calls``: model calls without usage, summed;
+    - ``usage_mean_n``: answered examples with known usage, the rows that
+      ``usage_prompt_tokens_mean`` / ``usage_completion_tokens_mean`` average over
+      (NaN means when there is none, never a made-up 0);
+    - ``tokens_per_s``: completion tokens over model time, both summed over the
+      examples with known usage only (the unknown rows' model time would otherwise
+      lower the rate); NaN when those rows spent no model time;
+    - ``usage_source``: where the known counts came from (distinct sources, sorted).
+
+    Compare usage across runs only together with ``n_usage_unknown``: a mean over
+    the known rows is unbiased only if usage went missing independently of length.
+    """
+    usage = df[list(USAGE_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    known = usage.notna().all(axis=1)
+    answered = known & df["error"].isna()
+    nan = float("nan")
+    out: dict[str, float | int | str] = {"n_usage_unknown": int((~known).sum())}
+    calls = df["usage_unknown_calls"] if "usage_unknown_calls" in df else pd.Series([], dtype=float)
+    out["usage_unknown_calls"] = int(pd.to_numeric(calls, errors="coerce").fillna(0).sum())
+    out["usage_mean_n"] = int(answered.sum())
+    for col in USAGE_COLUMNS:
+        out[f"{col}_mean"] = float(usage.loc[answered, col].mean()) if answered.any() else nan
+    model_s = float(pd.to_numeric(df.loc[known, "t_model_s"], errors="coerce").sum())
+    completion = float(usage.loc[known, "usage_completion_tokens"].sum())
+    out["tokens_per_s"] = completion / model_s if model_s > 0 else nan
+    sources = df["usage_source"].dropna() if "usage_source" in df else pd.Series([], dtype=str)
+    out["usage_source"] = "; ".join(sorted({s for v in sources for s in str(v).split("; ") if s}))
+    return out
 
 
 RATES = {

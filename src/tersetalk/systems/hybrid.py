@@ -22,6 +22,15 @@ projection, tokens sent, caps used), and summed in numeric counters: ``turns``,
 ``brief_est_tt``, ``brief_projection``). The three LLMLingua touchpoints of
 TerseTalk are toggles in ``tersetalk`` (``lingua_payloads``, ``lingua_summaries``,
 ``lingua_deref``) and count as they do in the ``tersetalk`` system.
+
+The rest follows the ``tersetalk`` system through its shared helpers: the Critic's
+``verdict_explicit`` is the Speaker's (False when a verdict was defaulted), a
+``revise`` verdict buys exactly one revise round (``revise_once``), and the
+Speaker's counters (``compliance_*``, ``repairs_<kind>``, ``reply_truncated``,
+``reply_dropped``) mean the same. ``msg_lines_*`` (by tag and direction, see
+``message_line_counts``) count the lines of the messages sent in TerseTalk form
+(routes ``tersetalk`` and ``overflow``); a message routed to LLMLingua is prose with
+no lines, so it adds none and is counted in ``route_llmlingua`` instead.
 """
 
 from __future__ import annotations
@@ -54,9 +63,12 @@ from tersetalk.protocol import (
 from tersetalk.systems import register
 from tersetalk.systems.base import RunContext, SystemResult
 from tersetalk.systems.tersetalk_jsonl import (
+    VERDICT_WORDS,
     Speaker,
     TerseTalkSettings,
     critic_lines,
+    message_line_counts,
+    revise_once,
     system_prompt,
     worker_lines,
     worker_turn,
@@ -66,7 +78,6 @@ from tersetalk.tokens import count_tokens
 ROUTES = ("tersetalk", "llmlingua", "overflow")
 #: caps the overflow route starts from for the Worker's and Critic's lines
 REPLY_CAPS = {"p": 20, "q": 30, "t": 30}
-VERDICT_WORDS = {"A": "accept", "R": "revise", "E": "escalate"}
 
 
 class HybridSettings(BaseModel):
@@ -281,11 +292,18 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
 
     conv = Conversation(ctx.client)
     speaker = Speaker(conv, ctx, tts)
+    typed: list[dict] = []  # the messages sent in TerseTalk form (their lines are counted)
+
+    def post(sender: str, receiver: str, kind: str, sent: Sent) -> str:
+        msg = conv.send(sender, receiver, kind, sent.text)
+        if sent.route != "llmlingua":
+            typed.append(msg)
+        return sent.text
+
     sent_brief = gate.route("brief", encode_the_brief, tts.cap_dict(), MessageView.of_brief(brief))
-    manager_msg = sent_brief.text
+    manager_msg = post("M", "W", "brief", sent_brief)
     memory = sent_brief.memory or Memory(max_entries=tts.memory_max_entries)
     lines = sent_brief.lines or []
-    conv.send("M", "W", "brief", manager_msg)
     deref_counts = {"derefs": 0, "reinjected_tokens": 0, "missing": 0}
 
     def reinject(result) -> str | None:
@@ -301,8 +319,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         sent = gate.route(
             "deref", lambda caps: (result.lines, memory, None), {}, view, overflowable=False
         )
-        conv.send("M", "W", "deref", sent.text)
-        return sent.text
+        return post("M", "W", "deref", sent)
 
     reply, worker_msgs = worker_turn(speaker, ctx, tts, manager_msg, lines, memory, reinject)
 
@@ -313,11 +330,10 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
             dict(REPLY_CAPS),
             _reply_view(reply_lines, brief.question),
         )
-        conv.send(sender, receiver, kind, sent.text)
-        return sent.text
+        return post(sender, receiver, kind, sent)
 
     draft_msg = send_reply("draft", "W", "C", worker_lines(reply))
-    conv.send("M", "C", "brief", manager_msg)
+    post("M", "C", "brief", sent_brief)
     gate.repeat("brief_to_critic", sent_brief)
     critic_msgs = [
         {"role": "system", "content": system_prompt("critic", ctx.task, tts.enforcement)},
@@ -325,27 +341,25 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     ]
     critique = speaker.reply("critic", critic_msgs, ctx.critic_gen)
     critique_msg = send_reply("verdict", "C", "W", critic_lines(critique))
-    revisions = 0
-    while critique.verdict == "R" and revisions < ctx.max_revisions:
-        revisions += 1
-        worker_msgs = worker_msgs + [
-            {"role": "assistant", "content": draft_msg},
-            {"role": "user", "content": critique_msg},
-        ]
-        reply = speaker.reply("worker", worker_msgs, ctx.gen)
+    verdict_explicit = speaker.verdict_explicit
+    reply, revisions = revise_once(
+        speaker, ctx, critique, reply, worker_msgs, draft_msg, critique_msg
+    )
     final_msg = send_reply(
         "final", "W", "M", [RoleLine(role="W"), ContextLine(key="answer", value=reply.answer)]
     )
     cap_counters = sent_brief.caps or CapCounters()
     counters = {
+        # lines_* / overflow_* / compressed_* / density: the Manager's brief as capped
         **cap_counters.as_dict(),
+        # msg_lines_*: every message sent in TerseTalk form (not those routed to LLMLingua)
+        **message_line_counts(typed),
         **{f"deref_{k}": v for k, v in deref_counts.items()},
-        **{f"compliance_{k}": v for k, v in speaker.compliance.items()},
-        "repairs": speaker.repairs,
+        # compliance_*, repairs, repairs_<kind>, reply_*, compliance_log
+        **speaker.counters(),
         **memory.stats().as_dict(),
         **touch.counters(),
         **gate.counters(),
-        "compliance_log": speaker.log,
     }
     answer_text = (
         reply.answer
@@ -357,7 +371,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         raw_answer=final_msg,
         conversation=conv,
         verdict=VERDICT_WORDS[critique.verdict],
-        verdict_explicit=True,
+        verdict_explicit=verdict_explicit,
         revisions=revisions,
         counters=counters,
     )

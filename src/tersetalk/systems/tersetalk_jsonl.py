@@ -115,6 +115,9 @@ class CriticReply(BaseModel):
     note: Annotated[str, StringConstraints(max_length=MAX_NOTE)] = ""
 
 
+#: a Critic reply's one-letter verdict in the record's words
+VERDICT_WORDS = {"A": "accept", "R": "revise", "E": "escalate"}
+
 FORMAT_NOTE = (
     "Messages are TerseTalk-JSONL: one JSON array per line. Tags: r role (M manager, "
     "W worker, C critic), g goal, f fact, q question, o overflow summary whose full text "
@@ -254,6 +257,21 @@ class Speaker:
         self.verdict_explicit = True
         self.log: list[dict] = []
 
+    def counters(self) -> dict:
+        """Compliance, repairs by kind, reply changes and the per-call log, as counters.
+
+        Shared by every system that speaks through a Speaker, so the names
+        (``compliance_*``, ``repairs``, ``repairs_<kind>``, ``reply_truncated``,
+        ``reply_dropped``, ``compliance_log``) mean the same in each.
+        """
+        return {
+            **{f"compliance_{k}": v for k, v in self.compliance.items()},
+            "repairs": self.repairs,
+            **{f"repairs_{k}": v for k, v in self.repair_kinds.items()},
+            **{f"reply_{k}": v for k, v in self.changes.items()},
+            "compliance_log": self.log,
+        }
+
     def _note(self, role: str, outcome: str) -> None:
         self.compliance["calls"] += 1
         self.compliance[outcome] += 1
@@ -359,7 +377,9 @@ def message_line_counts(messages: list[dict]) -> dict[str, int]:
 
     Directions are ``msg_lines_<sender>_<receiver>`` for the record's DIRECTIONS;
     keys are stable (zero when unused). Messages are canonical lines here, so the
-    lenient parser reads them exactly (and never raises on anything else).
+    lenient parser reads them exactly (and never raises on anything else); a caller
+    whose messages may be prose (``hybrid``'s LLMLingua route) passes only the
+    messages sent as lines.
     """
     by_tag: Counter[str] = Counter()
     by_dir: Counter[str] = Counter()
@@ -371,6 +391,23 @@ def message_line_counts(messages: list[dict]) -> dict[str, int]:
     out |= {f"msg_lines_{tag}": by_tag.get(tag, 0) for tag in TAGS}
     out |= {f"msg_lines_{d}": by_dir.get(d, 0) for d in DIRECTIONS}
     return out
+
+
+def revise_once(speaker, ctx, critique, reply, worker_msgs, draft_msg, critique_msg):
+    """The Worker's answer after the Critic's verdict, and how many revise rounds ran.
+
+    As in ``freeform``, a ``revise`` verdict buys one revise round: the Worker sees
+    its draft and the verdict message and answers again; the revised answer goes back
+    to the Manager and the Critic does not re-judge it (``max_revisions`` > 1 adds
+    nothing, 0 turns revising off). Returns ``(reply, revisions)``.
+    """
+    if critique.verdict != "R" or ctx.max_revisions <= 0:
+        return reply, 0
+    worker_msgs = worker_msgs + [
+        {"role": "assistant", "content": draft_msg},
+        {"role": "user", "content": critique_msg},
+    ]
+    return speaker.reply("worker", worker_msgs, ctx.gen), 1
 
 
 def worker_turn(speaker, ctx, settings, manager_msg, lines, memory, reinject):
@@ -451,16 +488,9 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     critique_msg = serialize(critic_lines(critique))
     conv.send("C", "W", "verdict", critique_msg)
     verdict_explicit = speaker.verdict_explicit
-    revisions = 0
-    if critique.verdict == "R" and ctx.max_revisions > 0:
-        # one revise round, as in freeform: the revised answer goes back to the
-        # Manager and the Critic does not re-judge it (max_revisions > 1 adds nothing)
-        revisions = 1
-        worker_msgs = worker_msgs + [
-            {"role": "assistant", "content": draft_msg},
-            {"role": "user", "content": critique_msg},
-        ]
-        reply = speaker.reply("worker", worker_msgs, ctx.gen)
+    reply, revisions = revise_once(
+        speaker, ctx, critique, reply, worker_msgs, draft_msg, critique_msg
+    )
     final_msg = serialize([RoleLine(role="W"), ContextLine(key="answer", value=reply.answer)])
     conv.send("W", "M", "final", final_msg)
     stats = memory.stats()
@@ -470,20 +500,17 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         # msg_lines_*: every message sent (brief twice, deref, draft, verdict, final)
         **message_line_counts(conv.messages),
         **{f"deref_{k}": v for k, v in deref_counts.items()},
-        **{f"compliance_{k}": v for k, v in speaker.compliance.items()},
-        "repairs": speaker.repairs,
-        **{f"repairs_{k}": v for k, v in speaker.repair_kinds.items()},
-        **{f"reply_{k}": v for k, v in speaker.changes.items()},
+        # compliance_*, repairs, repairs_<kind>, reply_*, compliance_log
+        **speaker.counters(),
         **stats.as_dict(),
         **touch.counters(),
-        "compliance_log": speaker.log,
     }
     answer_text = (
         reply.answer
         if ctx.task == "hotpotqa"
         else "\n".join(reply.plan + [f"Answer: {reply.answer}"])
     )
-    verdict = {"A": "accept", "R": "revise", "E": "escalate"}[critique.verdict]
+    verdict = VERDICT_WORDS[critique.verdict]
     return SystemResult(
         prediction=extract_prediction(ctx.task, answer_text),
         raw_answer=final_msg,
