@@ -21,6 +21,6 @@ include: "workflow/rules/bench.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_outputs(),
-    default_target: True

@@ -32,6 +32,18 @@ def test_lint_is_clean(repo):
     assert "Lints for" not in res.stdout + res.stderr
 
 
+def test_rules_are_snakefmt_formatted(repo):
+    files = [
+        "Snakefile",
+        *sorted(str(p.relative_to(repo)) for p in repo.glob("workflow/rules/*.smk")),
+    ]
+    res = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", *files],
+        cwd=repo, capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("cfg", ["config/config.yaml", "config/paper.yaml"])
 def test_dry_run(repo, cfg):
     res = _sm(["-n", "--cores", "2", "--configfile", cfg], repo)

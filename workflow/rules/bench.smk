@@ -13,11 +13,11 @@ rule bench_corpus:
         "results/bench/corpus.parquet",
     log:
         "results/logs/bench/corpus.log",
+    conda:
+        ENV
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        ENV
     shell:
         "tersetalk bench corpus --runs {input.runs} --out {output} > {log} 2>&1"
 
@@ -27,20 +27,20 @@ rule bench_run:
         "results/bench/corpus.parquet",
     output:
         "results/bench/{mb}.parquet",
-    wildcard_constraints:
-        mb="mb[123]",
-    params:
-        repeats=config.get("bench", {}).get("repeats", 21),
     log:
         "results/logs/bench/{mb}.log",
+    wildcard_constraints:
+        mb="mb[123]",
+    conda:
+        ENV
     # every core (scaled down to --cores): a benchmark that shares the CPU with other
     # jobs measures them too, so bench jobs run one at a time and alone
     threads: os.cpu_count() or 1
     resources:
         mem_mb=2000,
         runtime=15,
-    conda:
-        ENV
+    params:
+        repeats=config.get("bench", {}).get("repeats", 21),
     shell:
         "tersetalk bench run --which {wildcards.mb} --corpus {input} "
         "--repeats {params.repeats} --out {output} > {log} 2>&1"
@@ -58,15 +58,15 @@ rule bench_plot:
             caption="../report/bench.rst",
             category="Microbenchmarks",
         ),
-    params:
-        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     log:
         "results/logs/bench/plot.log",
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        ENV
+    params:
+        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
         "tersetalk bench plot --mb1 {input.mb1} --mb2 {input.mb2} --mb3 {input.mb3} "
         "--out-stem {params.stem} > {log} 2>&1"

@@ -162,12 +162,10 @@ def calibration_run_input(wildcards):
 
 
 def calibration_spec_json(wildcards):
-    if wildcards.system in config[
-        "calibration"
-    ] and wildcards.point in calibration_points(config, wildcards.system):
-        spec = calibration_spec(
-            config, wildcards.task, wildcards.system, wildcards.point
-        )
+    if wildcards.system in config["calibration"] and wildcards.point in calibration_points(
+        config, wildcards.system
+    ):
+        spec = calibration_spec(config, wildcards.task, wildcards.system, wildcards.point)
     else:  # the reference run on the calibration shard
         spec = run_spec(config, wildcards.task, wildcards.system, wildcards.point)
     return json.dumps(spec, sort_keys=True)
@@ -187,10 +185,7 @@ def calibration_targets():
 
 def calibration_objective_args():
     """`--objective SYSTEM=NAME` for each calibrated system (the schema fills the default)."""
-    pairs = [
-        f"{system}={spec['objective']}"
-        for system, spec in config["calibration"].items()
-    ]
+    pairs = [f"{system}={spec['objective']}" for system, spec in config["calibration"].items()]
     return " ".join(f"--objective {shlex.quote(pair)}" for pair in sorted(pairs))
 
 

@@ -7,19 +7,19 @@ rule sample:
     output:
         eval="results/samples/{task}.parquet",
         calibration="results/samples/{task}.calibration.parquet",
+    log:
+        "results/logs/sample/{task}.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=3000,
+        runtime=10,
     params:
         n=config["n_eval"],
         calibration_n=config["calibration_n"],
         seed=config["seed"],
         source=config["data"]["source"],
         data_dir=config["data"]["dir"],
-    log:
-        "results/logs/sample/{task}.log",
-    resources:
-        mem_mb=3000,
-        runtime=10,
-    conda:
-        ENV
     shell:
         "tersetalk sample --task {wildcards.task} --n {params.n} "
         "--calibration-n {params.calibration_n} --seed {params.seed} "

@@ -69,9 +69,7 @@ rule plot_ablation:
     params:
         system=lambda wildcards: config["ablations"][wildcards.ablation]["system"],
         setting=lambda wildcards: config["ablations"][wildcards.ablation]["setting"],
-        variants=lambda wildcards: ",".join(
-            config["ablations"][wildcards.ablation]["variants"]
-        ),
+        variants=lambda wildcards: ",".join(config["ablations"][wildcards.ablation]["variants"]),
         values=lambda wildcards: json.dumps(ablation_values(config, wildcards.ablation)),
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
