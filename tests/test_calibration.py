@@ -243,3 +243,88 @@ def test_cli_passes_the_objective(runs, tmp_path):
     assert chosen_settings(out, "tersetalk") == {"caps": "baseline"}
     assert main([*base, "--objective", "cheapest"]) == 2
     assert main([*base, "--objective", "hybrid=max_accuracy"]) == 2
+
+
+# ---- a reference per system (calibration.<system>.reference) ---------------------------
+
+
+def test_each_system_is_judged_against_its_own_reference(runs, tmp_path):
+    ref, system_runs = runs  # freeform reference: accuracy 0.6, floor 0.58
+    lingua = _run(tmp_path / "lingua.parquet", [1, 1, 1, 1, 0], [120] * 5)  # 0.8, floor 0.78
+    both = {
+        "tersetalk": system_runs["tersetalk"],
+        "hybrid": copy.deepcopy(system_runs["tersetalk"]),
+    }
+    doc = calibrate(
+        "gsm8k", both, ref, "freeform/default", 0.02,
+        references={"hybrid": ("llmlingua/default", lingua)},
+    )  # fmt: skip
+    assert doc["reference"] == {"run": "freeform/default", "accuracy": 0.6, "n": 5}
+    assert doc["references"] == {
+        "hybrid": {"run": "llmlingua/default", "accuracy": 0.8, "n": 5},
+        "tersetalk": {"run": "freeform/default", "accuracy": 0.6, "n": 5},
+    }
+    # same grid, different floors: only g02 (0.8) is within the margin of LLMLingua
+    assert doc["chosen"]["tersetalk"]["point"] == "g01"
+    assert doc["chosen"]["tersetalk"]["reference"] == "freeform/default"
+    assert doc["chosen"]["hybrid"]["point"] == "g02"
+    assert doc["chosen"]["hybrid"]["reference"] == "llmlingua/default"
+    assert [r["qualified"] for r in doc["table"]["hybrid"]] == [False, False, True]
+    assert "reference" not in doc["table"]["hybrid"][0]  # rows are the points, unchanged
+    text = yaml.safe_dump(doc, sort_keys=False)
+    assert "&id" not in text and "*id" not in text
+
+
+def test_without_system_references_the_choice_is_unchanged(runs):
+    ref, system_runs = runs
+    doc = calibrate("gsm8k", system_runs, ref, "freeform/default", 0.02)
+    same = calibrate("gsm8k", system_runs, ref, "freeform/default", 0.02, references={})
+    assert doc == same
+    assert doc["references"] == {"tersetalk": doc["reference"]}
+    assert doc["chosen"]["tersetalk"]["reference"] == "freeform/default"
+
+
+def test_a_reference_for_a_system_without_runs_is_an_error(runs, tmp_path):
+    ref, system_runs = runs
+    with pytest.raises(CalibrationError, match=r"\['hybrid'\], which have no calibration runs"):
+        calibrate("gsm8k", system_runs, ref, "freeform/default", 0.02,
+                  references={"hybrid": ("llmlingua/default", ref)})  # fmt: skip
+
+
+def _with_spec(path, system, variant, settings=None, task="gsm8k"):
+    import json
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    spec = {"task": task, "system": system, "variant": variant,
+            "variant_settings": settings or {}}  # fmt: skip
+    meta = {**(table.schema.metadata or {}), b"tersetalk": json.dumps({"spec": spec})}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    return str(path)
+
+
+def test_cli_passes_system_references_labelled_from_the_run(runs, tmp_path):
+    from tersetalk.cli import main
+
+    ref, system_runs = runs
+    paths = [
+        _with_spec(p, "hybrid", point, s) for point, (s, p) in system_runs["tersetalk"].items()
+    ]
+    lingua = _with_spec(
+        _run(tmp_path / "lingua.parquet", [1, 1, 1, 1, 0], [120] * 5), "llmlingua", "default"
+    )
+    out = tmp_path / "cal.yaml"
+    base = ["calibrate", *paths, "--task", "gsm8k", "--reference-run", str(ref), "--out", str(out)]
+    assert main([*base, "--system-reference", f"hybrid={lingua}"]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["references"]["hybrid"]["run"] == "llmlingua/default"
+    assert doc["chosen"]["hybrid"]["reference"] == "llmlingua/default"
+    assert chosen_settings(out, "hybrid") == {"caps": "relaxed"}
+    assert main(base) == 0  # without it: the default reference, as before
+    assert yaml.safe_load(out.read_text())["chosen"]["hybrid"]["reference"] == "freeform/default"
+    assert chosen_settings(out, "hybrid") == {"caps": "baseline"}
+    assert main([*base, "--system-reference", "hybrid"]) == 2
+    assert main([*base, "--system-reference", f"tersetalk={lingua}"]) == 2  # no such runs
+    other_task = _with_spec(tmp_path / "lingua.parquet", "llmlingua", "default", task="hotpotqa")
+    assert main([*base, "--system-reference", f"hybrid={other_task}"]) == 2

@@ -93,3 +93,62 @@ def test_stats_keeps_a_row_for_each_comparison_it_could_not_compute(tmp_path, ca
         == df["not_computed"].tolist()
     )
     assert "Not computed:" in tex.read_text()
+
+
+def _summary(methods):
+    import pandas as pd
+
+    n = len(methods)
+    return pd.DataFrame({
+        "task": ["gsm8k"] * n, "system": ["freeform", "tersetalk", "hybrid"][:n],
+        "variant": ["default"] * n, "n": [10] * n, "accuracy": [0.5] * n,
+        "tokens_total_cl100k_mean": [100.0] * n,
+        "semantic_bertscore_f1_mean": [0.9 if m.startswith("bertscore") else float("nan")
+                                       for m in methods],
+        "semantic_method": methods, "backend": ["llamacpp"] * n, "model": ["smollm2"] * n,
+    })  # fmt: skip
+
+
+BERT = "bertscore-f1:all-MiniLM-L6-v2:layer6"
+
+
+def test_main_table_names_the_semantic_method(tmp_path):
+    import pandas as pd
+
+    from tersetalk.cli import _write_main_table
+
+    _write_main_table(_summary([BERT, BERT]), tmp_path, seed=0)
+    csv = pd.read_csv(tmp_path / "main.csv")
+    assert csv["semantic method"].tolist() == [BERT, BERT]
+    tex = (tmp_path / "main.tex").read_text()
+    caption = tex.split(r"\caption{")[1].split(r"\label")[0]
+    assert "Semantic preservation method: bertscore-f1:all-MiniLM-L6-v2:layer6 (every run)" in (
+        caption
+    )
+    assert "semantic method" not in tex.split(r"\midrule")[0]  # caption, not a wide column
+
+
+def test_main_table_makes_a_bertscore_fallback_visible(tmp_path):
+    import pandas as pd
+
+    from tersetalk.cli import _write_main_table
+
+    fallback = "unavailable (OSError: no model at /x/y_z\n" + "very long " * 20 + ")"
+    _write_main_table(_summary([BERT, fallback, BERT]), tmp_path, seed=0)
+    csv = pd.read_csv(tmp_path / "main.csv")
+    assert csv["semantic method"].tolist() == [BERT, fallback, BERT]
+    assert csv["BERTScore F1"].isna().tolist() == [False, True, False]
+    tex = (tmp_path / "main.tex").read_text()
+    caption = tex.split(r"\caption{")[1].split(r"\label")[0]
+    assert "methods differ between runs" in caption
+    assert "gsm8k freeform/default, gsm8k hybrid/default" in caption.replace(r"\_", "_")
+    assert "unavailable (OSError: no model at /x/y\\_z" in caption  # escaped, shortened
+    assert "gsm8k tersetalk/default" in caption and "..." in caption
+    assert "-- where it was unavailable" in caption
+
+
+def test_semantic_method_note_without_the_column():
+    from tersetalk.plots.figures import semantic_method_note
+
+    summary = _summary([BERT]).drop(columns="semantic_method")
+    assert semantic_method_note(summary) == "Semantic preservation method: not recorded."

@@ -72,3 +72,44 @@ def test_calibration_points_are_explicit_specs(base_config):
     assert spec["variant_settings"]["caps"] == "relaxed"
     calibrated = run_spec(base_config, "hotpotqa", "tersetalk", "default")
     assert calibrated["calibration_file"] == "results/calibration/hotpotqa.yaml"
+
+
+def test_calibration_reference_defaults_to_the_evaluation_reference(base_config):
+    from tersetalk.config import calibration_reference, calibration_reference_runs
+
+    assert all("reference" not in spec for spec in base_config["calibration"].values())
+    assert calibration_reference(base_config, "hybrid") == "freeform/default"
+    assert calibration_reference_runs(base_config) == {}
+    cfg = copy.deepcopy(base_config)
+    cfg["calibration"]["hybrid"]["reference"] = "llmlingua/default"
+    validate_config(cfg)
+    assert calibration_reference(cfg, "hybrid") == "llmlingua/default"
+    assert calibration_reference(cfg, "tersetalk") == "freeform/default"
+    assert calibration_reference_runs(cfg) == {"hybrid": "llmlingua/default"}
+
+
+@pytest.mark.parametrize(
+    "reference, message",
+    [
+        ("llmlingua", r"does not match"),  # not system/variant (schema)
+        ("llmlingua/nope", r"'llmlingua/nope' is not an enabled system/variant"),
+        ("telepathy/default", r"'telepathy/default' is not an enabled system/variant"),
+        ("tersetalk/default", r"takes calibrated settings"),
+        ("llmlingua/g00", r"has the name of one of its calibration grid points"),
+    ],
+)
+def test_calibration_reference_must_be_a_runnable_system_variant(base_config, reference, message):
+    cfg = copy.deepcopy(base_config)
+    cfg["systems"]["llmlingua"]["variants"]["g00"] = {"rate": 0.4}
+    cfg["calibration"]["hybrid"]["reference"] = reference
+    with pytest.raises(ConfigError, match=r"config key 'calibration\.hybrid\.reference'(.|\n)*"
+                       + message):  # fmt: skip
+        validate_config(cfg)
+
+
+def test_calibration_reference_of_a_disabled_system_is_rejected(base_config):
+    cfg = copy.deepcopy(base_config)
+    cfg["systems"]["msp"]["enabled"] = False
+    cfg["calibration"]["hybrid"]["reference"] = "msp/default"
+    with pytest.raises(ConfigError, match="not an enabled system/variant"):
+        validate_config(cfg)

@@ -113,3 +113,62 @@ def test_unknown_usage_is_counted_not_silently_skipped():
     assert m["n_usage_unknown"] == 1 and m["usage_mean_n"] == 0
     assert pd.isna(m["usage_prompt_tokens_mean"]) and pd.isna(m["usage_completion_tokens_mean"])
     assert pd.isna(m["tokens_per_s"])  # not a made-up 0
+
+
+# ---- per-example tokens per direction under every tokenizer ---------------------------
+
+
+def _msg(sender, receiver, cl100k, o200k, model):
+    return {"sender": sender, "receiver": receiver, "content": "Tom has 3 apples.", "bytes": 17,
+            "tokens_cl100k": cl100k, "tokens_o200k": o200k, "tokens_model": model}  # fmt: skip
+
+
+def _direction_run():
+    from tersetalk.records import DIRECTIONS
+
+    # every direction once, M->W twice; distinct counts per tokenizer so no column aliases
+    msgs = [_msg(*d.split("_"), 10 + i, 20 + i, 30 + i) for i, d in enumerate(DIRECTIONS)]
+    msgs.append(_msg("M", "W", 1, 2, 3))
+    spec = {**SPEC, "task": "gsm8k"}
+    ex = {"example_id": "e0", "position": 0, "question": "Tom has 3 apples. How many?",
+          "gold": "3"}  # fmt: skip
+    rec = build_record(
+        ex, spec, prediction="3", raw_answer="3", messages=msgs, calls=[], verdict="accept",
+        verdict_explicit=True, revisions=0, counters={}, backend="b", model="m",
+        spec_hash="h", error=None, elapsed_s=0.1,
+    )  # fmt: skip
+    samples = {"e0": {"record": {"question": ex["question"], "answer": "#### 3"}}}
+    return records_frame([rec]), samples
+
+
+def test_per_record_tokens_per_direction_under_every_tokenizer():
+    from tersetalk.metrics.per_record import per_record_metrics
+    from tersetalk.records import DIRECTIONS, TOKENIZERS
+
+    run, samples = _direction_run()
+    pr = per_record_metrics(run, None, samples).iloc[0]
+    expected = {"M_W": (11, 22, 33), "W_C": (11, 21, 31), "M_C": (12, 22, 32),
+                "C_W": (13, 23, 33), "W_M": (14, 24, 34)}  # fmt: skip
+    for d in DIRECTIONS:
+        for t, value in zip(TOKENIZERS, expected[d], strict=True):
+            assert pr[f"tokens_{d}_{t}"] == value, (d, t)
+        # the record's own per-direction column is cl100k: the two must agree
+        assert pr[f"tokens_{d}_cl100k"] == run[f"tokens_{d}"].iloc[0]
+    for t in TOKENIZERS:  # directions partition the messages, so they sum to the total
+        assert sum(pr[f"tokens_{d}_{t}"] for d in DIRECTIONS) == pr[f"tokens_total_{t}"]
+    # per role, for comparison: the Manager sends M->W and M->C
+    assert pr["tokens_sent_manager_o200k"] == 22 + 22
+
+
+def test_summary_means_tokens_per_direction_under_every_tokenizer():
+    from tersetalk.metrics.per_record import per_record_metrics
+    from tersetalk.records import DIRECTIONS, TOKENIZERS
+
+    run, samples = _direction_run()
+    pr = per_record_metrics(run, None, samples)
+    m = run_metrics(run, pr).iloc[0]
+    for d in DIRECTIONS:
+        for t in TOKENIZERS:
+            assert m[f"tokens_{d}_{t}_mean"] == pr[f"tokens_{d}_{t}"].iloc[0]
+        assert m[f"tokens_{d}_cl100k_mean"] == m[f"tokens_{d}_mean"]
+    assert m["tokens_M_W_model_mean"] == 33 and m["tokens_W_M_o200k_mean"] == 24

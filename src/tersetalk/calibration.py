@@ -4,7 +4,8 @@ The selection objective is explicit, one per system (``calibration.<system>.obje
 
 ``fewest_tokens_within_margin`` (the default)
     Among the grid points whose calibration accuracy is within the
-    non-inferiority margin of the reference run, take the one with the fewest
+    non-inferiority margin of the system's reference run (``calibration.<system>.reference``,
+    by default ``evaluation.reference``), take the one with the fewest
     tokens per example (ties: higher accuracy, then grid order). If no point
     qualifies, fall back to the most accurate one (ties: fewer tokens, then grid
     order); the file says so in ``chosen_by`` and the point's ``qualified: false``.
@@ -108,6 +109,11 @@ def choose(
     return {**best, "objective": objective, "chosen_by": how}
 
 
+def _reference_entry(label: str, path: Path) -> dict:
+    ref = pd.read_parquet(path)
+    return {"run": label, "accuracy": float(ref["correct"].mean()), "n": int(len(ref))}
+
+
 def calibrate(
     task: str,
     system_runs: dict[str, dict[str, tuple[dict, Path]]],
@@ -115,41 +121,61 @@ def calibrate(
     reference_label: str,
     margin: float,
     objective: str | Mapping[str, str] = DEFAULT_OBJECTIVE,
+    references: Mapping[str, tuple[str, Path]] | None = None,
 ) -> dict:
     """Build the calibration document for one task.
 
     ``system_runs`` maps system -> point -> (settings, run Parquet path).
     ``objective`` is one name for every system, or system -> name (systems not
-    named use the default). Systems are written in sorted order and points in grid
-    order (natural order of their names ``g00``, ``g01``, ...), so
-    the same inputs give the same file whatever order they were given in.
+    named use the default). ``reference_run`` / ``reference_label`` is the default
+    reference (``evaluation.reference``); ``references`` maps a system to its own
+    (label, run path) on the same shard (``calibration.<system>.reference``, e.g. the
+    hybrid against LLMLingua). The document keeps the default under ``reference``
+    and records, under ``references`` and in each ``chosen`` entry, the reference
+    each system was judged against. Systems are written in sorted order and points
+    in grid order (natural order of their names ``g00``, ``g01``, ...), so the same
+    inputs give the same file whatever order they were given in.
     """
+    references = dict(references or {})
+    unknown = sorted(set(references) - set(system_runs))
+    if unknown:
+        raise CalibrationError(
+            f"a reference is given for {unknown}, which have no calibration runs among the "
+            f"inputs ({sorted(system_runs)})"
+        )
     objectives = {
         system: (
             objective if isinstance(objective, str) else objective.get(system, DEFAULT_OBJECTIVE)
         )
         for system in sorted(system_runs)
     }
-    ref = pd.read_parquet(reference_run)
+    default = _reference_entry(reference_label, reference_run)
+    entries: dict[str, dict] = {}  # label -> entry: each reference run is read once
     doc: dict = {
         "task": task,
         "objectives": objectives,
         "margin": margin,
-        "reference": {
-            "run": reference_label,
-            "accuracy": float(ref["correct"].mean()),
-            "n": int(len(ref)),
-        },  # fmt: skip
+        "reference": default,
+        "references": {},
         "chosen": {},
         "table": {},
     }
     for system in sorted(system_runs):
+        if system in references:
+            label, path = references[system]
+            if label not in entries:
+                entries[label] = _reference_entry(label, Path(path))
+            ref = entries[label]
+        else:
+            ref = default
+        doc["references"][system] = dict(ref)
         points = system_runs[system]
         rows = [
             point_row(p, points[p][0], pd.read_parquet(points[p][1]))
             for p in sorted(points, key=_grid_order)
         ]
-        best = choose(rows, doc["reference"]["accuracy"], margin, objectives[system])
+        best = choose(rows, ref["accuracy"], margin, objectives[system])
+        best["reference"] = ref["run"]
         doc["chosen"][system] = copy.deepcopy(best)  # no YAML aliases into the table
         doc["table"][system] = rows
     return doc

@@ -211,15 +211,26 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
 
     from tersetalk.calibration import CalibrationError, calibrate, write
 
-    runs: dict[str, dict] = {}
-    for path in args.runs:
+    def run_spec_of(path: str) -> dict:
         meta = pq.read_schema(path).metadata or {}
         if b"tersetalk" not in meta:
             raise CalibrationError(f"{path} carries no run spec in its metadata")
         spec = json.loads(meta[b"tersetalk"])["spec"]
         if spec["task"] != args.task:
             raise CalibrationError(f"{path} is a {spec['task']} run, not {args.task}")
+        return spec
+
+    runs: dict[str, dict] = {}
+    for path in args.runs:
+        spec = run_spec_of(path)
         runs.setdefault(spec["system"], {})[spec["variant"]] = (spec["variant_settings"], path)
+    references: dict[str, tuple[str, Path]] = {}
+    for item in args.system_reference or []:
+        system, sep, path = item.partition("=")
+        if not sep or not system or not path:
+            raise CalibrationError(f"--system-reference {item}: expected SYSTEM=RUN_PARQUET")
+        spec = run_spec_of(path)  # the label is the run's own system/variant
+        references[system] = (f"{spec['system']}/{spec['variant']}", Path(path))
     doc = calibrate(
         args.task,
         runs,
@@ -227,11 +238,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
         args.reference_label,
         args.margin,
         objective=_objectives(args.objective or [], set(runs)),
+        references=references,
     )
     write(doc, Path(args.out))
     for system, best in doc["chosen"].items():
         logging.info(
-            "%s %s: chose %s %s by %s: %s (accuracy %.3f vs reference %.3f, %.1f tokens, %s)",
+            "%s %s: chose %s %s by %s: %s (accuracy %.3f vs reference %s %.3f, %.1f tokens, %s)",
             args.task,
             system,
             best["point"],
@@ -239,7 +251,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
             best["objective"],
             best["chosen_by"],
             best["accuracy"],
-            doc["reference"]["accuracy"],
+            best["reference"],
+            doc["references"][system]["accuracy"],
             best["tokens_mean"],
             "within margin" if best["qualified"] else "NOT within margin",
         )
@@ -289,7 +302,6 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     import pandas as pd
 
     from tersetalk.plots import figures as F
-    from tersetalk.stats import to_latex
 
     records = pd.concat([pd.read_parquet(p) for p in args.records], ignore_index=True)
     summary = F.with_intervals(pd.read_parquet(args.summary), records, seed=args.seed)
@@ -298,19 +310,28 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     paths += F.token_breakdown(summary, out / "token_breakdown")
     paths += F.accuracy_by_length(records, args.reference, out / "accuracy_by_length")
     tables = Path(args.tables_dir)
+    _write_main_table(summary, tables, args.seed)
+    logging.info("wrote %s and %s", ", ".join(map(str, paths)), tables / "main.{csv,tex}")
+
+
+def _write_main_table(summary, tables: Path, seed: int) -> None:
+    """``main.csv`` (with the semantic method per row) and ``main.tex`` (method in the caption)."""
+    from tersetalk.plots import figures as F
+    from tersetalk.stats import to_latex
+
     tables.mkdir(parents=True, exist_ok=True)
     table = F.main_table(summary)
     table.to_csv(tables / "main.csv", index=False)
     (tables / "main.tex").write_text(
         to_latex(
             table,
-            list(table.columns),
+            [c for c in table.columns if c != F.SEMANTIC_METHOD_COLUMN],
             caption="Accuracy, tokens and preservation per system "
-            f"({_model_line(summary)}; 95% bootstrap CIs, seed {args.seed}).",
+            f"({_model_line(summary)}; 95% bootstrap CIs, seed {seed}). "
+            + F.semantic_method_note(summary),
             label="tab:main",
         )
     )
-    logging.info("wrote %s and %s", ", ".join(map(str, paths)), tables / "main.{csv,tex}")
 
 
 def _model_line(summary) -> str:
@@ -464,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="choose settings from calibration-shard runs",
         description="Pick, per system, a grid point by its --objective (default: the "
         "fewest tokens among those whose calibration accuracy is within --margin of the "
-        "reference run, else the most accurate), and write the choice and the "
+        "reference run (--reference-run, or the system's own --system-reference), else the "
+        "most accurate), and write the choice, the reference it was judged against and the "
         "table it was chosen from (with LLMLingua's achieved-rate distribution where "
         "the runs record it) as YAML.",
     )
@@ -477,6 +499,13 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--task", required=True, help="the task the runs belong to")
     k.add_argument("--reference-run", required=True, help="the reference run on the same shard")
     k.add_argument("--reference-label", default="freeform/default", help="its system/variant")
+    k.add_argument(
+        "--system-reference",
+        action="append",
+        metavar="SYSTEM=RUN",
+        help="judge SYSTEM against this run on the same shard instead of --reference-run "
+        "(its system/variant is read from the file metadata); repeatable",
+    )
     k.add_argument("--margin", type=float, default=0.02, help="accuracy margin (0.02)")
     k.add_argument(
         "--objective",

@@ -137,6 +137,8 @@ def _check_evaluation(config: dict) -> None:
                     f"config key 'calibration.{system}.grid': grid point {settings} is invalid: "
                     f"{exc}"
                 ) from None
+    for system in config["calibration"]:
+        _check_calibration_reference(config, system, runs)
     for name, spec in config["ablations"].items():
         for v in spec["variants"]:
             if f"{spec['system']}/{v}" not in runs:
@@ -156,6 +158,55 @@ def _check_evaluation(config: dict) -> None:
                     f"config key 'evaluation.comparisons.{i}.{j}': {label!r} is not an enabled "
                     f"system/variant; choose from {sorted(runs)} or remove the comparison"
                 )
+
+
+def calibration_reference(config: dict, system: str) -> str:
+    """The ``system/variant`` a calibrated system's grid points are judged against.
+
+    ``calibration.<system>.reference`` when set, else ``evaluation.reference``. It
+    runs on the calibration shard as ``results/calibration/runs/<task>/<label>.parquet``.
+    """
+    return config["calibration"][system].get("reference") or config["evaluation"]["reference"]
+
+
+def calibration_reference_runs(config: dict) -> dict[str, str]:
+    """system -> reference label, for the calibrated systems that name their own reference."""
+    return {
+        system: spec["reference"]
+        for system, spec in sorted(config["calibration"].items())
+        if spec.get("reference")
+    }
+
+
+def _check_calibration_reference(config: dict, system: str, runs: set[str]) -> None:
+    """An explicit reference must be an enabled run that can itself run on the calibration shard.
+
+    Without the key (evaluation.reference) nothing more is checked here than before:
+    evaluation.reference is checked with the evaluation keys.
+    """
+    label = config["calibration"][system].get("reference")
+    if not label:
+        return
+    key = f"calibration.{system}.reference"
+    if label not in runs:
+        raise ConfigError(
+            f"config key '{key}': {label!r} is not an enabled system/variant; choose one of "
+            f"{sorted(runs)} (or remove the key to use evaluation.reference)"
+        )
+    ref_system, ref_variant = label.split("/")
+    if config["systems"][ref_system]["variants"][ref_variant].get("calibrated"):
+        raise ConfigError(
+            f"config key '{key}': {label!r} takes calibrated settings, so it cannot be the "
+            f"reference that calibration of {system!r} is judged against; name an explicit "
+            "variant"
+        )
+    if ref_system in config["calibration"] and ref_variant in calibration_points(
+        config, ref_system
+    ):
+        raise ConfigError(
+            f"config key '{key}': variant {ref_variant!r} of {ref_system!r} has the name of one "
+            f"of its calibration grid points, whose run file it would share; rename the variant"
+        )
 
 
 def merge(base: dict, overlay: dict) -> dict:

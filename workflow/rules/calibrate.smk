@@ -27,6 +27,8 @@ rule calibrate:
         reference="results/calibration/runs/{task}/"
         + config["evaluation"]["reference"]
         + ".parquet",
+        # calibration.<system>.reference: a system judged against its own reference run
+        system_references=calibration_reference_inputs,
     output:
         report(
             "results/calibration/{task}.yaml",
@@ -44,9 +46,11 @@ rule calibrate:
         reference=config["evaluation"]["reference"],
         margin=config["evaluation"]["margin"],
         objectives=calibration_objective_args(),
+        system_references=calibration_reference_args,
     shell:
         "tersetalk calibrate {input.runs} --task {wildcards.task} "
         "--reference-run {input.reference} --reference-label {params.reference} "
+        "{params.system_references} "
         "--margin {params.margin} {params.objectives} --out {output} > {log} 2>&1"
 
 

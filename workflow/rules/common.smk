@@ -13,6 +13,7 @@ from tersetalk.config import (
     ablation_values,
     calibration_file,
     calibration_points,
+    calibration_reference_runs,
     calibration_spec,
     enabled_systems,
     run_spec,
@@ -177,6 +178,26 @@ def calibration_run_targets(wildcards):
         for system in config["calibration"]
         for point in calibration_points(config, system)
     ]
+
+
+def calibration_reference_run(task, label):
+    """A reference `system/variant` run on the calibration shard (see calibration_spec_json)."""
+    return f"results/calibration/runs/{task}/{label}.parquet"
+
+
+def calibration_reference_inputs(wildcards):
+    """The runs of the systems' own references (calibration.<system>.reference), once each."""
+    labels = sorted(set(calibration_reference_runs(config).values()))
+    return [calibration_reference_run(wildcards.task, label) for label in labels]
+
+
+def calibration_reference_args(wildcards):
+    """`--system-reference SYSTEM=RUN` for each system that names its own reference."""
+    return " ".join(
+        "--system-reference "
+        + shlex.quote(f"{system}={calibration_reference_run(wildcards.task, label)}")
+        for system, label in calibration_reference_runs(config).items()
+    )
 
 
 def calibration_targets():

@@ -21,12 +21,17 @@ from tersetalk.metrics.preservation import (
     messages_of,
     worker_input,
 )
-from tersetalk.records import TOKENIZERS
+from tersetalk.records import DIRECTIONS, TOKENIZERS
 
 ROLES = {"M": "manager", "W": "worker", "C": "critic"}
 
 
 def _role_tokens(messages: list[dict]) -> dict[str, int]:
+    """Tokens sent and received per role, and per direction, under each tokenizer.
+
+    Columns: ``tokens_sent_{role}_{tokenizer}``, ``tokens_received_{role}_{tokenizer}``
+    and ``tokens_{sender}_{receiver}_{tokenizer}`` (directions as in ``records.DIRECTIONS``).
+    """
     out: dict[str, int] = {}
     for letter, role in ROLES.items():
         for t in TOKENIZERS:
@@ -36,10 +41,16 @@ def _role_tokens(messages: list[dict]) -> dict[str, int]:
             out[f"tokens_received_{role}_{t}"] = sum(
                 m[f"tokens_{t}"] for m in messages if m["receiver"] == letter
             )
-    for t in TOKENIZERS:
-        out[f"tokens_M_W_{t}"] = sum(
-            m[f"tokens_{t}"] for m in messages if m["sender"] == "M" and m["receiver"] == "W"
-        )
+    # per direction under every tokenizer; the record's own ``tokens_{direction}``
+    # columns are cl100k only, so ``tokens_{direction}_cl100k`` equals them
+    for d in DIRECTIONS:
+        sender, receiver = d.split("_")
+        for t in TOKENIZERS:
+            out[f"tokens_{d}_{t}"] = sum(
+                m[f"tokens_{t}"]
+                for m in messages
+                if m["sender"] == sender and m["receiver"] == receiver
+            )
     return out
 
 

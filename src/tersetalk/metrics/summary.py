@@ -20,7 +20,13 @@ import pandas as pd
 from tersetalk.records import DIRECTIONS, TOKENIZERS
 from tersetalk.tasks.scoring import gsm8k_correct, hotpot_aggregate
 
-MEAN_COLUMNS_PREFIXES = ("tokens_sent_", "tokens_received_", "tokens_M_W_")
+#: per-record token columns averaged into ``<column>_mean``: per role, and per direction
+#: (``tokens_M_W_o200k`` ...) under every tokenizer
+MEAN_COLUMNS_PREFIXES = (
+    "tokens_sent_",
+    "tokens_received_",
+    *(f"tokens_{d}_" for d in DIRECTIONS),
+)
 MEAN_COLUMNS = (
     "token_reduction",
     "mw_token_reduction",

@@ -286,6 +286,7 @@ def main_table(summary: pd.DataFrame) -> pd.DataFrame:
         "tokens_total_cl100k_mean": "tokens/ex",
         "token_reduction_mean": "reduction vs ref",
         "semantic_bertscore_f1_mean": "BERTScore F1",
+        "semantic_method": SEMANTIC_METHOD_COLUMN,
         "facts_reaching_worker_mean": "facts kept",
         "overflow_rate": "overflow",
         "compliance_first_try_rate": "valid 1st try",
@@ -293,3 +294,44 @@ def main_table(summary: pd.DataFrame) -> pd.DataFrame:
     df = summary.assign(run=label(summary))
     present = [c for c in cols if c in df.columns]
     return df[present].rename(columns=cols).round(3)
+
+
+#: the main table's provenance column for semantic preservation (CSV only: in LaTeX the
+#: method goes to the caption, see :func:`semantic_method_note`)
+SEMANTIC_METHOD_COLUMN = "semantic method"
+_NOTE_METHOD_CHARS = 120
+
+
+def semantic_method_note(summary: pd.DataFrame) -> str:
+    """One sentence naming how semantic preservation was measured, for the table caption.
+
+    The per-run ``semantic_method`` says whether BERTScore ran or why it did not
+    (then the BERTScore column is NaN, printed as "--"). One method for every run is
+    named once; several are listed with the runs of each, so a fallback on some runs
+    is visible in the paper table, not only in the CSV.
+    """
+    if "semantic_method" not in summary.columns or summary.empty:
+        return "Semantic preservation method: not recorded."
+    methods = summary["semantic_method"].fillna("not recorded").astype(str)
+    runs = summary["task"].astype(str) + " " + label(summary)
+    by_method: dict[str, list[str]] = {}
+    for method, run in zip(methods, runs, strict=True):
+        by_method.setdefault(method, []).append(run)
+
+    def short(method: str) -> str:
+        method = " ".join(method.split())  # an exception text may span lines
+        if len(method) <= _NOTE_METHOD_CHARS:
+            return method
+        return method[: _NOTE_METHOD_CHARS - 3].rstrip() + "..."
+
+    if len(by_method) == 1:
+        return f"Semantic preservation method: {short(next(iter(by_method)))} (every run)."
+    parts = [
+        f"{short(m)} for {', '.join(sorted(r))}"
+        for m, r in sorted(by_method.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+    return (
+        "Semantic preservation methods differ between runs: "
+        + "; ".join(parts)
+        + " (BERTScore F1 is -- where it was unavailable)."
+    )
