@@ -54,6 +54,41 @@ def test_corpus_holds_real_and_synthetic_messages(outputs):
     assert set(df["group"]) == {"real", "synthetic-001", "synthetic-008"}
     meta = json.loads(pq.read_schema(outputs["corpus"]).metadata[b"tersetalk"])
     assert meta["real"]["kept"] == 2 and meta["runs"]
+    assert meta["n_real"] == 2 and meta["synthetic_only"] is False
+
+
+def test_every_table_says_whether_its_rows_are_real_or_synthetic(outputs):
+    corpus = pd.read_parquet(outputs["corpus"])
+    assert set(corpus["source"]) == {"real", "synthetic"}
+    assert ((corpus["source"] == "real") == (corpus["group"] == "real")).all()
+    for which in ("mb1", "mb3"):
+        df = pd.read_parquet(outputs[which])
+        assert ((df["source"] == "real") == (df["group"] == "real")).all(), which
+        assert set(df["source"]) == {"real", "synthetic"}, which
+    mb2 = pd.read_parquet(outputs["mb2"])
+    # one stream of both kinds of message (its real ones counted)
+    assert (mb2["n_real_messages"] > 0).all() and (mb2["n_real_messages"] < mb2["n_messages"]).all()
+    assert (mb2["source"] == "real+synthetic").all()
+
+
+def test_a_corpus_without_real_messages_is_warned_about_and_labelled(tmp_path, caplog):
+    corpus = tmp_path / "corpus.parquet"
+    with caplog.at_level("WARNING", logger="tersetalk.bench"):
+        assert main(["bench", "corpus", "--sizes", "1", "--per-size", "3",
+                     "--out", str(corpus)]) == 0  # fmt: skip
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert any("NO real workflow messages" in r.getMessage() for r in warned)
+    assert (pd.read_parquet(corpus)["source"] == "synthetic").all()
+    caplog.clear()
+    for which in ("mb1", "mb2", "mb3"):
+        out = tmp_path / f"{which}.parquet"
+        extra = ["--chunk-sizes", "16", "--stream-bytes", "1024"] if which == "mb2" else []
+        with caplog.at_level("WARNING", logger="tersetalk.bench"):
+            assert main(["bench", "run", "--which", which, "--corpus", str(corpus), "--out",
+                         str(out), *FAST, *extra]) == 0  # fmt: skip
+        assert (pd.read_parquet(out)["source"] == "synthetic").all(), which
+        assert "NO real workflow messages" in caplog.text, which
+        caplog.clear()
 
 
 def test_mb1_table(outputs):

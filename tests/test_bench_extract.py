@@ -253,6 +253,9 @@ def test_corpus_from_run_files(tmp_path):
     assert summary["real"]["duplicates"] == 1  # the brief sent to the Worker and the Critic
     assert summary["real"]["untyped"] == 2
     assert len(real) == summary["real"]["kept"] == 6
+    assert (real["source"] == "real").all()
+    assert (df.loc[df["group"] != "real", "source"] == "synthetic").all()
+    assert summary["n_real"] == 6 and not summary["synthetic_only"]
     assert set(df["group"]) == {"real", "synthetic-001", "synthetic-004"}
     for row in df.itertuples():
         fields = Fields.from_json(row.fields)
@@ -261,7 +264,7 @@ def test_corpus_from_run_files(tmp_path):
             check_extraction(name, [getattr(row, METHODS[name].representation)], [fields.key()])
 
 
-def test_ambiguous_prose_is_detected_and_left_out(tmp_path):
+def test_ambiguous_prose_is_detected_and_left_out(tmp_path, caplog):
     fields = Fields(facts=("He wrote it down. Goal: win the cup",))
     assert ambiguity(fields) is not None and "regex_prose" in ambiguity(fields)
     msg = {"sender": "M", "kind": "brief", "content": to_freeform(fields)}
@@ -269,5 +272,11 @@ def test_ambiguous_prose_is_detected_and_left_out(tmp_path):
     pd.DataFrame([{"task": "t", "system": "freeform", "messages": json.dumps([msg])}]).to_parquet(
         path
     )
-    df, summary = build_corpus([path], sizes=[1], per_size=1)
+    with caplog.at_level("WARNING", logger="tersetalk.bench"):
+        df, summary = build_corpus([path], sizes=[1], per_size=1)
     assert summary["real"]["ambiguous"] == 1 and (df["group"] == "real").sum() == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(m.startswith("1 of 1 real messages left out") for m in warnings), warnings
+    # the only real message was left out: nothing real remains, and that is said too
+    assert any("NO real workflow messages" in m and "1 run files" in m for m in warnings)
+    assert summary["synthetic_only"] and (df["source"] == "synthetic").all()

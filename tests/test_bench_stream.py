@@ -117,3 +117,16 @@ def test_streams_hold_the_same_messages(corpus):
     first = Fields.from_json(corpus[corpus["prose"] == prose[0]]["fields"].iloc[0])
     assert "\n".join(jsonl_msgs[: to_jsonl(first).count("\n") + 1]) == to_jsonl(first)
     assert to_prose(first) == prose[0]
+    assert streams.n_real == 0 and streams.source == "synthetic"  # a synthetic-only corpus
+
+
+def test_streams_say_whether_their_messages_are_real(corpus):
+    real = corpus.assign(source="real")
+    streams = build_streams(real, stream_bytes=1024, seed=0)
+    assert streams.n_real == streams.n_messages > 0 and streams.source == "real"
+    # a corpus without the column (older files): the group says it
+    legacy = corpus.drop(columns="source").assign(group="real")
+    assert build_streams(legacy, stream_bytes=1024, seed=0).source == "real"
+    half = corpus.assign(source=["real" if i % 2 else "synthetic" for i in range(len(corpus))])
+    mixed = build_streams(half, stream_bytes=4096, seed=0)
+    assert 0 < mixed.n_real < mixed.n_messages and mixed.source == "real+synthetic"

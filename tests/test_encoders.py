@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from tersetalk.agents.roles import Brief, render_brief
+from tersetalk.encoders import lingua
 from tersetalk.encoders.errors import CompressorUnavailableError
 from tersetalk.encoders.lingua import (
     CompressorSettings,
@@ -15,6 +16,7 @@ from tersetalk.encoders.lingua import (
     _next_target,
     _resolve_model,
     force_pattern,
+    prepared_mismatch,
 )
 from tersetalk.encoders.messages import (
     MessageView,
@@ -23,7 +25,12 @@ from tersetalk.encoders.messages import (
     plan_message,
     project,
 )
-from tersetalk.encoders.prepare import MANIFEST, is_prepared, read_manifest
+from tersetalk.encoders.prepare import (
+    DEFAULT_COMPRESSOR_DIR,
+    MANIFEST,
+    is_prepared,
+    read_manifest,
+)
 from tersetalk.encoders.scripted import ScriptedCompressor
 from tersetalk.tokens import count_tokens
 
@@ -99,6 +106,65 @@ def test_a_folder_without_a_finished_manifest_is_not_prepared(tmp_path):
     assert is_prepared(tmp_path, gguf)
     gguf.write_bytes(b"another file")  # the source changed: prepare again
     assert not is_prepared(tmp_path, gguf)
+
+
+def test_only_the_default_folder_made_from_another_gguf_is_a_mismatch(tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.chdir(tmp_path)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF-not-really")
+    folder = tmp_path / DEFAULT_COMPRESSOR_DIR
+    folder.mkdir(parents=True)
+    assert prepared_mismatch(DEFAULT_COMPRESSOR_DIR, gguf)  # no manifest
+    sha = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    (folder / MANIFEST).write_text(json.dumps({"prepare_version": 1, "source_sha256": sha}))
+    assert not prepared_mismatch(DEFAULT_COMPRESSOR_DIR, gguf)
+    assert not prepared_mismatch(str(folder), gguf)  # the same folder, spelled absolute
+    gguf.write_bytes(b"another model")
+    assert prepared_mismatch(DEFAULT_COMPRESSOR_DIR, gguf)
+    assert prepared_mismatch(str(folder), gguf)
+    other = tmp_path / "my-compressor"
+    other.mkdir()
+    assert not prepared_mismatch(other, gguf)  # a folder the user named is taken as is
+    assert not prepared_mismatch("microsoft/llmlingua-2-xlm-roberta-large-meetingbank", gguf)
+
+
+def test_a_compressor_mismatch_reaches_describe_and_every_message_counter(
+    tmp_path, monkeypatch, caplog
+):
+    """The real wrapper (LLMLingua itself replaced) flags the mismatch; counters carry it."""
+
+    class FakePromptCompressor:
+        def __init__(self, **kwargs):
+            self.tokenizer = type("T", (), {"clean_up_tokenization_spaces": True})()
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / DEFAULT_COMPRESSOR_DIR).mkdir(parents=True)
+    monkeypatch.setattr(lingua, "_short_prompt_class", lambda: FakePromptCompressor)
+    monkeypatch.setattr(lingua, "ensure_offline_tiktoken", lambda: None)
+    checked = []
+
+    def is_prepared_stub(folder, gguf=None):
+        checked.append(folder)
+        return prepared
+
+    monkeypatch.setattr(lingua, "is_prepared", is_prepared_stub)
+    no_pieces = MessageView(head=("Goal: solve.",), tail=("Question: 2 + 2?",))
+    for prepared in (False, True):
+        with caplog.at_level("WARNING", logger=lingua.__name__):
+            comp = lingua.LLMLinguaCompressor(CompressorSettings(threads=1))
+        assert checked[-1] == DEFAULT_COMPRESSOR_DIR
+        assert comp.describe()["compressor_mismatch"] is (not prepared)
+        assert ("lingua_compressor_mismatch=1" in caplog.text) is (not prepared)
+        caplog.clear()
+        out = compress_message(no_pieces, comp, LinguaSettings(), "gsm8k")
+        assert out.counters["lingua_compressor_mismatch"] == int(not prepared)
+    # the scripted double reports it the same way, also for a message that is compressed
+    _, c = compress_brief(BRIEF, ScriptedCompressor(mismatch=True), LinguaSettings(), "hotpotqa")
+    assert c["lingua_compressor_mismatch"] == 1 and c["lingua_skipped"] == 0
+    _, c = compress_brief(BRIEF, ScriptedCompressor(), LinguaSettings(), "hotpotqa")
+    assert c["lingua_compressor_mismatch"] == 0
 
 
 def test_message_view_renders_the_freeform_brief_exactly():

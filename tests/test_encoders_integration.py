@@ -85,6 +85,7 @@ def test_llmlingua_system_on_a_real_hotpotqa_example(prepared, base_config, tmp_
     assert row["c_lingua_tokens"] == count_tokens(brief)
     assert 0.0 < row["c_lingua_ctx_rate"] < 1.0 and 0.0 < row["c_lingua_rate"] < 1.0
     assert row["c_lingua_target_rate"] == 0.5 and row["c_t_lingua_s"] > 0
+    assert row["c_lingua_compressor_mismatch"] == 0  # a prepared folder of the embedded GGUF
     # goal and question travel verbatim
     b = build_brief("hotpotqa", ex["record"], cfg["hotpotqa"])
     assert brief.startswith(f"Goal: {b.goal}") and brief.endswith(f"Question: {b.question}")

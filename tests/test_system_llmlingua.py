@@ -27,6 +27,7 @@ VARIANTS = {
         "dynamic_context_compression_ratio": 0.3,
     },
     "t60": {"target_tokens": 60},
+    "t20": {"target_tokens": 20},
 }
 
 
@@ -118,6 +119,10 @@ def test_the_brief_is_compressed_once_and_the_achieved_rate_recorded(
         "c_t_lingua_s",
     ):
         assert col in df.columns
+    # half of the facts is well above the compressor's minimum: the target is reachable
+    assert (df["c_lingua_target_ctx_tokens"] >= 4).all()
+    assert (df["c_lingua_target_unreachable"] == 0).all()
+    assert (df["c_lingua_compressor_mismatch"] == 0).all()
     assert (df["c_lingua_tokens"] <= df["c_lingua_origin_tokens"]).all()
     calls = scripted_compressor.calls
     assert all(call["force"] == (task == "gsm8k") for call in calls)
@@ -127,7 +132,34 @@ def test_the_brief_is_compressed_once_and_the_achieved_rate_recorded(
 def test_a_token_budget_below_the_kept_text_is_flagged(
     base_config, tmp_path, repo, scripted_compressor
 ):
-    spec = spec_for(base_config, tmp_path, "hotpotqa", "t60")
+    def run_variant(variant):
+        spec = spec_for(base_config, tmp_path, "hotpotqa", variant)
+        df = run(
+            spec,
+            samples(tmp_path, repo, "hotpotqa"),
+            tmp_path / f"{variant}.parquet",
+            client=ScriptedClient(answer),
+            progress=False,
+        )
+        assert df["error"].isna().all() and len(df) == 2
+        return df
+
+    # 20 tokens: the goal and the question alone (kept verbatim) exceed the budget
+    tight = run_variant("t20")
+    assert (tight["c_lingua_kept_tokens"] > 20).all()  # the case really occurs
+    assert (tight["c_lingua_target_unreachable"] == 1).all()
+    # 60 tokens: the kept text plus the compressor's minimum context fits
+    loose = run_variant("t60")
+    assert (loose["c_lingua_kept_tokens"] + 4 <= 60).all()  # the case really occurs
+    assert (loose["c_lingua_target_unreachable"] == 0).all()
+    assert (loose["c_lingua_tokens"] < loose["c_lingua_origin_tokens"]).all()
+
+
+def test_a_compressor_mismatch_is_recorded_on_every_row(
+    base_config, tmp_path, repo, scripted_compressor
+):
+    scripted_compressor.mismatch = True  # as LLMLinguaCompressor on a stale prepared folder
+    spec = spec_for(base_config, tmp_path, "hotpotqa", "r05")
     df = run(
         spec,
         samples(tmp_path, repo, "hotpotqa"),
@@ -135,9 +167,9 @@ def test_a_token_budget_below_the_kept_text_is_flagged(
         client=ScriptedClient(answer),
         progress=False,
     )
-    assert df["error"].isna().all()
-    unreachable = df["c_lingua_kept_tokens"] >= 60
-    assert (df.loc[unreachable, "c_lingua_target_unreachable"] == 1).all()
+    assert df["error"].isna().all() and len(df) == 2
+    assert (df["c_lingua_compressor_mismatch"] == 1).all()
+    assert all(json.loads(c)["lingua_compressor_mismatch"] == 1 for c in df["counters"])
 
 
 def test_a_missing_compressor_becomes_an_error_row_naming_the_fix(base_config, tmp_path, repo):

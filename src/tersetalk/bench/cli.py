@@ -39,8 +39,7 @@ def _cmd_corpus(args: argparse.Namespace) -> None:
                  "duplicates, %d ambiguous as prose (left out), %d kept", len(args.runs),
                  real.get("messages", 0), real.get("untyped", 0), real.get("duplicates", 0),
                  real.get("ambiguous", 0), real.get("kept", 0))  # fmt: skip
-    else:
-        log.info("no run files given: the corpus is the synthetic sweep only")
+    # a corpus without real messages, and messages left out, are warned about by build_corpus
     groups = ", ".join(f"{g} {n}" for g, n in df["group"].value_counts(sort=False).items())
     log.info("wrote %s: %d messages (%s)", args.out, len(df), groups)
 
@@ -48,7 +47,7 @@ def _cmd_corpus(args: argparse.Namespace) -> None:
 def _cmd_run(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
 
-    from .corpus import read_corpus
+    from .corpus import SOURCE_REAL, read_corpus
     from .results import EquivalenceError, log_environment, write_parquet
     from .timing import measure
 
@@ -61,6 +60,13 @@ def _cmd_run(args: argparse.Namespace) -> None:
     common = {"repeats": args.repeats, "warmup": args.warmup,
               "min_batch_ns": int(args.min_batch_ms * 1e6), "seed": args.seed}  # fmt: skip
     log_environment()
+    n_real = int((corpus["source"] == SOURCE_REAL).sum())
+    if n_real == 0:
+        log.warning("%s holds NO real workflow messages: every %s row comes from the synthetic "
+                    "sweep (source=synthetic)", args.corpus, args.which.upper())  # fmt: skip
+    else:
+        log.info("%s: %d real workflow messages, %d synthetic", args.corpus, n_real,
+                 len(corpus) - n_real)  # fmt: skip
     log.info("%s on %s (%d messages): %d repeats after %d warmup, batches of at least %.1f ms",
              args.which.upper(), args.corpus, len(corpus), args.repeats, args.warmup,
              args.min_batch_ms)  # fmt: skip

@@ -17,7 +17,14 @@ comparison carry exactly the same content:
 Texts are made canonical (whitespace collapsed); duplicates (the brief is sent
 to the Worker and to the Critic) are kept once. A message whose prose rendering
 is ambiguous for any regex (a text holding ". Fact: " and the like) is left out
-and counted, so the benchmark's equality assertions can hold.
+and counted, so the benchmark's equality assertions can hold; the count is
+logged as a warning, since it biases the real group towards easy messages.
+
+Every row says where it comes from in its ``source`` column: ``real`` (a message
+the workflow's runs sent) or ``synthetic`` (the seeded size sweep); the
+benchmark tables carry it on. A corpus without a single real message (no run
+files yet, or none with a usable message) is logged as a warning: its timings
+then describe the synthetic sweep only.
 """
 
 from __future__ import annotations
@@ -52,6 +59,10 @@ from .synth import synthetic_sweep
 log = logging.getLogger(__name__)
 
 REAL_GROUP = "real"
+#: the ``source`` column: a message of the workflow's runs, or of the synthetic sweep
+SOURCE_REAL = "real"
+SOURCE_SYNTHETIC = "synthetic"
+SOURCES = (SOURCE_REAL, SOURCE_SYNTHETIC)
 REPRESENTATIONS = ("jsonl", "freeform", "prose")
 
 _LAYOUT_HEADERS = {"Facts:", "Plan:"}
@@ -195,7 +206,7 @@ def real_messages(run_paths: Iterable[str | Path]) -> tuple[list[dict], Counter]
                     "receiver": str(msg.get("receiver", "")),
                     "origin": origin,
                 }
-                rows.append(_row(fields, REAL_GROUP, "runs", fields.n_items, meta))
+                rows.append(_row(fields, REAL_GROUP, SOURCE_REAL, fields.n_items, meta))
     counts["kept"] = len(rows)
     return rows, counts
 
@@ -223,9 +234,11 @@ def build_corpus(
         if ambiguity(fields):  # the templates avoid it; checked all the same
             n_synth_ambiguous += 1
             continue
-        rows.append(_row(fields, synthetic_group(size), "synthetic", size,
+        rows.append(_row(fields, synthetic_group(size), SOURCE_SYNTHETIC, size,
                          {**blank, "origin": "synthetic"}))  # fmt: skip
     df = pd.DataFrame(rows)
+    n_real = int((df["source"] == SOURCE_REAL).sum()) if len(df) else 0
+    _warn_about_real_messages(run_paths, counts, n_real, n_synth_ambiguous)
     summary = {
         "runs": run_paths,
         "real": dict(sorted(counts.items())),
@@ -235,8 +248,37 @@ def build_corpus(
         "seed": seed,
         "synthetic_ambiguous": n_synth_ambiguous,
         "rows": len(df),
+        "n_real": n_real,
+        "synthetic_only": n_real == 0,
     }
     return df, summary
+
+
+def _warn_about_real_messages(
+    run_paths: list[str], counts: Counter, n_real: int, n_synth_ambiguous: int
+) -> None:
+    """Say loudly what the corpus lacks: real messages, or the ones left out."""
+    if counts.get("ambiguous", 0):
+        log.warning(
+            "%d of %d real messages left out: some extractor cannot recover their fields "
+            "(ambiguous as prose); the real group is biased towards unambiguous messages",
+            counts["ambiguous"],
+            counts.get("messages", 0),
+        )
+    if n_synth_ambiguous:
+        log.warning("%d synthetic messages left out as ambiguous", n_synth_ambiguous)
+    if n_real == 0:
+        why = (
+            "no run files were given"
+            if not run_paths
+            else f"none of the {counts.get('messages', 0)} messages in {len(run_paths)} run "
+            "files could be used"
+        )
+        log.warning(
+            "the corpus has NO real workflow messages (%s): every benchmark row comes from "
+            "the synthetic sweep (source=synthetic). Run the workflow first for real messages",
+            why,
+        )
 
 
 def read_corpus(path: str | Path) -> pd.DataFrame:
@@ -247,6 +289,10 @@ def read_corpus(path: str | Path) -> pd.DataFrame:
             f"{path} is not a bench corpus (missing columns {sorted(missing)}); "
             "write one with `tersetalk bench corpus`"
         )
+    if "source" not in df.columns:  # older corpora: the group says it
+        df["source"] = [SOURCE_REAL if g == REAL_GROUP else SOURCE_SYNTHETIC for g in df["group"]]
+    else:  # older corpora called the real messages "runs"
+        df["source"] = df["source"].replace({"runs": SOURCE_REAL})
     return df
 
 

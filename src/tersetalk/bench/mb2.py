@@ -14,6 +14,8 @@ paragraphs. Each stream is cut into chunks of each size and fed to:
 
 Before timing, every method's units for every chunk size are checked against the
 same stream fed in one piece (and the framers against the known line count).
+The stream mixes the corpus's groups, so each row says what it holds: ``source``
+is ``real``, ``synthetic`` or ``real+synthetic``, with ``n_real_messages``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pandas as pd
 
 from tersetalk.protocol import StreamReader, parse_strict
 
+from .corpus import REAL_GROUP, SOURCE_REAL, SOURCE_SYNTHETIC
 from .defaults import (
     DEFAULT_CHUNK_SIZES,
     DEFAULT_MIN_BATCH_NS,
@@ -74,6 +77,21 @@ class Streams:
     prose: bytes
     n_messages: int
     n_lines: int
+    #: messages of the stream that are real workflow messages (the rest are synthetic)
+    n_real: int = 0
+
+    @property
+    def source(self) -> str:
+        if self.n_real == 0:
+            return SOURCE_SYNTHETIC
+        if self.n_real == self.n_messages:
+            return SOURCE_REAL
+        return f"{SOURCE_REAL}+{SOURCE_SYNTHETIC}"
+
+
+def _is_real(row) -> bool:
+    source = getattr(row, "source", None)
+    return source == SOURCE_REAL if source is not None else row.group == REAL_GROUP
 
 
 def build_streams(
@@ -91,7 +109,7 @@ def build_streams(
     rng = random.Random(seed)
     jsonl: list[bytes] = []
     prose: list[bytes] = []
-    size = n_lines = 0
+    size = n_lines = n_real = 0
     while size < stream_bytes:
         rng.shuffle(rows)
         for r in rows:
@@ -102,7 +120,8 @@ def build_streams(
             prose.append(r.prose.encode("utf-8") + b"\n")
             size += len(data)
             n_lines += r.jsonl.count("\n") + 1
-    return Streams(b"".join(jsonl), b"".join(prose), len(jsonl), n_lines)
+            n_real += _is_real(r)
+    return Streams(b"".join(jsonl), b"".join(prose), len(jsonl), n_lines, n_real)
 
 
 def chunked(data: bytes, size: int) -> list[bytes]:
@@ -160,9 +179,9 @@ def run_mb2(
     for n in ("stream_reader_strict", "stream_reader_lenient"):
         if n in whole and whole[n] != parse_strict(streams.jsonl):
             raise EquivalenceError(f"MB-2: {n} disagrees with parse_strict on the JSONL stream")
-    log.info("MB-2 stream: %d messages, %d JSONL bytes in %d lines, %d prose bytes in %d "
-             "sentences", streams.n_messages, len(streams.jsonl), streams.n_lines,
-             len(streams.prose), len(whole[BASELINE]))  # fmt: skip
+    log.info("MB-2 stream: %d messages (%d real), %d JSONL bytes in %d lines, %d prose bytes "
+             "in %d sentences", streams.n_messages, streams.n_real, len(streams.jsonl),
+             streams.n_lines, len(streams.prose), len(whole[BASELINE]))  # fmt: skip
     rows: list[dict] = []
     for size in sorted(chunk_sizes):
         chunks = {s: chunked(d, size) for s, d in data.items()}
@@ -182,6 +201,8 @@ def run_mb2(
                 "chunk_size": size,
                 "n_chunks": len(chunks[f.stream]),
                 "n_messages": streams.n_messages,
+                "source": streams.source,
+                "n_real_messages": streams.n_real,
                 "method": n,
                 "family": f.family,
                 "stream": f.stream,

@@ -168,7 +168,9 @@ class Compressor(Protocol):
         options: LinguaSettings | None = None,
     ) -> Compressed: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> dict[str, Any]:
+        """Provenance; ``compressor_mismatch`` (when present) flows into the counters."""
+        ...
 
 
 #: number words GSM8K spells out ("four horses", "twice a day", "half of them")
@@ -241,6 +243,17 @@ def _short_prompt_class():
     return _ShortPromptCompressor
 
 
+def prepared_mismatch(model: str | Path, gguf: str | Path | None = None) -> bool:
+    """True when ``model`` is the default prepared folder but not made from ``gguf``.
+
+    ``gguf`` defaults to the embedded model's file. Other folders and hub ids are
+    whatever the user named, so they never count as a mismatch.
+    """
+    if Path(model).resolve() != Path(DEFAULT_COMPRESSOR_DIR).resolve():
+        return False
+    return not is_prepared(model, gguf)
+
+
 class LLMLinguaCompressor:
     """A loaded LLMLingua (or LLMLingua-2) model; build once per run, reuse per message."""
 
@@ -253,8 +266,17 @@ class LLMLinguaCompressor:
 
         torch.set_num_threads(threads)
         ensure_offline_tiktoken()  # LLMLingua builds a tiktoken encoder in its constructor
-        if Path(model) == Path(DEFAULT_COMPRESSOR_DIR) and not is_prepared(model):
-            log.warning("%s does not match the embedded GGUF (no or another manifest)", model)
+        #: the default folder was not prepared from the embedded GGUF: the compressor's
+        #: numbers are then not the ones the paper describes, so every record says so
+        self.compressor_mismatch = prepared_mismatch(model)
+        if self.compressor_mismatch:
+            log.warning(
+                "%s does not match the embedded GGUF (no or another manifest); records carry "
+                "lingua_compressor_mismatch=1. Fix: `tersetalk prepare-compressor --force "
+                "--out %s`",
+                model,
+                model,
+            )
         t0 = time.perf_counter()
         try:
             cls = _short_prompt_class()
@@ -292,6 +314,7 @@ class LLMLinguaCompressor:
             "llmlingua2": self.llmlingua2,
             "device": self.settings.device,
             "threads": self.threads,
+            "compressor_mismatch": self.compressor_mismatch,
         }
 
     def model_tokens(self, text: str) -> int:

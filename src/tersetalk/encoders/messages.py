@@ -123,7 +123,9 @@ def compress_message(
         )
         pieces = comp.pieces
     text = view.render(pieces)
-    return CompressedMessage(text, plan, comp, message_counters(plan, text, comp, opts))
+    mismatch = bool(compressor.describe().get("compressor_mismatch", False))
+    counters = message_counters(plan, text, comp, opts, compressor_mismatch=mismatch)
+    return CompressedMessage(text, plan, comp, counters)
 
 
 def compress_brief(
@@ -135,8 +137,18 @@ def compress_brief(
 
 
 def message_counters(
-    plan: Plan, message: str, comp: Compressed | None, opts: LinguaSettings
+    plan: Plan,
+    message: str,
+    comp: Compressed | None,
+    opts: LinguaSettings,
+    *,
+    compressor_mismatch: bool = False,
 ) -> dict[str, Any]:
+    """The ``lingua_*`` counters of one message (and ``t_lingua_s``, its timing).
+
+    ``lingua_compressor_mismatch`` is 1 when the compressor's prepared folder does
+    not match the embedded model, so such records can be found and excluded later.
+    """
     sent = count_tokens(message)
     msg_rate = sent / plan.message_tokens if plan.message_tokens else 1.0
     ctx_rate = comp.rate if comp is not None else 1.0
@@ -165,5 +177,6 @@ def message_counters(
         "lingua_attempts": comp.attempts if comp is not None else 0,
         "lingua_fallbacks": comp.fallbacks if comp is not None else 0,
         "lingua_forced_tokens": comp.forced_tokens if comp is not None else 0,
+        "lingua_compressor_mismatch": int(compressor_mismatch),
         "t_lingua_s": comp.seconds if comp is not None else 0.0,
     }

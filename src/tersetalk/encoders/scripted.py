@@ -17,13 +17,19 @@ from tersetalk.tokens import count_tokens
 class ScriptedCompressor:
     """Deterministic word-prefix "compression"; records every call in ``calls``."""
 
-    def __init__(self, *, ratio: float = 1.0) -> None:
+    def __init__(self, *, ratio: float = 1.0, mismatch: bool = False) -> None:
         #: multiplies the target: <1 overshoots the compression, >1 falls short of it
         self.ratio = ratio
+        #: pretend the prepared folder does not match the embedded model
+        self.mismatch = mismatch
         self.calls: list[dict[str, Any]] = []
 
     def describe(self) -> dict[str, Any]:
-        return {"compressor": "scripted", "note": "test double"}
+        return {
+            "compressor": "scripted",
+            "note": "test double",
+            "compressor_mismatch": self.mismatch,
+        }
 
     def compress(
         self,

@@ -12,7 +12,9 @@ ratio), ``lingua_ctx_*`` (the same for the facts alone), ``lingua_target_rate``,
 ``lingua_rate_error`` (achieved / target - 1 in the variant's scope),
 ``lingua_within_tolerance``, ``lingua_target_unreachable`` (the kept parts or the
 forced digits alone exceed the target: short messages cannot always get there),
-``lingua_attempts`` and ``t_lingua_s`` (the compressor's own time).
+``lingua_attempts``, ``lingua_compressor_mismatch`` (1: the prepared compressor
+folder does not match the embedded model, see ``LLMLinguaCompressor.describe()``)
+and ``t_lingua_s`` (the compressor's own time).
 """
 
 from __future__ import annotations
