@@ -100,9 +100,7 @@ def hotpot_em(prediction: str, gold: str) -> float:
     return 1.0 if normalize_answer(prediction) == normalize_answer(gold) else 0.0
 
 
-def hotpot_aggregate(
-    predictions: Mapping[str, str], golds: Mapping[str, str]
-) -> dict[str, float]:
+def hotpot_aggregate(predictions: Mapping[str, str], golds: Mapping[str, str]) -> dict[str, float]:
     """Average EM, F1, precision and recall over every gold question.
 
     The denominator is ``len(golds)``: a question with no prediction adds 0,
@@ -206,10 +204,8 @@ def _first_number(text: str) -> str | None:
 
 def _last_number(text: str) -> str | None:
     """Return the last number in ``text`` in canonical form, or None."""
-    last = None
-    for last in _NUMBER.finditer(text):
-        pass
-    return _canonical(last) if last else None
+    matches = list(_NUMBER.finditer(text))
+    return _canonical(matches[-1]) if matches else None
 
 
 def _first_line(text: str) -> str:
