@@ -236,6 +236,8 @@ def ablation(
     numeric = all(isinstance(v, int | float) for v in order)
     sub = sub.sort_values("value" if numeric else "variant")
     panels = ["tokens_total_cl100k_mean", "accuracy"]
+    if setting == "enforcement" and "compliance_first_try_rate" in sub:
+        panels.append("compliance_first_try_rate")  # what the enforcement mode is for
     if "overflow_rate" in sub and sub["overflow_rate"].notna().any():
         panels.append("overflow")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0), squeeze=False)
@@ -262,12 +264,24 @@ def ablation(
             )
         else:
             sns.barplot(data=sub, x="value", y=panel, hue="task", order=order, ax=ax)
+            fmt = "%.0f" if panel.startswith("tokens") else "%.2f"
+            for bars in ax.containers:  # a value of 0 stays readable as a number
+                ax.bar_label(bars, fmt=fmt, fontsize=8, padding=2)
         ax.set_xlabel("fact cap (tokens)" if setting == "caps" else setting)
         if panel.startswith("tokens"):
             ax.set_ylabel("tokens per example")
+        elif panel.startswith("compliance"):
+            ax.set_ylabel("replies valid at first try (share)")
+            ax.set_ylim(-0.05, 1.05)
         else:
             ax.set_ylabel("accuracy")
             ax.set_ylim(-0.05, 1.05)
+    # one legend for the figure, beside the panels, so it never covers a bar or a point
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0]:
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    fig.legend(handles, labels, title="task", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"{system}: {setting} ablation — {_model_label(sub)}", fontsize=11)
     fig.tight_layout()
     return _save(fig, out_stem)
