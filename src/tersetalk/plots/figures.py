@@ -196,6 +196,11 @@ def accuracy_by_length(
         frames.append(g.assign(length_bin=list(bins)))
     ref = pd.concat(frames) if frames else ref.assign(length_bin=[])
     data = rec.merge(ref[["task", "example_id", "length_bin"]], on=["task", "example_id"])
+    # one bar per system (its `default` variant, and the reference): with every ablation
+    # variant as well the bars become too thin to read; the ablation figures cover those
+    keep = (data["variant"] == "default") | (data["run"] == reference)
+    if keep.any():
+        data = data[keep]
     runs = sorted(data["run"].unique())
     g = sns.catplot(
         data=data,
