@@ -11,7 +11,7 @@ from typing import Any
 
 import pydantic
 
-from .base import ModelCallError, ModelError
+from .base import ModelCallError, ModelError, StructuredOutputError
 
 __all__ = ["StructuredOutcome", "run_instructor", "stream_timing", "usage_of"]
 
@@ -93,8 +93,11 @@ def run_instructor(
     receives Instructor's request (with ``response_format``) and may rewrite it so the
     backend really constrains decoding. Every call of ``raw_create`` is one attempt;
     counting them here is exact, whereas hooks would only see what Instructor emits.
-    Library errors never escape: they become :class:`ModelCallError` (or the
-    :class:`ModelError` that ``raw_create`` raised, e.g. the server went away).
+    Library errors never escape: an answer that stays schema-invalid after the retries
+    or is cut off at ``max_tokens`` becomes :class:`StructuredOutputError` (a property
+    of the answer, which the call cache stores); anything else becomes
+    :class:`ModelCallError` (or the :class:`ModelError` that ``raw_create`` raised, e.g.
+    the server went away).
     """
     import instructor
     from instructor.core import IncompleteOutputException, InstructorRetryException
@@ -117,28 +120,34 @@ def run_instructor(
     except ModelError:
         raise
     except IncompleteOutputException as exc:
-        raise ModelCallError(
+        raise StructuredOutputError(
             f"{where}: the {schema.__name__} answer was cut off at "
             f"max_tokens={call_kwargs.get('max_tokens')} (partial output: "
             f"{_content(exc.last_completion)[:200]!r}); raise the generation budget "
-            "(GenerationConfig.max_tokens) or simplify the schema"
+            "(GenerationConfig.max_tokens) or simplify the schema",
+            attempts=max(1, len(responses)),
         ) from exc
     except InstructorRetryException as exc:
         cause = exc.__cause__
         if isinstance(cause, ModelError):
             raise cause from cause.__cause__  # keep its own cause (e.g. the openai error)
+        # every call of raw_create is one attempt; Instructor's own count stands in
+        # only if none was seen
+        attempts = len(responses) or int(exc.n_attempts or 1)
         if isinstance(cause, IncompleteOutputException):
-            raise ModelCallError(
+            raise StructuredOutputError(
                 f"{where}: the {schema.__name__} answer was cut off at "
                 f"max_tokens={call_kwargs.get('max_tokens')}; raise "
-                "GenerationConfig.max_tokens or simplify the schema"
+                "GenerationConfig.max_tokens or simplify the schema",
+                attempts=attempts,
             ) from exc
         last = _content(exc.last_completion) if exc.last_completion is not None else ""
-        raise ModelCallError(
+        raise StructuredOutputError(
             f"{where}: no answer valid for {schema.__name__} after {exc.n_attempts} "
             f"attempt(s) ({max_retries} retries); last error: {str(cause or exc)[:300]}; "
             f"last output: {last[:200]!r}. Raise models.max_retries, the generation "
-            "budget, or use a stronger model"
+            "budget, or use a stronger model",
+            attempts=attempts,
         ) from exc
     except Exception as exc:  # any other library error: wrap, never leak
         raise ModelCallError(

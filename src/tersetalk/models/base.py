@@ -23,6 +23,7 @@ __all__ = [
     "ModelClient",
     "ModelError",
     "ModelUnavailableError",
+    "StructuredOutputError",
     "check_messages",
 ]
 
@@ -43,6 +44,28 @@ class ModelCallError(ModelError):
 
     Timeouts, server errors, or structured output that stayed schema-invalid.
     """
+
+
+class StructuredOutputError(ModelCallError):
+    """A structured call's answer itself failed: schema-invalid after every retry, or
+    cut off at ``max_tokens``.
+
+    Kept apart from transport, timeout and server errors because it is a property of
+    the model's answer: at temperature 0 with a seed the same request fails the same
+    way again, so the call cache stores it (a forced rerun then makes no model call),
+    and the run record logs the call, since its attempts were real model work.
+    ``attempts`` is how many times the model was asked; ``cache_hit`` says whether
+    this error was replayed from the call cache rather than produced by the model now.
+    """
+
+    def __init__(self, message: str, attempts: int, cache_hit: bool = False) -> None:
+        super().__init__(message)
+        self.attempts = int(attempts)
+        self.cache_hit = bool(cache_hit)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keep attempts/cache_hit across pickling (e.g. to or from a worker process)
+        return (type(self), (str(self), self.attempts, self.cache_hit))
 
 
 @dataclass(frozen=True)

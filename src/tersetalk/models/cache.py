@@ -7,7 +7,17 @@ where the model lives (server URL, or the model file's name and size), the
 messages, the generation parameters, the schema and the kind of call. Each entry
 is one JSON file ``cache_dir/ab/abcdef....json`` written atomically (temp file +
 ``os.replace``), so a crash never leaves a half-written entry; an unreadable entry
-is a miss (with a warning) and is overwritten. Failed calls are never stored.
+is a miss (with a warning) and is overwritten.
+
+A success entry is ``{"key", "request", "result"}``. A structured call whose answer
+failed (:class:`StructuredOutputError`: schema-invalid after every retry, or cut off
+at ``max_tokens``) is stored too, as ``{"key", "request", "error": {"type",
+"message", "attempts"}}``: at temperature 0 with a seed it would fail the same way
+again, and a forced rerun must make no model call. A lookup that finds one re-raises
+the error with ``cache_hit=True``. Every other failure (transport, timeout, server,
+anything unexpected) is never stored, so a rerun tries again. Adding failure entries
+left the key and the success layout unchanged, so ``CACHE_FORMAT`` stayed 1 and old
+entries still load.
 """
 
 from __future__ import annotations
@@ -24,7 +34,14 @@ from typing import Any
 
 import pydantic
 
-from .base import CallResult, GenerationConfig, ModelClient, ModelError, check_messages
+from .base import (
+    CallResult,
+    GenerationConfig,
+    ModelClient,
+    ModelError,
+    StructuredOutputError,
+    check_messages,
+)
 
 __all__ = ["CACHE_FORMAT", "CachedClient", "cache_identity"]
 
@@ -56,11 +73,26 @@ def cache_identity(client: ModelClient) -> dict[str, Any]:
     return ident
 
 
+def _error_from_entry(error: Any) -> StructuredOutputError:
+    """The stored failure of a failure entry, replayed as a cache hit.
+
+    Raises ``ValueError``/``TypeError``/``KeyError`` on a malformed entry, which the
+    caller treats as corrupt (a miss).
+    """
+    if error.get("type") != StructuredOutputError.__name__:
+        raise ValueError(f"unknown stored error type {error.get('type')!r}")
+    message, attempts = error["message"], error["attempts"]
+    if not isinstance(message, str) or not isinstance(attempts, int) or attempts < 0:
+        raise TypeError("stored error needs a string message and an int attempts")
+    return StructuredOutputError(message, attempts=attempts, cache_hit=True)
+
+
 class CachedClient(ModelClient):
     """Wraps any :class:`ModelClient` with the on-disk call cache.
 
     ``hits`` and ``misses`` count lookups since construction. A hit returns the stored
-    :class:`CallResult` (original tokens and timings) with ``cache_hit=True``.
+    :class:`CallResult` (original tokens and timings) with ``cache_hit=True``, or
+    re-raises a stored :class:`StructuredOutputError` with ``cache_hit=True``.
     """
 
     def __init__(self, inner: ModelClient, cache_dir: Path | str) -> None:
@@ -103,7 +135,7 @@ class CachedClient(ModelClient):
     def path_for(self, key: str) -> Path:
         return self.cache_dir / key[:2] / f"{key}.json"
 
-    def _load(self, key: str) -> CallResult | None:
+    def _load(self, key: str) -> CallResult | StructuredOutputError | None:
         path = self.path_for(key)
         try:
             raw = path.read_text(encoding="utf-8")
@@ -118,7 +150,9 @@ class CachedClient(ModelClient):
             entry = json.loads(raw)
             if entry.get("key") != key:
                 raise ValueError("entry belongs to another key")
-            result = CallResult.from_dict(entry["result"])
+            if "result" in entry:
+                return CallResult.from_dict(entry["result"])
+            return _error_from_entry(entry["error"])
         except (ValueError, KeyError, TypeError, AttributeError, ModelError) as exc:
             warnings.warn(
                 f"model-call cache: corrupt entry {path} ({exc}); treating as a miss "
@@ -126,12 +160,21 @@ class CachedClient(ModelClient):
                 stacklevel=3,
             )
             return None
-        return result
 
-    def _store(self, key: str, material: dict[str, Any], result: CallResult) -> None:
+    def _store(
+        self, key: str, material: dict[str, Any], outcome: CallResult | StructuredOutputError
+    ) -> None:
         path = self.path_for(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"key": key, "request": material, "result": result.to_dict()}
+        entry: dict[str, Any] = {"key": key, "request": material}
+        if isinstance(outcome, StructuredOutputError):
+            entry["error"] = {
+                "type": type(outcome).__name__,
+                "message": str(outcome),
+                "attempts": outcome.attempts,
+            }
+        else:
+            entry["result"] = outcome.to_dict()
         data = json.dumps(entry, ensure_ascii=False, indent=1)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:12]}.", suffix=".tmp")
         try:
@@ -158,23 +201,37 @@ class CachedClient(ModelClient):
         hit = self._load(key)
         if hit is not None:
             self.hits += 1
+            if isinstance(hit, StructuredOutputError):
+                raise hit
             hit.cache_hit = True
             return hit
         self.misses += 1
-        if kind == "chat":
-            result = self.inner.chat(messages, gen)
-        else:
-            assert schema is not None
-            result = self.inner.structured(messages, schema, gen)
-        # Store a copy marked as a miss: cache_hit is a property of a lookup, not of the answer.
-        stored = CallResult.from_dict({**result.to_dict(), "cache_hit": False})
         try:
-            self._store(key, material, stored)
+            if kind == "chat":
+                result = self.inner.chat(messages, gen)
+            else:
+                assert schema is not None
+                result = self.inner.structured(messages, schema, gen)
+        except StructuredOutputError as exc:
+            # The answer itself failed: deterministic, so stored like an answer. Other
+            # errors (transport, timeout, server) propagate unstored, to be retried.
+            self._try_store(key, material, StructuredOutputError(str(exc), exc.attempts))
+            raise
+        # Store a copy marked as a miss: cache_hit is a property of a lookup, not of the answer.
+        self._try_store(
+            key, material, CallResult.from_dict({**result.to_dict(), "cache_hit": False})
+        )
+        return result
+
+    def _try_store(
+        self, key: str, material: dict[str, Any], outcome: CallResult | StructuredOutputError
+    ) -> None:
+        try:
+            self._store(key, material, outcome)
         except OSError as exc:
             warnings.warn(
-                f"model-call cache: could not write {self.path_for(key)}: {exc}", stacklevel=3
+                f"model-call cache: could not write {self.path_for(key)}: {exc}", stacklevel=4
             )
-        return result
 
     # -- ModelClient ----------------------------------------------------------------
 
