@@ -26,6 +26,7 @@ from tersetalk.models import (
     ScriptedClient,
     make_client,
 )
+from tersetalk.models.base import StructuredOutputError
 
 MSGS = [
     {"role": "system", "content": "You are terse."},
@@ -73,7 +74,7 @@ def test_scripted_structured_retries_then_fails():
     r = ok.structured(MSGS, Verdict, GEN)
     assert r.attempts == 2 and r.parsed == {"ok": True, "reason": "fine"}
     bad = ScriptedClient(["x", "y", "z"], max_retries=2)
-    with pytest.raises(ModelCallError, match="after 3 attempts"):
+    with pytest.raises(StructuredOutputError, match="after 3 attempts"):
         bad.structured(MSGS, Verdict, GEN)
 
 
@@ -172,15 +173,19 @@ def test_interrupted_write_leaves_no_entry_and_no_temp_file(tmp_path, monkeypatc
 
 
 def test_failed_calls_are_not_cached(tmp_path):
+    # transport-like failures are retried on a rerun; only a StructuredOutputError (a
+    # property of the answer) is stored, see tests/test_cache_failures.py
     inner = ScriptedClient([RuntimeError("boom"), "fine"])
     c = CachedClient(inner, tmp_path)
     with pytest.raises(RuntimeError):
         c.chat(MSGS, GEN)
     assert entries(tmp_path) == []
     assert c.chat(MSGS, GEN).text == "fine"
-    bad = CachedClient(ScriptedClient(["x", "y"], max_retries=1), tmp_path / "s")
-    with pytest.raises(ModelCallError):
-        bad.structured(MSGS, Verdict, GEN)
+    timeout = ModelCallError("server at http://x: timeout on all 3 attempts")
+    flaky = CachedClient(ScriptedClient([timeout, '{"ok": true, "reason": "r"}']), tmp_path / "s")
+    with pytest.raises(ModelCallError) as info:
+        flaky.structured(MSGS, Verdict, GEN)
+    assert not isinstance(info.value, StructuredOutputError)
     assert entries(tmp_path / "s") == []
 
 
@@ -438,11 +443,15 @@ def test_structured_invalid_after_retries_is_a_model_call_error():
             raise ValueError("no word is good enough")
 
     client = LlamaCppClient(max_retries=1)
-    with pytest.raises(ModelCallError, match=r"no answer valid for Picky after 2 attempt"):
+    with pytest.raises(
+        StructuredOutputError, match=r"no answer valid for Picky after 2 attempt"
+    ) as info:
         client.structured(TAG_PROMPT, Picky, GenerationConfig(max_tokens=24))
     assert len(seen) == 2  # one first try + one re-ask, each decoded under the grammar
-    with pytest.raises(ModelCallError, match="cut off at max_tokens=3"):
+    assert info.value.attempts == 2 and info.value.cache_hit is False
+    with pytest.raises(StructuredOutputError, match="cut off at max_tokens=3") as info:
         client.structured(TAG_PROMPT, Tag, GenerationConfig(max_tokens=3))
+    assert info.value.attempts >= 1
     client.close()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tersetalk.models import CallResult, GenerationConfig, ModelClient
+from tersetalk.models.base import StructuredOutputError
 from tersetalk.tokens import count_tokens
 
 ROLES = {"M": "manager", "W": "worker", "C": "critic"}
@@ -64,7 +65,40 @@ class Conversation:
         self.log_call(role, result)
         return result.text
 
+    def log_failed_call(self, role: str, error: StructuredOutputError) -> None:
+        """Record a structured call whose answer failed (schema-invalid, cut off).
+
+        Its attempts were real model work, so it is a call like any other: it counts
+        in ``n_model_calls`` and keeps the error text. Its token usage and timing
+        were not reported with the error, so usage is "unknown" (``-1``, which makes
+        the record's usage totals unknown rather than too low) and timing is absent
+        (``total_s`` 0.0, since ``t_model_s`` is a plain sum; TTFT/ITL ``None``).
+        """
+        self.calls.append(
+            {
+                "role": role,
+                "prompt_tokens": -1,
+                "completion_tokens": -1,
+                "ttft_s": None,
+                "itl_s": None,
+                "total_s": 0.0,
+                "attempts": error.attempts,
+                "cache_hit": error.cache_hit,
+                "usage_source": "unknown: structured call failed",
+                "error": str(error),
+            }
+        )
+
     def ask_structured(self, role: str, messages: list[dict], schema, gen: GenerationConfig):
-        result = self.client.structured(messages, schema, gen)
+        """A structured model call on behalf of ``role``.
+
+        A :class:`StructuredOutputError` is logged as a failed call, then re-raised
+        for the caller to handle (e.g. fall back to free generation).
+        """
+        try:
+            result = self.client.structured(messages, schema, gen)
+        except StructuredOutputError as exc:
+            self.log_failed_call(role, exc)
+            raise
         self.log_call(role, result)
         return result

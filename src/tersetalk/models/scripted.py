@@ -14,7 +14,14 @@ from typing import Any
 
 import pydantic
 
-from .base import CallResult, GenerationConfig, ModelCallError, ModelClient, check_messages
+from .base import (
+    CallResult,
+    GenerationConfig,
+    ModelCallError,
+    ModelClient,
+    StructuredOutputError,
+    check_messages,
+)
 
 __all__ = ["ScriptedClient"]
 
@@ -43,7 +50,8 @@ class ScriptedClient(ModelClient):
     (it may raise, to test error paths). For ``structured`` calls an answer that is
     not valid JSON for the schema counts as a failed attempt and the next answer is
     used, up to ``max_retries`` retries, mimicking Instructor; then
-    :class:`ModelCallError` is raised. Every call is recorded in ``calls``.
+    :class:`StructuredOutputError` is raised (as the real backends do). Every call is
+    recorded in ``calls``.
 
     For unit tests of control flow only; never use it for a number we report.
     """
@@ -134,9 +142,10 @@ class ScriptedClient(ModelClient):
                 backend=self.backend,
                 model=self.model,
             )
-        raise ModelCallError(
+        raise StructuredOutputError(
             f"scripted model: answer not valid for {schema.__name__} after "
-            f"{self.max_retries + 1} attempts: {last_error}"
+            f"{self.max_retries + 1} attempts: {last_error}",
+            attempts=self.max_retries + 1,
         )
 
     def count_tokens(self, text: str) -> int:
