@@ -77,11 +77,13 @@ def test_variants_validate_and_a_wrong_one_names_its_key(base_config):
     cfg = copy.deepcopy(base_config)
     cfg["evaluation"]["comparisons"] = []
     cfg["systems"]["llmlingua"] = {"variants": copy.deepcopy(VARIANTS)}
+    cfg["calibration"]["hybrid"].pop("reference", None)  # llmlingua/default is gone here
     validate_config(cfg)
     assert cfg["systems"]["llmlingua"]["variants"]["r033"]["rate"] == 0.33
     cfg = copy.deepcopy(base_config)
     cfg["evaluation"]["comparisons"] = []
     cfg["systems"]["llmlingua"] = {"variants": {"bad": {"rate": 2.0}}}
+    cfg["calibration"]["hybrid"].pop("reference", None)
     with pytest.raises(ConfigError, match=r"systems\.llmlingua\.variants\.bad\.rate"):
         validate_config(cfg)
 
