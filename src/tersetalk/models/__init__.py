@@ -26,6 +26,7 @@ from .base import (
     ModelClient,
     ModelError,
     ModelUnavailableError,
+    StructuredOutputError,
 )
 from .cache import CachedClient
 from .scripted import ScriptedClient
@@ -43,6 +44,7 @@ __all__ = [
     "OllamaClient",
     "OpenAICompatClient",
     "ScriptedClient",
+    "StructuredOutputError",
     "make_client",
 ]
 
