@@ -257,3 +257,41 @@ def test_bad_variant_setting_names_the_key(base_config):
     cfg["systems"]["freeform"] = {"variants": {"y": {"caps": "baseline"}}}
     with pytest.raises(ConfigError, match=r"systems\.freeform\.variants\.y"):
         validate_config(cfg)
+
+
+@pytest.mark.parametrize("enforcement", ["schema", "json"])
+def test_constrained_worker_replies_get_their_own_budget(base_config, tmp_path, hotpot,
+                                                        enforcement):  # fmt: skip
+    spec = spec_for(base_config, tmp_path, enforcement=enforcement, structured_max_tokens=300)
+
+    def respond(messages, gen, schema):  # json mode asks for JSON through chat calls
+        if "You are the Critic" in messages[0]["content"]:
+            return json.dumps({"verdict": "A", "note": ""})
+        return json.dumps({"plan": [], "need": [], "answer": "Paris"})
+
+    client = ScriptedClient(respond)
+    run(spec, hotpot, tmp_path / "o.parquet", client=client, progress=False)
+    worker = [c for c in client.calls if "You are the Worker" in c["messages"][0]["content"]]
+    critic = [c for c in client.calls if "You are the Critic" in c["messages"][0]["content"]]
+    assert worker and critic
+    assert {c["gen"].max_tokens for c in worker} == {300}
+    assert {c["gen"].max_tokens for c in critic} == {base_config["generation"]["critic_max_tokens"]}
+
+
+def test_free_fallback_after_a_failed_constrained_reply_keeps_the_free_budget(
+    base_config, tmp_path, hotpot
+):
+    spec = spec_for(base_config, tmp_path, structured_max_tokens=300)
+
+    def respond(messages, gen, schema):
+        if schema is not None and schema.__name__ == "WorkerReply":
+            return "not json at all"  # stays invalid through every retry
+        if schema is not None:
+            return json.dumps({"verdict": "A", "note": ""})
+        return "Answer: Paris"
+
+    client = ScriptedClient(respond)
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=client, progress=False)
+    assert df["error"].isna().all()
+    free = [c for c in client.calls if c["kind"] == "chat"]
+    assert free and {c["gen"].max_tokens for c in free} == {base_config["generation"]["max_tokens"]}

@@ -77,6 +77,12 @@ class TerseTalkSettings(BaseModel):
     deref: Literal["always", "conditional", "never"] = "conditional"
     enforcement: Literal["schema", "json", "posthoc"] = "schema"
     memory_max_entries: int = Field(10_000, ge=1)
+    #: max_tokens of the Worker's constrained (schema / json) replies; null: the
+    #: config's generation.max_tokens. A JSON reply cut off by max_tokens is invalid
+    #: however good the grammar, and the grammar lets the model spend tokens on
+    #: whitespace between fields, so the budget leaves room above the largest
+    #: schema-valid reply (about 130 tokens); the reply ends when its JSON closes.
+    structured_max_tokens: int | None = Field(256, ge=1)
     # LLMLingua touchpoints (tersetalk.encoders.touchpoints), each off by default:
     #: compress an over-cap f/p/q payload with LLMLingua before it overflows
     lingua_payloads: bool = False
@@ -93,11 +99,13 @@ class TerseTalkSettings(BaseModel):
 
 # Length bounds keep a grammar-constrained reply inside the generation budget: a reply
 # cut off by max_tokens is invalid JSON however good the grammar (worst case here is
-# about 3 x 100 + 100 characters, roughly 130 tokens, under the 160-token Worker budget;
-# the Critic's 80-character note stays under its 64 tokens).
+# about 3 x 100 + 100 characters, roughly 130 tokens, under the Worker's
+# structured_max_tokens; the Critic's 80-character note stays under its 64 tokens).
 MAX_TEXT, MAX_NOTE, MAX_PLAN, MAX_NEED = 100, 80, 3, 2
 Step = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
-Ref = Annotated[str, StringConstraints(pattern=r"^M#[0-9]+$")]
+# at most 6 digits: without a bound the grammar lets a small model loop on digits
+# ("M#1000000...") until max_tokens cuts the reply off (seen on the embedded model)
+Ref = Annotated[str, StringConstraints(pattern=r"^M#[0-9]{1,6}$")]
 
 
 class WorkerReply(BaseModel):
@@ -283,6 +291,9 @@ class Speaker:
         schema = WorkerReply if role == "worker" else CriticReply
         mode = self.settings.enforcement
         fell_back = False
+        free_gen = gen  # the budget of free generation, should the constrained call fail
+        if role == "worker" and mode in ("schema", "json") and self.settings.structured_max_tokens:
+            gen = dataclasses.replace(gen, max_tokens=self.settings.structured_max_tokens)
         if mode == "schema":
             try:
                 res = self.conv.ask_structured(role, messages, schema, gen)
@@ -291,6 +302,7 @@ class Speaker:
             except ModelCallError:
                 fell_back = True  # free generation, read leniently: counted as a fallback
                 mode = "posthoc"
+                gen = free_gen
                 messages = [
                     {"role": "system", "content": system_prompt(role, self.ctx.task, "posthoc")}
                 ] + messages[1:]
@@ -369,7 +381,7 @@ def _from_json_object(schema, raw: str, changes: Changes | None = None):
         return None
 
 
-_REF_RE = re.compile(r"^M#[0-9]+$")
+_REF_RE = re.compile(r"^M#[0-9]{1,6}$")
 
 
 def message_line_counts(messages: list[dict]) -> dict[str, int]:
