@@ -77,25 +77,13 @@ def drop_partial_line(path: Path) -> int:
     """
     if not path.exists():
         return 0
-    with open(path, "r+b") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        keep = size
-        block = 1 << 16
-        while keep > 0:
-            start = max(0, keep - block)
-            fh.seek(start)
-            chunk = fh.read(keep - start)
-            idx = chunk.rfind(b"\n")
-            if idx >= 0:
-                keep = start + idx + 1
-                break
-            keep = start
-        dropped = size - keep
-        if dropped:
-            fh.truncate(keep)
-            fh.flush()
-            os.fsync(fh.fileno())
+    data = path.read_bytes()  # a checkpoint holds one run's records: small
+    keep = data.rfind(b"\n") + 1  # 0 when there is no complete line at all
+    dropped = len(data) - keep
     if dropped:
+        with open(path, "r+b") as fh:
+            fh.truncate(keep)
+            os.fsync(fh.fileno())
         log.warning("%s: dropped %d bytes of a partial last line before resuming", path, dropped)
     return dropped
 
