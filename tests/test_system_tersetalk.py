@@ -295,3 +295,21 @@ def test_free_fallback_after_a_failed_constrained_reply_keeps_the_free_budget(
     assert df["error"].isna().all()
     free = [c for c in client.calls if c["kind"] == "chat"]
     assert free and {c["gen"].max_tokens for c in free} == {base_config["generation"]["max_tokens"]}
+
+
+def test_a_server_fault_in_schema_mode_is_not_a_fallback(base_config, tmp_path, hotpot):
+    # a timeout or 5xx is the server's, not the answer's: it must not be read as "the
+    # model could not fill the schema" (a fallback), but fail the run for a retry
+    from tersetalk.models import TransientModelError
+    from tersetalk.runner import RunIncompleteError, checkpoint_path
+
+    def flaky(messages, gen, schema):
+        if schema is not None and schema.__name__ == "WorkerReply":
+            raise TransientModelError("HTTP 503 on all 3 attempts")
+        return json.dumps({"verdict": "A", "note": ""})
+
+    spec = spec_for(base_config, tmp_path)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(RunIncompleteError, match="2 of 2 examples failed"):
+        run(spec, hotpot, out, client=ScriptedClient(flaky), progress=False)
+    assert not out.exists() and checkpoint_path(out).read_text() == ""

@@ -34,7 +34,7 @@ def _setup_logging(level: str) -> None:
 
 def _cmd_sample(args: argparse.Namespace) -> None:
     from tersetalk.config import load_config
-    from tersetalk.runner import write_parquet_atomic
+    from tersetalk.io import write_parquet_atomic
     from tersetalk.tasks.loading import load_records, sample
 
     cfg = load_config(*args.config) if args.config else {}
@@ -82,18 +82,16 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
-    import pandas as pd
-
+    from tersetalk.io import read_parquet, write_parquet_atomic
     from tersetalk.metrics.per_record import per_record_metrics
     from tersetalk.metrics.summary import run_metrics
-    from tersetalk.runner import write_parquet_atomic
     from tersetalk.tasks.loading import read_sample
 
-    run = pd.read_parquet(args.run)
+    run = read_parquet(args.run, "run")
     per_record = None
     if args.sample:
         samples = {row["example_id"]: row for row in read_sample(args.sample)}
-        reference = pd.read_parquet(args.reference) if args.reference else None
+        reference = read_parquet(args.reference, "reference run") if args.reference else None
         per_record = per_record_metrics(run, reference, samples)
         if args.out_records:
             write_parquet_atomic(per_record, Path(args.out_records))
@@ -103,8 +101,8 @@ def _cmd_score(args: argparse.Namespace) -> None:
 
 
 def _cmd_aggregate(args: argparse.Namespace) -> None:
+    from tersetalk.io import write_parquet_atomic
     from tersetalk.metrics.summary import aggregate
-    from tersetalk.runner import write_parquet_atomic
 
     df = aggregate(args.scores)
     write_parquet_atomic(df, Path(args.out))
@@ -117,11 +115,11 @@ def _cmd_aggregate(args: argparse.Namespace) -> None:
 def _cmd_stats(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from tersetalk.runner import write_parquet_atomic
+    from tersetalk.io import read_parquet, write_parquet_atomic
     from tersetalk.stats import compare_runs, to_latex
 
     comparisons = [tuple(pair) for pair in json.loads(args.comparisons)]
-    frames = [pd.read_parquet(p) for p in args.records]
+    frames = [read_parquet(p, "per-example metrics") for p in args.records]
     tables = []
     skipped = []
     for task in sorted({f["task"].iloc[0] for f in frames if len(f)}):
@@ -301,10 +299,13 @@ def _objectives(given: list[str], systems: set[str]) -> dict[str, str]:
 def _cmd_plot(args: argparse.Namespace) -> None:
     import pandas as pd
 
+    from tersetalk.io import read_parquet
     from tersetalk.plots import figures as F
 
-    records = pd.concat([pd.read_parquet(p) for p in args.records], ignore_index=True)
-    summary = F.with_intervals(pd.read_parquet(args.summary), records, seed=args.seed)
+    records = pd.concat(
+        [read_parquet(p, "per-example metrics") for p in args.records], ignore_index=True
+    )
+    summary = F.with_intervals(read_parquet(args.summary, "summary"), records, seed=args.seed)
     out = Path(args.out_dir)
     paths = F.quality_vs_tokens(summary, out / "quality_vs_tokens")
     paths += F.token_breakdown(summary, out / "token_breakdown")
@@ -353,6 +354,16 @@ def _cmd_plot_ablation(args: argparse.Namespace) -> None:
         args.out_stem,
     )
     logging.info("wrote %s", ", ".join(map(str, paths)))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -419,7 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--sample", required=True, help="sample Parquet from `tersetalk sample`")
     r.add_argument("--out", required=True, help="run Parquet to write (one row per example)")
-    r.add_argument("--limit", type=int, help="only the first N examples of the sample")
+    r.add_argument(
+        "--limit", type=_positive_int, help="only the first N examples of the sample (N >= 1)"
+    )
     r.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     r.set_defaults(func=_cmd_run)
 
@@ -572,12 +585,16 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level)
     from tersetalk.calibration import CalibrationError
     from tersetalk.config import ConfigError
+    from tersetalk.io import InputFileError
     from tersetalk.models import ModelError
+    from tersetalk.runner import RunIncompleteError
     from tersetalk.tasks.loading import TaskDataError
 
+    expected = (ConfigError, ModelError, TaskDataError, CalibrationError, InputFileError,
+                RunIncompleteError, FileNotFoundError)  # fmt: skip
     try:
         args.func(args)
-    except (ConfigError, ModelError, TaskDataError, CalibrationError, FileNotFoundError) as exc:
+    except expected as exc:
         print(f"tersetalk {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return 0

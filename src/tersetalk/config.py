@@ -64,6 +64,13 @@ def validate_config(config: dict) -> dict:
             lines.append(line)
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _apply_defaults(schema, config)
+    if config["models"].get("api_key"):
+        raise ConfigError(
+            "config key 'models.api_key': API keys never go in config files (they would be "
+            "copied into run specs, result metadata and command lines); remove it, set "
+            "models.api_key_env to the name of an environment variable (e.g. OPENAI_API_KEY) "
+            "and export that variable with your key"
+        )
     from tersetalk.systems import registered_systems, validate_variant
 
     known = registered_systems()

@@ -4,6 +4,18 @@ Each finished example is appended to a checkpoint (JSON Lines, flushed and
 fsynced) before the next one starts, so killing the job loses at most the
 example in flight. A restart reads the checkpoint, skips what is done and
 finishes the rest; the Parquet file is written atomically at the end.
+
+What a failure does:
+
+- the example's own failure (invalid output after the retries, a bug a message
+  triggers) is an error row: checkpointed, kept, scored 0;
+- a passing fault of the model server (timeout, HTTP 5xx or 429, a malformed reply:
+  :class:`~tersetalk.models.TransientModelError`) is not checkpointed; the run goes
+  on with the other examples and then fails with :class:`RunIncompleteError`, so no
+  run file is written and Snakemake does not take the job as done. Running the same
+  command again redoes only those examples;
+- a server that is down or a missing model (:class:`ModelUnavailableError`) stops
+  the run at once, keeping what is finished.
 """
 
 from __future__ import annotations
@@ -19,12 +31,26 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.config import spec_hash
-from tersetalk.models import GenerationConfig, ModelClient, ModelUnavailableError, make_client
+from tersetalk.io import write_parquet_atomic
+from tersetalk.models import (
+    GenerationConfig,
+    ModelClient,
+    ModelUnavailableError,
+    caused_by,
+    is_transient,
+    make_client,
+)
 from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, get_system
 from tersetalk.tasks.loading import read_sample
 
 log = logging.getLogger(__name__)
+
+__all__ = ["RunIncompleteError", "run", "run_one", "write_parquet_atomic"]
+
+
+class RunIncompleteError(RuntimeError):
+    """Some examples failed for passing reasons; the rest are checkpointed for a rerun."""
 
 
 def checkpoint_path(out: Path) -> Path:
@@ -125,9 +151,12 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     )
     try:
         res = system(example, ctx)
-    except ModelUnavailableError:
-        raise  # the server is down or the model missing: stop, keep what is finished
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
+        down = caused_by(exc, ModelUnavailableError)
+        if down is not None:
+            raise down from exc  # server down or model missing: stop, keep what is finished
+        if is_transient(exc):
+            raise  # a passing server fault: run() leaves the example for the next run
         log.error("example %s failed: %s\n%s", example["example_id"], exc, traceback.format_exc())
         return build_record(
             example,
@@ -161,21 +190,6 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     )
 
 
-def write_parquet_atomic(df: pd.DataFrame, out: Path, metadata: dict | None = None) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    if metadata:
-        meta = dict(table.schema.metadata or {})
-        meta[b"tersetalk"] = json.dumps(metadata, sort_keys=True).encode()
-        table = table.replace_schema_metadata(meta)
-    tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, out)
-
-
 def run(
     spec: dict,
     sample_path: str | Path,
@@ -186,6 +200,8 @@ def run(
     progress: bool = True,
 ) -> pd.DataFrame:
     out = Path(out)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive number of examples, got {limit!r}")
     examples = read_sample(sample_path)
     if limit is not None:
         examples = examples[:limit]
@@ -228,15 +244,33 @@ def run(
         desc=f"{spec['task']}/{spec['system']}/{spec['variant']}",
         unit="ex",
     )
+    failed: list[tuple[str, str]] = []  # (example id, cause) of passing server faults
     with open(ckpt, "a", encoding="utf-8") as fh:
         for ex in todo:
-            rec = run_one(ex, spec, ctx, digest)
+            try:
+                rec = run_one(ex, spec, ctx, digest)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                log.error("example %s: %s; not checkpointed, retried on the next run",
+                          ex["example_id"], exc)  # fmt: skip
+                failed.append((ex["example_id"], f"{type(exc).__name__}: {exc}"))
+                bar.update(1)
+                continue
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
             done[ex["example_id"]] = rec
             bar.update(1)
     bar.close()
+    if failed:
+        first_id, first_cause = failed[0]
+        raise RunIncompleteError(
+            f"{len(failed)} of {len(examples)} examples failed because the model server did "
+            f"not answer properly (first: example {first_id}: {first_cause[:300]}). The other "
+            f"{len(done)} are checkpointed in {ckpt}; run the same command again (or "
+            "`snakemake` again) to retry only the failed ones. No run file was written"
+        )
     df = records_frame([done[ex["example_id"]] for ex in examples])
     n_err = int(df["error"].notna().sum())
     desc = client.describe()

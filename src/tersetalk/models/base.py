@@ -24,7 +24,10 @@ __all__ = [
     "ModelError",
     "ModelUnavailableError",
     "StructuredOutputError",
+    "TransientModelError",
+    "caused_by",
     "check_messages",
+    "is_transient",
 ]
 
 
@@ -44,6 +47,41 @@ class ModelCallError(ModelError):
 
     Timeouts, server errors, or structured output that stayed schema-invalid.
     """
+
+
+class TransientModelError(ModelCallError):
+    """A call failed for a reason that may pass: the server timed out, lost the
+    connection, answered HTTP 5xx or 429, or sent a reply that is not a well-formed
+    completion (a body that is not an event stream, a stream cut off before its
+    ``finish_reason``, no choices).
+
+    Never cached. The runner does not keep such an example as an error row: the job
+    fails after checkpointing the finished examples, and a rerun redoes only the
+    failed ones (see :func:`is_transient`).
+    """
+
+
+def caused_by(
+    exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]
+) -> BaseException | None:
+    """The first error of type ``kind`` among ``exc`` and the errors it was raised from.
+
+    Walks ``__cause__``/``__context__`` (bounded, cycle-safe), because callers such as
+    the mediator's judge or the MSP codec wrap model errors in their own types.
+    """
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(seen) < 32 and all(cur is not e for e in seen):
+        if isinstance(cur, kind):
+            return cur
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a :class:`TransientModelError` (see :func:`caused_by`)."""
+    return caused_by(exc, TransientModelError) is not None
 
 
 class StructuredOutputError(ModelCallError):

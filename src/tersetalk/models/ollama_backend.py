@@ -53,6 +53,7 @@ class OllamaClient(OpenAICompatClient):
         structured_format: StructuredFormat = "auto",
         tokenizer: Callable[[str], int] | None = None,
         tokenizer_gguf: str | Path | None = None,
+        max_wait_s: float = 120.0,
     ) -> None:
         if not model:
             raise ModelError(
@@ -75,6 +76,7 @@ class OllamaClient(OpenAICompatClient):
             structured_format=structured_format,
             tokenizer=tokenizer,
             tokenizer_gguf=tokenizer_gguf,
+            max_wait_s=max_wait_s,
         )
 
     def _native(self, timeout_s: float) -> Any:

@@ -7,9 +7,20 @@ send no usage in a stream (llama-cpp-python's ``llama_cpp.server`` does not) get
 ``describe()["usage_source"]`` says so; construct with ``stream=False`` to get the
 server's exact usage from non-streamed calls instead (then TTFT/ITL are ``None``).
 
-Transport retries (timeouts, dropped connections, HTTP 5xx) use exponential backoff:
-``backoff_s * 2**k``. A refused connection before the server ever answered is not
-retried: it raises :class:`ModelUnavailableError` at once with the hint to start one.
+Transport retries (timeouts, dropped connections, HTTP 5xx and 429, and replies that
+are not a well-formed completion) use exponential backoff ``backoff_s * 2**k``, or
+the server's ``Retry-After`` when it asks for longer (up to ``max_wait_s``; a longer
+wait fails the call at once). What is still failing after the retries raises
+:class:`TransientModelError`, which the call cache never stores and the runner
+retries on the next run. A refused connection before the server ever answered is
+not retried: it raises :class:`ModelUnavailableError` at once with the hint to start
+one.
+
+A reply is well-formed when it has a choice and a ``finish_reason``: a body that is
+not an event stream on a streamed request, a stream cut off before its last chunk,
+or a completion without choices is the server's fault, never an empty answer. An
+empty ``content`` is retried too; if the model keeps answering nothing, the call
+fails with :class:`ModelCallError` (an error row; not cached).
 
 Structured output goes through Instructor's JSON_SCHEMA mode. Servers disagree on
 how to ask for schema-constrained decoding: the OpenAI form
@@ -40,8 +51,10 @@ from .base import (
     ModelClient,
     ModelError,
     ModelUnavailableError,
+    TransientModelError,
     check_messages,
 )
+from .http import retry_after_s
 
 __all__ = ["OpenAICompatClient"]
 
@@ -76,6 +89,28 @@ class _ResponseFormatRejected(Exception):
     pass
 
 
+class _BadReply(Exception):
+    """The server answered with something that is not a well-formed completion."""
+
+
+class _EmptyAnswer(Exception):
+    """A well-formed completion whose content is empty."""
+
+
+def _check_completion(resp: Any) -> None:
+    """Raise unless ``resp`` (a non-streamed completion) has a choice, a finish_reason
+    and some content (text or tool calls)."""
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise _BadReply(f"a completion without choices ({str(resp)[:200]!r})")
+    choice = choices[0]
+    if getattr(choice, "finish_reason", None) is None:
+        raise _BadReply("a completion without finish_reason (not a well-formed reply)")
+    message = getattr(choice, "message", None)
+    if message is None or not (message.content or getattr(message, "tool_calls", None)):
+        raise _EmptyAnswer(f"empty content (finish_reason {choice.finish_reason!r})")
+
+
 class OpenAICompatClient(ModelClient):
     """Chat model behind an OpenAI-compatible HTTP API.
 
@@ -101,6 +136,8 @@ class OpenAICompatClient(ModelClient):
         structured_format: StructuredFormat = "auto",
         tokenizer: Callable[[str], int] | None = None,
         tokenizer_gguf: str | Path | None = None,
+        max_wait_s: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         import openai
 
@@ -121,6 +158,8 @@ class OpenAICompatClient(ModelClient):
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
+        self.max_wait_s = float(max_wait_s)
+        self._sleep = sleep
         self.stream = stream
         self.structured_format: StructuredFormat = structured_format
         self._tokenizer = tokenizer
@@ -183,6 +222,10 @@ class OpenAICompatClient(ModelClient):
             return ModelCallError(f"{self._where()}: HTTP {status}: {exc.message}")
         if self._transport_errors and isinstance(exc, self._transport_errors):
             return _RetryableError("connection", exc)
+        if isinstance(exc, _BadReply):
+            return _RetryableError("malformed reply", exc)
+        if isinstance(exc, _EmptyAnswer):
+            return _RetryableError("empty answer", exc)
         if isinstance(exc, ModelError):
             return exc
         return ModelCallError(f"{self._where()}: {type(exc).__name__}: {exc}")
@@ -212,19 +255,38 @@ class OpenAICompatClient(ModelClient):
                         f"{self._where()}: lost the connection and {attempt} attempts failed "
                         f"({err.cause}); is the server still running? {self._down_message()}"
                     ) from err.cause
-                fix = (
-                    f"raise models.timeout_s (now {self.timeout_s}) or models.max_retries"
-                    if err.kind == "timeout"
-                    else "see the server's log; raise models.max_retries if it is overloaded"
+                if err.kind == "empty answer":  # the model's doing, not the server's
+                    raise ModelCallError(
+                        f"{self._where()}: the model answered with empty content on all "
+                        f"{attempt} attempts; use a stronger model or raise the generation "
+                        "budget"
+                    ) from err.cause
+                fix = {
+                    "timeout": f"raise models.timeout_s (now {self.timeout_s}) or "
+                    "models.max_retries",
+                    "malformed reply": "check that models.base_url points at an "
+                    "OpenAI-compatible server (a proxy can break event streams), or set "
+                    "models.stream: false",
+                }.get(
+                    err.kind, "see the server's log; raise models.max_retries if it is overloaded"
                 )
-                raise ModelCallError(
+                raise TransientModelError(
                     f"{self._where()}: {err.kind} on all {attempt} attempts ({err.cause}); {fix}"
                 ) from err.cause
             delay = self.backoff_s * (2 ** (attempt - 1))
+            asked = retry_after_s(err.cause)
+            if asked is not None:
+                if asked > self.max_wait_s:
+                    raise TransientModelError(
+                        f"{self._where()}: {err.kind}; the server asks to retry after "
+                        f"{asked:.0f}s (Retry-After), longer than models.max_wait_s="
+                        f"{self.max_wait_s:g}; run again later or raise models.max_wait_s"
+                    ) from err.cause
+                delay = max(delay, asked)  # the server knows when it can take us again
             log.warning(
                 "%s: %s; retry %d/%d in %.1fs", self._where(), err, attempt, self.max_retries, delay
             )
-            time.sleep(delay)
+            self._sleep(delay)
 
     def _sampling(self, gen: GenerationConfig) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -247,6 +309,7 @@ class OpenAICompatClient(ModelClient):
         usage = None
         chunk_with_usage = None
         finish = None
+        n_chunks = 0
         t0 = time.perf_counter()
         stream = self._client.chat.completions.create(
             model=self.model,
@@ -257,6 +320,7 @@ class OpenAICompatClient(ModelClient):
         )
         try:
             for chunk in stream:
+                n_chunks += 1
                 if getattr(chunk, "usage", None) is not None:
                     usage = chunk.usage
                     chunk_with_usage = chunk
@@ -268,8 +332,16 @@ class OpenAICompatClient(ModelClient):
                     times.append(time.perf_counter() - t0)
                     parts.append(content)
                 finish = choice.finish_reason or finish
+        except ValueError as exc:  # an event whose data is not JSON
+            raise _BadReply(f"an unreadable event stream ({exc})") from exc
         finally:
             stream.close()
+        if n_chunks == 0:
+            raise _BadReply("no events: the reply to a streamed request was not an event stream")
+        if finish is None:
+            raise _BadReply(f"the stream ended after {n_chunks} chunks without a finish_reason")
+        if not parts:
+            raise _EmptyAnswer(f"empty content (finish_reason {finish!r})")
         return {
             "text": "".join(parts),
             "times": times,
@@ -289,13 +361,14 @@ class OpenAICompatClient(ModelClient):
             stream=False,
             **self._sampling(gen),  # type: ignore[arg-type]
         )
-        choice = resp.choices[0] if resp.choices else None
+        _check_completion(resp)
+        choice = resp.choices[0]
         return {
-            "text": (choice.message.content or "") if choice else "",
+            "text": choice.message.content or "",
             "times": [],
             "usage": resp.usage,
             "response": resp,
-            "finish": choice.finish_reason if choice else None,
+            "finish": choice.finish_reason,
             "total": time.perf_counter() - t0,
         }
 
@@ -343,7 +416,9 @@ class OpenAICompatClient(ModelClient):
         is_schema = isinstance(rf, dict) and rf.get("type") == "json_schema"
 
         def send(request: dict[str, Any]) -> Any:
-            return self._client.chat.completions.create(model=self.model, **request)
+            resp = self._client.chat.completions.create(model=self.model, **request)
+            _check_completion(resp)  # a malformed reply is the server's, not the schema's
+            return resp
 
         def rewrite(request: dict[str, Any]) -> dict[str, Any]:
             schema = (request["response_format"].get("json_schema") or {}).get("schema")

@@ -51,16 +51,14 @@ class ProviderConfig(BaseModel):
     stream: bool = False
 
     def client_config(self, seed: int = 0) -> dict[str, Any]:
-        cfg = self.model_dump(exclude={"api_key_env"})
+        cfg = self.model_dump()
         cfg["seed"] = seed
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise MSPConfigError(
-                    f"msp.provider.api_key_env: environment variable {self.api_key_env} is not "
-                    f"set; export {self.api_key_env}=<your key> (keys never go in config files)"
-                )
-            cfg["api_key"] = key
+        # make_client reads the key from the variable; checked here too, to fail early
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise MSPConfigError(
+                f"msp.provider.api_key_env: environment variable {self.api_key_env} is not "
+                f"set; export {self.api_key_env}=<your key> (keys never go in config files)"
+            )
         return cfg
 
 

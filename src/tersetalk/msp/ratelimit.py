@@ -16,20 +16,21 @@ as :mod:`tersetalk.systems.msp_system` does) so cache hits cost no quota.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC
 from typing import Any
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from tersetalk.models import CallResult, GenerationConfig, ModelCallError, ModelClient
+from tersetalk.models.http import error_chain as _chain
+from tersetalk.models.http import retry_after_s
+from tersetalk.models.http import status_of as _status_of
 from tersetalk.msp.errors import RateLimitError
 
 __all__ = [
@@ -127,26 +128,6 @@ _RATE_LIMIT_TEXT = re.compile(
 )
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and its causes/contexts, outermost first (cycle-safe, bounded)."""
-    out: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and len(out) < 16 and all(cur is not e for e in out):
-        out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
-
-
-def _status_of(exc: BaseException) -> int | None:
-    """The HTTP status an exception carries (openai/httpx/requests style), if any."""
-    for holder in (exc, getattr(exc, "response", None)):
-        for attr in ("status_code", "status"):
-            value = getattr(holder, attr, None) if holder is not None else None
-            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
-                return value
-    return None
-
-
 def _is_openai_rate_limit(exc: BaseException) -> bool:
     try:
         import openai
@@ -173,57 +154,6 @@ def is_rate_limit_error(exc: BaseException) -> bool:
         if status is not None:
             return status == 429
     return any(_RATE_LIMIT_TEXT.search(str(e)) for e in chain)
-
-
-def _headers_of(exc: BaseException) -> Any:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) if response is not None else None
-    return headers if headers is not None else getattr(exc, "headers", None)
-
-
-def _header(headers: Any, name: str) -> str | None:
-    try:
-        value = headers.get(name)
-        if value is None and isinstance(headers, dict):  # plain dicts are case-sensitive
-            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
-    except Exception:  # noqa: BLE001 - an odd headers object means: no header
-        return None
-    return None if value is None else str(value)
-
-
-def retry_after_s(exc: BaseException, now: Callable[[], float] = time.time) -> float | None:
-    """Seconds the provider asked us to wait (``Retry-After``), or None.
-
-    Reads ``retry-after-ms`` (OpenAI-style) or ``Retry-After`` as seconds or as an
-    HTTP date, from the response headers of any exception in the cause chain.
-    """
-    for e in _chain(exc):
-        if isinstance(e, RateLimitError) and e.retry_after_s is not None:
-            return max(0.0, float(e.retry_after_s))
-        headers = _headers_of(e)
-        if headers is None:
-            continue
-        ms = _header(headers, "retry-after-ms")
-        if ms is not None:
-            try:
-                return max(0.0, float(ms) / 1000.0)
-            except ValueError:
-                pass
-        raw = _header(headers, "retry-after")
-        if raw is None:
-            continue
-        try:
-            return max(0.0, float(raw))
-        except ValueError:
-            pass
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError, IndexError):
-            continue
-        if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are always GMT
-            when = when.replace(tzinfo=UTC)
-        return max(0.0, when.timestamp() - now())
-    return None
 
 
 class RateLimitedClient(ModelClient):

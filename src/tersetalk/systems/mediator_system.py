@@ -151,7 +151,7 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
     rec.drain()  # calls of an earlier example that failed are not this example's
     brief = render_brief(build_brief(ctx.task, example["record"], ctx.task_options))
     res = mediator.process(brief, message_id(ctx.gen.seed, str(example["example_id"])))
-    if res.error is not None and settings.on_error == "error":
+    if res.error is not None and (settings.on_error == "error" or res.error.server_fault):
         res.raise_for_error()
     delivered = res.delivered_text if res.error is None else brief
     result = converse(example, ctx, delivered)

@@ -21,7 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tersetalk.agents.roles import build_brief, render_brief
 from tersetalk.mediator.recording import CallRecorder
-from tersetalk.models import CachedClient, ModelClient
+from tersetalk.models import (
+    CachedClient,
+    ModelClient,
+    ModelUnavailableError,
+    TransientModelError,
+    caused_by,
+)
 from tersetalk.msp import (
     MSPDecoder,
     MSPEncoder,
@@ -140,8 +146,10 @@ def run(example: dict, ctx: RunContext) -> SystemResult:
         res = pipeline.process(brief, settings.style, trace_id=trace_id)
         delivered = res.signal_text
     except MSPError as exc:
-        if settings.on_error == "error":
-            raise
+        if settings.on_error == "error" or caused_by(
+            exc, (TransientModelError, ModelUnavailableError)
+        ):
+            raise  # a server fault never becomes a passthrough: retried on the next run
         res, delivered, error = None, brief, f"{type(exc).__name__}: {exc}"
     result = converse(example, ctx, delivered)
     own = result.conversation

@@ -29,13 +29,20 @@ import re
 from collections import Counter
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.roles import build_brief, extract_prediction
 from tersetalk.encoders.lingua import LinguaSettings
 from tersetalk.encoders.touchpoints import Touchpoints
-from tersetalk.models import GenerationConfig, ModelCallError
+from tersetalk.models import GenerationConfig, StructuredOutputError
 from tersetalk.protocol import (
     REPAIR_KINDS,
     TAGS,
@@ -53,6 +60,7 @@ from tersetalk.protocol import (
     parse_lenient,
     requested_refs,
     serialize,
+    validate_caps,
 )
 from tersetalk.records import DIRECTIONS
 from tersetalk.systems import register
@@ -92,6 +100,14 @@ class TerseTalkSettings(BaseModel):
     lingua_deref: bool = False
     #: the compressor for the touchpoints; null = LLMLingua defaults (embedded model)
     lingua: LinguaSettings | None = None
+
+    @field_validator("caps", mode="before")
+    @classmethod
+    def _known_tags_and_sizes(cls, caps: object) -> object:
+        # a bad custom cap must stop the run at startup, not fail every example later
+        if isinstance(caps, dict):
+            validate_caps(caps)  # CapConfigError (a ValueError) names the tag and the fix
+        return caps
 
     def cap_dict(self) -> dict[str, int]:
         return dict(CAP_SETS[self.caps]) if isinstance(self.caps, str) else dict(self.caps)
@@ -299,7 +315,7 @@ class Speaker:
                 res = self.conv.ask_structured(role, messages, schema, gen)
                 self._note(role, "first_try" if res.attempts == 1 else "after_retries")
                 return schema.model_validate(res.parsed)
-            except ModelCallError:
+            except StructuredOutputError:  # the answer failed; a server fault propagates
                 fell_back = True  # free generation, read leniently: counted as a fallback
                 mode = "posthoc"
                 gen = free_gen

@@ -187,13 +187,30 @@ def sample(
 
 def read_sample(path: str | Path) -> list[dict]:
     """Rows of a sample Parquet file, each with its original record decoded."""
-    df = pd.read_parquet(path)
+    from tersetalk.io import InputFileError, read_parquet
+
+    try:
+        df = read_parquet(path, "sample")
+    except InputFileError as exc:
+        raise TaskDataError(f"{exc} (`tersetalk sample` writes it)") from exc
     if df.empty:
         raise TaskDataError(f"sample file {path} has no rows; rerun `tersetalk sample`")
     missing = set(SAMPLE_COLUMNS) - set(df.columns)
     if missing:
         raise TaskDataError(f"sample file {path} lacks columns {sorted(missing)}")
     rows = df.to_dict("records")
-    for row in rows:
-        row["record"] = json.loads(row["record"])
+    for i, row in enumerate(rows):
+        try:
+            row["record"] = json.loads(row["record"])
+        except (TypeError, ValueError) as exc:
+            raise TaskDataError(
+                f"sample file {path}, row {i} (example {row.get('example_id')!r}): its 'record' "
+                f"column is not JSON ({exc}); the file was not written by `tersetalk sample` or "
+                "was altered: delete it and rerun `tersetalk sample`"
+            ) from exc
+        if not isinstance(row["record"], dict):
+            raise TaskDataError(
+                f"sample file {path}, row {i} (example {row.get('example_id')!r}): its 'record' "
+                "column holds JSON that is not an object; rerun `tersetalk sample`"
+            )
     return rows
