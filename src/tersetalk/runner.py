@@ -267,7 +267,7 @@ def run(
         first_id, first_cause = failed[0]
         raise RunIncompleteError(
             f"{len(failed)} of {len(examples)} examples failed because the model server did "
-            f"not answer properly (first: example {first_id}: {first_cause[:300]}). The other "
+            f"not answer properly (first: example {first_id}: {first_cause[:600]}). The other "
             f"{len(done)} are checkpointed in {ckpt}; run the same command again (or "
             "`snakemake` again) to retry only the failed ones. No run file was written"
         )

@@ -9,12 +9,53 @@ unescaped inside strings. Blank lines are ignored; a trailing ``\\r`` (CRLF) is 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 
 from .errors import EncodingError, InputTypeError, InvalidJSONError
 from .lines import LineBase, line_from_array
 
 _JSON_BLANK = " \t\r"
+
+#: How deep a line's JSON may nest. A canonical line is one flat array and the lenient
+#: shapes (objects, ``{"lines": [...]}``, structured context values) stay far shallower.
+#: Deeper input is refused before any recursive parser sees it: Python's JSON decoder,
+#: ``ast`` and the line code all recurse, and whether they hit the recursion limit
+#: depends on how deep the caller's stack already is -- so without a fixed bound the
+#: stream reader and the whole-message parser could give different answers.
+MAX_DEPTH = 64
+
+# Strings (possibly unterminated) are matched whole so brackets inside them do not count.
+_JSON_NESTING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[{]+|[\]}]+', re.S)
+_PY_NESTING_RE = re.compile(
+    r"""'[^'\\]*(?:\\.[^'\\]*)*'?|"[^"\\]*(?:\\.[^"\\]*)*"?|[\[{(]+|[\]})]+""", re.S
+)
+
+
+def exceeds_depth(
+    text: str, start: int = 0, end: int | None = None, *, python: bool = False
+) -> bool:
+    """True when brackets outside strings in ``text[start:end]`` nest deeper than MAX_DEPTH.
+
+    A linear scan without recursion, cheap when there are few brackets at all. For
+    text that ``json.loads`` accepts it measures exactly the value's nesting depth;
+    for anything else it is a deterministic estimate. ``python=True`` also counts
+    parentheses and single-quoted strings (for Python literals).
+    """
+    end = len(text) if end is None else end
+    openers = "[{(" if python else "[{"
+    if sum(text.count(ch, start, end) for ch in openers) <= MAX_DEPTH:
+        return False
+    depth = 0
+    for match in (_PY_NESTING_RE if python else _JSON_NESTING_RE).finditer(text, start, end):
+        first = text[match.start()]
+        if first in openers:
+            depth += match.end() - match.start()
+            if depth > MAX_DEPTH:
+                return True
+        elif first not in "\"'":
+            depth = max(0, depth - (match.end() - match.start()))
+    return False
 
 
 def serialize_line(line: LineBase) -> str:
@@ -71,8 +112,16 @@ def parse_line_strict(raw: str, line_no: int) -> LineBase | None:
     """Parse one physical line strictly; ``None`` for a blank line."""
     if raw.endswith("\r"):
         raw = raw[:-1]
-    if not raw.strip(_JSON_BLANK):
+    body = raw.strip(_JSON_BLANK)
+    if not body:
         return None
+    if body[0] in "[{" and exceeds_depth(body):
+        raise InvalidJSONError(
+            f"JSON nested deeper than {MAX_DEPTH} levels",
+            line_no=line_no,
+            snippet=raw,
+            fix="write one flat JSON array [tag, payload...] per line; send nested data as text",
+        )
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError) as exc:

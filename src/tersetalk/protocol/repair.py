@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codec import physical_lines
+from .codec import MAX_DEPTH, exceeds_depth, physical_lines
 from .errors import NormalizationError, ProtocolError
 from .lines import LINE_TYPES, LineBase, QuestionLine, TextLine, replace_surrogates
 from .normalize import normalize_obj
@@ -45,8 +45,11 @@ REPAIR_KINDS: tuple[str, ...] = (
     "invalid_line",  # JSON that fits no line shape was kept verbatim as a t line
 )
 
-_FENCE_RE = re.compile(r"^(?:```+|~~~+)\s*[\w.+#-]*\s*$")
+# Possessive quantifiers: the classes are disjoint, and backtracking over a long run
+# of blanks would take quadratic time.
+_FENCE_RE = re.compile(r"^(?:```++|~~~++)\s*+[\w.+#-]*+\s*+$")
 _OPENERS_RE = re.compile(r"[\[{]")
+_CONTROL_RE = re.compile(r"[\x00-\x1f]")
 _WORD_RE = re.compile(r"\w")
 _PARTIAL_U_ESCAPE_RE = re.compile(r"\\u[0-9a-fA-F]{0,3}$")
 _KEY_VALUE_RE = re.compile(r"^([A-Za-z][A-Za-z _-]{0,30}?)(?:\s+\d{1,3})?\s*:\s*(\S.*)$", re.S)
@@ -119,7 +122,13 @@ class ParseResult:
 
 
 def _json_status(text: str) -> tuple[str, Any]:
-    """Parse ``text`` as one JSON value; say whether a failure could be a mere prefix."""
+    """Parse ``text`` as one JSON value; say whether a failure could be a mere prefix.
+
+    A value nested deeper than :data:`~tersetalk.protocol.codec.MAX_DEPTH` is invalid
+    before the decoder runs, so the answer never depends on the caller's stack depth.
+    """
+    if text.lstrip(" \t\n\r")[:1] in ("[", "{") and exceeds_depth(text):
+        return _INVALID, None
     try:
         return _OK, json.loads(text)
     except json.JSONDecodeError as exc:
@@ -144,10 +153,10 @@ def _complete(text: str) -> Any:
                 in_str = False
         elif ch == '"':
             in_str = True
-        elif ch == "[":
-            stack.append("]")
-        elif ch == "{":
-            stack.append("}")
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+            if len(stack) > MAX_DEPTH:
+                return _NONE  # too deep to close (its parse would be refused anyway)
         elif ch in "]}":
             if not stack or stack.pop() != ch:
                 return _NONE
@@ -171,6 +180,8 @@ def _complete(text: str) -> Any:
 
 def _escape_controls(text: str) -> str:
     """Escape raw control characters that sit inside JSON strings."""
+    if not _CONTROL_RE.search(text):
+        return text
     out: list[str] = []
     in_str = escaped = False
     for ch in text:
@@ -206,6 +217,8 @@ def _python_literal(text: str) -> Any:
     """A list/dict written as a Python literal (single quotes, None, True), or ``_NONE``."""
     if len(text) > _MAX_LITERAL_CHARS or text[0] not in "[{(":
         return _NONE
+    if exceeds_depth(text, python=True):
+        return _NONE  # ast and _from_python recurse: refuse before the stack decides
     try:
         value = _from_python(ast.literal_eval(text))
     except Exception:  # literal_eval raises many types (SyntaxError, MemoryError, ...)
@@ -376,6 +389,9 @@ class LenientMachine:
         if line is not None:
             acc.repairs["key_value"] += 1
             return [line]
+        if s[0] in "[{" and exceeds_depth(s):
+            problem = f"JSON nested deeper than {MAX_DEPTH} levels was not parsed"
+            return self._invalid(no, s, NormalizationError(problem), acc)
         acc.repairs["prose"] += 1
         return [TextLine(text=replace_surrogates(s))]
 
@@ -392,6 +408,11 @@ class LenientMachine:
             try:
                 value, end = decoder.raw_decode(s, start)
             except (ValueError, RecursionError):
+                pos = start + 1
+                continue
+            if exceeds_depth(s, start, end):
+                # Whether the decoder got this far depended on the stack depth; treat
+                # it exactly like the RecursionError it may have raised instead.
                 pos = start + 1
                 continue
             trial = _Acc()
@@ -426,6 +447,8 @@ class LenientMachine:
 
     def _key_value(self, s: str) -> LineBase | None:
         """``Goal: ...``, ``Fact: ...``, ``Role: Manager``, ``Question for the Worker: ...``."""
+        if ":" not in s:
+            return None  # cheap exit: the pattern needs a colon (and is slow on long blanks)
         match = _KEY_VALUE_RE.match(s)
         if match is None:
             return None
