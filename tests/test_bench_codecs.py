@@ -8,7 +8,7 @@ import json
 import msgpack
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tersetalk.bench.codecs import BASELINE, CODECS, protobuf_message_class
@@ -72,7 +72,6 @@ _fields = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
 @given(_fields)
 def test_every_codec_round_trips_any_fields(fields):
     for name, codec in CODECS.items():

@@ -7,7 +7,7 @@ import random
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tersetalk.agents.roles import Brief, build_brief, render_brief
@@ -132,7 +132,6 @@ _fields = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
 @given(_fields)
 def test_jsonl_and_freeform_layout_recover_any_fields(fields):
     want = fields.key()
@@ -159,7 +158,6 @@ _prose_fields = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
 @given(_prose_fields)
 def test_every_method_recovers_tricky_prose_fields(fields):
     assert_all_methods_recover(fields)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tersetalk.bench.corpus import build_corpus
@@ -65,14 +65,12 @@ _WORDS = ["Dr.", "U.S.", "Mr.", "J.", "e.g.", "3.5", "Stop.", '"Go."', "'Yes!'",
           "  ", "Ünder", "x", ".", "?!", "“Quote.”", "[1]."]  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(_WORDS), max_size=40), st.lists(st.integers(0, 10_000)))
 def test_sentence_splitter_is_chunking_invariant(words, cuts):
     data = " ".join(words).encode()
     assert _feed(SentenceSplitter(), _cut(data, cuts)) == split_sentences(data.decode())
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=20), max_size=12), st.lists(st.integers(0, 10_000)),
        st.booleans())  # fmt: skip
 def test_newline_framer_is_chunking_invariant(parts, cuts, terminated):

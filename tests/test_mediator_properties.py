@@ -41,8 +41,9 @@ from tersetalk.mediator.compressors import TruncationCompressor
 from tersetalk.mediator.judges import EmbeddingJudge
 from tersetalk.mediator.pipeline import MediatorResult
 
-PROP = settings(max_examples=100, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+# the profile's counts (tests/conftest.py); some properties use tmp_path_factory
+PROP = settings(suppress_health_check=[*settings.default.suppress_health_check,
+                                       HealthCheck.function_scoped_fixture])  # fmt: skip
 count = make_token_counter("cl100k_base")
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
 words = st.lists(st.sampled_from(

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -33,7 +33,6 @@ from tersetalk.msp import (
 )
 from tersetalk.tokens import count_tokens
 
-PROP = settings(max_examples=100, deadline=None)
 short = st.text(min_size=1, max_size=30)
 json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), short,
                         st.floats(allow_nan=False, allow_infinity=False))  # fmt: skip
@@ -52,7 +51,6 @@ signals = st.builds(
 
 
 # MSP property 1/8: schema validity and JSON round trip
-@PROP
 @given(signals)
 def test_signal_json_round_trip(sig):
     text = sig.model_dump_json()
@@ -65,7 +63,6 @@ def test_signal_json_round_trip(sig):
             "intent": sig.intent, "target": sig.target, "priority": sig.priority}  # fmt: skip
 
 
-@PROP
 @given(signals, st.text(min_size=1, max_size=12).filter(
     lambda k: k not in MinimalSignal.model_fields))  # fmt: skip
 def test_signal_rejects_extra_fields(sig, extra):
@@ -75,7 +72,6 @@ def test_signal_rejects_extra_fields(sig, extra):
         MinimalSignal.model_validate(data)
 
 
-@PROP
 @given(signals, st.text(max_size=12).filter(lambda s: s not in INTENTS),
        st.text(max_size=12).filter(lambda s: s not in PRIORITIES))  # fmt: skip
 def test_signal_rejects_unknown_intent_or_priority(sig, intent, priority):
@@ -95,7 +91,6 @@ class FakeEmbedder:
         return self.sim
 
 
-@PROP
 @given(st.floats(-1.0, 1.0), st.floats(0.0, 1.0), st.text(max_size=50), st.text(max_size=50))
 def test_judge_score_in_unit_interval_and_threshold_respected(sim, threshold, a, b):
     res = SemanticJudge(threshold, embedder=FakeEmbedder(sim)).evaluate(a, b)
@@ -129,7 +124,6 @@ drafts = st.builds(
 )
 
 
-@PROP
 @given(drafts, st.text(min_size=1, max_size=300).filter(lambda s: s.strip()),
        st.sampled_from(["core", "traced"]))  # fmt: skip
 def test_pipeline_ratio_is_signal_over_original_tokens(draft, text, wire):
@@ -145,7 +139,6 @@ def test_pipeline_ratio_is_signal_over_original_tokens(draft, text, wire):
     assert MinimalSignal.model_validate_json(res.signal.model_dump_json()) == res.signal
 
 
-@PROP
 @given(st.integers(0, 10_000), st.integers(1, 10_000))
 def test_compression_ratio_definition(sig_tokens, orig_tokens):
     assert compression_ratio(sig_tokens, orig_tokens) == sig_tokens / orig_tokens
@@ -195,7 +188,6 @@ class FakeClock:
         self.t += s
 
 
-@PROP
 @given(st.integers(1, 10), st.lists(st.floats(0.0, 20.0), min_size=1, max_size=40),
        st.none() | st.integers(50, 500),
        st.lists(st.integers(0, 50), min_size=40, max_size=40))  # fmt: skip

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tersetalk.protocol import (
@@ -248,7 +248,6 @@ def nested_messages(draw):
     return text
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nested_messages(), st.randoms(use_true_random=False))
 def test_property_nested_input_stream_matches_whole(text, rnd):
     whole = parse_lenient(text)  # never raises

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from tersetalk.protocol import (
@@ -38,8 +38,6 @@ from tersetalk.protocol import (
     split_sentences,
     truncate_to_tokens,
 )
-
-PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- strategies ------------------------------------------------------------------------
 # Text deliberately includes newlines, CR, U+2028, quotes, backslashes, emoji and
@@ -123,7 +121,6 @@ def counters():
 
 
 # -- canonical round trip ----------------------------------------------------------------
-@PROPS
 @given(messages)
 def test_serialize_then_parse_strict_is_identity(lines):
     text = serialize(lines)
@@ -135,7 +132,6 @@ def test_serialize_then_parse_strict_is_identity(lines):
         assert all(not s.startswith("[ ") and '", "' not in s[:6] for s in text.split("\n"))
 
 
-@PROPS
 @given(messages)
 def test_lenient_parser_accepts_canonical_text_unchanged(lines):
     result = parse_lenient(serialize(lines))
@@ -145,7 +141,6 @@ def test_lenient_parser_accepts_canonical_text_unchanged(lines):
     assert result.canonical_lines == len(lines)
 
 
-@PROPS
 @given(lines_st)
 def test_canonical_array_round_trips_through_json(line):
     arr = json.loads(json.dumps(line.to_array()))
@@ -154,7 +149,6 @@ def test_canonical_array_round_trips_through_json(line):
 
 
 # -- normalisation is idempotent ------------------------------------------------------------
-@PROPS
 @given(json_values)
 @example({"q": []})
 @example({"role": "manager", "content": "hi"})
@@ -169,7 +163,6 @@ def test_normalize_obj_is_idempotent(obj):
     assert normalize_obj(json.loads(json.dumps(line.to_array()))) == line
 
 
-@PROPS
 @given(st.one_of(near_json, messages.map(serialize), json_messages))
 def test_lenient_parse_is_idempotent_on_its_output(text):
     first = parse_lenient(text).lines
@@ -179,7 +172,6 @@ def test_lenient_parse_is_idempotent_on_its_output(text):
 
 
 # -- robustness: only our own errors ----------------------------------------------------------
-@PROPS
 @given(st.one_of(st.binary(max_size=200), near_json, near_json.map(str.encode), json_messages))
 def test_lenient_parser_never_raises(data):
     result = parse_lenient(data)
@@ -188,7 +180,6 @@ def test_lenient_parser_never_raises(data):
     serialize(result.lines).encode("utf-8")  # whatever it salvaged can be sent as UTF-8
 
 
-@PROPS
 @given(st.one_of(st.binary(max_size=200), near_json, near_json.map(str.encode), st.text()))
 def test_strict_parser_raises_only_protocol_errors(data):
     try:
@@ -208,7 +199,6 @@ def test_strict_parser_raises_only_protocol_errors(data):
 caps_st = st.dictionaries(st.sampled_from(CAPPABLE_TAGS), st.integers(0, 25), max_size=7)
 
 
-@PROPS
 @given(messages, caps_st, counters(), st.sampled_from(["extractive", "truncation"]))
 def test_every_payload_fits_its_cap_or_overflowed(lines, caps, count, summarizer):
     memory = Memory()
@@ -234,7 +224,6 @@ def test_every_payload_fits_its_cap_or_overflowed(lines, caps, count, summarizer
     assert sum(c.overflow_by_tag.values()) == new_overflow
 
 
-@PROPS
 @given(messages, caps_st, counters())
 def test_overflow_loses_nothing(lines, caps, count):
     memory = Memory()
@@ -255,7 +244,6 @@ def test_overflow_loses_nothing(lines, caps, count):
     assert expand_overflow([n for _, n in created], memory) == [o for o, _ in created]
 
 
-@PROPS
 @given(messages, st.integers(0, 10))
 def test_compress_hook_used_only_when_it_fits(lines, cap):
     caps = {tag: cap for tag in CAPPABLE_TAGS}
@@ -277,7 +265,6 @@ def test_compress_hook_used_only_when_it_fits(lines, cap):
 
 
 # -- memory -------------------------------------------------------------------------------
-@PROPS
 @given(st.integers(1, 12), st.lists(st.text(max_size=10), max_size=40))
 def test_memory_is_bounded_and_evicts_oldest_first(bound, texts_):
     memory = Memory(max_entries=bound)
@@ -296,7 +283,6 @@ def test_memory_is_bounded_and_evicts_oldest_first(bound, texts_):
     assert stats.bytes == sum(len(t.encode()) for t in (texts_[-bound:] if texts_ else []))
 
 
-@PROPS
 @given(st.integers(1, 5), st.lists(st.text(max_size=10), min_size=1, max_size=20))
 def test_memory_reset_leaves_nothing(bound, texts_):
     memory = Memory(max_entries=bound)
@@ -327,7 +313,6 @@ stream_payloads = st.one_of(
 )
 
 
-@PROPS
 @given(chunked(stream_payloads))
 def test_stream_reader_matches_whole_message_parser(case):
     data, chunks = case
@@ -342,7 +327,6 @@ def test_stream_reader_matches_whole_message_parser(case):
     assert reader.result().canonical_lines == whole.canonical_lines
 
 
-@PROPS
 @given(chunked(stream_payloads))
 def test_strict_stream_reader_matches_parse_strict(case):
     data, chunks = case
@@ -363,7 +347,6 @@ def test_strict_stream_reader_matches_parse_strict(case):
     assert got == expected
 
 
-@PROPS
 @given(messages, st.integers(1, 7))
 def test_stream_yields_each_line_as_soon_as_its_newline_arrives(lines, step):
     assume(lines)
@@ -384,7 +367,6 @@ def _bumpy(text: str) -> int:
     return approx_token_count(text) + (4 if text.endswith("e") else 0)
 
 
-@PROPS
 @given(any_text, st.integers(0, 30), st.sampled_from([approx_token_count, len, _bumpy]))
 def test_summarizers_always_fit_and_only_use_the_source(text, target, count):
     cut = truncate_to_tokens(text, target, count)

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as sps
 
@@ -364,7 +364,6 @@ def _brute_pareto(xs, ys):
     return out
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=0, max_size=25))
 def test_pareto_matches_brute_force(pairs):
     xs = [p[0] for p in pairs]
@@ -571,7 +570,6 @@ binary_pairs = st.integers(1, 60).flatmap(
 )
 
 
-@settings(max_examples=100, deadline=None)
 @given(binary_pairs, st.integers(0, 2**32 - 1))
 def test_property_binary_intervals_bracket_the_estimate(pair, seed):
     t, c = (np.array(v, dtype=float) for v in pair)
@@ -589,7 +587,6 @@ def test_property_binary_intervals_bracket_the_estimate(pair, seed):
     assert 0.0 <= one.ci_low <= one.estimate <= one.ci_high <= 1.0
 
 
-@settings(max_examples=50, deadline=None)
 @given(
     st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=2, max_size=40),
     st.integers(0, 1000),
