@@ -1,7 +1,13 @@
-"""The `bench` target under real Snakemake, on a copy of the workflow (no runs present)."""
+"""The `bench` target of the real Snakefile, under real Snakemake on a copy of the workflow.
+
+The copy is taken as is (nothing patched in), so losing the Snakefile's
+``include: "workflow/rules/bench.smk"`` or common.smk's ``bench_corpus_inputs`` fails
+here, and the fast check below fails even where the integration tests are skipped.
+"""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -11,24 +17,35 @@ import pandas as pd
 import pytest
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+BENCH_INCLUDE = re.compile(r"""^include:\s*["']workflow/rules/bench\.smk["']\s*$""", re.MULTILINE)
 
 
-def _copy_with_bench(repo: Path, dest: Path) -> Path:
+def _copy(repo: Path, dest: Path) -> Path:
     for name in ("Snakefile", "workflow", "config", "data", "envs"):
         src = repo / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
-    snakefile = dest / "Snakefile"
-    if "rules/bench.smk" not in snakefile.read_text():
-        with open(snakefile, "a") as fh:
-            fh.write('\n\ninclude: "workflow/rules/bench.smk"\n')
-    common = dest / "workflow" / "rules" / "common.smk"
-    if "def bench_corpus_inputs" not in common.read_text():
-        with open(common, "a") as fh:
-            fh.write(
-                "\n\ndef bench_corpus_inputs():\n"
-                "    return [p for p in run_targets() if os.path.exists(p)]\n"
-            )
     return dest
+
+
+def test_the_real_snakefile_includes_the_bench_rules(repo):
+    assert BENCH_INCLUDE.search((repo / "Snakefile").read_text()), (
+        'Snakefile lost `include: "workflow/rules/bench.smk"`: the bench target is gone'
+    )
+    rules = (repo / "workflow" / "rules" / "bench.smk").read_text()
+    assert re.search(r"^rule bench:", rules, re.MULTILINE)
+    assert "def bench_corpus_inputs" in (repo / "workflow" / "rules" / "common.smk").read_text()
+
+
+def test_bench_include_pattern_is_not_fooled_by_a_comment():
+    assert BENCH_INCLUDE.search('include: "workflow/rules/bench.smk"\n')
+    assert not BENCH_INCLUDE.search('# include: "workflow/rules/bench.smk"\n')
+
+
+@pytest.mark.integration
+def test_snakemake_lists_bench_as_a_target_of_the_repository(repo):
+    res = _sm(["--list-target-rules"], repo)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "bench" in res.stdout.split(), res.stdout
 
 
 def _sm(args, cwd):
@@ -37,7 +54,7 @@ def _sm(args, cwd):
 
 @pytest.mark.integration
 def test_bench_target_runs_and_is_then_up_to_date(repo, tmp_path):
-    work = _copy_with_bench(repo, tmp_path)
+    work = _copy(repo, tmp_path)
     res = _sm(["--lint"], work)
     assert res.returncode == 0 and "Lints for" not in res.stdout + res.stderr, res.stdout
     res = _sm(["--cores", "2", "bench"], work)
