@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from tersetalk.io import write_text_atomic
 from tersetalk.metrics.summary import lingua_rate_distribution
 
 DEFAULT_OBJECTIVE = "fewest_tokens_within_margin"
@@ -182,10 +183,8 @@ def calibrate(
 
 
 def write(doc: dict, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    tmp.replace(out)
+    """The calibration document as YAML (keys in document order), written atomically."""
+    write_text_atomic(yaml.safe_dump(doc, sort_keys=False), out)
 
 
 def chosen_settings(path: str | Path, system: str) -> dict:

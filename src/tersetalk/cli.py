@@ -101,13 +101,13 @@ def _cmd_score(args: argparse.Namespace) -> None:
 
 
 def _cmd_aggregate(args: argparse.Namespace) -> None:
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.io import write_csv_atomic, write_parquet_atomic
     from tersetalk.metrics.summary import aggregate
 
     df = aggregate(args.scores)
     write_parquet_atomic(df, Path(args.out))
     if args.csv:
-        df.to_csv(args.csv, index=False)
+        write_csv_atomic(df, args.csv)
     cols = ["task", "system", "variant", "n", "n_errors", "accuracy", "tokens_total_cl100k_mean"]
     print(df[cols].to_string(index=False))
 

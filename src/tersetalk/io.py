@@ -3,18 +3,35 @@
 Why one home: every step reads files another step wrote. A write that a kill
 interrupts must never leave a half-file that looks finished (Snakemake would take it
 as done), and a file that cannot be read must say which file and what to do, not end
-in a pyarrow traceback.
+in a pyarrow traceback. Parquet, CSV, LaTeX and YAML outputs all go through a
+temporary file and :func:`os.replace`; the JSON a run file carries in its schema
+metadata (spec, spec hash, model) is written and read here too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-__all__ = ["InputFileError", "read_parquet", "write_parquet_atomic"]
+__all__ = [
+    "METADATA_KEY",
+    "InputFileError",
+    "read_metadata",
+    "read_parquet",
+    "read_run_spec",
+    "run_metadata",
+    "write_csv_atomic",
+    "write_parquet_atomic",
+    "write_text_atomic",
+]
+
+#: the schema-metadata key under which a table carries its JSON metadata
+METADATA_KEY = b"tersetalk"
 
 
 class InputFileError(ValueError):
@@ -36,21 +53,84 @@ def read_parquet(path: str | Path, what: str = "input") -> pd.DataFrame:
         ) from exc
 
 
-def write_parquet_atomic(df: pd.DataFrame, out: Path, metadata: dict | None = None) -> None:
+def _atomic(out: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``out``, then rename it over ``out``.
+
+    The rename is atomic on one file system, so ``out`` is either the old file or the
+    complete new one; a write that fails leaves no temporary file behind.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def write_parquet_atomic(df: pd.DataFrame, out: str | Path, metadata: dict | None = None) -> Path:
     """Write ``df`` to ``out`` through a temporary file and an atomic rename.
 
-    ``metadata`` (JSON-able) is stored in the schema metadata under ``tersetalk``.
+    ``metadata`` (JSON; anything else, such as a path or a NumPy number, is written as
+    its ``str``) is stored in the schema metadata under ``tersetalk``.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(df, preserve_index=False)
     if metadata:
         meta = dict(table.schema.metadata or {})
-        meta[b"tersetalk"] = json.dumps(metadata, sort_keys=True).encode()
+        meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True, default=str).encode()
         table = table.replace_schema_metadata(meta)
-    tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, out)
+    return _atomic(out, lambda tmp: pq.write_table(table, tmp))
+
+
+def write_csv_atomic(df: pd.DataFrame, out: str | Path, *, index: bool = False) -> Path:
+    """``df.to_csv(out, index=index)``, atomically."""
+    return _atomic(out, lambda tmp: df.to_csv(tmp, index=index))
+
+
+def write_text_atomic(text: str, out: str | Path) -> Path:
+    """Write ``text`` (UTF-8) to ``out``, atomically: LaTeX tables, YAML documents."""
+    return _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def run_metadata(spec: dict, digest: str, client: Any) -> dict:
+    """What a run file carries: the run spec, its hash, and the model client's description."""
+    return {"spec": spec, "spec_hash": digest, "model": client.describe()}
+
+
+def read_metadata(path: str | Path, what: str = "input") -> dict:
+    """The JSON metadata a table was written with (``{}`` when it has none)."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise InputFileError(f"{what} file {path} does not exist")
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError) as exc:
+        raise InputFileError(
+            f"{what} file {path} is not a readable Parquet file ({type(exc).__name__}: "
+            f"{str(exc)[:300]}); delete it and rerun the step that writes it"
+        ) from exc
+    if METADATA_KEY not in meta:
+        return {}
+    try:
+        return json.loads(meta[METADATA_KEY])
+    except ValueError as exc:
+        raise InputFileError(f"{what} file {path}: its tersetalk metadata is not JSON") from exc
+
+
+def read_run_spec(path: str | Path, task: str | None = None) -> dict:
+    """The run spec a run file was written with; with ``task``, check it belongs to it."""
+    meta = read_metadata(path, "run")
+    if "spec" not in meta:
+        raise InputFileError(f"{path} carries no run spec in its metadata")
+    spec = meta["spec"]
+    if task is not None and spec["task"] != task:
+        raise InputFileError(f"{path} is a {spec['task']} run, not {task}")
+    return spec

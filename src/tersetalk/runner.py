@@ -31,7 +31,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.config import spec_hash
-from tersetalk.io import write_parquet_atomic
+from tersetalk.io import run_metadata, write_parquet_atomic
 from tersetalk.models import (
     GenerationConfig,
     ModelClient,
@@ -46,7 +46,7 @@ from tersetalk.tasks.loading import read_sample
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunIncompleteError", "run", "run_one", "write_parquet_atomic"]
+__all__ = ["RunIncompleteError", "run", "run_one"]
 
 
 class RunIncompleteError(RuntimeError):
@@ -282,6 +282,6 @@ def run(
         desc.get("cache_misses", "-"),
         desc.get("cache_dir", "no cache"),
     )
-    write_parquet_atomic(df, out, {"spec": spec, "spec_hash": digest, "model": client.describe()})
+    write_parquet_atomic(df, out, run_metadata(spec, digest, client))
     ckpt.unlink(missing_ok=True)
     return df

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from pathlib import Path
@@ -24,15 +23,16 @@ def _ints(text: str) -> list[int]:
 
 
 def _cmd_corpus(args: argparse.Namespace) -> None:
+    from tersetalk.io import write_parquet_atomic
+
     from .corpus import build_corpus
-    from .results import write_parquet
 
     for path in args.runs:
         if not Path(path).is_file():
             raise FileNotFoundError(f"run file {path} does not exist")
     df, summary = build_corpus(args.runs, sizes=args.sizes, per_size=args.per_size,
                                max_real=args.max_real, seed=args.seed)  # fmt: skip
-    write_parquet(df, args.out, summary)
+    write_parquet_atomic(df, args.out, summary)
     real = summary["real"]
     if args.runs:
         log.info("real messages from %d run files: %d sent, %d without typed fields, %d "
@@ -45,18 +45,17 @@ def _cmd_corpus(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    import pyarrow.parquet as pq
+    from tersetalk.io import read_metadata, write_parquet_atomic
 
     from .corpus import SOURCE_REAL, read_corpus
-    from .results import EquivalenceError, log_environment, write_parquet
+    from .results import EquivalenceError, log_environment
     from .timing import measure
 
     try:
         corpus = read_corpus(args.corpus)
     except ValueError as exc:
         raise SystemExit(f"tersetalk bench run: error: {exc}") from None
-    meta = pq.read_schema(args.corpus).metadata or {}
-    corpus_meta = json.loads(meta.get(b"tersetalk", b"{}"))
+    corpus_meta = read_metadata(args.corpus, "corpus")
     common = {"repeats": args.repeats, "warmup": args.warmup,
               "min_batch_ns": int(args.min_batch_ms * 1e6), "seed": args.seed}  # fmt: skip
     log_environment()
@@ -90,7 +89,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         raise SystemExit(f"tersetalk bench run: {exc}") from None
     df["repeats_requested"] = args.repeats
     df["corpus"] = str(args.corpus)
-    write_parquet(df, args.out, {"corpus": str(args.corpus), "corpus_summary": corpus_meta,
+    write_parquet_atomic(df, args.out, {"corpus": str(args.corpus), "corpus_summary": corpus_meta,
                                  **common, "which": args.which})  # fmt: skip
     log.info("wrote %s (%d rows) in %.1f s", args.out, len(df), time.perf_counter() - t0)
     _log_verdict(df, args.which)

@@ -1,11 +1,11 @@
-"""What every benchmark table shares: environment columns, the seed's target, writing."""
+"""What every benchmark table shares: environment columns and the seed's target.
+
+Tables are written with :func:`tersetalk.io.write_parquet_atomic`.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from pathlib import Path
 
 import pandas as pd
 
@@ -48,24 +48,6 @@ def target_verdict(ratio: float, target: float) -> str:
     if ratio >= target:
         return f"meets the seed's {target:g}x ({ratio:.2f}x)"
     return f"falls short of the seed's {target:g}x ({ratio:.2f}x measured)"
-
-
-def write_parquet(df: pd.DataFrame, out: str | Path, metadata: dict | None = None) -> Path:
-    """Write atomically (a finished file is always complete), with metadata in the schema."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    if metadata:
-        meta = dict(table.schema.metadata or {})
-        meta[b"tersetalk"] = json.dumps(metadata, sort_keys=True, default=str).encode()
-        table = table.replace_schema_metadata(meta)
-    tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, out)
-    return out
 
 
 def log_environment() -> None:
