@@ -95,6 +95,17 @@ def test_stats_keeps_a_row_for_each_comparison_it_could_not_compute(tmp_path, ca
     assert "Not computed:" in tex.read_text()
 
 
+def test_stats_with_no_computable_comparison_stops_with_a_message(tmp_path):
+    import json
+
+    files = [_metrics_file(tmp_path, "gsm8k", "freeform/default", [1, 0])]
+    args = ["stats", *files, "--comparisons", json.dumps([["a/b", "c/d"]]),
+            "--out", str(tmp_path / "ni.parquet")]  # fmt: skip
+    with pytest.raises(SystemExit, match="none of the comparisons has both runs"):
+        main(args)
+    assert not (tmp_path / "ni.parquet").exists()
+
+
 def _summary(methods):
     import pandas as pd
 
@@ -115,9 +126,9 @@ BERT = "bertscore-f1:all-MiniLM-L6-v2:layer6"
 def test_main_table_names_the_semantic_method(tmp_path):
     import pandas as pd
 
-    from tersetalk.cli import _write_main_table
+    from tersetalk.plots.tables import write_main_table
 
-    _write_main_table(_summary([BERT, BERT]), tmp_path, seed=0)
+    write_main_table(_summary([BERT, BERT]), tmp_path, seed=0)
     csv = pd.read_csv(tmp_path / "main.csv")
     assert csv["semantic method"].tolist() == [BERT, BERT]
     tex = (tmp_path / "main.tex").read_text()
@@ -131,10 +142,10 @@ def test_main_table_names_the_semantic_method(tmp_path):
 def test_main_table_makes_a_bertscore_fallback_visible(tmp_path):
     import pandas as pd
 
-    from tersetalk.cli import _write_main_table
+    from tersetalk.plots.tables import write_main_table
 
     fallback = "unavailable (OSError: no model at /x/y_z\n" + "very long " * 20 + ")"
-    _write_main_table(_summary([BERT, fallback, BERT]), tmp_path, seed=0)
+    write_main_table(_summary([BERT, fallback, BERT]), tmp_path, seed=0)
     csv = pd.read_csv(tmp_path / "main.csv")
     assert csv["semantic method"].tolist() == [BERT, fallback, BERT]
     assert csv["BERTScore F1"].isna().tolist() == [False, True, False]

@@ -21,15 +21,18 @@ achieved compression rate (see :func:`tersetalk.metrics.summary.lingua_rate_dist
 from __future__ import annotations
 
 import copy
+import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from tersetalk.io import write_text_atomic
+from tersetalk.io import read_run_spec, write_text_atomic
 from tersetalk.metrics.summary import lingua_rate_distribution
+
+log = logging.getLogger(__name__)
 
 DEFAULT_OBJECTIVE = "fewest_tokens_within_margin"
 
@@ -180,6 +183,89 @@ def calibrate(
         doc["chosen"][system] = copy.deepcopy(best)  # no YAML aliases into the table
         doc["table"][system] = rows
     return doc
+
+
+def read_runs(paths: Iterable[str | Path], task: str) -> dict[str, dict[str, tuple[dict, str]]]:
+    """system -> point -> (settings, path) of calibration runs, from each file's run spec.
+
+    The spec in the file's metadata says which system and grid point it is, so the
+    files can be given in any order; a file of another task is refused.
+    """
+    runs: dict[str, dict[str, tuple[dict, str]]] = {}
+    for path in paths:
+        spec = read_run_spec(path, task)
+        runs.setdefault(spec["system"], {})[spec["variant"]] = (spec["variant_settings"], path)
+    return runs
+
+
+def read_references(items: Iterable[str], task: str) -> dict[str, tuple[str, Path]]:
+    """``SYSTEM=RUN_PARQUET`` items -> system: (the run's own system/variant label, path)."""
+    references: dict[str, tuple[str, Path]] = {}
+    for item in items:
+        system, sep, path = item.partition("=")
+        if not sep or not system or not path:
+            raise CalibrationError(f"--system-reference {item}: expected SYSTEM=RUN_PARQUET")
+        spec = read_run_spec(path, task)  # the label is the run's own system/variant
+        references[system] = (f"{spec['system']}/{spec['variant']}", Path(path))
+    return references
+
+
+def parse_objectives(given: Iterable[str], systems: set[str]) -> dict[str, str]:
+    """``--objective`` values (``NAME`` for every system, or ``SYSTEM=NAME``) -> system: name."""
+    default, per_system = DEFAULT_OBJECTIVE, {}
+    for item in given:
+        system, sep, name = item.rpartition("=")
+        if name not in OBJECTIVES:
+            raise CalibrationError(
+                f"--objective {item}: unknown objective {name!r}; choose one of "
+                f"{sorted(OBJECTIVES)}"
+            )
+        if not sep:
+            default = name
+        elif system not in systems:
+            raise CalibrationError(
+                f"--objective {item}: no calibration run of system {system!r} among the inputs "
+                f"({sorted(systems)})"
+            )
+        else:
+            per_system[system] = name
+    return {system: per_system.get(system, default) for system in sorted(systems)}
+
+
+def log_choices(doc: dict) -> None:
+    """Log each system's choice and, where recorded, LLMLingua's achieved rates per point."""
+    task = doc["task"]
+    for system, best in doc["chosen"].items():
+        log.info(
+            "%s %s: chose %s %s by %s: %s (accuracy %.3f vs reference %s %.3f, %.1f tokens, %s)",
+            task,
+            system,
+            best["point"],
+            best["settings"],
+            best["objective"],
+            best["chosen_by"],
+            best["accuracy"],
+            best["reference"],
+            doc["references"][system]["accuracy"],
+            best["tokens_mean"],
+            "within margin" if best["qualified"] else "NOT within margin",
+        )
+        for row in doc["table"][system]:
+            if "lingua_n_messages" in row:
+                log.info(
+                    "%s %s %s: LLMLingua target %.3g, achieved p10/p50/p90 %.3g/%.3g/%.3g, "
+                    "%s of reachable messages within 20%%, %d of %d unreachable",
+                    task,
+                    system,
+                    row["point"],
+                    row["lingua_target_rate"],
+                    row["lingua_achieved_rate_p10"],
+                    row["lingua_achieved_rate_p50"],
+                    row["lingua_achieved_rate_p90"],
+                    f"{row['lingua_within_20pct_share']:.0%}",
+                    row["lingua_unreachable_n"],
+                    row["lingua_n_messages"],
+                )
 
 
 def write(doc: dict, out: Path) -> None:

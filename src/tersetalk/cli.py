@@ -113,187 +113,34 @@ def _cmd_aggregate(args: argparse.Namespace) -> None:
 
 
 def _cmd_stats(args: argparse.Namespace) -> None:
-    import pandas as pd
+    from tersetalk.io import read_parquet, write_csv_atomic, write_parquet_atomic, write_text_atomic
+    from tersetalk.stats import StatsError, noninferiority_table, noninferiority_tex
 
-    from tersetalk.io import read_parquet, write_parquet_atomic
-    from tersetalk.stats import compare_runs, to_latex
-
-    comparisons = [tuple(pair) for pair in json.loads(args.comparisons)]
+    levels = dict(margin=args.margin, alpha=args.alpha, n_resamples=args.n_resamples,
+                  seed=args.seed)  # fmt: skip
     frames = [read_parquet(p, "per-example metrics") for p in args.records]
-    tables = []
-    skipped = []
-    for task in sorted({f["task"].iloc[0] for f in frames if len(f)}):
-        by_run = {
-            f"{f['system'].iloc[0]}/{f['variant'].iloc[0]}": f
-            for f in frames
-            if len(f) and f["task"].iloc[0] == task
-        }
-        wanted = [c for c in comparisons if c[0] in by_run and c[1] in by_run]
-        for treatment, control in comparisons:
-            if (treatment, control) in wanted:
-                continue
-            missing = [label for label in (treatment, control) if label not in by_run]
-            why = f"no {task} records of {' and '.join(missing)} among the inputs"
-            logging.warning("%s vs %s on %s not computed: %s", treatment, control, task, why)
-            skipped.append(
-                {"task": task, "treatment": treatment, "control": control, "not_computed": why}
-            )
-        if not wanted:
-            continue
-        table = compare_runs(
-            by_run,
-            wanted,
-            margin=args.margin,
-            alpha=args.alpha,
-            n_resamples=args.n_resamples,
-            seed=args.seed,
-        )
-        table.insert(0, "task", task)
-        table["not_computed"] = ""
-        tables.append(table)
-    if not tables:
-        raise SystemExit("tersetalk stats: none of the comparisons has both runs among the inputs")
-    df = pd.concat(tables, ignore_index=True)
-    if skipped:
-        # one row per requested comparison, computed or not, in the order they were asked for
-        gap = pd.DataFrame(skipped).assign(
-            margin=args.margin, alpha=args.alpha, n_resamples=args.n_resamples, seed=args.seed
-        )
-        df = pd.concat([df, gap.astype({"not_computed": str})], ignore_index=True)
-        rank = {pair: i for i, pair in enumerate(comparisons)}
-        df["_order"] = [rank[(t, c)] for t, c in zip(df["treatment"], df["control"], strict=True)]
-        df = df.sort_values(["task", "_order"], kind="stable").drop(columns="_order")
-        df = df.reset_index(drop=True)
+    try:
+        df, skipped = noninferiority_table(frames, json.loads(args.comparisons), **levels)
+    except StatsError as exc:
+        raise SystemExit(f"tersetalk stats: {exc}") from None
     write_parquet_atomic(df, Path(args.out))
     if args.csv:
-        df.to_csv(args.csv, index=False)
+        write_csv_atomic(df, args.csv)
     if args.tex:
-        cols = [
-            c
-            for c in (
-                "task",
-                "treatment",
-                "control",
-                "n",
-                "mean_diff",
-                "lower_bound",
-                "non_inferior",
-                "tokens_relative_reduction",
-                "tokens_p_wilcoxon",
-            )
-            if c in df.columns
-        ]
-        computed = df[df["not_computed"] == ""]
-        caption = (
-            f"Non-inferiority of accuracy (margin {args.margin}, "
-            f"alpha {args.alpha}, {args.n_resamples} paired bootstrap resamples, seed "
-            f"{args.seed}) and paired tests of token reduction."
-        )
-        if skipped:
-            caption += (
-                " Not computed: "
-                + "; ".join(
-                    f"{r['treatment']} vs {r['control']} on {r['task']} ({r['not_computed']})"
-                    for r in skipped
-                )
-                + "."
-            )
-        Path(args.tex).write_text(
-            to_latex(computed, cols, caption=caption, label="tab:noninferiority")
-        )
+        write_text_atomic(noninferiority_tex(df, skipped, **levels), args.tex)
     print(df.to_string(index=False))
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> None:
-    import pyarrow.parquet as pq
+    from tersetalk import calibration as cal
 
-    from tersetalk.calibration import CalibrationError, calibrate, write
-
-    def run_spec_of(path: str) -> dict:
-        meta = pq.read_schema(path).metadata or {}
-        if b"tersetalk" not in meta:
-            raise CalibrationError(f"{path} carries no run spec in its metadata")
-        spec = json.loads(meta[b"tersetalk"])["spec"]
-        if spec["task"] != args.task:
-            raise CalibrationError(f"{path} is a {spec['task']} run, not {args.task}")
-        return spec
-
-    runs: dict[str, dict] = {}
-    for path in args.runs:
-        spec = run_spec_of(path)
-        runs.setdefault(spec["system"], {})[spec["variant"]] = (spec["variant_settings"], path)
-    references: dict[str, tuple[str, Path]] = {}
-    for item in args.system_reference or []:
-        system, sep, path = item.partition("=")
-        if not sep or not system or not path:
-            raise CalibrationError(f"--system-reference {item}: expected SYSTEM=RUN_PARQUET")
-        spec = run_spec_of(path)  # the label is the run's own system/variant
-        references[system] = (f"{spec['system']}/{spec['variant']}", Path(path))
-    doc = calibrate(
-        args.task,
-        runs,
-        Path(args.reference_run),
-        args.reference_label,
-        args.margin,
-        objective=_objectives(args.objective or [], set(runs)),
-        references=references,
-    )
-    write(doc, Path(args.out))
-    for system, best in doc["chosen"].items():
-        logging.info(
-            "%s %s: chose %s %s by %s: %s (accuracy %.3f vs reference %s %.3f, %.1f tokens, %s)",
-            args.task,
-            system,
-            best["point"],
-            best["settings"],
-            best["objective"],
-            best["chosen_by"],
-            best["accuracy"],
-            best["reference"],
-            doc["references"][system]["accuracy"],
-            best["tokens_mean"],
-            "within margin" if best["qualified"] else "NOT within margin",
-        )
-        for row in doc["table"][system]:
-            if "lingua_n_messages" in row:
-                logging.info(
-                    "%s %s %s: LLMLingua target %.3g, achieved p10/p50/p90 %.3g/%.3g/%.3g, "
-                    "%s of reachable messages within 20%%, %d of %d unreachable",
-                    args.task,
-                    system,
-                    row["point"],
-                    row["lingua_target_rate"],
-                    row["lingua_achieved_rate_p10"],
-                    row["lingua_achieved_rate_p50"],
-                    row["lingua_achieved_rate_p90"],
-                    f"{row['lingua_within_20pct_share']:.0%}",
-                    row["lingua_unreachable_n"],
-                    row["lingua_n_messages"],
-                )
-
-
-def _objectives(given: list[str], systems: set[str]) -> dict[str, str]:
-    """``--objective`` values (``NAME`` for every system, or ``SYSTEM=NAME``) -> system: name."""
-    from tersetalk.calibration import DEFAULT_OBJECTIVE, OBJECTIVES, CalibrationError
-
-    default, per_system = DEFAULT_OBJECTIVE, {}
-    for item in given:
-        system, sep, name = item.rpartition("=")
-        if name not in OBJECTIVES:
-            raise CalibrationError(
-                f"--objective {item}: unknown objective {name!r}; choose one of "
-                f"{sorted(OBJECTIVES)}"
-            )
-        if not sep:
-            default = name
-        elif system not in systems:
-            raise CalibrationError(
-                f"--objective {item}: no calibration run of system {system!r} among the inputs "
-                f"({sorted(systems)})"
-            )
-        else:
-            per_system[system] = name
-    return {system: per_system.get(system, default) for system in sorted(systems)}
+    runs = cal.read_runs(args.runs, args.task)
+    references = cal.read_references(args.system_reference or [], args.task)
+    objectives = cal.parse_objectives(args.objective or [], set(runs))
+    doc = cal.calibrate(args.task, runs, Path(args.reference_run), args.reference_label,
+                        args.margin, objective=objectives, references=references)  # fmt: skip
+    cal.write(doc, Path(args.out))
+    cal.log_choices(doc)
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -301,6 +148,7 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 
     from tersetalk.io import read_parquet
     from tersetalk.plots import figures as F
+    from tersetalk.plots.tables import write_main_table
 
     records = pd.concat(
         [read_parquet(p, "per-example metrics") for p in args.records], ignore_index=True
@@ -310,34 +158,8 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     paths = F.quality_vs_tokens(summary, out / "quality_vs_tokens")
     paths += F.token_breakdown(summary, out / "token_breakdown")
     paths += F.accuracy_by_length(records, args.reference, out / "accuracy_by_length")
-    tables = Path(args.tables_dir)
-    _write_main_table(summary, tables, args.seed)
-    logging.info("wrote %s and %s", ", ".join(map(str, paths)), tables / "main.{csv,tex}")
-
-
-def _write_main_table(summary, tables: Path, seed: int) -> None:
-    """``main.csv`` (with the semantic method per row) and ``main.tex`` (method in the caption)."""
-    from tersetalk.plots import figures as F
-    from tersetalk.stats import to_latex
-
-    tables.mkdir(parents=True, exist_ok=True)
-    table = F.main_table(summary)
-    table.to_csv(tables / "main.csv", index=False)
-    (tables / "main.tex").write_text(
-        to_latex(
-            table,
-            [c for c in table.columns if c != F.SEMANTIC_METHOD_COLUMN],
-            caption="Accuracy, tokens and preservation per system "
-            f"({_model_line(summary)}; 95% bootstrap CIs, seed {seed}). "
-            + F.semantic_method_note(summary),
-            label="tab:main",
-        )
-    )
-
-
-def _model_line(summary) -> str:
-    models = sorted(set(summary["backend"].astype(str) + ":" + summary["model"].astype(str)))
-    return ", ".join(models) + f", n={int(summary['n'].max())}"
+    tables = write_main_table(summary, args.tables_dir, args.seed)
+    logging.info("wrote %s", ", ".join(map(str, paths + tables)))
 
 
 def _cmd_plot_ablation(args: argparse.Namespace) -> None:

@@ -16,6 +16,7 @@ from tersetalk.stats.latex import escape_latex, to_latex
 from tersetalk.stats.noninferiority import NIResult, noninferiority
 from tersetalk.stats.paired_tests import token_reduction_tests
 from tersetalk.stats.pareto import pareto_frontier
+from tersetalk.stats.table import noninferiority_table, noninferiority_tex
 
 __all__ = [
     "BootstrapResult",
@@ -26,6 +27,8 @@ __all__ = [
     "compare_runs",
     "escape_latex",
     "noninferiority",
+    "noninferiority_table",
+    "noninferiority_tex",
     "paired_bootstrap",
     "pareto_frontier",
     "run_intervals",
