@@ -9,14 +9,13 @@ import pandas as pd
 import pytest
 
 from tersetalk.config import run_spec
-from tersetalk.records import DETERMINISTIC_COLUMNS
+from tersetalk.records import deterministic_columns
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 
 def _deterministic(df: pd.DataFrame) -> pd.DataFrame:
-    counters = sorted(c for c in df.columns if c.startswith("c_") and not c.startswith("c_t_"))
-    return df[DETERMINISTIC_COLUMNS + counters]
+    return df[deterministic_columns(df)]  # the counters' c_* columns included
 
 
 @pytest.mark.integration

@@ -2,26 +2,36 @@ import json
 
 import pandas as pd
 
+from tersetalk.agents.topology import STAR
 from tersetalk.metrics.summary import aggregate, run_metrics
 from tersetalk.records import build_record, records_frame
+
+DIRECTIONS = STAR.layout.directions
+STAR_OUTCOME = {"verdict": "accept", "verdict_explicit": True, "revisions": 0}
+
+
+def star_frame(records):
+    return records_frame(records, STAR.layout)
+
 
 SPEC = {"task": "hotpotqa", "system": "freeform", "variant": "default", "seed": 1}
 
 
-def _rec(i, pred, gold, error=None, counters=None, calls=()):
+def _rec(i, pred, gold, error=None, counters=None, calls=(), system="freeform"):
     msgs = [{"sender": "M", "receiver": "W", "content": "x", "bytes": 1, "tokens_cl100k": 10,
              "tokens_o200k": 9, "tokens_model": 11}]  # fmt: skip
     ex = {"example_id": f"e{i}", "position": i, "question": "q", "gold": gold}
     return build_record(
-        ex, SPEC, prediction=pred, raw_answer=pred, messages=[] if error else msgs,
-        calls=list(calls), verdict="accept", verdict_explicit=True, revisions=0,
+        ex, {**SPEC, "system": system}, layout=STAR.layout, prediction=pred, raw_answer=pred,
+        messages=[] if error else msgs, calls=list(calls),
+        outcome=None if error else STAR_OUTCOME,
         counters=counters or {}, backend="b", model="m", spec_hash="h", error=error,
         elapsed_s=0.1,
     )  # fmt: skip
 
 
 def test_error_rows_count_zero_in_official_averages():
-    df = records_frame([
+    df = star_frame([
         _rec(0, "Paris", "Paris"),
         _rec(1, "the Paris city", "Paris"),  # F1 = 2*(1/2*1)/(1/2+1) = 2/3
         _rec(2, "", "London", error="ModelCallError: timeout"),
@@ -34,16 +44,17 @@ def test_error_rows_count_zero_in_official_averages():
 
 
 def test_protocol_rates_are_pooled_and_absent_counters_are_nan(tmp_path):
-    df = records_frame([
-        _rec(0, "a", "a", counters={"overflow_total": 1, "lines_total": 4}),
-        _rec(1, "a", "a", counters={"overflow_total": 0, "lines_total": 6}),
+    df = star_frame([
+        # rates are the ones the system declares: tersetalk pools overflow over lines
+        _rec(0, "a", "a", counters={"overflow_total": 1, "lines_total": 4}, system="tersetalk"),
+        _rec(1, "a", "a", counters={"overflow_total": 0, "lines_total": 6}, system="tersetalk"),
     ])  # fmt: skip
     m = run_metrics(df).iloc[0]
     assert m["overflow_rate"] == 0.1 and m["c_lines_total_mean"] == 5
-    plain = run_metrics(records_frame([_rec(0, "a", "a")])).iloc[0]
+    plain = run_metrics(star_frame([_rec(0, "a", "a")])).iloc[0]
     assert "overflow_rate" not in plain.index
     paths = []
-    for i, frame in enumerate([run_metrics(df), run_metrics(records_frame([_rec(0, "a", "b")]))]):
+    for i, frame in enumerate([run_metrics(df), run_metrics(star_frame([_rec(0, "a", "b")]))]):
         p = tmp_path / f"{i}.parquet"
         frame.to_parquet(p)
         paths.append(p)
@@ -55,7 +66,7 @@ def test_protocol_rates_are_pooled_and_absent_counters_are_nan(tmp_path):
 def test_llmlingua_achieved_rate_distribution_in_the_summary():
     rates = [0.5, 0.58, 0.7, 0.41, 0.9]
     unreachable = [0, 0, 0, 0, 1]
-    df = records_frame([
+    df = star_frame([
         _rec(i, "a", "a", counters={"lingua_target_rate": 0.5, "lingua_scope_rate": r,
                                     "lingua_target_unreachable": u})
         for i, (r, u) in enumerate(zip(rates, unreachable, strict=True))
@@ -67,7 +78,7 @@ def test_llmlingua_achieved_rate_distribution_in_the_summary():
     assert abs(m["lingua_achieved_rate_mean"] - sum(rates) / 5) < 1e-12
     assert m["lingua_n_reachable"] == 4 and m["lingua_within_20pct_share"] == 0.75
     assert m["lingua_unreachable_n"] == 1 and m["lingua_unreachable_share"] == 0.2
-    plain = run_metrics(records_frame([_rec(0, "a", "a")])).iloc[0]
+    plain = run_metrics(star_frame([_rec(0, "a", "a")])).iloc[0]
     assert not any(c.startswith("lingua_") for c in plain.index)
 
 
@@ -90,7 +101,7 @@ def _call(prompt, completion, total_s, source="server"):
 
 
 def test_unknown_usage_is_counted_not_silently_skipped():
-    df = records_frame([
+    df = star_frame([
         _rec(0, "a", "a", calls=[_call(100, 20, 1.0), _call(50, 10, 1.0)]),
         _rec(1, "a", "a", calls=[_call(200, 40, 2.0)]),
         # usage unknown (-1 from the backend): its 8 s of model time must not dilute tokens/s
@@ -106,9 +117,9 @@ def test_unknown_usage_is_counted_not_silently_skipped():
     # rows with known usage (error rows included, as before): (30+40+60) / (2+2+3)
     assert m["tokens_per_s"] == 130 / 7
     assert m["usage_source"] == "server; unavailable"
-    known = run_metrics(records_frame([_rec(0, "a", "a", calls=[_call(10, 5, 0.5)])])).iloc[0]
+    known = run_metrics(star_frame([_rec(0, "a", "a", calls=[_call(10, 5, 0.5)])])).iloc[0]
     assert known["n_usage_unknown"] == 0 and known["tokens_per_s"] == 10.0
-    none = records_frame([_rec(0, "a", "a", calls=[_call(-1, -1, 1.0, "unavailable")])])
+    none = star_frame([_rec(0, "a", "a", calls=[_call(-1, -1, 1.0, "unavailable")])])
     m = run_metrics(none).iloc[0]
     assert m["n_usage_unknown"] == 1 and m["usage_mean_n"] == 0
     assert pd.isna(m["usage_prompt_tokens_mean"]) and pd.isna(m["usage_completion_tokens_mean"])
@@ -124,8 +135,6 @@ def _msg(sender, receiver, cl100k, o200k, model):
 
 
 def _direction_run():
-    from tersetalk.records import DIRECTIONS
-
     # every direction once, M->W twice; distinct counts per tokenizer so no column aliases
     msgs = [_msg(*d.split("_"), 10 + i, 20 + i, 30 + i) for i, d in enumerate(DIRECTIONS)]
     msgs.append(_msg("M", "W", 1, 2, 3))
@@ -133,17 +142,17 @@ def _direction_run():
     ex = {"example_id": "e0", "position": 0, "question": "Tom has 3 apples. How many?",
           "gold": "3"}  # fmt: skip
     rec = build_record(
-        ex, spec, prediction="3", raw_answer="3", messages=msgs, calls=[], verdict="accept",
-        verdict_explicit=True, revisions=0, counters={}, backend="b", model="m",
+        ex, spec, layout=STAR.layout, prediction="3", raw_answer="3", messages=msgs, calls=[],
+        outcome=STAR_OUTCOME, counters={}, backend="b", model="m",
         spec_hash="h", error=None, elapsed_s=0.1,
     )  # fmt: skip
     samples = {"e0": {"record": {"question": ex["question"], "answer": "#### 3"}}}
-    return records_frame([rec]), samples
+    return star_frame([rec]), samples
 
 
 def test_per_record_tokens_per_direction_under_every_tokenizer():
     from tersetalk.metrics.per_record import per_record_metrics
-    from tersetalk.records import DIRECTIONS, TOKENIZERS
+    from tersetalk.records import TOKENIZERS
 
     run, samples = _direction_run()
     pr = per_record_metrics(run, None, samples).iloc[0]
@@ -162,7 +171,7 @@ def test_per_record_tokens_per_direction_under_every_tokenizer():
 
 def test_summary_means_tokens_per_direction_under_every_tokenizer():
     from tersetalk.metrics.per_record import per_record_metrics
-    from tersetalk.records import DIRECTIONS, TOKENIZERS
+    from tersetalk.records import TOKENIZERS
 
     run, samples = _direction_run()
     pr = per_record_metrics(run, None, samples)

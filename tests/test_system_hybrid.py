@@ -10,14 +10,16 @@ import json
 
 import pytest
 
+from tersetalk.agents.topology import STAR
 from tersetalk.config import run_spec, validate_config
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
 from tersetalk.models import ScriptedClient
 from tersetalk.protocol import REPAIR_KINDS, TAGS, parse_lenient, parse_strict
-from tersetalk.records import DIRECTIONS
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
+
+DIRECTIONS = STAR.layout.directions
 
 
 @pytest.fixture

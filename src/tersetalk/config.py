@@ -105,22 +105,16 @@ def configured_runs(config: dict) -> set[str]:
 
 
 def ablation_values(config: dict, name: str) -> dict[str, object]:
-    """x-axis value of each variant of an ablation: its setting (caps: the f cap in tokens)."""
+    """x-axis value of each variant of an ablation, as its system's axis reads the setting."""
+    from tersetalk.systems import ablation_value
+
     spec = config["ablations"][name]
     variants = config["systems"][spec["system"]]["variants"]
-    values: dict[str, object] = {}
-    from tersetalk.systems import validate_variant
-
-    for v in spec["variants"]:
-        # a setting the variant leaves out takes the system's default, named as such
-        resolved = validate_variant(spec["system"], v, variants[v])
-        value = variants[v].get(spec["setting"], resolved.get(spec["setting"], v))
-        if spec["setting"] == "caps":
-            from tersetalk.systems.tersetalk_jsonl import TerseTalkSettings
-
-            value = TerseTalkSettings.model_validate(variants[v]).cap_dict().get("f", 0)
-        values[v] = value
-    return values
+    # the system's own axis decides (e.g. caps: the fact cap in tokens); a setting the
+    # variant leaves out takes the system's default, named as such
+    return {
+        v: ablation_value(spec["system"], spec["setting"], variants[v], v) for v in spec["variants"]
+    }
 
 
 def _check_evaluation(config: dict) -> None:

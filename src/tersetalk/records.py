@@ -1,29 +1,66 @@
 """One record per (example, task, system, variant, seed): the row every file is made of.
 
 Columns fall in two groups. Deterministic columns depend only on the config,
-the seed and the model, so two runs with the same seed agree on them exactly.
-Timing and cache columns (prefixed ``t_`` or listed in TIMING_COLUMNS) describe
-one particular execution and are expected to differ.
+the seed and the model, so two runs with the same seed agree on them exactly
+(:func:`deterministic_columns`). Timing and cache columns (prefixed ``t_`` or listed
+in TIMING_COLUMNS) describe one particular execution and are expected to differ.
+
+The record follows the conversation that was held: a :class:`RecordLayout` (declared
+by the topology) names the directions whose tokens get a ``tokens_<S>_<R>`` column
+and the outcome fields of that topology (the star's Critic verdict, for one); an edge
+that occurs in the messages without being declared gets its column too.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from tersetalk.tasks.scoring import gsm8k_correct, hotpot_em, hotpot_f1
 
-DIRECTIONS = ("M_W", "W_C", "M_C", "C_W", "W_M")
 TOKENIZERS = ("cl100k", "o200k", "model")
 
-DETERMINISTIC_COLUMNS = [
+
+@dataclass(frozen=True)
+class OutcomeField:
+    """A record column a topology adds: its name, pandas dtype and value on an error row."""
+
+    name: str
+    dtype: str  # "string" | "bool" | "int64" | "float64"
+    on_error: Any
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """What a topology's records hold beyond the common columns.
+
+    ``directions`` are the ``sender_receiver`` edges its conversations use, in column
+    order; ``outcome`` its own result fields.
+    """
+
+    directions: tuple[str, ...]
+    outcome: tuple[OutcomeField, ...] = ()
+
+    def columns(self, extra_edges: tuple[str, ...] = ()) -> list[str]:
+        """The deterministic columns, in order."""
+        return [
+            *_HEAD,
+            *(f.name for f in self.outcome),
+            *(f"tokens_{d}" for d in (*self.directions, *extra_edges)),
+            *_TAIL,
+        ]
+
+
+_HEAD = [
     "task", "system", "variant", "seed", "example_id", "position",
     "question", "gold", "prediction", "raw_answer",
     "em", "f1", "precision", "recall", "correct",
-    "verdict", "verdict_explicit", "revisions",
-    *[f"tokens_{d}" for d in DIRECTIONS],
+]  # fmt: skip
+_TAIL = [
     *[f"tokens_total_{t}" for t in TOKENIZERS],
     "bytes_on_wire", "n_messages", "n_model_calls",
     "usage_prompt_tokens", "usage_completion_tokens", "usage_unknown_calls", "usage_source",
@@ -35,18 +72,40 @@ TIMING_COLUMNS = [
     "cache_hits", "calls", "counters_timing",
 ]  # fmt: skip
 
-ALL_COLUMNS = DETERMINISTIC_COLUMNS + TIMING_COLUMNS
-
 _INT_COLUMNS = [
-    "seed", "position", "revisions", "bytes_on_wire", "n_messages", "n_model_calls",
-    "usage_unknown_calls", "cache_hits",
-    *[f"tokens_{d}" for d in DIRECTIONS], *[f"tokens_total_{t}" for t in TOKENIZERS],
+    "seed", "position", "bytes_on_wire", "n_messages", "n_model_calls",
+    "usage_unknown_calls", "cache_hits", *[f"tokens_total_{t}" for t in TOKENIZERS],
 ]  # fmt: skip
 # usage totals are float so that "unknown" can be NaN (see usage_totals)
 _FLOAT_COLUMNS = ["em", "f1", "precision", "recall", "correct", "t_example_s", "t_model_s",
                   "t_ttft_mean_s", "t_itl_mean_s",
                   "usage_prompt_tokens", "usage_completion_tokens"]  # fmt: skip
-_BOOL_COLUMNS = ["verdict_explicit"]
+
+_DIRECTION_RE = re.compile(r"^tokens_([A-Z][A-Z0-9]*)_([A-Z][A-Z0-9]*)$")
+
+
+def edges(messages: list[dict]) -> list[str]:
+    """The ``sender_receiver`` pairs of the messages, in first-seen order."""
+    return list(dict.fromkeys(f"{m['sender']}_{m['receiver']}" for m in messages))
+
+
+def direction_columns(columns) -> list[str]:
+    """The ``tokens_<S>_<R>`` columns among ``columns``, in their order."""
+    return [c for c in columns if _DIRECTION_RE.match(c)]
+
+
+def directions_of(columns) -> list[str]:
+    """The ``S_R`` directions a frame's ``tokens_<S>_<R>`` columns name, in order."""
+    return [c.removeprefix("tokens_") for c in direction_columns(columns)]
+
+
+def deterministic_columns(df: pd.DataFrame) -> list[str]:
+    """Every column of a run frame that two runs with the same seed reproduce exactly."""
+    return [
+        c
+        for c in df.columns
+        if c not in TIMING_COLUMNS and not c.startswith("t_") and not c.startswith("c_t_")
+    ]
 
 
 def score(task: str, prediction: str, gold: str) -> dict[str, float]:
@@ -99,13 +158,12 @@ def build_record(
     example: dict,
     spec: dict,
     *,
+    layout: RecordLayout,
     prediction: str,
     raw_answer: str,
     messages: list[dict],
     calls: list[dict],
-    verdict: str,
-    verdict_explicit: bool,
-    revisions: int,
+    outcome: dict[str, Any] | None,
     counters: dict[str, Any],
     backend: str,
     model: str,
@@ -113,6 +171,7 @@ def build_record(
     error: str | None,
     elapsed_s: float,
 ) -> dict[str, Any]:
+    """One row; ``outcome`` None (an error row) takes each outcome field's ``on_error``."""
     task = spec["task"]
     rec: dict[str, Any] = {
         "task": task,
@@ -126,14 +185,12 @@ def build_record(
         "prediction": prediction,
         "raw_answer": raw_answer,
         **score(task, prediction, example["gold"]),
-        "verdict": verdict,
-        "verdict_explicit": verdict_explicit,
-        "revisions": revisions,
     }
-    for d in DIRECTIONS:
-        s, r = d.split("_")
+    for f in layout.outcome:
+        rec[f.name] = f.on_error if outcome is None else outcome[f.name]
+    for d in [*layout.directions, *(e for e in edges(messages) if e not in layout.directions)]:
         rec[f"tokens_{d}"] = sum(
-            m["tokens_cl100k"] for m in messages if m["sender"] == s and m["receiver"] == r
+            m["tokens_cl100k"] for m in messages if f"{m['sender']}_{m['receiver']}" == d
         )
     for t in TOKENIZERS:
         rec[f"tokens_total_{t}"] = sum(m[f"tokens_{t}"] for m in messages)
@@ -168,20 +225,37 @@ def build_record(
     return rec
 
 
-def records_frame(records: list[dict]) -> pd.DataFrame:
-    """A DataFrame with the stable column order and dtypes, whatever the rows hold."""
+def records_frame(records: list[dict], layout: RecordLayout) -> pd.DataFrame:
+    """A DataFrame with the stable column order and dtypes, whatever the rows hold.
+
+    Columns: the layout's, then the token columns of edges the layout does not
+    declare (first seen first), the timing columns, and the rest (``c_*``) sorted.
+    """
     df = pd.DataFrame(records)
-    for col in ALL_COLUMNS:
+    declared = set(layout.columns())
+    extra_edges = tuple(
+        c.removeprefix("tokens_") for c in direction_columns(df.columns) if c not in declared
+    )
+    main = layout.columns(extra_edges) + TIMING_COLUMNS
+    for col in main:
         if col not in df.columns:
             df[col] = None
-    extra = [c for c in df.columns if c not in ALL_COLUMNS]
-    df = df[ALL_COLUMNS + sorted(extra)]
-    for col in _INT_COLUMNS:
+    extra = [c for c in df.columns if c not in main]
+    df = df[main + sorted(extra)]
+    ints = _INT_COLUMNS + direction_columns(main)
+    for col in ints:
         df[col] = pd.to_numeric(df[col]).fillna(0).astype("int64")
     for col in _FLOAT_COLUMNS:
         df[col] = pd.to_numeric(df[col]).astype("float64")
-    for col in _BOOL_COLUMNS:
-        df[col] = df[col].fillna(False).astype(bool)
-    for col in set(ALL_COLUMNS) - set(_INT_COLUMNS) - set(_FLOAT_COLUMNS) - set(_BOOL_COLUMNS):
-        df[col] = df[col].astype("string")
+    for f in layout.outcome:
+        if f.dtype == "bool":
+            df[f.name] = df[f.name].fillna(f.on_error).astype(bool)
+        elif f.dtype in ("int64", "float64"):
+            df[f.name] = pd.to_numeric(df[f.name]).fillna(f.on_error).astype(f.dtype)
+        else:
+            df[f.name] = df[f.name].astype(f.dtype)
+    typed = set(ints) | set(_FLOAT_COLUMNS) | {f.name for f in layout.outcome}
+    for col in main:
+        if col not in typed:
+            df[col] = df[col].astype("string")
     return df

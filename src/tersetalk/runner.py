@@ -41,7 +41,7 @@ from tersetalk.models import (
     make_client,
 )
 from tersetalk.records import build_record, records_frame
-from tersetalk.systems import RunContext, get_system
+from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
 
 log = logging.getLogger(__name__)
@@ -143,14 +143,14 @@ def resolve_calibrated(spec: dict) -> dict:
 
 def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     """One example -> one record. Any failure becomes an error row."""
-    system = get_system(spec["system"])
+    registered = system(spec["system"])
     start = time.perf_counter()
     describe = ctx.client.describe()
     common = dict(
         backend=describe.get("backend", ""), model=describe.get("model", ""), spec_hash=digest
     )
     try:
-        res = system(example, ctx)
+        res = registered.run(example, ctx)
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
         down = caused_by(exc, ModelUnavailableError)
         if down is not None:
@@ -161,13 +161,12 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
         return build_record(
             example,
             spec,
+            layout=registered.layout,
             prediction="",
             raw_answer="",
             messages=[],
             calls=[],
-            verdict="error",
-            verdict_explicit=False,
-            revisions=0,
+            outcome=None,
             counters={},
             error=f"{type(exc).__name__}: {exc}",
             elapsed_s=time.perf_counter() - start,
@@ -176,13 +175,12 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     return build_record(
         example,
         spec,
+        layout=registered.layout,
         prediction=res.prediction,
         raw_answer=res.raw_answer,
         messages=res.conversation.messages,
         calls=res.conversation.calls,
-        verdict=res.verdict,
-        verdict_explicit=res.verdict_explicit,
-        revisions=res.revisions,
+        outcome=res.outcome,
         counters=res.counters,
         error=None,
         elapsed_s=time.perf_counter() - start,
@@ -271,7 +269,8 @@ def run(
             f"{len(done)} are checkpointed in {ckpt}; run the same command again (or "
             "`snakemake` again) to retry only the failed ones. No run file was written"
         )
-    df = records_frame([done[ex["example_id"]] for ex in examples])
+    layout = system(spec["system"]).layout
+    df = records_frame([done[ex["example_id"]] for ex in examples], layout)
     n_err = int(df["error"].notna().sum())
     desc = client.describe()
     log.info(

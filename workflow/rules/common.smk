@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tersetalk.encoders.workflow import compressor_inputs
+from tersetalk.systems import workflow_inputs
 from tersetalk.config import (
     ConfigError,
     ablation_values,
@@ -147,18 +147,16 @@ def run_input(wildcards):
     if settings.get("calibrated"):
         inputs["calibration"] = calibration_file(wildcards.task)
         grid = calibration_points(config, wildcards.system).values()
-        inputs["compressor"] = sorted(
-            {d for point in grid for d in compressor_inputs(wildcards.system, point)}
-        )
+        inputs.update(workflow_inputs(wildcards.system, *grid))
     else:
-        inputs["compressor"] = compressor_inputs(wildcards.system, settings)
+        inputs.update(workflow_inputs(wildcards.system, settings))
     return inputs
 
 
 def calibration_run_input(wildcards):
     inputs = {"sample": f"results/samples/{wildcards.task}.calibration.parquet"}
     spec = json.loads(calibration_spec_json(wildcards))
-    inputs["compressor"] = compressor_inputs(wildcards.system, spec["variant_settings"])
+    inputs.update(workflow_inputs(wildcards.system, spec["variant_settings"]))
     return inputs
 
 

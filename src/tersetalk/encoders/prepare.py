@@ -32,6 +32,19 @@ MANIFEST = "tersetalk-compressor.json"
 PREPARE_VERSION = 1
 
 
+def prepared_compressor_inputs(models: list[str | None]) -> dict[str, list[str]]:
+    """``{"compressor": [DEFAULT_COMPRESSOR_DIR]}`` when one of ``models`` is the folder
+    the workflow prepares (``prepare_compressor``), else nothing.
+
+    Systems declare this as their workflow input (``systems.register(inputs=...)``);
+    another folder or a hub id is the user's to provide.
+    """
+    default = Path(DEFAULT_COMPRESSOR_DIR).resolve()
+    if any(Path(m or DEFAULT_COMPRESSOR_DIR).resolve() == default for m in models):
+        return {"compressor": [DEFAULT_COMPRESSOR_DIR]}
+    return {}
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tersetalk.encoders.lingua import Compressor, LinguaSettings, get_compressor
-from tersetalk.protocol import ContextLine, DerefResult, register_summarizer
+from tersetalk.protocol import ContextLine, DerefResult
 from tersetalk.protocol.summarize import LLMLINGUA
 from tersetalk.tokens import count_tokens
 
@@ -115,8 +115,10 @@ class Touchpoints:
         return hook
 
     # -- 2. the llmlingua summarizer slot ----------------------------------------------
-    def summarizer(self, base: str) -> str:
-        """The summarizer name to use: ``llmlingua`` (registered now) when toggled on."""
+    def summarizer(self, base: str) -> str | Callable[..., str]:
+        """The summarizer to use: ``base`` (a name), or, when toggled on, this example's
+        LLMLingua summarizer (a callable whose ``method_name`` is ``llmlingua``, so ``o``
+        lines name the method). Nothing is registered process-wide."""
         if not self.summaries:
             return base
 
@@ -124,8 +126,8 @@ class Touchpoints:
             self.counts["tp_summary_calls"] += 1
             return self._compress(text, self._aim(target), self.question)
 
-        register_summarizer(LLMLINGUA, llmlingua_summary, replace=True)
-        return LLMLINGUA
+        llmlingua_summary.method_name = LLMLINGUA  # type: ignore[attr-defined]
+        return llmlingua_summary
 
     # -- 3. dereferenced text before re-injection ---------------------------------------
     def compress_deref(self, result: DerefResult) -> DerefResult:

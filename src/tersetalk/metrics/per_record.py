@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from tersetalk.agents.roles import participant
 from tersetalk.metrics.preservation import (
     answer_preservation,
     as_prose,
@@ -21,19 +22,24 @@ from tersetalk.metrics.preservation import (
     messages_of,
     worker_input,
 )
-from tersetalk.records import DIRECTIONS, TOKENIZERS
-
-ROLES = {"M": "manager", "W": "worker", "C": "critic"}
+from tersetalk.records import TOKENIZERS, directions_of
 
 
-def _role_tokens(messages: list[dict]) -> dict[str, int]:
+def _letters(directions: list[str]) -> list[str]:
+    """The participants of a run's directions, in first-seen order."""
+    return list(dict.fromkeys(letter for d in directions for letter in d.split("_")))
+
+
+def _role_tokens(messages: list[dict], directions: list[str]) -> dict[str, int]:
     """Tokens sent and received per role, and per direction, under each tokenizer.
 
     Columns: ``tokens_sent_{role}_{tokenizer}``, ``tokens_received_{role}_{tokenizer}``
-    and ``tokens_{sender}_{receiver}_{tokenizer}`` (directions as in ``records.DIRECTIONS``).
+    and ``tokens_{sender}_{receiver}_{tokenizer}``, for the run's ``directions`` (the
+    ``tokens_<S>_<R>`` columns of its records) and the participants they name.
     """
     out: dict[str, int] = {}
-    for letter, role in ROLES.items():
+    for letter in _letters(directions):
+        role = participant(letter).name
         for t in TOKENIZERS:
             out[f"tokens_sent_{role}_{t}"] = sum(
                 m[f"tokens_{t}"] for m in messages if m["sender"] == letter
@@ -43,7 +49,7 @@ def _role_tokens(messages: list[dict]) -> dict[str, int]:
             )
     # per direction under every tokenizer; the record's own ``tokens_{direction}``
     # columns are cl100k only, so ``tokens_{direction}_cl100k`` equals them
-    for d in DIRECTIONS:
+    for d in directions:
         sender, receiver = d.split("_")
         for t in TOKENIZERS:
             out[f"tokens_{d}_{t}"] = sum(
@@ -67,6 +73,8 @@ def per_record_metrics(
 ) -> pd.DataFrame:
     """Metrics for every example of ``run``; ``reference`` is the free-form run (or None)."""
     ref_by_id = {} if reference is None else {r.example_id: r for r in reference.itertuples()}
+    directions = directions_of(run.columns)
+    brief_edge = f"tokens_{directions[0]}_cl100k"  # the Manager's brief (M_W in the star)
     rows, cands, refs = [], [], []
     for r in run.itertuples():
         msgs = messages_of(r.messages)
@@ -84,7 +92,7 @@ def per_record_metrics(
             "em": r.em,
             "f1": r.f1,
             **{f"tokens_total_{t}": getattr(r, f"tokens_total_{t}") for t in TOKENIZERS},
-            **_role_tokens(msgs),
+            **_role_tokens(msgs, directions),
             "bytes_on_wire": r.bytes_on_wire,
             "worker_input_is_jsonl": was_jsonl,
             "t_example_s": r.t_example_s,
@@ -99,8 +107,8 @@ def per_record_metrics(
             ref_text = worker_input(messages_of(ref.messages))
             row["reference_tokens_total_cl100k"] = ref.tokens_total_cl100k
             row["token_reduction"] = 1 - r.tokens_total_cl100k / max(ref.tokens_total_cl100k, 1)
-            ref_mw = _role_tokens(messages_of(ref.messages))["tokens_M_W_cl100k"]
-            row["mw_token_reduction"] = 1 - row["tokens_M_W_cl100k"] / max(ref_mw, 1)
+            ref_mw = _role_tokens(messages_of(ref.messages), directions)[brief_edge]
+            row["mw_token_reduction"] = 1 - row[brief_edge] / max(ref_mw, 1)
             row["semantic_jaccard"] = jaccard(prose, ref_text)
             cands.append((len(rows), prose))
             refs.append(ref_text)

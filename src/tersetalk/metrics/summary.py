@@ -12,21 +12,25 @@ Usage (the backend's own token counts) can be unknown for an example; see
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tersetalk.records import DIRECTIONS, TOKENIZERS
+from tersetalk.records import TOKENIZERS, directions_of
 from tersetalk.tasks.scoring import gsm8k_correct, hotpot_aggregate
 
 #: per-record token columns averaged into ``<column>_mean``: per role, and per direction
 #: (``tokens_M_W_o200k`` ...) under every tokenizer
-MEAN_COLUMNS_PREFIXES = (
-    "tokens_sent_",
-    "tokens_received_",
-    *(f"tokens_{d}_" for d in DIRECTIONS),
-)
+MEAN_COLUMNS_PREFIXES = ("tokens_sent_", "tokens_received_")
+_DIRECTION_TOKENS_RE = re.compile(r"^tokens_[A-Z][A-Z0-9]*_[A-Z][A-Z0-9]*_[a-z0-9]+$")
+
+
+def _averaged(column: str) -> bool:
+    return column.startswith(MEAN_COLUMNS_PREFIXES) or bool(_DIRECTION_TOKENS_RE.match(column))
+
+
 MEAN_COLUMNS = (
     "token_reduction",
     "mw_token_reduction",
@@ -71,26 +75,27 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
     ok = df[df["error"].isna()]
     for t in TOKENIZERS:
         row[f"tokens_total_{t}_mean"] = float(ok[f"tokens_total_{t}"].mean()) if len(ok) else 0.0
-    for d in DIRECTIONS:
+    for d in directions_of(df.columns):
         row[f"tokens_{d}_mean"] = float(ok[f"tokens_{d}"].mean()) if len(ok) else 0.0
     row["bytes_on_wire_mean"] = float(ok["bytes_on_wire"].mean()) if len(ok) else 0.0
     usage = usage_summary(df)
     row.update({k: v for k, v in usage.items() if k != "tokens_per_s"})
-    row["revision_rate"] = float((ok["revisions"] > 0).mean()) if len(ok) else 0.0
-    row["verdict_explicit_rate"] = float(ok["verdict_explicit"].mean()) if len(ok) else 0.0
-    for v in ("accept", "revise", "escalate"):
-        row[f"verdict_{v}_share"] = float((ok["verdict"] == v).mean()) if len(ok) else 0.0
+    if "revisions" in ok:  # topologies with a Critic's verdict (the star)
+        row["revision_rate"] = float((ok["revisions"] > 0).mean()) if len(ok) else 0.0
+        row["verdict_explicit_rate"] = float(ok["verdict_explicit"].mean()) if len(ok) else 0.0
+        for v in ("accept", "revise", "escalate"):
+            row[f"verdict_{v}_share"] = float((ok["verdict"] == v).mean()) if len(ok) else 0.0
     row["n_model_calls"] = int(df["n_model_calls"].sum())
     row["cache_hits"] = int(df["cache_hits"].sum())
     row["t_example_mean_s"] = float(df["t_example_s"].mean())
     row["t_ttft_mean_s"] = float(df["t_ttft_mean_s"].mean())
     row["t_itl_mean_s"] = float(df["t_itl_mean_s"].mean())
     row["tokens_per_s"] = usage["tokens_per_s"]
-    row.update(protocol_rates(ok))
+    row.update(protocol_rates(ok, first["system"]))
     row.update(lingua_rate_distribution(ok))
     if per_record is not None:
         pr = per_record[per_record["error"].isna()]
-        cols = [c for c in pr.columns if c.startswith(MEAN_COLUMNS_PREFIXES)] + list(MEAN_COLUMNS)
+        cols = [c for c in pr.columns if _averaged(c)] + list(MEAN_COLUMNS)
         for col in cols:
             vals = pd.to_numeric(pr[col], errors="coerce") if col in pr else pd.Series([])
             row[f"{col}_mean"] = float(vals.mean()) if len(vals) else float("nan")
@@ -144,31 +149,19 @@ def usage_summary(df: pd.DataFrame) -> dict[str, float | int | str]:
     return out
 
 
-RATES = {
-    # name: (numerator counter, denominator counter), summed over the run's records
-    "overflow_rate": ("overflow_total", "lines_total"),
-    "compressed_rate": ("compressed_total", "lines_total"),
-    "compliance_first_try_rate": ("compliance_first_try", "compliance_calls"),
-    "compliance_after_retries_rate": ("compliance_after_retries", "compliance_calls"),
-    "compliance_repaired_rate": ("compliance_repaired", "compliance_calls"),
-    "compliance_fallback_rate": ("compliance_fallback", "compliance_calls"),
-    # hybrid: share of all turns routed each way (pooled over the run)
-    "route_tersetalk_share": ("route_tersetalk", "turns"),
-    "route_llmlingua_share": ("route_llmlingua", "turns"),
-    "route_overflow_share": ("route_overflow", "turns"),
-}
+def protocol_rates(ok: pd.DataFrame, system: str) -> dict[str, float]:
+    """Means of every numeric protocol counter (``c_*``) and the system's pooled rates.
 
-
-def protocol_rates(ok: pd.DataFrame) -> dict[str, float]:
-    """Means of every numeric protocol counter (``c_*``) and the pooled rates.
-
+    The rates are the ones the system declares (``systems.register(rates=...)``).
     Systems without a counter simply lack its column; the summary then has NaN
     there rather than a made-up zero.
     """
+    from tersetalk.systems import pooled_rates
+
     out: dict[str, float] = {}
     for col in sorted(c for c in ok.columns if c.startswith("c_")):
         out[f"{col}_mean"] = float(pd.to_numeric(ok[col]).mean())
-    for name, (num, den) in RATES.items():
+    for name, (num, den) in pooled_rates(system).items():
         if f"c_{num}" in ok.columns and f"c_{den}" in ok.columns:
             total = float(ok[f"c_{den}"].sum())
             out[name] = float(ok[f"c_{num}"].sum()) / total if total else float("nan")

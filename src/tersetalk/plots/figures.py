@@ -231,7 +231,15 @@ def ablation(
     values: dict[str, object],
     out_stem: str | Path,
 ) -> list[Path]:
-    """Tokens and accuracy against one setting; for caps also accuracy vs overflow rate."""
+    """Tokens and accuracy against one setting, plus the panels the system's axis adds;
+    accuracy against overflow rate when the runs overflow.
+
+    The system declares how its setting is drawn (``systems.register(ablation=...)``):
+    the axis label and extra summary columns (e.g. the enforcement mode's compliance).
+    """
+    from tersetalk.systems import ablation_axis
+
+    axis = ablation_axis(system, setting)
     _theme()
     sub = summary[(summary["system"] == system) & summary["variant"].isin(variants)].copy()
     if sub.empty:
@@ -241,8 +249,7 @@ def ablation(
     numeric = all(isinstance(v, int | float) for v in order)
     sub = sub.sort_values("value" if numeric else "variant")
     panels = ["tokens_total_cl100k_mean", "accuracy"]
-    if setting == "enforcement" and "compliance_first_try_rate" in sub:
-        panels.append("compliance_first_try_rate")  # what the enforcement mode is for
+    panels += [p for p in axis.panels if p in sub]
     if "overflow_rate" in sub and sub["overflow_rate"].notna().any():
         panels.append("overflow")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0), squeeze=False)
@@ -272,7 +279,7 @@ def ablation(
             fmt = "%.0f" if panel.startswith("tokens") else "%.2f"
             for bars in ax.containers:  # a value of 0 stays readable as a number
                 ax.bar_label(bars, fmt=fmt, fontsize=8, padding=2)
-        ax.set_xlabel("fact cap (tokens)" if setting == "caps" else setting)
+        ax.set_xlabel(axis.label or setting)
         if panel.startswith("tokens"):
             ax.set_ylabel("tokens per example")
         elif panel.startswith("compliance"):

@@ -1,44 +1,5 @@
-"""What a system receives and returns."""
+"""What a system receives and returns (defined with the dialogue engine)."""
 
-from __future__ import annotations
+from tersetalk.agents.context import RunContext, SystemResult
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-from tersetalk.agents.conversation import Conversation
-from tersetalk.models import GenerationConfig, ModelClient
-
-
-@dataclass
-class RunContext:
-    """Everything a system needs comes in through here: no globals."""
-
-    task: str
-    client: ModelClient
-    gen: GenerationConfig
-    critic_gen: GenerationConfig
-    variant_settings: dict[str, Any] = field(default_factory=dict)
-    task_options: dict[str, Any] = field(default_factory=dict)
-    max_revisions: int = 1
-    #: objects built once per run and shared by its examples (e.g. a compressor)
-    shared: dict[str, Any] = field(default_factory=dict)
-
-    def resource(self, key: str, factory: Callable[[], Any]) -> Any:
-        """Build an expensive helper on first use and reuse it for the rest of the run."""
-        if key not in self.shared:
-            self.shared[key] = factory()
-        return self.shared[key]
-
-
-@dataclass
-class SystemResult:
-    """A system's output for one example; the runner turns it into a record."""
-
-    prediction: str
-    raw_answer: str
-    conversation: Conversation
-    verdict: str = "accept"
-    verdict_explicit: bool = False
-    revisions: int = 0
-    counters: dict[str, Any] = field(default_factory=dict)
+__all__ = ["RunContext", "SystemResult"]

@@ -23,11 +23,11 @@ projection, tokens sent, caps used), and summed in numeric counters: ``turns``,
 TerseTalk are toggles in ``tersetalk`` (``lingua_payloads``, ``lingua_summaries``,
 ``lingua_deref``) and count as they do in the ``tersetalk`` system.
 
-The rest follows the ``tersetalk`` system through its shared helpers: the Critic's
-``verdict_explicit`` is the Speaker's (False when a verdict was defaulted), a
-``revise`` verdict buys exactly one revise round (``revise_once``), and the
-Speaker's counters (``compliance_*``, ``repairs_<kind>``, ``reply_truncated``,
-``reply_dropped``) mean the same. ``msg_lines_*`` (by tag and direction, see
+The codec is the TerseTalk codec with a gate in front of every write, so reading
+is TerseTalk's: the Critic's ``verdict_explicit`` is the Speaker's (False when a
+verdict was defaulted), a ``revise`` verdict buys exactly one revise round (the star
+topology), and the Speaker's counters (``compliance_*``, ``repairs_<kind>``,
+``reply_truncated``, ``reply_dropped``) mean the same. ``msg_lines_*`` (by tag and direction, see
 ``message_line_counts``) count the lines of the messages sent in TerseTalk form
 (routes ``tersetalk`` and ``overflow``); a message routed to LLMLingua is prose with
 no lines, so it adds none and is counted in ``route_llmlingua`` instead.
@@ -41,11 +41,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tersetalk.agents.conversation import Conversation
-from tersetalk.agents.roles import build_brief, extract_prediction
+from tersetalk.agents.codecs.tersetalk import (
+    TERSETALK_RATES,
+    VERDICT_WORDS,
+    TerseTalkCodec,
+    TerseTalkSettings,
+    touchpoint_models,
+)
+from tersetalk.agents.context import RunContext
+from tersetalk.agents.engine import Dialogue, Sent
+from tersetalk.agents.roles import participant
 from tersetalk.encoders.lingua import LinguaSettings, get_compressor
 from tersetalk.encoders.messages import MessageView, compress_message, plan_message, project
-from tersetalk.encoders.touchpoints import Touchpoints
+from tersetalk.encoders.prepare import prepared_compressor_inputs
 from tersetalk.protocol import (
     CapCounters,
     ContextLine,
@@ -53,26 +61,12 @@ from tersetalk.protocol import (
     Memory,
     PlanLine,
     QuestionLine,
-    RoleLine,
     TextLine,
     VerdictLine,
     apply_caps,
-    encode_brief,
     serialize,
 )
 from tersetalk.systems import register
-from tersetalk.systems.base import RunContext, SystemResult
-from tersetalk.systems.tersetalk_jsonl import (
-    VERDICT_WORDS,
-    Speaker,
-    TerseTalkSettings,
-    critic_lines,
-    message_line_counts,
-    revise_once,
-    system_prompt,
-    worker_lines,
-    worker_turn,
-)
 from tersetalk.tokens import count_tokens
 
 ROUTES = ("tersetalk", "llmlingua", "overflow")
@@ -98,7 +92,7 @@ class HybridSettings(BaseModel):
 
 
 @dataclass
-class Sent:
+class Routed:
     """What the gate decided for one message."""
 
     text: str
@@ -129,7 +123,7 @@ class Gate:
         view: MessageView,
         *,
         overflowable: bool = True,
-    ) -> Sent:
+    ) -> Routed:
         """Decide how one message travels; ``encode(caps)`` renders its TerseTalk form."""
         lines, memory, counters = encode(caps)
         text = serialize(lines)
@@ -143,7 +137,7 @@ class Gate:
             "projection": None,
         }
         if est <= self.budget:
-            sent = Sent(text, "tersetalk", lines, memory, counters)
+            sent = Routed(text, "tersetalk", lines, memory, counters)
         else:
             opts = self.settings.llmlingua
             plan = plan_message(view, opts)
@@ -153,18 +147,18 @@ class Gate:
                 out = compress_message(view, get_compressor(self.ctx, opts), opts, self.ctx.task)
                 self.lingua.append({"kind": kind, **out.counters})
                 entry["lingua_rate"] = out.counters["lingua_rate"]
-                sent = Sent(out.text, "llmlingua")
+                sent = Routed(out.text, "llmlingua")
             elif overflowable:
                 sent = self._overflow(encode, caps, entry)
             else:  # nothing left to overflow (e.g. the dereferenced text itself)
-                sent = Sent(text, "tersetalk", lines, memory, counters)
+                sent = Routed(text, "tersetalk", lines, memory, counters)
         entry["route"] = sent.route
         entry["sent_tokens"] = count_tokens(sent.text)
         entry["over_budget"] = int(entry["sent_tokens"] > self.budget)
         self.log.append(entry)
         return sent
 
-    def _overflow(self, encode, caps: dict[str, int], entry: dict[str, Any]) -> Sent:
+    def _overflow(self, encode, caps: dict[str, int], entry: dict[str, Any]) -> Routed:
         current = dict(caps)
         result = None
         while True:
@@ -180,7 +174,7 @@ class Gate:
         # a message whose bulk is uncappable (e.g. a long answer) overflows nothing: it
         # is plain TerseTalk over the budget, and is logged as such
         overflowed = counters is not None and counters.overflow_lines > 0
-        return Sent(
+        return Routed(
             serialize(lines), "overflow" if overflowed else "tersetalk", lines, memory, counters
         )
 
@@ -267,111 +261,74 @@ def _reply_view(lines: list[LineBase], question: str = "") -> MessageView:
     return MessageView(head=tuple(head), pieces=tuple(pieces), tail=tuple(tail), question=question)
 
 
-@register("hybrid", settings=HybridSettings)
-def run(example: dict, ctx: RunContext) -> SystemResult:
-    settings = HybridSettings.model_validate(ctx.variant_settings)
-    tts = settings.tersetalk
-    brief = build_brief(ctx.task, example["record"], ctx.task_options)
-    touch = Touchpoints.from_settings(tts, ctx, question=brief.question, task=ctx.task)
-    summarizer = touch.summarizer(tts.summarizer)
-    gate = Gate(settings, ctx)
+class HybridCodec(TerseTalkCodec):
+    """TerseTalk's codec with the gate in front of every message it writes."""
 
-    def encode_the_brief(caps: dict[str, int]):
-        memory = Memory(max_entries=tts.memory_max_entries)  # fresh per encoding: no leaks
-        lines, counters = encode_brief(
-            brief.goal,
-            brief.facts,
-            brief.question,
-            caps=caps,
-            memory=memory,
-            summarizer=summarizer,
-            count_tokens=count_tokens,
-            compress=touch.compress_hook,
-        )
-        return lines, memory, counters
+    settings: HybridSettings
 
-    conv = Conversation(ctx.client)
-    speaker = Speaker(conv, ctx, tts)
-    typed: list[dict] = []  # the messages sent in TerseTalk form (their lines are counted)
+    def __init__(self, ctx, settings, example, brief, conv) -> None:
+        super().__init__(ctx, settings, example, brief, conv)
+        self.gate = Gate(settings, ctx)
 
-    def post(sender: str, receiver: str, kind: str, sent: Sent) -> str:
-        msg = conv.send(sender, receiver, kind, sent.text)
-        if sent.route != "llmlingua":
-            typed.append(msg)
-        return sent.text
+    def tersetalk_settings(self) -> TerseTalkSettings:
+        return self.settings.tersetalk
 
-    sent_brief = gate.route("brief", encode_the_brief, tts.cap_dict(), MessageView.of_brief(brief))
-    manager_msg = post("M", "W", "brief", sent_brief)
-    memory = sent_brief.memory or Memory(max_entries=tts.memory_max_entries)
-    lines = sent_brief.lines or []
-    deref_counts = {"derefs": 0, "reinjected_tokens": 0, "missing": 0}
+    def write(self, kind: str, sender: str, receiver: str, content: Any) -> Sent:
+        tts = self.tts
+        if kind == "brief":
 
-    def reinject(result) -> str | None:
-        result = touch.compress_deref(result)
-        deref_counts["derefs"] += result.derefs
-        deref_counts["reinjected_tokens"] += result.reinjected_tokens
-        deref_counts["missing"] += len(result.missing)
-        if not result.lines:
-            return None
-        view = MessageView(
-            pieces=tuple(f"{ln.key}: {ln.value}" for ln in result.lines), question=brief.question
-        )
-        sent = gate.route(
-            "deref", lambda caps: (result.lines, memory, None), {}, view, overflowable=False
-        )
-        return post("M", "W", "deref", sent)
+            def encode(caps: dict[str, int]):
+                memory = Memory(max_entries=tts.memory_max_entries)  # fresh per encoding
+                lines, counters = self.encode_brief(caps, memory)
+                return lines, memory, counters
 
-    reply, worker_msgs = worker_turn(speaker, ctx, tts, manager_msg, lines, memory, reinject)
+            routed = self.gate.route(
+                "brief", encode, tts.cap_dict(), MessageView.of_brief(self.brief)
+            )
+            # what was sent is what the Worker can dereference (a prose brief: nothing)
+            self.memory = routed.memory or Memory(max_entries=tts.memory_max_entries)
+            self.lines = routed.lines or []
+            self.caps = routed.caps or CapCounters()
+        elif kind == "deref":
+            result = content
+            view = MessageView(
+                pieces=tuple(f"{ln.key}: {ln.value}" for ln in result.lines),
+                question=self.brief.question,
+            )
+            memory = self.memory
+            routed = self.gate.route(
+                "deref", lambda caps: (result.lines, memory, None), {}, view, overflowable=False
+            )
+        else:
+            lines = self.content_lines(kind, content)
+            routed = self.gate.route(
+                kind,
+                _reply_encoder(lines, tts.memory_max_entries),
+                dict(REPLY_CAPS),
+                _reply_view(lines, self.brief.question),
+            )
+        return Sent(sender, receiver, kind, routed.text, content, meta=routed.route)
 
-    def send_reply(kind: str, sender: str, receiver: str, reply_lines: list[LineBase]) -> str:
-        sent = gate.route(
-            kind,
-            _reply_encoder(reply_lines, tts.memory_max_entries),
-            dict(REPLY_CAPS),
-            _reply_view(reply_lines, brief.question),
-        )
-        return post(sender, receiver, kind, sent)
+    def resent(self, sent: Sent, sender: str, receiver: str) -> None:
+        routed = Routed(sent.text, sent.meta)
+        self.gate.repeat(f"{sent.kind}_to_{participant(receiver).name}", routed)
 
-    draft_msg = send_reply("draft", "W", "C", worker_lines(reply))
-    post("M", "C", "brief", sent_brief)
-    gate.repeat("brief_to_critic", sent_brief)
-    critic_msgs = [
-        {"role": "system", "content": system_prompt("critic", ctx.task, tts.enforcement)},
-        {"role": "user", "content": f"{manager_msg}\n{draft_msg}"},
-    ]
-    critique = speaker.reply("critic", critic_msgs, ctx.critic_gen)
-    critique_msg = send_reply("verdict", "C", "W", critic_lines(critique))
-    verdict_explicit = speaker.verdict_explicit
-    reply, revisions = revise_once(
-        speaker, ctx, critique, reply, worker_msgs, draft_msg, critique_msg
-    )
-    final_msg = send_reply(
-        "final", "W", "M", [RoleLine(role="W"), ContextLine(key="answer", value=reply.answer)]
-    )
-    cap_counters = sent_brief.caps or CapCounters()
-    counters = {
-        # lines_* / overflow_* / compressed_* / density: the Manager's brief as capped
-        **cap_counters.as_dict(),
-        # msg_lines_*: every message sent in TerseTalk form (not those routed to LLMLingua)
-        **message_line_counts(typed),
-        **{f"deref_{k}": v for k, v in deref_counts.items()},
-        # compliance_*, repairs, repairs_<kind>, reply_*, compliance_log
-        **speaker.counters(),
-        **memory.stats().as_dict(),
-        **touch.counters(),
-        **gate.counters(),
-    }
-    answer_text = (
-        reply.answer
-        if ctx.task == "hotpotqa"
-        else "\n".join(reply.plan + [f"Answer: {reply.answer}"])
-    )
-    return SystemResult(
-        prediction=extract_prediction(ctx.task, answer_text),
-        raw_answer=final_msg,
-        conversation=conv,
-        verdict=VERDICT_WORDS[critique.verdict],
-        verdict_explicit=verdict_explicit,
-        revisions=revisions,
-        counters=counters,
-    )
+    def counters(self, d: Dialogue) -> dict[str, Any]:
+        return {**super().counters(d), **self.gate.counters()}
+
+
+register(
+    "hybrid",
+    codec=HybridCodec,
+    settings=HybridSettings,
+    inputs=lambda s: prepared_compressor_inputs(
+        [s.llmlingua.model, *touchpoint_models(s.tersetalk)]
+    ),
+    rates={
+        **TERSETALK_RATES,
+        # share of all turns routed each way (pooled over the run)
+        "route_tersetalk_share": ("route_tersetalk", "turns"),
+        "route_llmlingua_share": ("route_llmlingua", "turns"),
+        "route_overflow_share": ("route_overflow", "turns"),
+    },
+)

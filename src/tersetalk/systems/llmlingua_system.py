@@ -19,12 +19,15 @@ and ``t_lingua_s`` (the compressor's own time).
 
 from __future__ import annotations
 
-from tersetalk.agents.roles import build_brief
+from typing import Any
+
+from tersetalk.agents.codecs.prose import ProseCodec
+from tersetalk.agents.engine import Dialogue
+from tersetalk.agents.roles import Brief
 from tersetalk.encoders.lingua import LinguaSettings, get_compressor
 from tersetalk.encoders.messages import compress_brief
+from tersetalk.encoders.prepare import prepared_compressor_inputs
 from tersetalk.systems import register
-from tersetalk.systems.base import RunContext, SystemResult
-from tersetalk.systems.freeform import converse
 
 
 class LLMLinguaSystemSettings(LinguaSettings):
@@ -36,12 +39,24 @@ class LLMLinguaSystemSettings(LinguaSettings):
     """
 
 
-@register("llmlingua", settings=LLMLinguaSystemSettings)
-def run(example: dict, ctx: RunContext) -> SystemResult:
-    settings = LLMLinguaSystemSettings.model_validate(ctx.variant_settings)
-    brief = build_brief(ctx.task, example["record"], ctx.task_options)
-    compressor = get_compressor(ctx, settings)
-    message, counters = compress_brief(brief, compressor, settings, ctx.task)
-    result = converse(example, ctx, message)
-    result.counters = {**result.counters, **counters}
-    return result
+class LinguaCodec(ProseCodec):
+    """Prose, with the Manager's brief compressed by LLMLingua."""
+
+    lingua_counters: dict[str, Any] = {}
+
+    def write_brief(self, brief: Brief) -> str:
+        compressor = get_compressor(self.ctx, self.settings)
+        text, self.lingua_counters = compress_brief(brief, compressor, self.settings,
+                                                    self.ctx.task)  # fmt: skip
+        return text
+
+    def counters(self, d: Dialogue) -> dict[str, Any]:
+        return dict(self.lingua_counters)
+
+
+register(
+    "llmlingua",
+    codec=LinguaCodec,
+    settings=LLMLinguaSystemSettings,
+    inputs=lambda s: prepared_compressor_inputs([s.model]),
+)

@@ -16,7 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tersetalk.agents.roles import build_brief, render_brief
+from tersetalk.agents.codecs.prose import ProseCodec
+from tersetalk.agents.context import RunContext
+from tersetalk.agents.engine import Dialogue
+from tersetalk.agents.roles import Brief, render_brief
+from tersetalk.encoders.prepare import prepared_compressor_inputs
 from tersetalk.mediator import (
     Mediator,
     MediatorConfig,
@@ -27,10 +31,9 @@ from tersetalk.mediator import (
 from tersetalk.mediator.compressors import make_compressor
 from tersetalk.mediator.extractors import make_extractor
 from tersetalk.mediator.judges import make_judge
+from tersetalk.mediator.pipeline import MediatorResult
 from tersetalk.mediator.recording import CallRecorder
 from tersetalk.systems import register
-from tersetalk.systems.base import RunContext, SystemResult
-from tersetalk.systems.freeform import converse
 
 #: fixed namespace: message ids derive from (seed, example id), never from the clock
 _NS = uuid.UUID("6f1c7d2e-3a7b-4f5e-9c1d-2b8e4a6f0c11")
@@ -142,27 +145,42 @@ def counters_of(res) -> dict[str, Any]:
     return out
 
 
-@register("mediator", settings=MediatorSettings)
-def run(example: dict, ctx: RunContext) -> SystemResult:
-    settings = MediatorSettings.model_validate(ctx.variant_settings)
-    mediator, rec = ctx.resource(
-        "mediator:" + settings.model_dump_json(), lambda: _build(settings, ctx)
-    )
-    rec.drain()  # calls of an earlier example that failed are not this example's
-    brief = render_brief(build_brief(ctx.task, example["record"], ctx.task_options))
-    res = mediator.process(brief, message_id(ctx.gen.seed, str(example["example_id"])))
-    if res.error is not None and (settings.on_error == "error" or res.error.server_fault):
-        res.raise_for_error()
-    delivered = res.delivered_text if res.error is None else brief
-    result = converse(example, ctx, delivered)
-    own = result.conversation
-    before = len(own.calls)
-    for role, call in rec.drain():
-        own.log_call(role, call)  # same call-log format as the agents' calls
-    own.calls[:] = own.calls[before:] + own.calls[:before]  # mediator calls came first
-    result.counters.update(counters_of(res))
-    result.counters["mediator_passthrough"] = res.error is not None
-    return result
+class MediatorCodec(ProseCodec):
+    """Prose, with the Manager's brief passed through the mediator first.
+
+    The mediator's own model calls are logged when the brief is written, so they come
+    first in the record's calls, before the Worker's.
+    """
+
+    result: MediatorResult | None = None
+
+    def write_brief(self, brief: Brief) -> str:
+        settings, ctx = self.settings, self.ctx
+        mediator, rec = ctx.resource(
+            "mediator:" + settings.model_dump_json(), lambda: _build(settings, ctx)
+        )
+        rec.drain()  # calls of an earlier example that failed are not this example's
+        original = render_brief(brief)
+        res = mediator.process(original, message_id(ctx.gen.seed, str(self.example["example_id"])))
+        if res.error is not None and (settings.on_error == "error" or res.error.server_fault):
+            res.raise_for_error()
+        for role, call in rec.drain():
+            self.conv.log_call(role, call)  # same call-log format as the agents' calls
+        self.result = res
+        return res.delivered_text if res.error is None else original
+
+    def counters(self, d: Dialogue) -> dict[str, Any]:
+        res = self.result
+        return {**counters_of(res), "mediator_passthrough": res.error is not None}
 
 
-__all__ = ["MediatorSettings", "counters_of", "message_id", "run"]
+def mediator_inputs(settings: MediatorSettings) -> dict[str, list[str]]:
+    """The prepared LLMLingua folder when the mediator compresses with LLMLingua."""
+    if settings.compression and settings.compressor == "llmlingua":
+        return prepared_compressor_inputs([settings.llmlingua.get("model")])
+    return {}
+
+
+register("mediator", codec=MediatorCodec, settings=MediatorSettings, inputs=mediator_inputs)
+
+__all__ = ["MediatorCodec", "MediatorSettings", "counters_of", "message_id"]

@@ -19,7 +19,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tersetalk.agents.roles import build_brief, render_brief
+from tersetalk.agents.codecs.prose import ProseCodec
+from tersetalk.agents.context import RunContext
+from tersetalk.agents.engine import Dialogue
+from tersetalk.agents.roles import Brief, render_brief
 from tersetalk.mediator.recording import CallRecorder
 from tersetalk.models import (
     CachedClient,
@@ -39,8 +42,6 @@ from tersetalk.msp import (
     deterministic_trace_id,
 )
 from tersetalk.systems import register
-from tersetalk.systems.base import RunContext, SystemResult
-from tersetalk.systems.freeform import converse
 
 
 class MSPSettings(BaseModel):
@@ -133,36 +134,45 @@ def counters_of(res) -> dict[str, Any]:
     return out
 
 
-@register("msp", settings=MSPSettings)
-def run(example: dict, ctx: RunContext) -> SystemResult:
-    settings = MSPSettings.model_validate(ctx.variant_settings)
-    pipeline, rec = ctx.resource("msp:" + settings.model_dump_json(),
-                                 lambda: _build(settings, ctx))  # fmt: skip
-    rec.drain()
-    brief = render_brief(build_brief(ctx.task, example["record"], ctx.task_options))
-    trace_id = deterministic_trace_id(ctx.gen.seed, example["example_id"], "M-W")
+class MSPCodec(ProseCodec):
+    """Prose, with the Manager's brief sent as a Minimal Signal's wire form.
+
+    The encoder's and decoder's model calls are logged when the brief is written, so
+    they come first in the record's calls, before the Worker's.
+    """
+
+    result: Any = None
     error: str | None = None
-    try:
-        res = pipeline.process(brief, settings.style, trace_id=trace_id)
-        delivered = res.signal_text
-    except MSPError as exc:
-        if settings.on_error == "error" or caused_by(
-            exc, (TransientModelError, ModelUnavailableError)
-        ):
-            raise  # a server fault never becomes a passthrough: retried on the next run
-        res, delivered, error = None, brief, f"{type(exc).__name__}: {exc}"
-    result = converse(example, ctx, delivered)
-    own = result.conversation
-    before = len(own.calls)
-    for role, call in rec.drain():
-        own.log_call(role, call)  # same call-log format as the agents' calls
-    own.calls[:] = own.calls[before:] + own.calls[:before]  # encoder/decoder came first
-    if res is not None:
-        result.counters.update(counters_of(res))
-        result.counters.update(timing_counters_of(res))
-    result.counters["msp_error"] = error
-    result.counters["msp_passthrough"] = error is not None
-    return result
+
+    def write_brief(self, brief: Brief) -> str:
+        settings, ctx = self.settings, self.ctx
+        pipeline, rec = ctx.resource("msp:" + settings.model_dump_json(),
+                                     lambda: _build(settings, ctx))  # fmt: skip
+        rec.drain()
+        original = render_brief(brief)
+        trace_id = deterministic_trace_id(ctx.gen.seed, self.example["example_id"], "M-W")
+        try:
+            self.result = pipeline.process(original, settings.style, trace_id=trace_id)
+            delivered = self.result.signal_text
+        except MSPError as exc:
+            server_fault = caused_by(exc, (TransientModelError, ModelUnavailableError))
+            if settings.on_error == "error" or server_fault:
+                raise  # a server fault never becomes a passthrough: retried on the next run
+            self.result, delivered, self.error = None, original, f"{type(exc).__name__}: {exc}"
+        for role, call in rec.drain():
+            self.conv.log_call(role, call)  # same call-log format as the agents' calls
+        return delivered
+
+    def counters(self, d: Dialogue) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.result is not None:
+            out.update(counters_of(self.result))
+            out.update(timing_counters_of(self.result))
+        out["msp_error"] = self.error
+        out["msp_passthrough"] = self.error is not None
+        return out
 
 
-__all__ = ["MSPSettings", "counters_of", "rate_limited", "run", "timing_counters_of"]
+register("msp", codec=MSPCodec, settings=MSPSettings)
+
+__all__ = ["MSPCodec", "MSPSettings", "counters_of", "rate_limited", "timing_counters_of"]

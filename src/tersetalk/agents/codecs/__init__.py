@@ -1,0 +1,1 @@
+"""Message codecs: how one protocol writes and reads the agents' messages."""
