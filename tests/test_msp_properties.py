@@ -259,7 +259,7 @@ def _wrapped(inner: BaseException, msg="HTTP error on all 3 attempts") -> ModelC
 
 
 def test_rate_limit_detection_uses_the_status_not_a_stray_429():
-    from tersetalk.msp.ratelimit import is_rate_limit_error
+    from tersetalk.models.ratelimit import is_rate_limit_error
 
     # a 429 anywhere in unrelated text is not a rate limit
     assert not is_rate_limit_error(ModelCallError("prompt of 429 tokens was cut off"))
@@ -280,7 +280,7 @@ def test_openai_rate_limit_error_is_recognised_by_type():
     import httpx
     import openai
 
-    from tersetalk.msp.ratelimit import is_rate_limit_error, retry_after_s
+    from tersetalk.models.ratelimit import is_rate_limit_error, retry_after_s
 
     req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     resp = httpx.Response(429, headers={"retry-after": "7"}, request=req)
@@ -292,7 +292,7 @@ def test_openai_rate_limit_error_is_recognised_by_type():
 def test_retry_after_header_forms():
     from email.utils import format_datetime
 
-    from tersetalk.msp.ratelimit import retry_after_s
+    from tersetalk.models.ratelimit import retry_after_s
 
     assert retry_after_s(_StatusError("x", 429, {"Retry-After": "12"})) == 12.0
     assert retry_after_s(_StatusError("x", 429, {"retry-after-ms": "1500"})) == 1.5

@@ -166,7 +166,7 @@ class EmbeddingJudge(Judge):
     @property
     def embedder(self):
         if self._embedder is None:
-            from tersetalk.mediator.embedding import Embedder
+            from tersetalk.metrics.embedding import Embedder
 
             self._embedder = Embedder(self._model_path)
         return self._embedder

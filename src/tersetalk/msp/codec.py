@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from tersetalk.models import GenerationConfig, ModelError, ModelUnavailableError
+from tersetalk.models.ratelimit import is_rate_limit_error
 from tersetalk.msp.errors import DecoderError, EncoderError, RateLimitError
-from tersetalk.msp.ratelimit import is_rate_limit_error
 from tersetalk.msp.schema import INTENTS, PRIORITIES, MinimalSignal, SignalDraft
 
 __all__ = ["MSPDecoder", "MSPEncoder"]

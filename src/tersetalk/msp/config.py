@@ -28,8 +28,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tersetalk.models.ratelimit import RateLimitConfig
 from tersetalk.msp.errors import MSPConfigError
-from tersetalk.msp.ratelimit import RateLimitConfig
 
 __all__ = ["MSPConfig", "MSPJudgeConfig", "ProviderConfig", "load_msp_config", "parse_msp_config"]
 

@@ -11,6 +11,8 @@ where and how to fix it.
 
 from __future__ import annotations
 
+from tersetalk.models.ratelimit import RateLimited
+
 __all__ = [
     "DecoderError",
     "EncoderError",
@@ -41,9 +43,10 @@ class JudgeError(MSPError):
     """The semantic judge could not score a pair of texts."""
 
 
-class RateLimitError(MSPError):
-    """The provider's rate limit was still exceeded after every retry with backoff."""
+class RateLimitError(MSPError, RateLimited):
+    """The provider's rate limit was still exceeded after every retry with backoff.
 
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+    A :class:`~tersetalk.models.ratelimit.RateLimited` error, so the shared limiter
+    and :func:`~tersetalk.models.ratelimit.is_rate_limit_error` know it; it carries
+    ``retry_after_s`` when the provider said how long to wait.
+    """

@@ -28,7 +28,7 @@ class SemanticJudge:
     @property
     def embedder(self):
         if self._embedder is None:
-            from tersetalk.mediator.embedding import Embedder
+            from tersetalk.metrics.embedding import Embedder
 
             try:
                 self._embedder = Embedder(self._model_path)

@@ -1,8 +1,10 @@
 """Sentence embeddings with the local all-MiniLM-L6-v2 (shipped in a wheel, offline).
 
-Shared by the mediator's embedding judge and MSP's semantic judge. The model is
-loaded once per (folder, process) and kept; cosine similarity is computed on
-normalised embeddings and rounded, so records stay comparable across runs.
+Shared by the mediator's embedding judge, MSP's semantic judge and semantic
+preservation (BERTScore, :mod:`tersetalk.metrics.preservation`, finds the model with
+:func:`minilm_path`). The model is loaded once per (folder, process) and kept;
+cosine similarity is computed on normalised embeddings and rounded, so records stay
+comparable across runs.
 """
 
 from __future__ import annotations
