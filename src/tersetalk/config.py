@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from tersetalk.configio import read_yaml
 from tersetalk.paths import SCHEMA_PATH
 
 
@@ -224,15 +225,8 @@ def merge(base: dict, overlay: dict) -> dict:
 def load_config(*paths: str | Path) -> dict:
     """Read YAML config files, each merged over the previous one, and validate the result."""
     config: dict = {}
-    for path in map(Path, paths):
-        if not path.exists():
-            raise ConfigError(f"config file {path} not found")
-        with open(path) as fh:
-            try:
-                layer = yaml.safe_load(fh) or {}
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
-        config = merge(config, layer)
+    for path in paths:
+        config = merge(config, read_yaml(path, what="config file", error=ConfigError))
     return validate_config(config)
 
 

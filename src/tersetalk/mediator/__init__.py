@@ -15,8 +15,11 @@ from tersetalk.mediator.compression import (
 )
 from tersetalk.mediator.config import (
     MediatorConfig,
+    MediatorFile,
     load_mediator_config,
+    load_mediator_file,
     parse_mediator_config,
+    parse_mediator_file,
 )
 from tersetalk.mediator.errors import (
     CompressionError,
@@ -80,6 +83,7 @@ __all__ = [
     "MediatorConfig",
     "MediatorConfigError",
     "MediatorError",
+    "MediatorFile",
     "MediatorResult",
     "NullEmitter",
     "PipelineError",
@@ -95,8 +99,10 @@ __all__ = [
     "keys_from_json",
     "keys_to_json",
     "load_mediator_config",
+    "load_mediator_file",
     "make_token_counter",
     "parse_mediator_config",
+    "parse_mediator_file",
     "read_trace",
     "render_keys",
     "trace_problems",

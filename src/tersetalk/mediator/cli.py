@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -25,13 +26,20 @@ DEMO_MESSAGE = (
 
 
 def _build_config(args: argparse.Namespace):
-    from tersetalk.mediator.config import load_mediator_config, parse_mediator_config
+    from tersetalk.mediator.config import load_mediator_file, parse_mediator_config
 
-    cfg = (
-        load_mediator_config(args.config)
-        if args.config
-        else parse_mediator_config({"judge": {"enabled": True}})
-    )
+    if args.config:
+        file = load_mediator_file(args.config)
+        # the file's logging.level is the level of the mediator's own loggers
+        logging.getLogger("tersetalk.mediator").setLevel(file.logging.level)
+        if file.dashboard.enabled:
+            logging.getLogger("tersetalk.mediator").warning(
+                "%s: dashboard.enabled is set; `mediator demo` starts no dashboard (%s:%d)",
+                args.config, file.dashboard.host, file.dashboard.port,
+            )  # fmt: skip
+        cfg = file.mediator
+    else:
+        cfg = parse_mediator_config({"judge": {"enabled": True}})
     data = cfg.model_dump()
     if args.budget is not None:
         data["compression"]["token_budget"] = args.budget
@@ -136,7 +144,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "keys, judge them, print statistics and write a JSONL trace. Uses the embedded model "
         "(llama.cpp) when a stage needs one.",
     )
-    d.add_argument("--config", help="mediator YAML (see config/mediator.example.yaml)")
+    d.add_argument(
+        "--config",
+        help="mediator YAML (see config/mediator.example.yaml; the layout of the design "
+        "document, with logging: and dashboard:, is accepted too)",
+    )
     d.add_argument("--message", help="the message to send (default: a built-in demo message)")
     d.add_argument("--message-file", help="read the message from this file")
     d.add_argument("--budget", type=int, help="token budget of stage 1")

@@ -1,14 +1,24 @@
 """Mediator configuration: a YAML file (or dict) validated at startup.
 
 The layout follows the Mediated Minimal-Signaling design: one block per stage,
-each with its own on/off switch::
+each with its own on/off switch, and the design document's ``logging`` and
+``dashboard`` blocks beside it::
 
     mediator:
-      compression: {enabled, token_budget, recursion_limit, min_reduction,
-                    tokenizer, compressor, ...}
+      compression: {enabled, token_budget, recursion_limit (alias max_recursion),
+                    min_reduction, tokenizer, compressor, model, ...}
       semantic_keys: {enabled, schema_version, extractor}
       judge: {enabled, kind, threshold, ...}
       trace: {dir}
+    logging: {level, trace_dir}
+    dashboard: {enabled, host, port, ws_port}
+
+The design document's own words are accepted as written: ``compression.model``
+names the DistilBART checkpoint (and, without a ``compressor``, picks the
+``distilbart`` compressor); ``semantic_keys.extractor: placeholder`` is the
+deterministic ``rule`` extractor; ``logging.trace_dir`` is where traces go when
+``trace.dir`` is not set. A bare block (what a ``systems.mediator`` variant passes)
+is read as the ``mediator:`` block.
 
 A wrong value raises :class:`MediatorConfigError` naming every bad key, what is
 wrong with it and what to write instead, before any model is loaded.
@@ -19,20 +29,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tersetalk.configio import load_model, read_yaml
 from tersetalk.mediator.errors import MediatorConfigError
 
 __all__ = [
     "COMPRESSORS",
     "CompressionConfig",
+    "DashboardConfig",
     "JudgeConfig",
+    "LoggingConfig",
     "MediatorConfig",
+    "MediatorFile",
     "SemanticKeysConfig",
     "TraceConfig",
     "load_mediator_config",
+    "load_mediator_file",
     "parse_mediator_config",
+    "parse_mediator_file",
 ]
 
 #: ``model``: the configured model backend as an abstractive summarizer (runs anywhere);
@@ -48,12 +63,18 @@ _FIX = {
     "min_reduction": "a fraction in [0, 1), e.g. 0.05 (stop when a pass saves under 5%)",
     "compressor": f"one of {', '.join(COMPRESSORS)}",
     "tokenizer": "cl100k_base, o200k_base or model",
-    "extractor": "rule or llm",
+    "extractor": "rule (the design's placeholder) or llm",
     "kind": "embedding or llm",
     "threshold": "a number in [0, 1], e.g. 0.5",
     "enabled": "true or false",
     "schema_version": "1.0 (the only semantic key schema this version knows)",
+    "level": "DEBUG, INFO, WARNING, ERROR or CRITICAL",
+    "port": "a TCP port number in 1..65535, e.g. 8080",
+    "ws_port": "a TCP port number in 1..65535, e.g. 8081",
 }
+
+#: the section of the design document these keys come from
+_DESIGN_KEYS = {"mediator", "logging", "dashboard"}
 
 
 class _Strict(BaseModel):
@@ -80,6 +101,29 @@ class CompressionConfig(_Strict):
     #: extra keyword arguments for the LLMLingua adapter (rate, model path, ...)
     llmlingua: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _design_model_key(cls, data: Any) -> Any:
+        """``model: <checkpoint>`` of the design document: the DistilBART model to use."""
+        if not isinstance(data, dict) or "model" not in data:
+            return data
+        data = dict(data)
+        name = data.pop("model")
+        if "distilbart_model" in data:
+            raise ValueError(
+                "compression.model and compression.distilbart_model both name the DistilBART "
+                "checkpoint; keep one"
+            )
+        compressor = data.setdefault("compressor", "distilbart")
+        if compressor != "distilbart":
+            raise ValueError(
+                f"compression.model ({name!r}) names the checkpoint of the distilbart "
+                f"compressor, but compressor is {compressor!r}; remove model or set "
+                "compressor: distilbart"
+            )
+        data["distilbart_model"] = name
+        return data
+
 
 class SemanticKeysConfig(_Strict):
     """Stage 2: semantic key extraction."""
@@ -90,6 +134,12 @@ class SemanticKeysConfig(_Strict):
     #: generation budget of one LLM extractor call
     max_tokens: int = Field(192, gt=0)
     max_keys: int = Field(8, gt=0)
+
+    @field_validator("extractor", mode="before")
+    @classmethod
+    def _design_placeholder(cls, value: Any) -> Any:
+        """The design's deterministic ``PlaceholderExtractor`` is the rule-based one."""
+        return "rule" if value == "placeholder" else value
 
 
 class JudgeConfig(_Strict):
@@ -134,48 +184,79 @@ class MediatorConfig(_Strict):
         return Path(self.trace.dir) / self.trace.filename if self.trace.dir else None
 
 
-def _describe(exc: ValidationError, where: str) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "<top level>"
-        field = str(err["loc"][-1]) if err["loc"] else ""
-        got = err.get("input")
-        line = f"{where} key '{loc}': {err['msg']}"
-        if err["type"] != "missing" and not isinstance(got, dict):
-            line += f" (got {got!r})"
-        if err["type"] == "extra_forbidden":
-            line += "; remove or rename it (see config/mediator.example.yaml)"
-        elif field in _FIX:
-            line += f"; fix: {_FIX[field]}"
-        lines.append(line)
-    return "invalid mediator configuration:\n  " + "\n  ".join(lines)
+class LoggingConfig(_Strict):
+    """``logging:`` of the design document: the mediator's log level and trace folder."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    #: where trace files go when ``mediator.trace.dir`` is not set
+    trace_dir: str | None = None
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+class DashboardConfig(_Strict):
+    """``dashboard:`` of the design document: the live view's switch and addresses.
+
+    Validated and kept for the dashboard; nothing in the mediator itself starts a server.
+    """
+
+    enabled: bool = False
+    host: str = Field("localhost", min_length=1)
+    port: int = Field(8080, ge=1, le=65535)
+    ws_port: int = Field(8081, ge=1, le=65535)
+
+
+class MediatorFile(_Strict):
+    """A whole mediator file in the design document's layout."""
+
+    mediator: MediatorConfig = Field(default_factory=MediatorConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+
+    @model_validator(mode="after")
+    def _trace_dir_from_logging(self) -> MediatorFile:
+        if self.logging.trace_dir and self.mediator.trace.dir is None:
+            trace = self.mediator.trace.model_copy(update={"dir": self.logging.trace_dir})
+            self.mediator = self.mediator.model_copy(update={"trace": trace})
+        return self
+
+
+def _validate(data: dict[str, Any], model: type, where: str):
+    return load_model(data, model, where=where, error=MediatorConfigError,
+                      title="invalid mediator configuration", fixes=_FIX,
+                      example="config/mediator.example.yaml")  # fmt: skip
+
+
+def parse_mediator_file(
+    data: dict[str, Any] | None, where: str = "mediator config"
+) -> MediatorFile:
+    """Validate a whole file: the design's layout (``mediator:``, ``logging:``,
+    ``dashboard:``), or a bare ``mediator:`` block."""
+    data = dict(data or {})
+    if set(data) & _DESIGN_KEYS:
+        # an empty block (``mediator:`` with nothing under it) means its defaults
+        data = {k: {} if k in _DESIGN_KEYS and v is None else v for k, v in data.items()}
+        return _validate(data, MediatorFile, where)
+    return MediatorFile(mediator=_validate(data, MediatorConfig, where))
 
 
 def parse_mediator_config(
     data: dict[str, Any] | None, where: str = "mediator config"
 ) -> MediatorConfig:
-    """Validate a config dict (the ``mediator:`` block, or a dict holding one)."""
-    data = dict(data or {})
-    if set(data) == {"mediator"}:
-        data = dict(data["mediator"] or {})
-    try:
-        return MediatorConfig.model_validate(data)
-    except ValidationError as exc:
-        raise MediatorConfigError(_describe(exc, where)) from None
+    """Validate a config dict (the ``mediator:`` block, or a file's layout holding one)."""
+    return parse_mediator_file(data, where).mediator
+
+
+def load_mediator_file(path: str | Path) -> MediatorFile:
+    """Read and validate a mediator YAML file; errors name the file and the key."""
+    data = read_yaml(path, what="mediator config file", error=MediatorConfigError,
+                     expect="a mapping with a 'mediator:' block")  # fmt: skip
+    return parse_mediator_file(data, where=str(path))
 
 
 def load_mediator_config(path: str | Path) -> MediatorConfig:
-    """Read and validate a mediator YAML file; errors name the file and the key."""
-    path = Path(path)
-    if not path.exists():
-        raise MediatorConfigError(f"mediator config file {path} not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise MediatorConfigError(f"mediator config file {path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise MediatorConfigError(
-            f"mediator config file {path}: expected a mapping with a 'mediator:' block, "
-            f"got {type(data).__name__}"
-        )
-    return parse_mediator_config(data, where=str(path))
+    """The ``mediator:`` block of a mediator YAML file (see :func:`load_mediator_file`)."""
+    return load_mediator_file(path).mediator

@@ -25,9 +25,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from tersetalk.configio import load_model, read_yaml
 from tersetalk.models.ratelimit import RateLimitConfig
 from tersetalk.msp.errors import MSPConfigError
 
@@ -84,32 +84,17 @@ class MSPConfig(BaseModel):
 
 
 def parse_msp_config(data: dict[str, Any] | None, where: str = "msp config") -> MSPConfig:
+    """Validate a config dict (the ``msp:`` block, or a dict holding one)."""
     data = dict(data or {})
     if set(data) == {"msp"}:
         data = dict(data["msp"] or {})
-    try:
-        return MSPConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "<top level>"
-            line = f"{where} key '{loc}': {err['msg']}"
-            if err["type"] == "extra_forbidden":
-                line += "; remove or rename it (see config/msp.example.yaml)"
-            elif not isinstance(err.get("input"), dict):
-                line += f" (got {err.get('input')!r})"
-            lines.append(line)
-        raise MSPConfigError("invalid MSP configuration:\n  " + "\n  ".join(lines)) from None
+    return load_model(data, MSPConfig, where=where, error=MSPConfigError,
+                      title="invalid MSP configuration",
+                      example="config/msp.example.yaml")  # fmt: skip
 
 
 def load_msp_config(path: str | Path) -> MSPConfig:
-    path = Path(path)
-    if not path.exists():
-        raise MSPConfigError(f"MSP config file {path} not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise MSPConfigError(f"MSP config file {path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise MSPConfigError(f"MSP config file {path}: expected a mapping with an 'msp:' block")
+    """Read and validate an MSP YAML file; errors name the file and the key."""
+    data = read_yaml(path, what="MSP config file", error=MSPConfigError,
+                     expect="a mapping with an 'msp:' block")  # fmt: skip
     return parse_msp_config(data, where=str(path))
