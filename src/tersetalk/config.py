@@ -1,8 +1,11 @@
 """Configuration: load, validate against the workflow schema, and derive run specs.
 
-The schema in ``workflow/schemas/config.schema.yaml`` is the single source of
-truth; the Snakefile and every CLI subcommand validate through here, so a wrong
-value stops the work at startup with a message naming the key.
+The schema ``tersetalk/schemas/config.schema.yaml`` is the single source of truth.
+It ships inside the package (read with :mod:`importlib.resources`, so an installed
+``tersetalk`` never looks for a checkout); ``workflow/schemas/config.schema.yaml`` is
+a link to it, where Snakemake workflows keep their schema. The Snakefile and every
+CLI subcommand validate through here, so a wrong value stops the work at startup
+with a message naming the key.
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ import copy
 import hashlib
 import itertools
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tersetalk.configio import read_yaml
-from tersetalk.paths import SCHEMA_PATH
+
+#: where the schema lives inside the package (and, linked, in workflow/schemas/)
+SCHEMA_RESOURCE = ("tersetalk", "schemas/config.schema.yaml")
 
 
 class ConfigError(ValueError):
@@ -25,8 +31,8 @@ class ConfigError(ValueError):
 
 
 def _load_schema() -> dict:
-    with open(SCHEMA_PATH) as fh:
-        return yaml.safe_load(fh)
+    package, name = SCHEMA_RESOURCE
+    return yaml.safe_load(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
 
 
 def _apply_defaults(schema: dict, value: Any) -> None:
@@ -58,7 +64,10 @@ def validate_config(config: dict) -> dict:
             key = ".".join(str(p) for p in err.absolute_path) or "<top level>"
             hint = err.schema.get("description", "") if isinstance(err.schema, dict) else ""
             if err.validator == "additionalProperties":
-                hint = "remove or rename the unknown key; see workflow/schemas/config.schema.yaml"
+                hint = (
+                    "remove or rename the unknown key; the keys are listed in the schema, "
+                    "tersetalk/schemas/config.schema.yaml (linked as workflow/schemas/)"
+                )
             line = f"config key '{key}': {err.message}"
             if hint:
                 line += f" (fix: {hint})"
