@@ -1,0 +1,233 @@
+"""The library's import graph: no cycles, and nothing reaches into the workflow's files.
+
+Why static (ast) and not "import everything and see": a cycle between two modules
+that import each other inside functions works until the day the first call happens
+in the other order, and a library that reads ``workflow/`` works only inside a
+checkout. Both are visible in the source, so the test reads the source: every
+``import`` and ``from ... import`` at any depth (function-level ones included;
+``if TYPE_CHECKING:`` blocks excluded, they never run) and ``import_module("...")``
+with a constant name.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules(root: Path = SRC) -> dict[str, tuple[Path, bool]]:
+    """module name -> (file, is a package ``__init__``) for every module of tersetalk."""
+    mods = {}
+    for path in sorted((root / "tersetalk").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        mods[".".join(parts)] = (path, is_pkg)
+    return mods
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _walk(tree: ast.AST):
+    """ast.walk that does not enter ``if TYPE_CHECKING:`` blocks."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _is_type_checking(node):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _imported_names(tree: ast.AST, module: str, is_pkg: bool):
+    """Every absolute module name ``module`` imports (``a.b`` for ``from a import b``)."""
+    package = module if is_pkg else module.rpartition(".")[0]
+    for node in _walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                full = base + ("." + node.module if node.module else "")
+            else:
+                full = node.module or ""
+            yield full
+            for alias in node.names:
+                yield f"{full}.{alias.name}"
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value
+
+
+def import_graph(root: Path = SRC) -> dict[str, set[str]]:
+    """module -> the tersetalk modules it imports (packages count as their ``__init__``)."""
+    mods = _modules(root)
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for module, (path, is_pkg) in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for name in _imported_names(tree, module, is_pkg):
+            if name in mods and name != module:
+                graph[module].add(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+def test_no_import_cycles_among_tersetalk_modules(graph):
+    found = cycles(graph)
+    assert not found, "import cycles (break them by moving the shared part down):\n" + "\n".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_the_graph_sees_function_level_and_relative_imports(graph):
+    # `tersetalk run` imports the runner inside its handler, the bench CLI imports
+    # its modules relatively: a scanner that missed either would pass vacuously
+    assert "tersetalk.runner" in graph["tersetalk.cli"]
+    assert "tersetalk.bench.corpus" in graph["tersetalk.bench.cli"]
+    assert len(graph) > 50
+
+
+def test_cycle_finder_finds_a_cycle_and_ignores_a_chain():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+# ---- the library never reaches into workflow/ --------------------------------------------
+
+#: a path that goes through the workflow folder: "workflow", "workflow/rules/x.smk",
+#: "../workflow/schemas" (whitespace means a sentence, such as an error message, not a path)
+WORKFLOW_PATH = re.compile(r"(^|[/\\])workflow([/\\]|$)")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                ids.add(id(value))
+    return ids
+
+
+def workflow_references(root: Path = SRC) -> list[str]:
+    """``file:line: what`` for every import from, or path into, ``workflow/``."""
+    found = []
+    for module, (path, is_pkg) in _modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        docs = _docstrings(tree)
+        for name in _imported_names(tree, module, is_pkg):
+            if name.split(".")[0] == "workflow":
+                found.append(f"{path}: imports {name}")
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and not re.search(r"\s", node.value)
+                and WORKFLOW_PATH.search(node.value)
+            ):
+                found.append(f"{path}:{node.lineno}: path {node.value!r}")
+    return found
+
+
+def test_no_library_module_imports_or_reads_workflow():
+    found = workflow_references()
+    assert not found, "the library must work outside a checkout:\n" + "\n".join(found)
+
+
+def test_workflow_reference_finder_catches_a_repository_search(tmp_path):
+    pkg = tmp_path / "tersetalk"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""Docs may say workflow/schemas/x.yaml."""\n')
+    (pkg / "paths.py").write_text(
+        "from pathlib import Path\n"
+        "ROOT = Path(__file__).parents[2]\n"
+        'SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"\n'
+        'HINT = "see workflow/schemas/ for the keys"\n'
+        "def rules():\n"
+        "    import workflow.rules\n"
+    )
+    found = workflow_references(tmp_path)
+    assert len(found) == 2
+    assert "imports workflow.rules" in found[0] and "'workflow'" in found[1]
+
+
+def test_the_config_schema_is_package_data_and_workflow_links_to_it():
+    schema = resources.files("tersetalk").joinpath("schemas/config.schema.yaml")
+    assert schema.is_file()
+    link = SRC.parent / "workflow" / "schemas" / "config.schema.yaml"
+    assert link.is_symlink() and not Path(link.readlink()).is_absolute()
+    assert link.resolve() == (SRC / "tersetalk" / "schemas" / "config.schema.yaml").resolve()
