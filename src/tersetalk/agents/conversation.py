@@ -13,8 +13,6 @@ from tersetalk.models import CallResult, GenerationConfig, ModelClient
 from tersetalk.models.base import StructuredOutputError
 from tersetalk.tokens import count_tokens
 
-ROLES = {"M": "manager", "W": "worker", "C": "critic"}
-
 
 @dataclass
 class Conversation:

@@ -67,6 +67,7 @@ from tersetalk.protocol import (
     serialize,
     validate_caps,
 )
+from tersetalk.protocol.tags import VERDICT_NAMES
 from tersetalk.tokens import count_tokens
 
 CAP_SETS = {
@@ -141,8 +142,8 @@ class CriticReply(BaseModel):
     note: Annotated[str, StringConstraints(max_length=MAX_NOTE)] = ""
 
 
-#: a Critic reply's one-letter verdict in the record's words
-VERDICT_WORDS = {"A": "accept", "R": "revise", "E": "escalate"}
+#: a Critic reply's one-letter verdict in the record's words (the protocol's table)
+VERDICT_WORDS = VERDICT_NAMES
 
 FORMAT_NOTE = (
     "Messages are TerseTalk-JSONL: one JSON array per line. Tags: r role (M manager, "
@@ -257,7 +258,7 @@ def _fallback(
 
     verdict, explicit = parse_verdict(raw)
     return CriticReply(
-        verdict={"accept": "A", "revise": "R", "escalate": "E"}[verdict],
+        verdict={word: letter for letter, word in VERDICT_NAMES.items()}[verdict],
         note=changes.cut(raw.strip(), MAX_NOTE),
     ), explicit
 
