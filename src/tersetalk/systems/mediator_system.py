@@ -32,7 +32,7 @@ from tersetalk.mediator.compressors import make_compressor
 from tersetalk.mediator.extractors import make_extractor
 from tersetalk.mediator.judges import make_judge
 from tersetalk.mediator.pipeline import MediatorResult
-from tersetalk.mediator.recording import CallRecorder
+from tersetalk.models.recording import CallRecorder
 from tersetalk.systems import register
 
 #: fixed namespace: message ids derive from (seed, example id), never from the clock

@@ -23,14 +23,14 @@ from tersetalk.agents.codecs.prose import ProseCodec
 from tersetalk.agents.context import RunContext
 from tersetalk.agents.engine import Dialogue
 from tersetalk.agents.roles import Brief, render_brief
-from tersetalk.mediator.recording import CallRecorder
 from tersetalk.models import (
-    CachedClient,
     ModelClient,
     ModelUnavailableError,
     TransientModelError,
     caused_by,
 )
+from tersetalk.models.ratelimit import under_cache
+from tersetalk.models.recording import CallRecorder
 from tersetalk.msp import (
     MSPDecoder,
     MSPEncoder,
@@ -67,19 +67,8 @@ class MSPSettings(BaseModel):
 
 
 def rate_limited(client: ModelClient, limits: RateLimitConfig | None) -> ModelClient:
-    """``client`` behind the rate limiter, with the limiter *under* the call cache.
-
-    The run's client is usually ``CachedClient(raw)``. Wrapping it whole would make
-    cache hits wait for (and use up) the provider's quota, so the limiter goes
-    between the cache and the raw client: ``CachedClient(RateLimitedClient(raw))``.
-    The new cache reads and writes the same folder with the same keys (the cache
-    identity ignores the rate-limit settings), so earlier entries still hit.
-    """
-    if limits is None:
-        return client
-    if isinstance(client, CachedClient):
-        return CachedClient(RateLimitedClient(client.inner, limits), client.cache_dir)
-    return RateLimitedClient(client, limits)
+    """``client`` behind MSP's rate limiter, *under* the call cache (cache hits cost no quota)."""
+    return under_cache(client, limits, limited=RateLimitedClient)
 
 
 def _build(settings: MSPSettings, ctx: RunContext) -> tuple[MSPPipeline, CallRecorder]:
