@@ -66,7 +66,7 @@ def test_calibration_points_are_explicit_specs(base_config):
     from tersetalk.config import calibration_points, calibration_spec
 
     points = calibration_points(base_config, "tersetalk")
-    assert len(points) == 6 and points["g00"] == {"caps": "aggressive", "deref": "conditional"}
+    assert len(points) == 8 and points["g00"] == {"caps": "aggressive", "deref": "conditional"}
     spec = calibration_spec(base_config, "hotpotqa", "tersetalk", "g05")
     assert spec["variant"] == "g05" and "calibration_file" not in spec
     assert spec["variant_settings"]["caps"] == "relaxed"

@@ -174,7 +174,9 @@ def test_valid_after_retries_is_recorded_as_such(base_config, tmp_path, hotpot):
 
 def test_lines_are_counted_by_tag_and_direction_for_every_message(base_config, tmp_path,
                                                                    hotpot):  # fmt: skip
-    spec = spec_for(base_config, tmp_path, caps="aggressive")
+    # every line the protocol can send: role lines, the goal and the whole brief to the Critic
+    spec = spec_for(base_config, tmp_path, caps="aggressive", role_lines=True, goal_line=True,
+                    critic_copy="full")  # fmt: skip
     df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(structured_model()),
              progress=False)  # fmt: skip
     assert df["error"].isna().all()
@@ -313,3 +315,46 @@ def test_a_server_fault_in_schema_mode_is_not_a_fallback(base_config, tmp_path, 
     with pytest.raises(RunIncompleteError, match="2 of 2 examples failed"):
         run(spec, hotpot, out, client=ScriptedClient(flaky), progress=False)
     assert not out.exists() and checkpoint_path(out).read_text() == ""
+
+
+def test_the_default_brief_repeats_nothing_the_wire_or_the_prompt_already_carries(
+    base_config, tmp_path, hotpot
+):
+    from tersetalk.agents.roles import build_brief
+    from tersetalk.tasks.loading import read_sample
+
+    spec = spec_for(base_config, tmp_path, caps="very_relaxed")
+    df = run(spec, hotpot, tmp_path / "o.parquet", client=ScriptedClient(structured_model()),
+             progress=False)  # fmt: skip
+    assert df["error"].isna().all()
+    examples = {e["example_id"]: e for e in read_sample(hotpot)}
+    for row in df.itertuples():
+        msgs = json.loads(row.messages)
+        brief = parse_strict(msgs[0]["content"])
+        # no role lines on the wire, no goal line; every fact and the question arrive
+        assert all(m["content"].count('["r",') == 0 for m in msgs)
+        assert [ln.tag for ln in brief] == ["f"] * (len(brief) - 1) + ["q"]
+        facts = build_brief("hotpotqa", examples[row.example_id]["record"]).facts
+        sent = [ln.text for ln in brief if ln.tag == "f"]
+        assert len(sent) == len(facts)
+        for fact, text in zip(facts, sent, strict=True):
+            title, _, sentence = fact.partition(": ")
+            assert text in (fact, sentence)  # the title goes only when the sentence names it
+        # the Critic gets the question only (M->C), then judges the draft against it
+        copy = [m for m in msgs if (m["sender"], m["receiver"]) == ("M", "C")]
+        assert [ln.tag for ln in parse_strict(copy[0]["content"])] == ["q"]
+        assert row.tokens_M_C < row.tokens_M_W
+
+
+def test_fact_titles_are_dropped_only_when_the_sentence_names_them():
+    from tersetalk.agents.codecs.tersetalk import dedup_title
+
+    assert dedup_title("Paul Kantner: Paul Lorin Kantner was a musician.") == (
+        "Paul Lorin Kantner was a musician."
+    )
+    # a parenthetical aside in the title need not be repeated
+    assert dedup_title("The Wild (film): The Wild is a 2006 film.") == "The Wild is a 2006 film."
+    # "the beer" does not name Genny Light: the title stays
+    kept = "Genny Light: The beer has 4.0% alcohol."
+    assert dedup_title(kept) == kept
+    assert dedup_title("no title here") == "no title here"

@@ -78,8 +78,10 @@ class Codec:
         """The wire form of one message."""
         raise NotImplementedError
 
-    def resent(self, sent: Sent, sender: str, receiver: str) -> None:
-        """Hook: ``sent`` goes out again unchanged (e.g. the brief's copy to the Critic)."""
+    def write_copy(self, sent: Sent, sender: str, receiver: str) -> Sent:
+        """``sent`` passed on to someone else (the brief's copy to the Critic): by
+        default the same text, not written anew; a codec may send less."""
+        return Sent(sender, receiver, sent.kind, sent.text, sent.content, sent.meta)
 
     # -- reading ------------------------------------------------------------------------
     def prompt(self, who: Participant) -> str:
@@ -146,11 +148,8 @@ class Dialogue:
         return self._post(self.codec.write(kind, sender, receiver, content))
 
     def resend(self, sent: Sent, sender: str, receiver: str) -> Sent:
-        """The same text again to someone else (not written anew)."""
-        copy = Sent(sender, receiver, sent.kind, sent.text, sent.content, sent.meta)
-        self._post(copy)
-        self.codec.resent(copy, sender, receiver)
-        return copy
+        """``sent`` passed on to someone else, as the codec writes a copy."""
+        return self._post(self.codec.write_copy(sent, sender, receiver))
 
     def respond(
         self, who: str, inbox: list[Sent], gen: GenerationConfig | None = None

@@ -59,8 +59,8 @@ class Star(Topology):
         brief = d.send("M", "W", "brief", d.brief)
         draft, history = d.respond("W", [brief])
         draft_sent = d.send("W", "C", "draft", draft)
-        d.resend(brief, "M", "C")
-        critique = d.ask("C", [brief, draft_sent], d.ctx.critic_gen)
+        copy = d.resend(brief, "M", "C")
+        critique = d.ask("C", [copy, draft_sent], d.ctx.critic_gen)
         critique_sent = d.send("C", "W", "verdict", critique)
         verdict, explicit = d.codec.verdict(critique)
         answer, revisions = draft, 0

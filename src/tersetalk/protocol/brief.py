@@ -14,7 +14,7 @@ from .tokens import TokenCounter, approx_token_count
 
 
 def encode_brief(
-    goal: str,
+    goal: str | None,
     facts: Iterable[str],
     question: str | None,
     role: str = "M",
@@ -25,8 +25,13 @@ def encode_brief(
     *,
     addressee: str = "W",
     compress: CompressHook | None = None,
+    role_line: bool = True,
 ) -> tuple[list[LineBase], CapCounters]:
     """``r``, ``g``, one ``f`` per fact, and ``q`` (to ``addressee``), capped.
+
+    ``role_line=False`` leaves out the ``r`` line and ``goal=None`` the ``g`` line (a
+    transport that names the sender, and a receiver told the task's goal once, need
+    neither in every message).
 
     ``caps=None`` uses :data:`~tersetalk.protocol.caps.DEFAULT_CAPS`; ``{}`` disables
     capping. Overflowed texts go into ``memory``: pass the run's store so the
@@ -41,7 +46,9 @@ def encode_brief(
             "role and addressee must be M, W, C (or manager, worker, critic)",
             snippet=f"role={role!r}, addressee={addressee!r}",
         )
-    lines: list[LineBase] = [RoleLine(role=role_letter), GoalLine(text=goal)]
+    lines: list[LineBase] = [RoleLine(role=role_letter)] if role_line else []
+    if goal is not None:
+        lines.append(GoalLine(text=goal))
     lines += [FactLine(text=fact) for fact in facts]
     if question is not None:
         lines.append(QuestionLine(to=to_letter, text=question))

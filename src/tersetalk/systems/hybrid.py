@@ -309,9 +309,20 @@ class HybridCodec(TerseTalkCodec):
             )
         return Sent(sender, receiver, kind, routed.text, content, meta=routed.route)
 
-    def resent(self, sent: Sent, sender: str, receiver: str) -> None:
-        routed = Routed(sent.text, sent.meta)
-        self.gate.repeat(f"{sent.kind}_to_{participant(receiver).name}", routed)
+    def write_copy(self, sent: Sent, sender: str, receiver: str) -> Sent:
+        kind = f"{sent.kind}_to_{participant(receiver).name}"
+        if self.question_copy(sent, receiver):  # a message of its own, through the gate
+            lines, question = self.critic_copy_lines(), self.brief.question
+            routed = self.gate.route(
+                kind,
+                lambda caps: (lines, Memory(max_entries=1), None),
+                {},
+                MessageView(tail=(f"Question: {question}",), question=question),
+                overflowable=False,
+            )
+            return Sent(sender, receiver, sent.kind, routed.text, sent.content, routed.route)
+        self.gate.repeat(kind, Routed(sent.text, sent.meta))
+        return super().write_copy(sent, sender, receiver)
 
     def counters(self, d: Dialogue) -> dict[str, Any]:
         return {**super().counters(d), **self.gate.counters()}

@@ -42,7 +42,7 @@ from pydantic import (
 from tersetalk.agents.context import RunContext
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.engine import Codec, Dialogue, Sent
-from tersetalk.agents.roles import Brief, Participant, extract_prediction
+from tersetalk.agents.roles import Brief, Participant, extract_prediction, participant
 from tersetalk.encoders.lingua import LinguaSettings
 from tersetalk.encoders.touchpoints import Touchpoints
 from tersetalk.models import GenerationConfig, StructuredOutputError
@@ -103,6 +103,19 @@ class TerseTalkSettings(BaseModel):
     lingua_deref: bool = False
     #: the compressor for the touchpoints; null = LLMLingua defaults (embedded model)
     lingua: LinguaSettings | None = None
+    # What every message need not repeat (each a switch with its own ablation):
+    #: ``r`` lines naming the sender in the brief and in the replies on the wire (the
+    #: transport already says who sent a message)
+    role_lines: bool = False
+    #: the brief's ``g`` line: the task's goal, the same for every example and stated
+    #: in the Worker's system prompt
+    goal_line: bool = False
+    #: HotpotQA facts are "Title: sentence"; ``dedup`` drops the title when every word
+    #: of it (a parenthetical aside aside) occurs in the sentence, ``keep`` sends it
+    fact_titles: Literal["keep", "dedup"] = "dedup"
+    #: what the Manager sends the Critic: the whole brief again (``full``) or only the
+    #: question the answer must fit (``question``; the facts went to the Worker)
+    critic_copy: Literal["full", "question"] = "question"
 
     @field_validator("caps", mode="before")
     @classmethod
@@ -442,6 +455,25 @@ def touchpoint_models(settings: TerseTalkSettings) -> list[str]:
     return []
 
 
+_WORD = re.compile(r"\w+")
+
+
+def dedup_title(fact: str) -> str:
+    """``"Title: sentence"`` without the title when the sentence already names it.
+
+    HotpotQA facts carry their paragraph's title; it adds nothing when every word of
+    the title (outside a parenthetical aside such as "(album)") occurs in the sentence,
+    e.g. "Paul Kantner: Paul Lorin Kantner (...) was an American rock musician."
+    """
+    title, sep, sentence = fact.partition(": ")
+    if not sep or not sentence.strip():
+        return fact
+    words = {w.casefold() for w in _WORD.findall(re.sub(r"\([^)]*\)", " ", title))}
+    if words and words <= {w.casefold() for w in _WORD.findall(sentence)}:
+        return sentence
+    return fact
+
+
 def answer_lines(reply: WorkerReply) -> list[LineBase]:
     """The final message: the Worker's role line and its answer."""
     return [RoleLine(role="W"), ContextLine(key="answer", value=reply.answer)]
@@ -483,26 +515,52 @@ class TerseTalkCodec(Codec):
     # -- writing ------------------------------------------------------------------------
     def encode_brief(self, caps: dict[str, int], memory: Memory):
         """The brief as capped TerseTalk lines, overflow going to ``memory``."""
+        tts = self.tts
+        facts = self.brief.facts
+        if tts.fact_titles == "dedup" and self.ctx.task == "hotpotqa":
+            facts = [dedup_title(f) for f in facts]
         return encode_brief(
-            self.brief.goal,
-            self.brief.facts,
+            self.brief.goal if tts.goal_line else None,
+            facts,
             self.brief.question,
             caps=caps,
             memory=memory,
-            summarizer=self.touch.summarizer(self.tts.summarizer),
+            summarizer=self.touch.summarizer(tts.summarizer),
             count_tokens=count_tokens,
             compress=self.touch.compress_hook,
+            role_line=tts.role_lines,
         )
 
     def content_lines(self, kind: str, content: Any) -> list[LineBase]:
-        """The lines of a reply, a dereference or the final answer."""
+        """The lines of a reply, a dereference or the final answer, as sent."""
         if kind == "deref":
             return content.lines
         if kind == "verdict":
-            return critic_lines(content)
-        if kind == "final":
-            return answer_lines(content)
-        return worker_lines(content)
+            lines = critic_lines(content)
+        elif kind == "final":
+            lines = answer_lines(content)
+        else:
+            lines = worker_lines(content)
+        return lines if self.tts.role_lines else [ln for ln in lines if ln.tag != "r"]
+
+    def critic_copy_lines(self) -> list[LineBase]:
+        """What ``critic_copy: question`` sends the Critic: the question, uncapped."""
+        lines: list[LineBase] = [RoleLine(role="M")] if self.tts.role_lines else []
+        return lines + [QuestionLine(to="W", text=self.brief.question)]
+
+    def question_copy(self, sent: Sent, receiver: str) -> bool:
+        """Whether the copy of ``sent`` to ``receiver`` is only the question."""
+        return (
+            sent.kind == "brief"
+            and self.tts.critic_copy == "question"
+            and participant(receiver).kind == "critic"
+        )
+
+    def write_copy(self, sent: Sent, sender: str, receiver: str) -> Sent:
+        if self.question_copy(sent, receiver):
+            text = serialize(self.critic_copy_lines())
+            return Sent(sender, receiver, "brief", text, sent.content, meta="tersetalk")
+        return super().write_copy(sent, sender, receiver)
 
     def write(self, kind: str, sender: str, receiver: str, content: Any) -> Sent:
         if kind == "brief":
