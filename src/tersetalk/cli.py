@@ -21,6 +21,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.mediator.cli",  # mediator demo
     "tersetalk.msp.cli",
     "tersetalk.bench.cli",  # bench
+    "tersetalk.metrics.audit_cli",  # audit
 )
 
 
