@@ -1,17 +1,50 @@
 """Choosing a system's settings on the calibration shard, deterministically.
 
+Two criteria judge a grid point against the system's reference run on the same
+shard (``calibration.<system>.reference``, by default ``evaluation.reference``):
+
+accuracy
+    the point's calibration accuracy is at least the reference's minus the
+    non-inferiority margin (``evaluation.margin``).
+answer preservation
+    the point's gold-reaches-Worker and facts-reaching-Worker rates (means over
+    answered examples, computed by :func:`tersetalk.metrics.per_record.per_record_metrics`
+    exactly as the scores are) are each at least the reference's minus
+    ``calibration.<system>.preservation_margin`` (default 0.05).
+
+Accuracy can only tell points apart when the reference's accuracy says something.
+It is **uninformative** when the reference's calibration accuracy is 0 (nothing was
+answered correctly, so every point ties near 0), or when its 95% Wilson score
+interval is wider (upper minus lower bound) than the margin: the reference's own
+accuracy is then less certain than the difference the margin allows. At the
+default 0.02 margin an interval that narrow takes about 9,600 examples at accuracy 0.5
+(3,500 at 0.1); with n = 10 it is never narrower than 0.27, with n = 50 never narrower
+than 0.07, so on the default and paper shards the choice always falls to
+preservation. The reason is recorded in the file, so this is never silent.
+
 The selection objective is explicit, one per system (``calibration.<system>.objective``):
 
 ``fewest_tokens_within_margin`` (the default)
-    Among the grid points whose calibration accuracy is within the
-    non-inferiority margin of the system's reference run (``calibration.<system>.reference``,
-    by default ``evaluation.reference``), take the one with the fewest
-    tokens per example (ties: higher accuracy, then grid order). If no point
-    qualifies, fall back to the most accurate one (ties: fewer tokens, then grid
-    order); the file says so in ``chosen_by`` and the point's ``qualified: false``.
+    With an informative accuracy, a point qualifies when both criteria hold; with an
+    uninformative one, when preservation holds. Take the qualified point with the
+    fewest tokens per example (ties: higher accuracy, then better preservation, then
+    grid order; with uninformative accuracy, preservation before accuracy). If no
+    point qualifies, fall back to the most accurate one (informative accuracy; ties:
+    fewer tokens, then grid order) or to the best-preserving one (uninformative: the
+    highest gold-reaches-Worker rate, then facts-reaching-Worker rate, then fewer
+    tokens, then grid order); the file says so in ``chosen_by`` and the point's
+    ``qualified: false``.
 ``max_accuracy``
     The most accurate point (ties: fewer tokens, then grid order), whatever its
-    tokens. ``qualified`` is still reported against the margin.
+    tokens and preservation. ``qualified`` is still reported under the criteria
+    above; when accuracy is uninformative, ``why`` says the choice rests on an
+    accuracy that cannot tell the points apart.
+
+Each ``chosen`` entry says which criterion decided (``decided_by``:
+``accuracy_and_preservation``, ``preservation``, ``accuracy`` for ``max_accuracy``, or
+``accuracy_fallback`` / ``preservation_fallback`` when no point qualified) and
+``why``, with the reference's accuracy, interval and preservation rates; each
+reference entry carries the same numbers.
 
 Every point row also carries, for a system whose records have LLMLingua's
 achieved-rate counters (``c_lingua_scope_rate``), the distribution of the
@@ -22,6 +55,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -30,11 +64,30 @@ import pandas as pd
 import yaml
 
 from tersetalk.io import read_run_spec, write_text_atomic
+from tersetalk.metrics.per_record import per_record_metrics
 from tersetalk.metrics.summary import lingua_rate_distribution
 
 log = logging.getLogger(__name__)
 
 DEFAULT_OBJECTIVE = "fewest_tokens_within_margin"
+#: calibration.<system>.preservation_margin when the config leaves it out (keep in step
+#: with the schema's default): the tolerance the issue's acceptance uses for preservation
+DEFAULT_PRESERVATION_MARGIN = 0.05
+#: the two answer-preservation rates both criteria compare (per_record_metrics columns)
+PRESERVATION_RATES = ("gold_reaches_worker", "facts_reaching_worker")
+#: how the reference's accuracy interval is computed (recorded in the file)
+ACCURACY_INTERVAL = "Wilson score interval, 95%"
+_Z95 = 1.959963984540054  # two-sided 95% standard normal quantile
+_EPS = 1e-12  # a rate exactly on the margin qualifies despite float rounding
+
+#: decided_by values, in the order the docstring gives them
+DECIDED_BY = (
+    "accuracy_and_preservation",
+    "preservation",
+    "accuracy",
+    "accuracy_fallback",
+    "preservation_fallback",
+)
 
 
 class CalibrationError(ValueError):
@@ -46,35 +99,209 @@ def _grid_order(point: str) -> list:
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", point)]
 
 
+# ---- the evidence: accuracy's interval, preservation's rates ---------------------------
+
+
+def wilson_interval(accuracy: float, n: int, z: float = _Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion observed on ``n`` examples.
+
+    Chosen over the normal (Wald) interval because it stays meaningful at 0 and 1,
+    which is exactly where calibration on a weak model lands: 0 of 10 correct gives
+    (0, 0.278), not a zero-width interval that would look certain.
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (accuracy + z2 / (2 * n)) / denom
+    half = z * math.sqrt(accuracy * (1 - accuracy) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy_evidence(reference: Mapping, margin: float) -> tuple[bool, str]:
+    """Whether the reference's calibration accuracy can decide, and the words that say why.
+
+    Uninformative when it is 0 (no point can fall below it, so "within the margin"
+    admits everything), or when its interval is wider than the margin (the reference's
+    own accuracy is less certain than the difference the margin is meant to detect).
+    """
+    acc, n = float(reference["accuracy"]), int(reference["n"])
+    lo, hi = wilson_interval(acc, n)
+    width = hi - lo
+    said = (
+        f"reference {reference.get('run') or 'run'} accuracy {acc:.3f} on n={n} "
+        f"(Wilson 95% interval {lo:.3f}-{hi:.3f}, width {width:.3f}"
+    )
+    if acc <= 0:
+        return False, (
+            f"accuracy uninformative: {said}): no calibration example was answered "
+            "correctly, so accuracy cannot tell the points apart"
+        )
+    if width > margin + _EPS:
+        return False, f"accuracy uninformative: {said} > margin {margin:g})"
+    return True, f"accuracy informative: {said} <= margin {margin:g})"
+
+
+def preservation_rates(
+    run: pd.DataFrame, samples: Mapping[str, dict], where: str = "run"
+) -> dict[str, float | int]:
+    """Gold-reaches-Worker and facts-reaching-Worker rates of one run, and over how many.
+
+    The per-example values come from the scoring's own
+    :func:`~tersetalk.metrics.per_record.per_record_metrics` (no free-form pairing:
+    only answer preservation is used), and the means are over answered examples, as in
+    the run summary, so calibration and the score table measure the same thing.
+    """
+    missing = sorted(set(run["example_id"]) - set(samples))
+    if missing:
+        raise CalibrationError(
+            f"{where}: examples {missing[:5]}{' ...' if len(missing) > 5 else ''} are not in "
+            "the calibration sample (--sample); pass the sample the calibration runs were "
+            "made on (results/samples/<task>.calibration.parquet)"
+        )
+    per_record = per_record_metrics(run, None, samples)
+    answered = per_record[per_record["error"].isna()]
+    out: dict[str, float | int] = {}
+    for col in PRESERVATION_RATES:
+        values = pd.to_numeric(answered[col], errors="coerce").dropna()
+        out[col] = float(values.mean()) if len(values) else float("nan")
+    out["n_answered"] = int(len(answered))
+    return out
+
+
+def _rate(row: Mapping, col: str) -> float:
+    """A preservation rate for ordering: an unmeasured (NaN) rate sorts below every rate."""
+    value = row.get(col, float("nan"))
+    return -1.0 if value is None or math.isnan(value) else float(value)
+
+
+def preserves(row: Mapping, reference: Mapping, preservation_margin: float) -> bool:
+    """Whether both preservation rates are each within the margin of the reference's.
+
+    A rate the reference did not measure (NaN: e.g. no facts to check) constrains
+    nothing; a rate the point did not measure while the reference did fails.
+    """
+    for col in PRESERVATION_RATES:
+        ref = reference.get(col, float("nan"))
+        if ref is None or math.isnan(ref):
+            continue
+        if _rate(row, col) < ref - preservation_margin - _EPS:
+            return False
+    return True
+
+
+def _preservation_words(reference: Mapping, preservation_margin: float) -> str:
+    rates = ", ".join(
+        f"{col.replace('_', '-')} {reference.get(col, float('nan')):.3f}"
+        for col in PRESERVATION_RATES
+    )
+    return f"reference preservation {rates} (preservation margin {preservation_margin:g})"
+
+
+# ---- the objectives ---------------------------------------------------------------------
+
+
 def _most_accurate(rows: list[dict], order: dict[str, int]) -> dict:
     return min(rows, key=lambda r: (-r["accuracy"], r["tokens_mean"], order[r["point"]]))
 
 
-def _fewest_tokens_within_margin(rows: list[dict], order: dict[str, int]) -> tuple[dict, str]:
-    qualified = [r for r in rows if r["qualified"]]
-    if qualified:
-        best = min(qualified, key=lambda r: (r["tokens_mean"], -r["accuracy"], order[r["point"]]))
-        return best, "fewest tokens among the points within the margin"
-    return (
-        _most_accurate(rows, order),
-        "fallback: no point within the margin, so the most accurate one",
+def _best_preserving(rows: list[dict], order: dict[str, int]) -> dict:
+    return min(
+        rows,
+        key=lambda r: (
+            *(-_rate(r, c) for c in PRESERVATION_RATES),
+            r["tokens_mean"],
+            order[r["point"]],
+        ),
     )
 
 
-def _max_accuracy(rows: list[dict], order: dict[str, int]) -> tuple[dict, str]:
-    return _most_accurate(rows, order), "most accurate point (ties: fewer tokens)"
+def _fewest_tokens_within_margin(
+    rows: list[dict], order: dict[str, int], informative: bool
+) -> tuple[dict, str, str]:
+    qualified = [r for r in rows if r["qualified"]]
+    if informative:
+        if qualified:
+            best = min(
+                qualified,
+                key=lambda r: (
+                    r["tokens_mean"],
+                    -r["accuracy"],
+                    *(-_rate(r, c) for c in PRESERVATION_RATES),
+                    order[r["point"]],
+                ),
+            )
+            return (
+                best,
+                "accuracy_and_preservation",
+                "fewest tokens among the points within both the accuracy and the "
+                "preservation margins",
+            )
+        return (
+            _most_accurate(rows, order),
+            "accuracy_fallback",
+            "fallback: no point within both margins, so the most accurate one",
+        )
+    if qualified:
+        best = min(
+            qualified,
+            key=lambda r: (
+                r["tokens_mean"],
+                *(-_rate(r, c) for c in PRESERVATION_RATES),
+                -r["accuracy"],
+                order[r["point"]],
+            ),
+        )
+        return best, "preservation", "fewest tokens among the points within the preservation margin"
+    return (
+        _best_preserving(rows, order),
+        "preservation_fallback",
+        "fallback: no point within the preservation margin, so the best-preserving one "
+        "(gold-reaches-worker, then facts-reaching-worker, then fewer tokens)",
+    )
 
 
-#: objective name -> chooser(rows, grid order) -> (best row, how it was chosen).
+def _max_accuracy(
+    rows: list[dict], order: dict[str, int], informative: bool
+) -> tuple[dict, str, str]:
+    return _most_accurate(rows, order), "accuracy", "most accurate point (ties: fewer tokens)"
+
+
+#: objective name -> chooser(rows, grid order, accuracy informative)
+#: -> (best row, decided_by, how it was chosen).
 #: Keep in step with the enum of calibration.<system>.objective in the config schema.
-OBJECTIVES: dict[str, Callable[[list[dict], dict[str, int]], tuple[dict, str]]] = {
+OBJECTIVES: dict[str, Callable[[list[dict], dict[str, int], bool], tuple[dict, str, str]]] = {
     "fewest_tokens_within_margin": _fewest_tokens_within_margin,
     "max_accuracy": _max_accuracy,
 }
 
+_CONSEQUENCE = {
+    "accuracy_and_preservation": "so a point must be within the margin of the reference's "
+    "accuracy and within the preservation margin of both its rates",
+    "preservation": "so the choice falls to answer preservation",
+    "preservation_fallback": "so the choice falls to answer preservation; no point is within "
+    "the preservation margin, so the best-preserving point is taken and is not qualified",
+    "accuracy_fallback": "no point meets both criteria, so the most accurate point is taken "
+    "and is not qualified",
+}
 
-def point_row(point: str, settings: dict, run: pd.DataFrame) -> dict:
-    """One row of the calibration table: accuracy, tokens and, for LLMLingua, achieved rates."""
+
+def _why(decided_by: str, evidence: str, informative: bool, preservation: str) -> str:
+    if decided_by == "accuracy":
+        tail = "the max_accuracy objective takes the most accurate point; preservation does "
+        tail += "not enter the choice"
+        if not informative:
+            tail += (
+                " and accuracy cannot tell the points apart here, so the choice rests on noise "
+                "(fewest_tokens_within_margin would let preservation decide)"
+            )
+    else:
+        tail = _CONSEQUENCE[decided_by]
+    return f"{evidence}; {preservation}; {tail}"
+
+
+def point_row(point: str, settings: dict, run: pd.DataFrame, samples: Mapping[str, dict]) -> dict:
+    """One row of the calibration table: accuracy, tokens, preservation and LLMLingua's rates."""
     ok = run[run["error"].isna()]
     row = {
         "point": point,
@@ -83,6 +310,7 @@ def point_row(point: str, settings: dict, run: pd.DataFrame) -> dict:
         "n_errors": int(len(run) - len(ok)),
         "accuracy": float(run["correct"].mean()),
         "tokens_mean": float(ok["tokens_total_cl100k"].mean()) if len(ok) else float("inf"),
+        **preservation_rates(run, samples, where=f"calibration run of point {point}"),
     }
     row.update(lingua_rate_distribution(ok))
     return row
@@ -90,14 +318,20 @@ def point_row(point: str, settings: dict, run: pd.DataFrame) -> dict:
 
 def choose(
     rows: list[dict],
-    reference_accuracy: float,
+    reference: Mapping,
     margin: float,
     objective: str = DEFAULT_OBJECTIVE,
+    preservation_margin: float = DEFAULT_PRESERVATION_MARGIN,
 ) -> dict:
-    """The chosen row (a copy) under ``objective``; marks every row ``qualified`` in place.
+    """The chosen row (a copy) under ``objective``; marks every row in place.
 
-    The copy carries ``objective`` and ``chosen_by`` (what rule picked it, including
-    the fallback when no point is within the margin).
+    ``reference`` carries the reference run's ``accuracy``, ``n`` and preservation
+    rates (and its ``run`` label, for the words). Each row gets
+    ``accuracy_within_margin``, ``preservation_within_margin`` and ``qualified`` (the
+    criteria in force: both with an informative accuracy, preservation alone
+    without). The copy carries ``objective``, ``decided_by`` (which criterion
+    decided), ``chosen_by`` (what rule picked it, including a fallback when no point
+    qualifies) and ``why`` (the reference's numbers behind the criterion).
     """
     if objective not in OBJECTIVES:
         raise CalibrationError(
@@ -105,17 +339,65 @@ def choose(
         )
     if not rows:
         raise CalibrationError("no calibration runs to choose from")
-    floor = reference_accuracy - margin
+    if not 0 <= preservation_margin <= 1:
+        raise CalibrationError(
+            f"preservation margin {preservation_margin!r}: expected a rate between 0 and 1"
+        )
+    informative, evidence = accuracy_evidence(reference, margin)
+    floor = reference["accuracy"] - margin
     for r in rows:
-        r["qualified"] = bool(r["accuracy"] >= floor - 1e-12)
+        r["accuracy_within_margin"] = bool(r["accuracy"] >= floor - _EPS)
+        r["preservation_within_margin"] = preserves(r, reference, preservation_margin)
+        r["qualified"] = r["preservation_within_margin"] and (
+            r["accuracy_within_margin"] or not informative
+        )
     order = {r["point"]: i for i, r in enumerate(rows)}
-    best, how = OBJECTIVES[objective](rows, order)
-    return {**best, "objective": objective, "chosen_by": how}
+    best, decided_by, how = OBJECTIVES[objective](rows, order, informative)
+    why = _why(
+        decided_by, evidence, informative, _preservation_words(reference, preservation_margin)
+    )
+    return {
+        **best,
+        "objective": objective,
+        "decided_by": decided_by,
+        "chosen_by": how,
+        "accuracy_informative": informative,
+        "why": why,
+    }
 
 
-def _reference_entry(label: str, path: Path) -> dict:
+def _reference_entry(label: str, path: Path, samples: Mapping[str, dict], margin: float) -> dict:
     ref = pd.read_parquet(path)
-    return {"run": label, "accuracy": float(ref["correct"].mean()), "n": int(len(ref))}
+    accuracy, n = float(ref["correct"].mean()), int(len(ref))
+    low, high = wilson_interval(accuracy, n)
+    entry = {
+        "run": label,
+        "accuracy": accuracy,
+        "n": n,
+        "accuracy_ci_low": low,
+        "accuracy_ci_high": high,
+        **preservation_rates(ref, samples, where=f"reference run {label} ({path})"),
+    }
+    if entry["n_answered"] == 0:
+        raise CalibrationError(
+            f"reference run {label} ({path}) has no answered example on the calibration shard, "
+            "so neither its accuracy nor its answer preservation can judge a grid point; see "
+            "its error column and rerun it"
+        )
+    entry["accuracy_informative"] = accuracy_evidence(entry, margin)[0]
+    return entry
+
+
+def _per_system(value, systems: Iterable[str], default, what: str) -> dict:
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(systems))
+        if unknown:
+            raise CalibrationError(
+                f"a {what} is given for {unknown}, which have no calibration runs among the "
+                f"inputs ({sorted(systems)})"
+            )
+        return {s: value.get(s, default) for s in sorted(systems)}
+    return {s: value for s in sorted(systems)}
 
 
 def calibrate(
@@ -126,19 +408,26 @@ def calibrate(
     margin: float,
     objective: str | Mapping[str, str] = DEFAULT_OBJECTIVE,
     references: Mapping[str, tuple[str, Path]] | None = None,
+    *,
+    samples: Mapping[str, dict],
+    preservation_margin: float | Mapping[str, float] = DEFAULT_PRESERVATION_MARGIN,
 ) -> dict:
     """Build the calibration document for one task.
 
     ``system_runs`` maps system -> point -> (settings, run Parquet path).
     ``objective`` is one name for every system, or system -> name (systems not
-    named use the default). ``reference_run`` / ``reference_label`` is the default
-    reference (``evaluation.reference``); ``references`` maps a system to its own
-    (label, run path) on the same shard (``calibration.<system>.reference``, e.g. the
-    hybrid against LLMLingua). The document keeps the default under ``reference``
-    and records, under ``references`` and in each ``chosen`` entry, the reference
-    each system was judged against. Systems are written in sorted order and points
-    in grid order (natural order of their names ``g00``, ``g01``, ...), so the same
-    inputs give the same file whatever order they were given in.
+    named use the default); ``preservation_margin`` likewise, one value or system ->
+    value. ``samples`` is the calibration sample the runs were made on (example id ->
+    sample row with its decoded ``record``, see :func:`read_samples`): the supporting
+    facts whose arrival at the Worker is checked. ``reference_run`` /
+    ``reference_label`` is the default reference (``evaluation.reference``);
+    ``references`` maps a system to its own (label, run path) on the same shard
+    (``calibration.<system>.reference``, e.g. the hybrid against LLMLingua). The
+    document keeps the default under ``reference`` and records, under ``references``
+    and in each ``chosen`` entry, the reference each system was judged against, with
+    its accuracy, interval and preservation rates. Systems are written in sorted
+    order and points in grid order (natural order of their names ``g00``, ``g01``,
+    ...), so the same inputs give the same file whatever order they were given in.
     """
     references = dict(references or {})
     unknown = sorted(set(references) - set(system_runs))
@@ -147,18 +436,18 @@ def calibrate(
             f"a reference is given for {unknown}, which have no calibration runs among the "
             f"inputs ({sorted(system_runs)})"
         )
-    objectives = {
-        system: (
-            objective if isinstance(objective, str) else objective.get(system, DEFAULT_OBJECTIVE)
-        )
-        for system in sorted(system_runs)
-    }
-    default = _reference_entry(reference_label, reference_run)
+    objectives = _per_system(objective, system_runs, DEFAULT_OBJECTIVE, "objective")
+    margins = _per_system(
+        preservation_margin, system_runs, DEFAULT_PRESERVATION_MARGIN, "preservation margin"
+    )
+    default = _reference_entry(reference_label, Path(reference_run), samples, margin)
     entries: dict[str, dict] = {}  # label -> entry: each reference run is read once
     doc: dict = {
         "task": task,
         "objectives": objectives,
         "margin": margin,
+        "preservation_margins": margins,
+        "accuracy_interval": ACCURACY_INTERVAL,
         "reference": default,
         "references": {},
         "chosen": {},
@@ -168,21 +457,28 @@ def calibrate(
         if system in references:
             label, path = references[system]
             if label not in entries:
-                entries[label] = _reference_entry(label, Path(path))
+                entries[label] = _reference_entry(label, Path(path), samples, margin)
             ref = entries[label]
         else:
             ref = default
         doc["references"][system] = dict(ref)
         points = system_runs[system]
         rows = [
-            point_row(p, points[p][0], pd.read_parquet(points[p][1]))
+            point_row(p, points[p][0], pd.read_parquet(points[p][1]), samples)
             for p in sorted(points, key=_grid_order)
         ]
-        best = choose(rows, ref["accuracy"], margin, objectives[system])
+        best = choose(rows, ref, margin, objectives[system], margins[system])
         best["reference"] = ref["run"]
         doc["chosen"][system] = copy.deepcopy(best)  # no YAML aliases into the table
         doc["table"][system] = rows
     return doc
+
+
+def read_samples(path: str | Path) -> dict[str, dict]:
+    """The calibration sample as example id -> sample row (with its decoded ``record``)."""
+    from tersetalk.tasks.loading import read_sample
+
+    return {row["example_id"]: row for row in read_sample(path)}
 
 
 def read_runs(paths: Iterable[str | Path], task: str) -> dict[str, dict[str, tuple[dict, str]]]:
@@ -232,24 +528,58 @@ def parse_objectives(given: Iterable[str], systems: set[str]) -> dict[str, str]:
     return {system: per_system.get(system, default) for system in sorted(systems)}
 
 
+def parse_preservation_margins(given: Iterable[str], systems: set[str]) -> dict[str, float]:
+    """``--preservation-margin`` values (``VALUE`` for every system, or ``SYSTEM=VALUE``)."""
+    default, per_system = DEFAULT_PRESERVATION_MARGIN, {}
+    for item in given:
+        system, sep, text = item.rpartition("=")
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 <= value <= 1:
+            raise CalibrationError(
+                f"--preservation-margin {item}: expected [SYSTEM=]RATE with a rate between 0 "
+                "and 1 (e.g. 0.05)"
+            )
+        if not sep:
+            default = value
+        elif system not in systems:
+            raise CalibrationError(
+                f"--preservation-margin {item}: no calibration run of system {system!r} among "
+                f"the inputs ({sorted(systems)})"
+            )
+        else:
+            per_system[system] = value
+    return {system: per_system.get(system, default) for system in sorted(systems)}
+
+
 def log_choices(doc: dict) -> None:
-    """Log each system's choice and, where recorded, LLMLingua's achieved rates per point."""
+    """Log each system's choice, the criterion that decided and why, and LLMLingua's rates."""
     task = doc["task"]
     for system, best in doc["chosen"].items():
+        ref = doc["references"][system]
         log.info(
-            "%s %s: chose %s %s by %s: %s (accuracy %.3f vs reference %s %.3f, %.1f tokens, %s)",
+            "%s %s: chose %s %s by %s, decided by %s: %s (accuracy %.3f vs reference %s %.3f; "
+            "gold reaches Worker %.3f vs %.3f, facts %.3f vs %.3f; %.1f tokens; %s)",
             task,
             system,
             best["point"],
             best["settings"],
             best["objective"],
+            best["decided_by"],
             best["chosen_by"],
             best["accuracy"],
             best["reference"],
-            doc["references"][system]["accuracy"],
+            ref["accuracy"],
+            best["gold_reaches_worker"],
+            ref["gold_reaches_worker"],
+            best["facts_reaching_worker"],
+            ref["facts_reaching_worker"],
             best["tokens_mean"],
-            "within margin" if best["qualified"] else "NOT within margin",
+            "qualified" if best["qualified"] else "NOT qualified",
         )
+        log.info("%s %s: why: %s", task, system, best["why"])
         for row in doc["table"][system]:
             if "lingua_n_messages" in row:
                 log.info(

@@ -138,8 +138,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
     runs = cal.read_runs(args.runs, args.task)
     references = cal.read_references(args.system_reference or [], args.task)
     objectives = cal.parse_objectives(args.objective or [], set(runs))
+    margins = cal.parse_preservation_margins(args.preservation_margin or [], set(runs))
     doc = cal.calibrate(args.task, runs, Path(args.reference_run), args.reference_label,
-                        args.margin, objective=objectives, references=references)  # fmt: skip
+                        args.margin, objective=objectives, references=references,
+                        samples=cal.read_samples(args.sample),
+                        preservation_margin=margins)  # fmt: skip
     cal.write(doc, Path(args.out))
     cal.log_choices(doc)
 
@@ -320,10 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
         "calibrate",
         help="choose settings from calibration-shard runs",
         description="Pick, per system, a grid point by its --objective (default: the "
-        "fewest tokens among those whose calibration accuracy is within --margin of the "
-        "reference run (--reference-run, or the system's own --system-reference), else the "
-        "most accurate), and write the choice, the reference it was judged against and the "
-        "table it was chosen from (with LLMLingua's achieved-rate distribution where "
+        "fewest tokens among those within the margins of the reference run (--reference-run, "
+        "or the system's own --system-reference): its accuracy within --margin and its "
+        "gold-reaches-Worker and facts-reaching-Worker rates within --preservation-margin. "
+        "When the reference's accuracy is 0 or its 95%% Wilson interval is wider than "
+        "--margin, accuracy is uninformative and preservation alone decides.) Write the "
+        "choice, the criterion that decided and why, the reference it was judged against and "
+        "the table it was chosen from (with LLMLingua's achieved-rate distribution where "
         "the runs record it) as YAML.",
     )
     k.add_argument(
@@ -342,15 +348,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="judge SYSTEM against this run on the same shard instead of --reference-run "
         "(its system/variant is read from the file metadata); repeatable",
     )
+    k.add_argument(
+        "--sample",
+        required=True,
+        help="the calibration sample the runs were made on "
+        "(results/samples/<task>.calibration.parquet): the facts whose arrival is checked",
+    )
     k.add_argument("--margin", type=float, default=0.02, help="accuracy margin (0.02)")
+    k.add_argument(
+        "--preservation-margin",
+        action="append",
+        metavar="[SYSTEM=]RATE",
+        help="how far below the reference's gold-reaches-Worker and facts-reaching-Worker "
+        "rates a point may fall, for every system (RATE) or one (SYSTEM=RATE); repeatable "
+        "(default 0.05)",
+    )
     k.add_argument(
         "--objective",
         action="append",
         metavar="[SYSTEM=]NAME",
         help="selection objective, for every system (NAME) or one (SYSTEM=NAME); "
         "repeatable. fewest_tokens_within_margin (default): fewest tokens among the points "
-        "within --margin of the reference, else the most accurate; max_accuracy: the most "
-        "accurate point, ties to fewer tokens",
+        "within the margins of the reference (preservation alone when accuracy is "
+        "uninformative), else the most accurate (the best-preserving when accuracy is "
+        "uninformative); max_accuracy: the most accurate point, ties to fewer tokens",
     )
     k.add_argument("--out", required=True, help="calibration YAML to write")
     k.set_defaults(func=_cmd_calibrate)

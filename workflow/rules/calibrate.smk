@@ -24,6 +24,8 @@ rule calibration_run:
 rule calibrate:
     input:
         runs=calibration_run_targets,
+        # the facts whose arrival at the Worker is checked (answer preservation)
+        sample="results/samples/{task}.calibration.parquet",
         reference="results/calibration/runs/{task}/"
         + config["evaluation"]["reference"]
         + ".parquet",
@@ -46,12 +48,13 @@ rule calibrate:
         reference=config["evaluation"]["reference"],
         margin=config["evaluation"]["margin"],
         objectives=calibration_objective_args(),
+        preservation_margins=calibration_preservation_margin_args(),
         system_references=calibration_reference_args,
     shell:
-        "tersetalk calibrate {input.runs} --task {wildcards.task} "
+        "tersetalk calibrate {input.runs} --task {wildcards.task} --sample {input.sample} "
         "--reference-run {input.reference} --reference-label {params.reference} "
-        "{params.system_references} "
-        "--margin {params.margin} {params.objectives} --out {output} > {log} 2>&1"
+        "{params.system_references} --margin {params.margin} {params.objectives} "
+        "{params.preservation_margins} --out {output} > {log} 2>&1"
 
 
 rule calibration:

@@ -208,6 +208,15 @@ def calibration_objective_args():
     return " ".join(f"--objective {shlex.quote(pair)}" for pair in sorted(pairs))
 
 
+def calibration_preservation_margin_args():
+    """`--preservation-margin SYSTEM=RATE` for each calibrated system (schema default 0.05)."""
+    margins = {
+        system: spec["preservation_margin"] for system, spec in config["calibration"].items()
+    }
+    pairs = [f"{system}={margin}" for system, margin in margins.items()]
+    return " ".join(f"--preservation-margin {shlex.quote(pair)}" for pair in sorted(pairs))
+
+
 def run_runtime_min(wildcards):
     """A generous wall-clock budget for cluster schedulers."""
     return 10 + 2 * config["n_eval"]
