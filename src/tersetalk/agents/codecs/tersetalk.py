@@ -116,6 +116,10 @@ class TerseTalkSettings(BaseModel):
     #: what the Manager sends the Critic: the whole brief again (``full``) or only the
     #: question the answer must fit (``question``; the facts went to the Worker)
     critic_copy: Literal["full", "question"] = "question"
+    #: the Critic's note on the wire: ``always``, or only with a ``revise`` verdict
+    #: (``on_revise``: the feedback the Worker revises with; an accepting note mostly
+    #: echoes the Worker's answer back to it)
+    critic_note: Literal["always", "on_revise"] = "on_revise"
 
     @field_validator("caps", mode="before")
     @classmethod
@@ -537,6 +541,8 @@ class TerseTalkCodec(Codec):
             return content.lines
         if kind == "verdict":
             lines = critic_lines(content)
+            if self.tts.critic_note == "on_revise" and content.verdict != "R":
+                lines = [ln for ln in lines if ln.tag in ("r", "v")]
         elif kind == "final":
             lines = answer_lines(content)
         else:
