@@ -82,11 +82,11 @@ def test_calibration_reference_defaults_to_the_evaluation_reference(base_config)
         spec.pop("reference", None)
     assert calibration_reference(cfg, "hybrid") == "freeform/default"
     assert calibration_reference_runs(cfg) == {}
-    cfg["calibration"]["hybrid"]["reference"] = "llmlingua/default"
+    cfg["calibration"]["hybrid"]["reference"] = "llmlingua/rate_05"
     validate_config(cfg)
-    assert calibration_reference(cfg, "hybrid") == "llmlingua/default"
+    assert calibration_reference(cfg, "hybrid") == "llmlingua/rate_05"
     assert calibration_reference(cfg, "tersetalk") == "freeform/default"
-    assert calibration_reference_runs(cfg) == {"hybrid": "llmlingua/default"}
+    assert calibration_reference_runs(cfg) == {"hybrid": "llmlingua/rate_05"}
 
 
 @pytest.mark.parametrize(
@@ -96,6 +96,7 @@ def test_calibration_reference_defaults_to_the_evaluation_reference(base_config)
         ("llmlingua/nope", r"'llmlingua/nope' is not an enabled system/variant"),
         ("telepathy/default", r"'telepathy/default' is not an enabled system/variant"),
         ("tersetalk/default", r"takes calibrated settings"),
+        ("llmlingua/default", r"takes calibrated settings"),
         ("llmlingua/g00", r"has the name of one of its calibration grid points"),
     ],
 )
