@@ -136,9 +136,12 @@ def test_structured_output_is_schema_constrained_through_the_server(server):
     assert r.attempts == 1 and Tag.model_validate_json(r.text).model_dump(mode="json") == r.parsed
     assert r.prompt_tokens > 0 and r.completion_tokens > 0
     assert r.extra["transport_tries"] == 1  # the rejected format is not a transport retry
-    # a second call goes straight to the working format
+    # a second call goes straight to the working format: no rejected request, and the
+    # grammar is on again. (Its answer may differ from the first: the server reuses the
+    # evaluated prompt prefix, and that changes the logits slightly; seen on this machine.)
     again = client.structured(prompt, Tag, GenerationConfig(max_tokens=48))
-    assert again.parsed == r.parsed
+    assert again.extra["transport_tries"] == 1 and again.attempts == 1
+    assert Tag.model_validate(again.parsed).model_dump(mode="json") == again.parsed
 
 
 def test_server_gone_after_contact_is_unavailable(server):
