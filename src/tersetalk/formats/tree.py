@@ -1,0 +1,319 @@
+"""One typed tree for the two kinds of payload agents pass around: JSON and Markdown.
+
+Why one tree: the format-adaptive encoder chooses an encoding per subtree, and one
+solver should work on a GitHub API body and on a README with tables alike. JSON
+becomes object / array / scalar nodes whose scalars keep their JSON type (a string
+``"12"`` and a number ``12`` are different data, and so are ``null`` and ``""``).
+Markdown becomes section / table / list / blockquote / code-fence / paragraph
+nodes, parsed by markdown-it-py with its GFM table rule: no hand-written Markdown
+parsing, so the tree sees a table exactly where a renderer would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+
+JSONScalar: TypeAlias = str | int | float | bool | None
+
+
+class TreeError(ValueError):
+    """A payload that cannot become a tree (not JSON data, a non-finite number, ...)."""
+
+
+# --- JSON nodes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A JSON scalar; ``value`` keeps its JSON type (str, int, float, bool or None)."""
+
+    value: JSONScalar
+
+
+@dataclass(frozen=True)
+class Object:
+    """A JSON object: ordered (key, child) pairs, keys unique."""
+
+    items: tuple[tuple[str, Node], ...]
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.items)
+
+
+@dataclass(frozen=True)
+class Array:
+    """A JSON array."""
+
+    items: tuple[Node, ...]
+
+
+# --- Markdown nodes --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """A paragraph (or raw HTML block): its source text, inline markup kept."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CodeFence:
+    """A fenced or indented code block; ``info`` is the fence's info string."""
+
+    info: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A GFM table: header cells and rows of cells (source text, ``\\|`` unescaped)."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class ListBlock:
+    """A bullet or ordered list; each item is the sequence of blocks inside it."""
+
+    ordered: bool
+    items: tuple[tuple[Node, ...], ...]
+
+
+@dataclass(frozen=True)
+class Blockquote:
+    """A blockquote: in tool responses it carries metadata (hints), so it costs nothing."""
+
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading and the blocks up to the next heading of the same or a higher level."""
+
+    level: int
+    heading: str
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A Markdown document: the blocks before the first heading, then its sections."""
+
+    children: tuple[Node, ...]
+
+
+JSONNode: TypeAlias = Scalar | Object | Array
+Node: TypeAlias = (
+    Scalar
+    | Object
+    | Array
+    | Paragraph
+    | CodeFence
+    | Table
+    | ListBlock
+    | Blockquote
+    | Section
+    | Document
+)
+
+
+# --- JSON ------------------------------------------------------------------------
+
+
+def from_python(value: Any) -> JSONNode:
+    """The tree of a JSON value (what ``json.loads`` returns).
+
+    Raises TreeError for anything JSON cannot hold: NaN/infinity, non-string keys,
+    tuples, sets or other objects.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return Scalar(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TreeError(f"{value!r} is not a JSON number; JSON has no NaN or infinity")
+        return Scalar(value)
+    if isinstance(value, dict):
+        for k in value:
+            if not isinstance(k, str):
+                raise TreeError(f"object key {k!r} is not a string; JSON keys are strings")
+        return Object(tuple((k, from_python(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return Array(tuple(from_python(v) for v in value))
+    raise TreeError(f"{type(value).__name__} is not JSON data; pass what json.loads returns")
+
+
+def parse_json(text: str) -> JSONNode:
+    """Parse JSON text into a tree (NaN/Infinity literals are refused)."""
+
+    def _refuse(const: str) -> Any:
+        raise TreeError(f"{const} is not JSON; the payload must be standard JSON")
+
+    try:
+        return from_python(json.loads(text, parse_constant=_refuse))
+    except json.JSONDecodeError as exc:
+        raise TreeError(f"not JSON: {exc}") from exc
+
+
+def to_python(node: Node) -> Any:
+    """The JSON value of a JSON tree (the inverse of ``from_python``).
+
+    A Markdown table gives a list of objects keyed by its header (cells as strings),
+    if its header cells are unique; other Markdown nodes have no JSON value.
+    """
+    if isinstance(node, Scalar):
+        return node.value
+    if isinstance(node, Object):
+        return {k: to_python(v) for k, v in node.items}
+    if isinstance(node, Array):
+        return [to_python(v) for v in node.items]
+    if isinstance(node, Table):
+        return to_python(table_to_json(node))
+    raise TreeError(f"a {type(node).__name__} node has no JSON value; only JSON trees do")
+
+
+def is_json(node: Node) -> bool:
+    """Whether ``node`` is a JSON tree all the way down."""
+    if isinstance(node, Scalar):
+        return True
+    if isinstance(node, Object):
+        return all(is_json(v) for _, v in node.items)
+    if isinstance(node, Array):
+        return all(is_json(v) for v in node.items)
+    return False
+
+
+def table_to_json(table: Table) -> Array:
+    """A Markdown table as an array of flat objects keyed by the header, cells as strings.
+
+    Why: so a Markdown table enters the same solver as a JSON array of records.
+    Raises TreeError if two header cells are equal (the keys would collide).
+    """
+    if len(set(table.header)) != len(table.header):
+        raise TreeError(f"table header {table.header!r} repeats a column name")
+    return Array(
+        tuple(
+            Object(tuple((k, Scalar(c)) for k, c in zip(table.header, row, strict=True)))
+            for row in table.rows
+        )
+    )
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Strict equality of JSON values: types, key order and float sign included.
+
+    Python's ``==`` says ``True == 1 == 1.0`` and ``0.0 == -0.0``; for a lossless
+    round trip those are all data loss.
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+# --- Markdown --------------------------------------------------------------------
+
+
+def markdown_parser() -> MarkdownIt:
+    """CommonMark with the GFM table rule: the one parser every Markdown path uses."""
+    return MarkdownIt("commonmark").enable("table")
+
+
+def _inline(node: SyntaxTreeNode) -> str:
+    return "".join(c.content for c in node.children if c.type == "inline")
+
+
+def _cells(tr: SyntaxTreeNode) -> tuple[str, ...]:
+    return tuple(_inline(cell) for cell in tr.children)
+
+
+def _block(node: SyntaxTreeNode) -> Node | None:
+    """One block of the syntax tree (headings are grouped by the caller)."""
+    t = node.type
+    if t == "paragraph":
+        return Paragraph(_inline(node))
+    if t in ("fence", "code_block"):
+        return CodeFence(node.info.strip() if t == "fence" else "", node.content)
+    if t == "html_block":
+        return Paragraph(node.content)
+    if t == "table":
+        header: tuple[str, ...] = ()
+        rows: list[tuple[str, ...]] = []
+        for part in node.children:
+            for tr in part.children:
+                if part.type == "thead":
+                    header = _cells(tr)
+                else:
+                    rows.append(_cells(tr))
+        return Table(header, tuple(rows))
+    if t in ("bullet_list", "ordered_list"):
+        return ListBlock(
+            t == "ordered_list",
+            tuple(_blocks(item.children) for item in node.children),
+        )
+    if t == "blockquote":
+        return Blockquote(_blocks(node.children))
+    if t == "hr":
+        return None
+    raise TreeError(f"unexpected Markdown block {t!r}")
+
+
+def _blocks(nodes: list[SyntaxTreeNode]) -> tuple[Node, ...]:
+    """Blocks in order, each heading opening a Section that nests by level."""
+    root: list[Node] = []
+    # stack of (level, heading, children) for the open sections
+    stack: list[tuple[int, str, list[Node]]] = []
+
+    def close_to(level: int) -> None:
+        while stack and stack[-1][0] >= level:
+            lvl, heading, children = stack.pop()
+            sec = Section(lvl, heading, tuple(children))
+            (stack[-1][2] if stack else root).append(sec)
+
+    for n in nodes:
+        if n.type == "heading":
+            level = int(n.tag[1:])
+            close_to(level)
+            stack.append((level, _inline(n), []))
+            continue
+        block = _block(n)
+        if block is not None:
+            (stack[-1][2] if stack else root).append(block)
+    close_to(0)
+    return tuple(root)
+
+
+def parse_markdown(text: str) -> Document:
+    """Parse Markdown (CommonMark + GFM tables) into a Document tree."""
+    tree = SyntaxTreeNode(markdown_parser().parse(text))
+    return Document(_blocks(tree.children))
+
+
+def walk(node: Node):
+    """Every node of the tree, depth first, parents before children."""
+    yield node
+    if isinstance(node, Object):
+        for _, v in node.items:
+            yield from walk(v)
+    elif isinstance(node, Array):
+        for v in node.items:
+            yield from walk(v)
+    elif isinstance(node, Section | Document | Blockquote):
+        for v in node.children:
+            yield from walk(v)
+    elif isinstance(node, ListBlock):
+        for item in node.items:
+            for v in item:
+                yield from walk(v)
