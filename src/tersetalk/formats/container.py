@@ -1,0 +1,312 @@
+"""The ``mckp`` container: one text in which every subtree carries its own format.
+
+Why a container: the knapsack chooses a format per subtree, so the emitted text
+mixes them (an object's scalar fields as ``key: value`` lines, its main array as a
+CSV block, a nested object as inline JSON). The container is the smallest grammar
+that says where each part starts and ends and which format it is in, so the whole
+text decodes back to the exact JSON value:
+
+- **inline values** (one line): a scalar written bare when it reads back as itself
+  (``42``, ``true``, ``null``, ``open``), else as JSON (``"42"``, ``""``,
+  ``"a\\nb"``); any object or array as compact JSON (``{"a":1}``, ``[]``).
+- an **object** block: one line per key, ``key: <inline>`` or ``key (<fmt>):``
+  followed by the child's block indented by one space (one space costs no
+  token under o200k_base: `` login`` is one token, ``  login`` two).
+- an **array** block: one line per item, ``- <inline>`` or ``- (<fmt>):`` with
+  the item's block indented below it.
+- **monolithic** blocks: ``csv`` (records, cells inline), ``markdown_table``
+  (records, cells inline), ``toon``, ``json_pretty`` and ``text`` (a string with
+  newlines, as is) inside a ``key (<fmt>):`` header.
+
+Every line of a nested block carries its parent's indent plus one space, so a
+block ends where the indent ends; nothing inside a block is interpreted by the
+enclosing level. The root block's format is named by the format hint
+(``> [encoded: mckp]`` ...), see :mod:`tersetalk.formats.hints`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from typing import Any
+
+import toon
+
+from tersetalk.formats.encoders import FormatDecodeError
+from tersetalk.formats.tree import Array, Node, Object, Scalar, same_value, to_python
+
+INDENT = " "
+
+#: formats a nested block can be in (the ``(fmt)`` of a header line)
+BLOCK_FORMATS = ("kv", "list", "csv", "markdown_table", "toon", "json_pretty", "text")
+
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_HEADER = re.compile(r"^(.*) \(([a-z_]+)\):$", re.DOTALL)
+_ITEM_HEADER = re.compile(r"^- \(([a-z_]+)\):$")
+
+
+# --- inline values ---------------------------------------------------------------
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_inline(text: str) -> Any:
+    """An inline value back to JSON: JSON where it starts like JSON, else a bare scalar."""
+    if text == "null":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    if _NUMBER.fullmatch(text):
+        return json.loads(text)
+    if text[:1] in ('"', "{", "["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatDecodeError(f"mckp: inline JSON {text[:40]!r}...: {exc}") from exc
+    return text
+
+
+def inline(node: Node) -> str:
+    """The one-line form of a JSON node: bare where that reads back exactly, else JSON."""
+    value = to_python(node)
+    if isinstance(node, Scalar):
+        if isinstance(value, str):
+            bare = value
+            if (
+                bare
+                and bare[0] not in '"{['
+                and "\n" not in bare
+                and "\r" not in bare
+                and bare == bare.strip()
+                and same_value(parse_inline(bare), value)
+            ):
+                return bare
+            return compact_json(value)
+        return compact_json(value)  # numbers, booleans, null: JSON is already bare
+    return compact_json(value)
+
+
+# --- keys ------------------------------------------------------------------------
+
+
+def key_ok(key: str) -> bool:
+    """Whether a key can head a container line and be read back unchanged."""
+    return (
+        ": " not in key
+        and "\n" not in key
+        and "\r" not in key
+        and key == key.strip()
+        and not key.startswith(("- ", "> ", "-\t"))
+        and key not in ("-",)
+        and not key.endswith(":")
+        and not _HEADER.match(key + ":")
+    )
+
+
+# --- monolithic blocks -------------------------------------------------------------
+
+
+def records_keys(node: Node) -> tuple[str, ...] | None:
+    """Keys of a non-empty array of objects that all have the same keys in order."""
+    if not isinstance(node, Array) or not node.items:
+        return None
+    first = node.items[0]
+    if not isinstance(first, Object) or not first.items:
+        return None
+    keys = first.keys()
+    for item in node.items:
+        if not isinstance(item, Object) or item.keys() != keys:
+            return None
+    return keys
+
+
+def _cell_rows(node: Array) -> list[list[str]]:
+    return [[inline(v) for _, v in item.items] for item in node.items]  # type: ignore[union-attr]
+
+
+def render_block(node: Node, fmt: str) -> str:
+    """A monolithic block (no trailing newline); raises ValueError if ``fmt`` can't carry it."""
+    if fmt == "json_pretty":
+        return json.dumps(to_python(node), indent=2, ensure_ascii=False)
+    if fmt == "toon":
+        return toon.encode(to_python(node))
+    if fmt == "text":
+        if not (isinstance(node, Scalar) and isinstance(node.value, str)):
+            raise ValueError("text carries strings only")
+        return node.value
+    if fmt in ("csv", "markdown_table"):
+        keys = records_keys(node)
+        if keys is None:
+            raise ValueError(f"{fmt} carries arrays of objects with the same keys only")
+        assert isinstance(node, Array)
+        rows = _cell_rows(node)
+        if fmt == "csv":
+            buf = io.StringIO()
+            writer = csv.writer(buf, lineterminator="\n")
+            writer.writerow(keys)
+            writer.writerows(rows)
+            return buf.getvalue()[:-1]
+        lines = [
+            "|" + "|".join(_md(k) for k in keys) + "|",
+            "|" + "|".join("-" for _ in keys) + "|",
+        ]
+        lines += ["|" + "|".join(_md(c) for c in row) + "|" for row in rows]
+        return "\n".join(lines)
+    raise ValueError(f"{fmt!r} is not a monolithic block format")
+
+
+def _md(text: str) -> str:
+    if "\n" in text or "\r" in text or text != text.strip():
+        raise ValueError("a Markdown cell is one trimmed line")
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _md_unescape(cell: str) -> str:
+    out, i = [], 0
+    while i < len(cell):
+        if cell[i] == "\\" and i + 1 < len(cell) and cell[i + 1] in "\\|":
+            out.append(cell[i + 1])
+            i += 2
+        else:
+            out.append(cell[i])
+            i += 1
+    return "".join(out)
+
+
+def _md_split(line: str) -> list[str]:
+    if not (line.startswith("|") and line.endswith("|")) or len(line) < 2:
+        raise FormatDecodeError(f"markdown_table: row {line[:40]!r} is not |-delimited")
+    cells, cur, i, body = [], [], 0, line[1:-1]
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            cur.append(body[i : i + 2])
+            i += 2
+            continue
+        if ch == "|":
+            cells.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    cells.append("".join(cur))
+    return [_md_unescape(c) for c in cells]
+
+
+def parse_block(text: str, fmt: str) -> Any:
+    """A monolithic block back to its JSON value."""
+    if fmt == "json_pretty":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatDecodeError(f"mckp: json_pretty block: {exc}") from exc
+    if fmt == "toon":
+        try:
+            return toon.decode(text)
+        except Exception as exc:  # the library's own error types
+            raise FormatDecodeError(f"mckp: toon block: {exc}") from exc
+    if fmt == "text":
+        return text
+    if fmt == "csv":
+        try:
+            rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+        except csv.Error as exc:
+            raise FormatDecodeError(f"mckp: csv block: {exc}") from exc
+    elif fmt == "markdown_table":
+        lines = text.split("\n")
+        if len(lines) < 2:
+            raise FormatDecodeError("mckp: markdown_table block without a header")
+        rows = [_md_split(lines[0])] + [_md_split(x) for x in lines[2:]]
+    else:
+        raise FormatDecodeError(f"mckp: unknown block format {fmt!r}")
+    if not rows:
+        raise FormatDecodeError(f"mckp: {fmt} block without a header")
+    header = rows[0]
+    out = []
+    for i, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise FormatDecodeError(
+                f"mckp: {fmt} row {i} has {len(row)} cells, header {len(header)}"
+            )
+        out.append({k: parse_inline(c) for k, c in zip(header, row, strict=True)})
+    return out
+
+
+def block_ok(node: Node, fmt: str) -> bool:
+    """Whether ``fmt`` carries ``node`` losslessly as a block (checked by round trip)."""
+    try:
+        return same_value(parse_block(render_block(node, fmt), fmt), to_python(node))
+    except Exception:  # fail closed
+        return False
+
+
+# --- reading a container back ------------------------------------------------------
+
+
+def indent_lines(text: str, depth: int) -> list[str]:
+    prefix = INDENT * depth
+    return [prefix + line for line in text.split("\n")]
+
+
+def _block_extent(lines: list[str], start: int, depth: int) -> int:
+    """The index after the last line of the block at ``depth`` starting at ``start``."""
+    prefix = INDENT * depth
+    end = start
+    while end < len(lines) and lines[end].startswith(prefix):
+        end += 1
+    return end
+
+
+def _strip(lines: list[str], depth: int) -> str:
+    n = len(INDENT) * depth
+    return "\n".join(line[n:] for line in lines)
+
+
+def parse_container(lines: list[str], fmt: str, depth: int = 0) -> Any:
+    """Decode the block ``lines`` (already cut to the block, indent ``depth``) in ``fmt``."""
+    if fmt not in ("kv", "list"):
+        return parse_block(_strip(lines, depth), fmt)
+    prefix = INDENT * depth
+    out_obj: dict[str, Any] = {}
+    out_list: list[Any] = []
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        if not raw.startswith(prefix) or raw[len(prefix) : len(prefix) + 1] == " ":
+            raise FormatDecodeError(f"mckp: line {raw[:40]!r} is not at indent {depth}")
+        line = raw[len(prefix) :]
+        if fmt == "list":
+            m = _ITEM_HEADER.match(line)
+            if m:
+                end = _block_extent(lines, i + 1, depth + 1)
+                out_list.append(parse_container(lines[i + 1 : end], m.group(1), depth + 1))
+                i = end
+                continue
+            if not line.startswith("- "):
+                raise FormatDecodeError(f"mckp: list item {line[:40]!r} does not start with '- '")
+            out_list.append(parse_inline(line[2:]))
+            i += 1
+            continue
+        key, sep, rest = line.partition(": ")
+        if sep:
+            if key in out_obj:
+                raise FormatDecodeError(f"mckp: key {key!r} repeated")
+            out_obj[key] = parse_inline(rest)
+            i += 1
+            continue
+        m = _HEADER.match(line)
+        if not m:
+            raise FormatDecodeError(
+                f"mckp: line {line[:40]!r} is neither 'key: value' nor 'key (fmt):'"
+            )
+        key, sub = m.group(1), m.group(2)
+        if key in out_obj:
+            raise FormatDecodeError(f"mckp: key {key!r} repeated")
+        end = _block_extent(lines, i + 1, depth + 1)
+        out_obj[key] = parse_container(lines[i + 1 : end], sub, depth + 1)
+        i = end
+    return out_list if fmt == "list" else out_obj

@@ -1,0 +1,723 @@
+"""The multi-choice knapsack: one option per subtree, the most value within a token budget.
+
+For every JSON subtree the solver picks exactly one option:
+
+- a lossless format: ``inline`` (compact JSON, or the bare scalar where it reads back
+  exactly), a block in ``csv`` / ``markdown_table`` / ``toon`` / ``text``, or the
+  container's composites ``kv`` (an object's keys one per line, each child with its
+  own option) and ``list`` (an array's items one per line, each with its own option);
+- ``truncated`` (a long string cut, with an overflow hint naming the rest);
+- ``elided`` (the subtree left out; its key is named by an overflow hint, or an
+  array keeps a prefix of its items and the hint gives the count and the call).
+
+Cost is the tokens of the lines the option emits (each line with its newline, under a
+named tokenizer), hint lines included. Value is per scalar leaf (``ValueScheme``).
+With no budget the solver returns the cheapest lossless encoding of the whole tree.
+With a budget:
+
+- ``exact``: dynamic programming over (cost, value) Pareto frontiers, bottom up, with
+  the tree's constraints (a child's option exists only inside its parent's composite;
+  an array keeps a prefix). Exact for the additive line-cost model; the emitted text
+  is then measured and, in the rare case tokenisation across lines makes it longer
+  than the budget, solved again with the budget lowered by the excess, so the result
+  never exceeds the budget.
+- ``greedy``: start from the cheapest lossless encoding and drop the unit (an object
+  key or an array's last item) with the least value per token saved until it fits.
+- ``binary``: the keep-or-drop knapsack of JSON only (every kept subtree as compact
+  JSON, dropped ones named by hints): the single-format baseline of TrimTree.
+
+Why Pareto frontiers and not an array over every token count: payloads have thousands
+of tokens, and a frontier holds only the points that are not dominated (at most one
+per distinct value), which keeps the exact solve fast enough to run over the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from tersetalk.formats import hints as H
+from tersetalk.formats.container import (
+    _ITEM_HEADER,
+    INDENT,
+    block_ok,
+    compact_json,
+    indent_lines,
+    inline,
+    key_ok,
+    records_keys,
+    render_block,
+)
+from tersetalk.formats.tree import Array, Node, Object, Scalar, TreeError, is_json, to_python
+from tersetalk.tokens import count_tokens
+
+Path = tuple[str | int, ...]
+METHODS = ("exact", "greedy", "binary")
+BLOCKS = ("csv", "markdown_table", "toon", "text")
+TRUNCATE_MIN_CHARS = 64
+TRUNCATE_KEEP = (0.5, 0.25)
+
+
+class BudgetError(ValueError):
+    """The budget is below what any encoding of the payload can reach (root kept)."""
+
+
+# --- values -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValueScheme:
+    """Value of each scalar leaf: ``uniform`` (1), ``depth`` (``gamma ** depth``) or
+    ``priority`` (leaves under a key in ``priority`` weigh ``priority_weight``)."""
+
+    name: str = "uniform"
+    gamma: float = 0.8
+    priority: tuple[str, ...] = ()
+    priority_weight: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.name not in ("uniform", "depth", "priority"):
+            raise ValueError(f"value scheme {self.name!r}: use uniform, depth or priority")
+        if not 0 < self.gamma <= 1:
+            raise ValueError("value scheme gamma must be in (0, 1]")
+
+    def leaf(self, path: Path) -> float:
+        if self.name == "depth":
+            return self.gamma ** len(path)
+        if self.name == "priority":
+            return self.priority_weight if any(p in self.priority for p in path) else 1.0
+        return 1.0
+
+
+def total_value(node: Node, scheme: ValueScheme, path: Path = ()) -> float:
+    if isinstance(node, Object):
+        return sum(total_value(v, scheme, (*path, k)) for k, v in node.items) or scheme.leaf(path)
+    if isinstance(node, Array):
+        return sum(
+            total_value(v, scheme, (*path, i)) for i, v in enumerate(node.items)
+        ) or scheme.leaf(path)
+    return scheme.leaf(path)
+
+
+# --- plans ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The option chosen for one subtree (and, for composites, for its children)."""
+
+    option: str
+    cost: float
+    value: float
+    children: tuple[tuple[str | int, Plan], ...] = ()
+    dropped: tuple[str, ...] = ()  # kv / jsonobj: keys left out
+    kept_chars: int = 0  # truncated
+    missing: int = 0  # list / jsonarr: items left out at the end
+
+    @property
+    def lossless(self) -> bool:
+        return (
+            self.option != "truncated"
+            and not self.dropped
+            and not self.missing
+            and all(p.lossless for _, p in self.children)
+        )
+
+
+Slot = tuple[str, Any]  # ("key", name) | ("item", None) | ("root", None) | ("json", None)
+
+
+def _prefix(slot: Slot) -> str:
+    return f"{slot[1]}: " if slot[0] == "key" else "- " if slot[0] == "item" else ""
+
+
+def _header(slot: Slot, fmt: str) -> str:
+    return f"{slot[1]} ({fmt}):" if slot[0] == "key" else f"- ({fmt}):"
+
+
+def _inline_text(node: Node, slot: Slot) -> str:
+    if slot[0] in ("root", "json"):  # a root without a format hint is JSON
+        return compact_json(to_python(node))
+    text = inline(node)
+    if slot[0] == "item" and _ITEM_HEADER.match("- " + text):
+        text = compact_json(to_python(node))
+    return text
+
+
+class _Costs:
+    """Token counts of lines, cached: most lines repeat across options."""
+
+    def __init__(self, tokenizer: str) -> None:
+        self.tokenizer = tokenizer
+        self.text = lru_cache(maxsize=200_000)(self._count)
+
+    def _count(self, text: str) -> int:
+        return count_tokens(text, self.tokenizer)
+
+    def lines(self, lines: Sequence[str]) -> int:
+        return sum(self.text(x + "\n") for x in lines)
+
+
+# --- rendering --------------------------------------------------------------------
+
+
+def _render(
+    node: Node, plan: Plan, slot: Slot, depth: int, path: Path, out: list[str], notes: list[str]
+) -> None:
+    pad = INDENT * depth
+    opt = plan.option
+    if opt == "inline":
+        out.append(pad + _prefix(slot) + _inline_text(node, slot))
+    elif opt == "truncated":
+        assert isinstance(node, Scalar) and isinstance(node.value, str)
+        out.append(pad + _prefix(slot) + compact_json(node.value[: plan.kept_chars]))
+        notes.append(H.overflow_chars(path, plan.kept_chars, len(node.value)))
+    elif opt in ("jsonobj", "jsonarr"):
+        out.append(pad + _prefix(slot) + _json_inline(node, plan, path, notes))
+    elif opt in ("kv", "list"):
+        inner = depth if slot[0] == "root" else depth + 1
+        if slot[0] != "root":
+            out.append(pad + _header(slot, opt))
+        for key, child in plan.children:
+            sub = node.items[key] if isinstance(node, Array) else dict(node.items)[key]  # type: ignore[union-attr,index]
+            cslot: Slot = ("item", None) if opt == "list" else ("key", key)
+            _render(sub, child, cslot, inner, (*path, key), out, notes)
+        _overflow_note(node, plan, path, notes)
+    else:  # a monolithic block
+        text = render_block(node, opt)
+        if slot[0] == "root":
+            out.extend(text.split("\n"))
+        else:
+            out.append(pad + _header(slot, opt))
+            out.extend(indent_lines(text, depth + 1))
+
+
+def _overflow_note(node: Node, plan: Plan, path: Path, notes: list[str]) -> None:
+    if isinstance(node, Array) and len(plan.children) < len(node.items):
+        notes.append(H.overflow_items(path, len(plan.children), len(node.items)))
+    if plan.dropped:
+        notes.append(H.overflow_keys(path, list(plan.dropped)))
+
+
+def _json_inline(node: Node, plan: Plan, path: Path, notes: list[str]) -> str:
+    if plan.option == "inline":
+        return compact_json(to_python(node))
+    if plan.option == "truncated":
+        assert isinstance(node, Scalar) and isinstance(node.value, str)
+        notes.append(H.overflow_chars(path, plan.kept_chars, len(node.value)))
+        return compact_json(node.value[: plan.kept_chars])
+    parts = []
+    if isinstance(node, Array):
+        for i, child in plan.children:
+            parts.append(_json_inline(node.items[i], child, (*path, i), notes))  # type: ignore[index]
+        _overflow_note(node, plan, path, notes)
+        return "[" + ",".join(parts) + "]"
+    assert isinstance(node, Object)
+    d = dict(node.items)
+    for k, child in plan.children:
+        parts.append(compact_json(k) + ":" + _json_inline(d[k], child, (*path, k), notes))
+    _overflow_note(node, plan, path, notes)
+    return "{" + ",".join(parts) + "}"
+
+
+def render(node: Node, plan: Plan) -> str:
+    """The emitted text of ``plan``: the format hint, the body, then overflow hints."""
+    out: list[str] = []
+    notes: list[str] = []
+    _render(node, plan, ("root", None), 0, (), out, notes)
+    return "\n".join(_format_hint(plan) + out + notes)
+
+
+def _format_hint(plan: Plan) -> list[str]:
+    """The format hint: none for JSON, ``mckp`` for the container, ``mckp | <block>``
+    when the root is one block (its cells follow the container's inline rules, which
+    differ from the single ``csv`` encoder's, so the hint must say which)."""
+    if plan.option in ("inline", "jsonobj", "jsonarr"):
+        return []
+    if plan.option in ("kv", "list"):
+        return [H.encoded("mckp")]
+    return [H.encoded("mckp", plan.option)]
+
+
+# --- the solver -------------------------------------------------------------------
+
+
+Frontier = list[Plan]  # sorted by cost, strictly increasing value
+
+
+def _pareto(points: list[Plan], budget: float) -> Frontier:
+    points = sorted((p for p in points if p.cost <= budget), key=lambda p: (p.cost, -p.value))
+    out: Frontier = []
+    for p in points:
+        if not out or p.value > out[-1].value + 1e-12:
+            out.append(p)
+    return out
+
+
+@dataclass
+class _Solver:
+    scheme: ValueScheme
+    costs: _Costs
+    budget: float
+    lossless_only: bool
+    json_only: bool = False
+    _memo: dict[tuple, Frontier] = field(default_factory=dict)
+
+    def value(self, node: Node, path: Path) -> float:
+        return total_value(node, self.scheme, path)
+
+    # the options of one node at one position ----------------------------------------
+
+    def frontier(self, node: Node, slot: Slot, depth: int, path: Path) -> Frontier:
+        memo = (path, slot, depth)
+        if memo not in self._memo:
+            self._memo[memo] = self._frontier(node, slot, depth, path)
+        return self._memo[memo]
+
+    def _frontier(self, node: Node, slot: Slot, depth: int, path: Path) -> Frontier:
+        value = self.value(node, path)
+        # inside a JSON composite only JSON options exist
+        json_ctx = self.json_only or slot[0] == "json"
+        pad = INDENT * depth
+        points: list[Plan] = []
+        # inline: compact JSON or the bare scalar (a JSON piece has no line of its own)
+        if slot[0] == "json":
+            points.append(Plan("inline", self.costs.text(compact_json(to_python(node))), value))
+        else:
+            text = pad + _prefix(slot) + _inline_text(node, slot)
+            points.append(Plan("inline", self.costs.lines([text]), value))
+        if isinstance(node, Scalar) and isinstance(node.value, str) and not self.lossless_only:
+            n = len(node.value)
+            if n >= TRUNCATE_MIN_CHARS:
+                for frac in TRUNCATE_KEEP:
+                    kept = int(n * frac)
+                    piece = compact_json(node.value[:kept])
+                    hint = self.costs.lines([H.overflow_chars(path, kept, n)])
+                    cost = (
+                        self.costs.text(piece)
+                        if slot[0] == "json"
+                        else self.costs.lines([pad + _prefix(slot) + piece])
+                    )
+                    points.append(Plan("truncated", cost + hint, value * kept / n, kept_chars=kept))
+        if not json_ctx:
+            for fmt in BLOCKS:
+                if fmt == "text" and not (
+                    isinstance(node, Scalar) and isinstance(node.value, str) and "\n" in node.value
+                ):
+                    continue
+                if fmt in ("csv", "markdown_table") and records_keys(node) is None:
+                    continue
+                if isinstance(node, Scalar) and fmt != "text":
+                    continue
+                if not block_ok(node, fmt):
+                    continue
+                body = render_block(node, fmt)
+                lines = (
+                    body.split("\n")
+                    if slot[0] == "root"
+                    else [pad + _header(slot, fmt), *indent_lines(body, depth + 1)]
+                )
+                points.append(Plan(fmt, self.costs.lines(lines), value))
+        if isinstance(node, Object) and node.items:
+            points += self._composite_object(node, slot, depth, path, "jsonobj")
+            if not json_ctx and all(key_ok(k) for k, _ in node.items):
+                points += self._composite_object(node, slot, depth, path, "kv")
+        if isinstance(node, Array) and node.items:
+            points += self._composite_array(node, slot, depth, path, "jsonarr")
+            if not json_ctx:
+                points += self._composite_array(node, slot, depth, path, "list")
+        if slot[0] == "root":  # the format hint is part of the cost
+            points = [replace(p, cost=p.cost + self.costs.lines(_format_hint(p))) for p in points]
+        if self.lossless_only:
+            best = min(points, key=lambda p: p.cost)
+            return [best]
+        return _pareto(points, self.budget)
+
+    def _composite_object(
+        self, node: Object, slot: Slot, depth: int, path: Path, opt: str
+    ) -> list[Plan]:
+        inner = depth if slot[0] == "root" else depth + 1
+        if opt == "kv":
+            base = (
+                0 if slot[0] == "root" else self.costs.lines([INDENT * depth + _header(slot, "kv")])
+            )
+        else:  # {...}: braces and commas (keys carried by the children), on the slot's line
+            base = 1 + self._line_head(slot, depth)
+        # accumulator: frontiers for "no key dropped" and "some key dropped"
+        acc: dict[bool, Frontier] = {False: [Plan(opt, base, 0.0)], True: []}
+        for k, child in node.items:
+            cpath = (*path, k)
+            if opt == "kv":
+                cf = self.frontier(child, ("key", k), inner, cpath)
+            else:
+                cf = [
+                    replace(p, cost=p.cost + self.costs.text(compact_json(k) + ":") + 1)
+                    for p in self._json_child(child, cpath)
+                ]
+            new: dict[bool, list[Plan]] = {False: [], True: []}
+            for flag, front in acc.items():
+                for a in front:
+                    for c in cf:
+                        new[flag].append(
+                            Plan(
+                                opt,
+                                a.cost + c.cost,
+                                a.value + c.value,
+                                (*a.children, (k, c)),
+                                a.dropped,
+                            )
+                        )
+                    if not self.lossless_only:
+                        drop_cost = self.costs.lines([compact_json(k) + ","]) - 1
+                        new[True].append(
+                            Plan(
+                                opt,
+                                a.cost + max(drop_cost, 1),
+                                a.value,
+                                a.children,
+                                (*a.dropped, k),
+                            )
+                        )
+            acc = {
+                f: _pareto(v, self.budget) if not self.lossless_only else _cheapest(v)
+                for f, v in new.items()
+            }
+        out = list(acc[False])
+        if acc[True]:
+            hint_base = self.costs.lines([H.overflow_keys(path, [])])
+            out += [replace(p, cost=p.cost + hint_base) for p in acc[True]]
+        return [p for p in out if p.children or p.dropped]  # an object keeps or names every key
+
+    def _line_head(self, slot: Slot, depth: int) -> int:
+        """Tokens of a JSON composite's line around it: the key or dash, and the newline."""
+        if slot[0] in ("key", "item"):
+            return self.costs.text(INDENT * depth + _prefix(slot)) + 1
+        return 0
+
+    def _json_child(self, node: Node, path: Path) -> Frontier:
+        return self.frontier(node, ("json", None), 0, path)
+
+    def _composite_array(
+        self, node: Array, slot: Slot, depth: int, path: Path, opt: str
+    ) -> list[Plan]:
+        """A prefix of the items, each item whole in its cheapest lossless option.
+
+        Why whole items: an overflow hint can say "the items from k on" exactly, while
+        holes inside items would each need a hint; it also keeps the frontier small.
+        """
+        inner = depth if slot[0] == "root" else depth + 1
+        if opt == "list":
+            base = (
+                0
+                if slot[0] == "root"
+                else self.costs.lines([INDENT * depth + _header(slot, "list")])
+            )
+        else:
+            base = 1 + self._line_head(slot, depth)
+        n = len(node.items)
+        whole = _Solver(self.scheme, self.costs, float("inf"), True, self.json_only)
+        out: list[Plan] = []
+        acc = Plan(opt, base, 0.0)
+        for i, item in enumerate(node.items):
+            if not self.lossless_only:
+                # keep items 0..i-1; an overflow hint names the rest
+                out.append(
+                    replace(
+                        acc,
+                        cost=acc.cost + self.costs.lines([H.overflow_items(path, i, n)]),
+                        missing=n - i,
+                    )
+                )
+            if opt == "list":
+                c = whole.frontier(item, ("item", None), inner, (*path, i))[0]
+            else:
+                c = whole._json_child(item, (*path, i))[0]
+                c = replace(c, cost=c.cost + 1)
+            acc = Plan(opt, acc.cost + c.cost, acc.value + c.value, (*acc.children, (i, c)))
+            if acc.cost > self.budget:
+                break
+        else:
+            out.append(acc)
+        return out
+
+
+def _cheapest(points: list[Plan]) -> Frontier:
+    return [min(points, key=lambda p: p.cost)] if points else []
+
+
+# --- the public API ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """One encoding of a payload and what it cost and kept."""
+
+    text: str
+    encoder: str
+    method: str
+    tokens: int
+    tokenizer: str
+    budget: int | None
+    value_kept: float
+    value_total: float
+    lossless: bool
+    choices: tuple[tuple[str, str], ...]  # (JSON path, option), parents first
+
+    @property
+    def value_share(self) -> float:
+        return self.value_kept / self.value_total if self.value_total else 1.0
+
+
+def _choices(node: Node, plan: Plan, path: Path = ()) -> list[tuple[str, str]]:
+    out = [(H.path_text(path), plan.option)]
+    for key, child in plan.children:
+        sub = node.items[key] if isinstance(node, Array) else dict(node.items)[key]  # type: ignore[union-attr,index]
+        out += _choices(sub, child, (*path, key))
+    for k in plan.dropped:
+        out.append((H.path_text((*path, k)), "elided"))
+    if isinstance(node, Array) and plan.option in ("list", "jsonarr"):
+        for i in range(len(plan.children), len(node.items)):
+            out.append((H.path_text((*path, i)), "elided"))
+    return out
+
+
+def solve(
+    node: Node,
+    *,
+    budget: int | None = None,
+    method: str = "exact",
+    tokenizer: str = "o200k_base",
+    scheme: ValueScheme | None = None,
+) -> Encoding:
+    """The chosen encoding of a JSON tree: cheapest lossless without a budget, else the
+    most value within ``budget`` tokens by ``method`` (exact | greedy | binary)."""
+    if not is_json(node):
+        raise TreeError("the solver takes a JSON tree; Markdown goes through encode_markdown()")
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}: use one of {', '.join(METHODS)}")
+    scheme = scheme or ValueScheme()
+    costs = _Costs(tokenizer)
+    vtotal = total_value(node, scheme)
+    json_only = method == "binary"
+    if budget is None:
+        plan = _Solver(scheme, costs, float("inf"), True, json_only).frontier(
+            node, ("root", None), 0, ()
+        )[0]
+        return _encoding(
+            node, plan, costs, "mckp" if not json_only else "json_compact", method, None, vtotal
+        )
+    if budget <= 0:
+        raise BudgetError(f"budget {budget}: give a positive number of tokens")
+    target = budget
+    for _ in range(8):
+        if method == "greedy":
+            plan = _greedy(node, scheme, costs, target)
+        else:
+            front = _Solver(scheme, costs, float(target), False, json_only).frontier(
+                node, ("root", None), 0, ()
+            )
+            if not front:
+                raise BudgetError(_too_small(node, budget, tokenizer, scheme))
+            plan = front[-1]
+        enc = _encoding(
+            node, plan, costs, "mckp" if not json_only else "binary", method, budget, vtotal
+        )
+        if enc.tokens <= budget:
+            return enc
+        target -= enc.tokens - budget  # tokenisation across lines: lower and solve again
+        if target <= 0:
+            break
+    raise BudgetError(_too_small(node, budget, tokenizer, scheme))
+
+
+def _too_small(node: Node, budget: int, tokenizer: str, scheme: ValueScheme) -> str:
+    return (
+        f"budget {budget} tokens ({tokenizer}) is below the smallest encoding that keeps the"
+        " payload's root and its overflow hints; raise --budget"
+    )
+
+
+def _encoding(
+    node: Node,
+    plan: Plan,
+    costs: _Costs,
+    encoder: str,
+    method: str,
+    budget: int | None,
+    vtotal: float,
+) -> Encoding:
+    text = render(node, plan)
+    return Encoding(
+        text=text,
+        encoder=encoder,
+        method=method,
+        tokens=costs.text(text),
+        tokenizer=costs.tokenizer,
+        budget=budget,
+        value_kept=plan.value,
+        value_total=vtotal,
+        lossless=plan.lossless,
+        choices=tuple(_choices(node, plan)),
+    )
+
+
+def _greedy(node: Node, scheme: ValueScheme, costs: _Costs, budget: float) -> Plan:
+    """Drop the unit with the least value per token saved until the plan fits."""
+    whole = _Solver(scheme, costs, float("inf"), True)
+    plan = whole.frontier(node, ("root", None), 0, ())[0]
+    if plan.cost > budget:
+        # units to drop exist inside a composite root: start from the cheapest one
+        root = [
+            replace(p, cost=p.cost + costs.lines(_format_hint(p)))
+            for p in (
+                whole._composite_object(node, ("root", None), 0, (), "kv")
+                if isinstance(node, Object) and node.items and all(key_ok(k) for k, _ in node.items)
+                else whole._composite_array(node, ("root", None), 0, (), "list")
+                if isinstance(node, Array) and node.items
+                else []
+            )
+        ]
+        if root:
+            plan = min(root, key=lambda p: p.cost)
+    while plan.cost > budget:
+        best: tuple[float, Path] | None = None
+        for path, saved, value in _units(node, plan, ()):
+            if saved <= 0:
+                continue
+            ratio = value / saved
+            if best is None or ratio < best[0]:
+                best = (ratio, path)
+        if best is None:
+            break
+        plan = _drop(node, plan, best[1], costs, ())
+    return plan
+
+
+def _units(node: Node, plan: Plan, path: Path):
+    """(path, tokens saved, value lost) of every droppable unit of ``plan``."""
+    if plan.option == "kv" and isinstance(node, Object):
+        d = dict(node.items)
+        for k, child in plan.children:
+            yield (*path, k), child.cost, child.value
+            yield from _units(d[k], child, (*path, k))
+    elif plan.option == "list" and isinstance(node, Array) and plan.children:
+        i, last = plan.children[-1]
+        yield (*path, i), last.cost, last.value  # items are kept whole (see _composite_array)
+
+
+def _drop(node: Node, plan: Plan, target: Path, costs: _Costs, path: Path) -> Plan:
+    key = target[len(path)]
+    kids = list(plan.children)
+    idx = next(i for i, (k, _) in enumerate(kids) if k == key)
+    if len(target) == len(path) + 1:
+        lost = kids.pop(idx)[1]
+        dropped = plan.dropped
+        missing = plan.missing
+        extra = 0
+        if isinstance(node, Object):
+            extra = costs.lines([H.overflow_keys(path, [*dropped, key])]) - (
+                costs.lines([H.overflow_keys(path, list(dropped))]) if dropped else 0
+            )
+            dropped = (*dropped, key)  # type: ignore[assignment]
+        else:
+            n = len(node.items)  # type: ignore[union-attr]
+            had = len(plan.children) < n
+            missing += 1
+            extra = costs.lines([H.overflow_items(path, len(kids), n)]) - (
+                costs.lines([H.overflow_items(path, len(kids) + 1, n)]) if had else 0
+            )
+        return replace(plan, cost=plan.cost - lost.cost + extra, value=plan.value - lost.value,
+                       children=tuple(kids), dropped=dropped, missing=missing)  # fmt: skip
+    sub = node.items[key] if isinstance(node, Array) else dict(node.items)[key]  # type: ignore[union-attr,index]
+    old = kids[idx][1]
+    new = _drop(sub, old, target, costs, (*path, key))
+    kids[idx] = (key, new)
+    cost = plan.cost - old.cost + new.cost
+    return replace(plan, cost=cost, value=plan.value - old.value + new.value, children=tuple(kids))
+
+
+# --- single formats and decoding -----------------------------------------------------
+
+SINGLE = ("json_pretty", "json_compact", "toon", "csv", "markdown_table", "kv")
+
+
+def encode(
+    node: Node,
+    encoder: str = "mckp",
+    *,
+    budget: int | None = None,
+    tokenizer: str = "o200k_base",
+    method: str = "exact",
+    scheme: ValueScheme | None = None,
+) -> Encoding:
+    """A payload in one encoder: ``mckp`` (the knapsack) or one of the single formats.
+
+    Single formats are all-or-nothing: a format that cannot carry the payload
+    losslessly raises ValueError naming the ones that can (no silent fallback).
+    """
+    from tersetalk.formats.encoders import eligible_encoders, get_encoder
+
+    if encoder == "mckp":
+        return solve(node, budget=budget, method=method, tokenizer=tokenizer, scheme=scheme)
+    if budget is not None:
+        raise ValueError(f"--budget applies to the mckp encoder only, not {encoder!r}")
+    enc = get_encoder(encoder)
+    if not enc.eligible(node):
+        raise ValueError(
+            f"{encoder} cannot carry this payload losslessly;"
+            f" eligible: {', '.join(eligible_encoders(node))}"
+        )
+    body = enc.encode(node)
+    text = body if encoder == "json_compact" else H.encoded(encoder) + "\n" + body
+    vtotal = total_value(node, scheme or ValueScheme())
+    return Encoding(text, encoder, "single", count_tokens(text, tokenizer), tokenizer, None,
+                    vtotal, vtotal, True, (("$", encoder),))  # fmt: skip
+
+
+class LossyEncodingError(ValueError):
+    """The text leaves something out (overflow hints); it cannot give back the payload."""
+
+
+def decode(text: str) -> Any:
+    """The exact JSON value of a lossless encoding (any encoder, mckp included)."""
+    from tersetalk.formats.container import parse_container
+    from tersetalk.formats.encoders import FormatDecodeError, get_encoder
+
+    found, body = H.split_hints(text)
+    lost = [h for h in found if h.family == "overflow"]
+    if lost:
+        raise LossyEncodingError(
+            f"the encoding leaves out {len(lost)} part(s)"
+            f" ({'; '.join(h.body for h in lost[:3])});"
+            " only a lossless encoding decodes to the payload"
+        )
+    refs = [h for h in found if h.family == "ref"]
+    if refs:
+        raise LossyEncodingError(
+            f"the payload is a reference ({refs[0].body}); decode the earlier copy"
+        )
+    named = [h.body.split(" | ") for h in found if h.family == "encoded"]
+    fmt = named[0][0] if named else "json_compact"
+    joined = "\n".join(body)
+    if fmt == "mckp":
+        if len(named[0]) > 1:
+            return parse_container(body, named[0][1])
+        if not body:
+            raise FormatDecodeError("mckp: empty body")
+        return parse_container(body, "list" if body[0].startswith("- ") else "kv")
+    if fmt in ("json_compact", "json_pretty"):
+        try:
+            return json.loads(joined)
+        except json.JSONDecodeError as exc:
+            raise FormatDecodeError(
+                f"not JSON and no format hint names another format: {exc}"
+            ) from exc
+    if fmt in ("csv", "markdown_table", "kv"):
+        return get_encoder(fmt).decode(joined + ("\n" if fmt != "kv" else ""))
+    return get_encoder(fmt).decode(joined)
+
+
+Encode = Callable[[Node], Encoding]

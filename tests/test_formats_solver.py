@@ -1,0 +1,361 @@
+"""The knapsack solver, the mckp container and the hints (issue 15, items 3-4).
+
+Properties run at least 200 examples each (the ``ci`` Hypothesis profile keeps that).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tersetalk.formats import hints as H
+from tersetalk.formats.container import INDENT
+from tersetalk.formats.solver import (
+    BudgetError,
+    LossyEncodingError,
+    Plan,
+    ValueScheme,
+    _Costs,
+    _header,
+    _Solver,
+    decode,
+    encode,
+    solve,
+    total_value,
+)
+from tersetalk.formats.tree import Array, Object, Scalar, from_python, same_value
+
+PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# awkward strings: ones that look like numbers, booleans, null, JSON, hints, headers
+_tricky = st.sampled_from(
+    [
+        "",
+        " ",
+        "12",
+        "1.0",
+        "-0",
+        "true",
+        "null",
+        "None",
+        "{x}",
+        "[1]",
+        '"q"',
+        "a: b",
+        "- x",
+        "- (csv):",
+        "k (kv):",
+        "> [ref: x]",
+        "a\nb",
+        "tab\tx",
+        "é ü",
+        "a,b",
+        "a|b",
+        "x\\|y",
+        " pad ",
+    ]
+)
+_text = st.one_of(_tricky, st.text(max_size=12))
+_key = st.one_of(_tricky, st.text(min_size=0, max_size=8))
+_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    _text,
+)
+json_values = st.recursive(
+    _scalar,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(_key, inner, max_size=5),
+        # arrays of records with the same keys: the shape tables carry
+        st.lists(
+            st.fixed_dictionaries({"id": st.integers(0, 99), "name": _text, "v": inner}),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+def _keys(value, path=()):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield (*path, k)
+            yield from _keys(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _keys(v, (*path, i))
+
+
+@PROPS
+@given(json_values)
+def test_lossless_mckp_round_trips(value):
+    enc = encode(from_python(value))
+    assert enc.lossless and enc.value_kept == enc.value_total
+    assert same_value(decode(enc.text), value), enc.text
+
+
+@PROPS
+@given(json_values)
+def test_lossless_mckp_is_never_dearer_than_compact_json(value):
+    node = from_python(value)
+    assert encode(node).tokens <= encode(node, "json_compact").tokens
+
+
+@PROPS
+@given(json_values, st.integers(1, 400), st.sampled_from(["exact", "greedy", "binary"]))
+def test_never_exceeds_budget_and_names_what_it_leaves_out(value, budget, method):
+    node = from_python(value)
+    try:
+        enc = solve(node, budget=budget, method=method)
+    except BudgetError:
+        return
+    assert enc.tokens <= budget
+    hints = [h for h in enc.text.split("\n") if h.startswith("> [+")]
+    # every key of the input is in the text, or an overflow hint names it / its array / its parent
+    for path in _keys(value):
+        key = path[-1]
+        if json.dumps(key, ensure_ascii=False) in enc.text or (
+            isinstance(key, str) and key in enc.text
+        ):
+            continue
+        named = any(H.path_text(path[:i]) in h for i in range(len(path)) for h in hints)
+        assert named, (path, enc.text)
+    if enc.lossless:
+        assert same_value(decode(enc.text), value)
+    else:
+        with pytest.raises(LossyEncodingError):
+            decode(enc.text)
+
+
+# --- exact vs brute force vs greedy ------------------------------------------------------
+
+
+def _brute(solver: _Solver, node, slot, depth, path) -> list[tuple[float, float]]:
+    """Every (cost, value) the option model allows, enumerated without pruning."""
+    lossless = _Solver(solver.scheme, solver.costs, float("inf"), True)
+    out = _non_composite(solver, node, slot, depth, path)
+    inner = depth if slot[0] == "root" else depth + 1
+    # a composite root carries the format hint; a nested one its header line
+    hint_line = H.encoded("mckp") if slot[0] == "root" else None
+    if isinstance(node, Object) and node.items:
+        base = solver.costs.lines([hint_line or INDENT * depth + _header(slot, "kv")])
+        per_key = []
+        for k, child in node.items:
+            opts = [(c, v, False) for c, v in _brute(solver, child, ("key", k), inner, (*path, k))]
+            opts.append(
+                (
+                    max(solver.costs.lines([json.dumps(k, ensure_ascii=False) + ","]) - 1, 1),
+                    0.0,
+                    True,
+                )
+            )
+            per_key.append(opts)
+        hint = solver.costs.lines([H.overflow_keys(path, [])])
+        for combo in itertools.product(*per_key):
+            cost = base + sum(c for c, _, _ in combo) + (hint if any(d for *_, d in combo) else 0)
+            out.append((cost, sum(v for _, v, _ in combo)))
+    if isinstance(node, Array) and node.items:
+        base = solver.costs.lines([hint_line or INDENT * depth + _header(slot, "list")])
+        n = len(node.items)
+        items = [
+            lossless.frontier(it, ("item", None), inner, (*path, i))[0]
+            for i, it in enumerate(node.items)
+        ]
+        for k in range(n + 1):
+            cost = base + sum(p.cost for p in items[:k])
+            if k < n:
+                cost += solver.costs.lines([H.overflow_items(path, k, n)])
+            out.append((cost, sum(p.value for p in items[:k])))
+    return out
+
+
+def _non_composite(solver, node, slot, depth, path):
+    """The leaf-level options (inline, blocks, truncations) of one node, unpruned."""
+    from tersetalk.formats import solver as S
+
+    return [
+        (p.cost, p.value)
+        for p in _all_points(S, solver, node, slot, depth, path)
+        if p.option not in ("kv", "list")
+    ]
+
+
+def _all_points(S, solver, node, slot, depth, path):
+    """frontier() without its Pareto step (monkeypatched for the call)."""
+    original = S._pareto
+    S._pareto = lambda pts, budget: sorted(pts, key=lambda p: p.cost)
+    try:
+        return _Solver(solver.scheme, solver.costs, float("inf"), False).frontier(
+            node, slot, depth, path
+        )
+    finally:
+        S._pareto = original
+
+
+small_values = st.recursive(
+    st.one_of(
+        st.integers(0, 99), st.sampled_from(["x", "open", "a longer string value " * 4, None, True])
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3),
+        st.dictionaries(st.sampled_from(["a", "b", "c", "name"]), inner, min_size=1, max_size=3),
+    ),
+    max_leaves=5,
+)
+
+
+@PROPS
+@given(small_values, st.integers(1, 120), st.sampled_from(["uniform", "depth"]))
+def test_exact_equals_brute_force_and_beats_greedy(value, budget, scheme_name):
+    node = from_python(value)
+    scheme = ValueScheme(scheme_name)
+    costs = _Costs("o200k_base")
+    solver = _Solver(scheme, costs, float(budget), False)
+    front = solver.frontier(node, ("root", None), 0, ())
+    feasible = [v for c, v in _brute(solver, node, ("root", None), 0, ()) if c <= budget]
+    if not front:
+        assert not feasible
+        return
+    assert front[-1].value == pytest.approx(max(feasible))
+    try:
+        greedy = solve(node, budget=budget, method="greedy", scheme=scheme)
+        exact = solve(node, budget=budget, method="exact", scheme=scheme)
+    except BudgetError:
+        return
+    assert exact.value_kept >= greedy.value_kept - 1e-9
+
+
+# --- the postmortem cases (seed 002): a monolithic table encoder loses these ---------------
+
+WRAPPED = {
+    "company": "Acme",
+    "year": 2026,
+    "employees": [
+        {"name": "Ann", "role": "dev", "manager": {"name": "Bo"}},
+        {"name": "Cy", "role": "ops", "manager": {"name": "Di"}},
+        {"name": "Ed", "role": "dev", "manager": None},
+    ],
+}
+ORDERS = {
+    "orders": [
+        {"id": 1, "total": 9.5, "customer": {"email": "a@b.c"}, "items": [{"sku": "X1", "qty": 2}]},
+        {"id": 2, "total": 3.0, "customer": {"email": "d@e.f"}, "items": []},
+    ]
+}
+
+
+@pytest.mark.parametrize("value", [WRAPPED, ORDERS], ids=["wrapper-fields", "nested-in-items"])
+def test_postmortem_payloads_keep_every_field(value):
+    enc = encode(from_python(value))
+    assert same_value(decode(enc.text), value)
+    for needle in ("Acme", "2026", "Bo", "a@b.c", "X1"):
+        if needle in json.dumps(value):
+            assert needle in enc.text, (needle, enc.text)
+
+
+def test_wrapper_fields_sit_beside_the_table():
+    enc = encode(from_python(STAFF))
+    lines = enc.text.split("\n")
+    assert "company: Acme" in lines and "year: 2026" in lines
+    assert any(re.fullmatch(r"employees \((csv|markdown_table|list|toon)\):", x) for x in lines), (
+        enc.text
+    )
+
+
+def test_no_budget_cheapest_and_value_schemes():
+    node = from_python(WRAPPED)
+    assert total_value(node, ValueScheme()) == 11
+    assert total_value(node, ValueScheme("priority", priority=("company",))) == 20
+    with pytest.raises(ValueError, match="value scheme"):
+        ValueScheme("random")
+
+
+STAFF = {
+    "company": "Acme",
+    "year": 2026,
+    "employees": [
+        {"name": f"n{i}", "role": "dev", "grade": i % 4, "remote": i % 2 == 0} for i in range(20)
+    ],
+}
+
+
+def test_budget_keeps_priority_fields():
+    node = from_python(STAFF)
+    full = encode(node).tokens
+    enc = solve(
+        node, budget=full // 2, scheme=ValueScheme("priority", priority=("company", "year"))
+    )
+    assert "Acme" in enc.text and "2026" in enc.text and not enc.lossless
+    assert enc.tokens <= full // 2
+
+
+def test_greedy_gap_is_reported_by_value():
+    node = from_python({"a": "x" * 300, "b": list(range(40)), "c": {"d": 1, "e": "y" * 50}})
+    exact = solve(node, budget=60)
+    greedy = solve(node, budget=60, method="greedy")
+    binary = solve(node, budget=60, method="binary")
+    assert exact.value_kept >= greedy.value_kept and exact.value_kept >= binary.value_kept
+    assert binary.text.split("\n")[0].startswith("{")  # JSON only
+    json.loads(binary.text.split("\n")[0])
+
+
+def test_budget_too_small_says_what_to_do():
+    with pytest.raises(BudgetError, match="raise --budget"):
+        solve(from_python({"k": list(range(50))}), budget=1)
+
+
+def test_single_encoders_refuse_what_they_cannot_carry():
+    with pytest.raises(ValueError, match="eligible: "):
+        encode(from_python(WRAPPED), "csv")
+    enc = encode(from_python([{"a": 1, "b": "x"}]), "csv")
+    assert enc.text.startswith("> [encoded: csv]")
+    assert decode(enc.text) == [{"a": 1, "b": "x"}]
+
+
+def test_hints_have_the_seed_forms():
+    assert re.fullmatch(r"> \[ref: [0-9a-f]{8}, byte-identical\]", H.reference("abc"))
+    assert (
+        H.overflow_items(("items",), 5, 23)
+        == "> [+18 more items of $.items. call get($.items[5:])]"
+    )
+    assert H.encoded("csv", "rows=18") == "> [encoded: csv | rows=18]"
+    assert (
+        H.metadata("status=open", 247, 20) == '> [query: "status=open" | total=247 | returned=20]'
+    )
+    assert H.path_text(("a b", 0, "c")) == '$["a b"][0].c'
+    assert H.parse_hint('> [+3 more keys of $: "a". call get($)]').family == "overflow"
+    assert H.parse_hint("- x") is None
+
+
+def test_decode_refuses_a_reference_and_bad_text():
+    with pytest.raises(LossyEncodingError, match="reference"):
+        decode(H.reference("x") + "\n")
+    from tersetalk.formats.encoders import FormatDecodeError
+
+    with pytest.raises(FormatDecodeError):
+        decode("> [encoded: mckp]\nkey without separator")
+    with pytest.raises(FormatDecodeError, match="not JSON"):
+        decode("{oops")
+
+
+def test_plan_lossless_flag():
+    leaf = Plan("inline", 1, 1)
+    assert Plan("kv", 2, 1, (("a", leaf),)).lossless
+    assert not Plan("kv", 2, 1, (("a", leaf),), dropped=("b",)).lossless
+    assert not Plan("list", 2, 0, (("a", Plan("truncated", 1, 0.5)),)).lossless
+
+
+def test_scalar_root_and_empty_containers():
+    for v in (None, 0, "", "x", [], {}, [[]], {"": {}}):
+        enc = encode(from_python(v))
+        assert same_value(decode(enc.text), v), (v, enc.text)
+    assert isinstance(from_python([1]), Array) and isinstance(from_python(1), Scalar)
