@@ -359,3 +359,43 @@ def test_scalar_root_and_empty_containers():
         enc = encode(from_python(v))
         assert same_value(decode(enc.text), v), (v, enc.text)
     assert isinstance(from_python([1]), Array) and isinstance(from_python(1), Scalar)
+
+
+# --- Markdown payloads: tables re-encoded, the rest untouched --------------------------------
+
+DOC = """# Tools
+
+Some prose that stays as it is.
+
+| name      | stars | archived |
+|-----------|------:|----------|
+| alpha     |    12 | false    |
+| beta      |     7 | true     |
+| gamma     |   140 | false    |
+| delta     |     3 | false    |
+| epsilon   |    99 | true     |
+
+Closing words, with a | pipe.
+"""
+
+
+def test_markdown_tables_are_replaced_and_read_back():
+    from tersetalk.formats.markdown import decode_tables, encode_markdown, table_spans
+
+    spans = table_spans(DOC)
+    assert [(s.start, s.end) for s in spans] == [(4, 11)]
+    m = encode_markdown(DOC)
+    assert m.tables == 1 and m.replaced == 1 and m.tokens < m.source_tokens
+    assert m.text.startswith("# Tools\n\nSome prose that stays as it is.\n")
+    assert m.text.endswith("\nClosing words, with a | pipe.\n")
+    before, after = decode_tables(DOC), decode_tables(m.text)
+    assert len(after) == 1 and same_value(after[0], before[0])
+    assert before[0][0] == {"name": "alpha", "stars": "12", "archived": "false"}  # cells are text
+
+
+def test_markdown_table_kept_when_its_encoding_is_not_cheaper():
+    from tersetalk.formats.markdown import encode_markdown
+
+    tiny = "|a|\n|-|\n|1|\n"
+    m = encode_markdown(tiny)
+    assert m.replaced == 0 and m.text == tiny
