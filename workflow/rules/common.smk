@@ -75,14 +75,34 @@ MAIN_FIGURES = ["quality_vs_tokens", "token_breakdown", "accuracy_by_length"]
 
 
 def all_outputs():
-    """What `snakemake` with no target builds: every figure, table, statistic, calibration."""
+    """What `snakemake` with no target builds: every figure, table, statistic, calibration,
+    and the format study."""
     return [
         "results/summary.parquet",
         *stats_targets(),
         *table_targets(),
         *figure_targets(),
         *calibration_targets(),
+        *formats_targets(),  # formats.smk: the format study over data/toolresponses
     ]
+
+
+FORMATS_FIGURES = ["formats_savings", "formats_knapsack", "formats_comprehension"]
+FORMATS_TABLES = ["savings_by_shape", "knapsack_summary", "dedup_summary", "comprehension_summary"]
+
+
+def formats_targets():
+    """The format study's figures (PNG and PDF) and CSV tables (formats.smk)."""
+    figs = [f"figures/{f}.{ext}" for f in FORMATS_FIGURES for ext in ("png", "pdf")]
+    return figs + [f"results/formats/{t}.csv" for t in FORMATS_TABLES]
+
+
+def formats_comprehension_options():
+    """The comprehension experiment's options; n_payloads null means n_eval."""
+    opts = dict(config["formats"]["comprehension"])
+    if opts.get("n_payloads") is None:
+        opts["n_payloads"] = config["n_eval"]
+    return opts
 
 
 def ablation_target(name):

@@ -1,0 +1,359 @@
+"""The format study's experiments over the tool-response corpus (issue 15, item 8).
+
+Each experiment is a pure function of the corpus and its settings, writes one Parquet
+file, and is one rule of ``workflow/rules/formats.smk``:
+
+- ``savings``: tokens of every payload in every encoder under each tokenizer, with the
+  lossless knapsack (``mckp``) and the best single format chosen with hindsight.
+- ``knapsack``: exact vs greedy vs binary at budgets that are fractions of the
+  payload's compact-JSON tokens: value kept, tokens, time.
+- ``dedup``: a seeded replay of repeated tool calls through the L0 cache: hit rate
+  and the dedup / encoder / combined savings against each baseline.
+
+Run one with ``python -m tersetalk.formats.experiments <name> --out FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pandas as pd
+from tqdm import tqdm
+
+from tersetalk.formats.corpus import load_corpus, markdown_tables
+from tersetalk.formats.solver import SINGLE, BudgetError, encode, solve
+from tersetalk.formats.tree import Node, from_python, table_to_json
+from tersetalk.io import write_parquet_atomic
+from tersetalk.tokens import count_tokens
+
+TOKENIZERS = ("o200k_base", "cl100k_base")
+BASELINES = ("json_compact", "json_pretty", "toon")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One payload the experiments encode: a JSON body or one Markdown table."""
+
+    item_id: str
+    kind: str  # json | markdown_table
+    shape: str
+    node: Node
+
+
+def items(data_dir: str) -> Iterator[Item]:
+    """Every JSON body, and every Markdown table as the array of its rows."""
+    for p in load_corpus(data_dir):
+        if p.kind == "json":
+            yield Item(p.id, "json", p.shape, from_python(p.value))
+        else:
+            for i, table in enumerate(markdown_tables(p)):
+                try:
+                    node = table_to_json(table)
+                except ValueError:  # a header that repeats a column: not a record table
+                    continue
+                if node.items:
+                    yield Item(f"{p.id}#t{i}", "markdown_table", "markdown_table", node)
+
+
+def savings(payloads: list[Item], tokenizers=TOKENIZERS) -> pd.DataFrame:
+    """Tokens per (payload, encoder, tokenizer); NaN where a format cannot carry it."""
+    rows = []
+    for it in tqdm(payloads, desc="savings", unit="payload", file=sys.stderr):
+        for tok in tokenizers:
+            counts: dict[str, float] = {}
+            for enc in (*SINGLE, "mckp"):
+                try:
+                    e = encode(it.node, enc, tokenizer=tok)
+                    counts[enc] = e.tokens
+                except ValueError:
+                    counts[enc] = float("nan")
+            singles = {k: v for k, v in counts.items() if k != "mckp" and v == v}
+            best = min(singles, key=lambda k: singles[k])
+            for enc, n in (*counts.items(), ("best_single", singles[best])):
+                rows.append(
+                    {
+                        "item_id": it.item_id,
+                        "kind": it.kind,
+                        "shape": it.shape,
+                        "tokenizer": tok,
+                        "encoder": enc,
+                        "tokens": n,
+                        "eligible": n == n,
+                        "best_single_format": best if enc == "best_single" else None,
+                        "json_compact_tokens": counts["json_compact"],
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def savings_by_shape(df: pd.DataFrame, tokenizer: str = "o200k_base") -> pd.DataFrame:
+    """Total tokens per shape and encoder, and the saving against compact JSON (%)."""
+    d = df[(df["tokenizer"] == tokenizer) & df["eligible"]]
+    out = d.groupby(["shape", "encoder"], as_index=False).agg(
+        n=("tokens", "size"), tokens=("tokens", "sum"), json_compact=("json_compact_tokens", "sum")
+    )
+    total = d.groupby("encoder", as_index=False).agg(
+        n=("tokens", "size"), tokens=("tokens", "sum"), json_compact=("json_compact_tokens", "sum")
+    )
+    total.insert(0, "shape", "all")
+    out = pd.concat([out, total], ignore_index=True)
+    out["savings_vs_json_compact_pct"] = 100 * (1 - out["tokens"] / out["json_compact"])
+    out["tokenizer"] = tokenizer
+    return out
+
+
+def knapsack(
+    payloads: list[Item],
+    fractions=(0.25, 0.5, 0.75, 1.0),
+    methods=("exact", "greedy", "binary"),
+    tokenizer: str = "o200k_base",
+    kinds=("json",),
+) -> pd.DataFrame:
+    """Value kept and tokens per (payload, budget, method); the greedy's gap per budget."""
+    rows = []
+    chosen = [i for i in payloads if i.kind in kinds]
+    for it in tqdm(chosen, desc="knapsack", unit="payload", file=sys.stderr):
+        compact = encode(it.node, "json_compact", tokenizer=tokenizer).tokens
+        for frac in fractions:
+            budget = max(1, int(compact * frac))
+            for method in methods:
+                t0 = time.perf_counter()
+                try:
+                    e = solve(it.node, budget=budget, method=method, tokenizer=tokenizer)
+                    rec = {
+                        "tokens": e.tokens,
+                        "value_share": e.value_share,
+                        "lossless": e.lossless,
+                        "error": None,
+                    }
+                except BudgetError as exc:
+                    rec = {"tokens": None, "value_share": 0.0, "lossless": False, "error": str(exc)}
+                rows.append(
+                    {
+                        "item_id": it.item_id,
+                        "shape": it.shape,
+                        "tokenizer": tokenizer,
+                        "budget_fraction": frac,
+                        "budget": budget,
+                        "json_compact_tokens": compact,
+                        "method": method,
+                        **rec,
+                        "t_solve_s": time.perf_counter() - t0,  # timing: not deterministic
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def dedup_replay(
+    payloads: list[Item],
+    sessions: int = 20,
+    calls: int = 30,
+    repeat_p: float = 0.3,
+    capacity: int = 64,
+    seed: int = 0,
+    tokenizer: str = "o200k_base",
+) -> pd.DataFrame:
+    """A seeded replay: each session draws tool calls, repeating an earlier one with
+    probability ``repeat_p``; a byte-identical repeat becomes a reference hint.
+
+    One row per call and encoder: the tokens sent with L0 dedup (the hint on a hit, the
+    encoding on a miss) and without it, for the savings accounting.
+    """
+    from tersetalk.formats.dedup import DedupCache
+
+    pool = [i for i in payloads if i.kind == "json"]
+    rng = random.Random(seed)
+    encoded: dict[tuple[str, str], tuple[str, int]] = {}
+    rows = []
+    for s in range(sessions):
+        caches = {enc: DedupCache(capacity) for enc in ("mckp", *BASELINES)}
+        seen: list[Item] = []
+        for c in range(calls):
+            it = rng.choice(seen) if seen and rng.random() < repeat_p else rng.choice(pool)
+            seen.append(it)
+            for enc in caches:
+                key = (it.item_id, enc)
+                if key not in encoded:
+                    e = encode(it.node, enc, tokenizer=tokenizer)
+                    encoded[key] = (e.text, e.tokens)
+                text, n = encoded[key]
+                hint = caches[enc].check(text)
+                sent = n if hint is None else count_tokens(hint, tokenizer)
+                rows.append(
+                    {
+                        "session": s,
+                        "call": c,
+                        "item_id": it.item_id,
+                        "encoder": enc,
+                        "tokenizer": tokenizer,
+                        "hit": hint is not None,
+                        "tokens_full": n,
+                        "tokens_sent": sent,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+COMPREHENSION_ENCODERS = ("json_compact", "json_pretty", "toon", "mckp")
+
+
+def comprehension(
+    data_dir: str,
+    client,
+    *,
+    n_payloads: int = 12,
+    seed: int = 0,
+    encoders=COMPREHENSION_ENCODERS,
+    max_prompt_tokens: int = 3500,
+    max_tokens: int = 32,
+    tokenizer: str = "o200k_base",
+) -> pd.DataFrame:
+    """Questions with gold answers by construction, answered from each encoding.
+
+    Payloads: a seeded sample of the JSON bodies whose largest encoding fits the
+    model's context (``max_prompt_tokens`` by the model's own tokenizer). One row per
+    (question, encoder): the payload's tokens in that encoding, the model's answer,
+    whether it matches the gold answer. A model error is a row with ``error`` set and
+    ``correct`` False; a transient server fault propagates (rerun: the call cache
+    keeps what was answered).
+    """
+    from tersetalk.formats.questions import answer_matches, prompt_for, questions_for
+    from tersetalk.models.base import GenerationConfig, ModelCallError, is_transient
+
+    gen = GenerationConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
+    bodies = [p for p in load_corpus(data_dir, kinds=("json",))]
+    rng = random.Random(seed)
+    rng.shuffle(bodies)
+    chosen = []
+    for p in bodies:
+        if len(chosen) == n_payloads:
+            break
+        node = from_python(p.value)
+        texts = {enc: encode(node, enc, tokenizer=tokenizer) for enc in encoders}
+        longest = max(texts.values(), key=lambda e: len(e.text))
+        if client.count_tokens(prompt_for(_probe(p), longest.text)) > max_prompt_tokens:
+            continue
+        questions = questions_for(p, seed=seed, per_kind=1)
+        if questions:
+            chosen.append((p, texts, questions))
+    if not chosen:
+        raise ValueError(
+            f"no payload fits {max_prompt_tokens} prompt tokens; raise formats.comprehension"
+            ".max_prompt_tokens (and the model's n_ctx)"
+        )
+    rows = []
+    work = [(p, texts, q) for p, texts, qs in chosen for q in qs]
+    for p, texts, q in tqdm(work, desc="comprehension", unit="question", file=sys.stderr):
+        for enc, e in texts.items():
+            messages = [{"role": "user", "content": prompt_for(q, e.text)}]
+            pred, err, ptoks = "", None, -1
+            try:
+                res = client.chat(messages, gen)
+                pred, ptoks = res.text, res.prompt_tokens
+            except ModelCallError as exc:
+                if is_transient(exc):
+                    raise
+                err = f"{type(exc).__name__}: {exc}"
+            rows.append(
+                {
+                    "payload_id": p.id,
+                    "shape": p.shape,
+                    "qid": q.qid,
+                    "kind": q.kind,
+                    "encoder": enc,
+                    "tokenizer": tokenizer,
+                    "payload_tokens": e.tokens,
+                    "prompt_tokens": ptoks,
+                    "gold": q.gold,
+                    "prediction": pred,
+                    "correct": err is None and answer_matches(pred, q.gold),
+                    "error": err,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _probe(payload):
+    """A stand-in question for measuring a prompt's length before questions exist."""
+    from tersetalk.formats.questions import Question
+
+    return Question(payload.id, "probe", "probe", "What is the value?", "", ())
+
+
+EXPERIMENTS = {"savings": savings, "knapsack": knapsack, "dedup": dedup_replay}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m tersetalk.formats.experiments",
+        description="Run one experiment of the format study over the tool-response corpus"
+        " and write its Parquet file (one rule of workflow/rules/formats.smk each).",
+    )
+    ap.add_argument(
+        "experiment",
+        choices=[*sorted(EXPERIMENTS), "comprehension"],
+        help="which experiment to run",
+    )
+    ap.add_argument("--data-dir", default="data/toolresponses", help="the corpus folder")
+    ap.add_argument("--out", required=True, help="the Parquet file to write")
+    ap.add_argument("--seed", type=int, default=0, help="dedup replay / question sampling seed")
+    ap.add_argument("--limit", type=int, help="only the first N payloads (quick checks)")
+    ap.add_argument(
+        "--tokenizers",
+        nargs="+",
+        default=list(TOKENIZERS),
+        help="savings: tokenizers to count under",
+    )
+    ap.add_argument(
+        "--budgets",
+        nargs="+",
+        type=float,
+        default=[0.25, 0.5, 0.75, 1.0],
+        help="knapsack: budgets as fractions of compact-JSON tokens",
+    )
+    ap.add_argument(
+        "--dedup-json", default="{}", help="dedup: JSON of sessions, calls, repeat_p, capacity"
+    )
+    ap.add_argument("--models-json", help="comprehension: the config's models section as JSON")
+    ap.add_argument(
+        "--comprehension-json",
+        default="{}",
+        help="comprehension: JSON of n_payloads, max_prompt_tokens, encoders",
+    )
+    ap.add_argument("--cache-dir", help="comprehension: the model call cache folder")
+    args = ap.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        ap.error("--limit must be a positive number of payloads")
+    meta = {"experiment": args.experiment, "data_dir": args.data_dir, "seed": args.seed}
+    if args.experiment == "comprehension":
+        if not args.models_json:
+            ap.error("comprehension needs --models-json (the config's models section)")
+        from tersetalk.models import make_client
+
+        opts = json.loads(args.comprehension_json)
+        with make_client(json.loads(args.models_json), cache_dir=args.cache_dir) as client:
+            df = comprehension(args.data_dir, client, seed=args.seed, **opts)
+            meta["model"] = client.describe()
+    else:
+        chosen = list(items(args.data_dir))[: args.limit]
+        if not chosen:
+            ap.error(f"no payloads in {args.data_dir}; see data/toolresponses/README.md")
+        if args.experiment == "savings":
+            df = savings(chosen, tokenizers=tuple(args.tokenizers))
+        elif args.experiment == "knapsack":
+            df = knapsack(chosen, fractions=tuple(args.budgets))
+        else:
+            df = dedup_replay(chosen, seed=args.seed, **json.loads(args.dedup_json))
+    write_parquet_atomic(df, args.out, metadata=meta)
+    print(f"{args.experiment}: {len(df)} rows -> {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
