@@ -22,6 +22,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.msp.cli",
     "tersetalk.bench.cli",  # bench
     "tersetalk.metrics.audit_cli",  # audit
+    "tersetalk.formats.cli",  # formats encode / decode / savings / experiment / plot
 )
 
 

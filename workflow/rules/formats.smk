@@ -7,7 +7,6 @@
 # figures/formats_*.{png,pdf} and results/formats/*.csv summarise them.
 
 FORMATS_DATA = [os.path.join(config["formats"]["data_dir"], f) for f in ("json.jsonl", "markdown.jsonl")]
-FORMATS_PY = shlex.quote(sys.executable)
 
 
 rule formats:
@@ -30,14 +29,13 @@ rule formats_experiment:
         mem_mb=2000,
         runtime=30,
     params:
-        py=FORMATS_PY,
         data=lambda w, input: os.path.dirname(input[0]),
         seed=config["seed"],
         tokenizers=" ".join(config["formats"]["tokenizers"]),
         budgets=" ".join(str(b) for b in config["formats"]["budgets"]),
         dedup=shlex.quote(json.dumps(config["formats"]["dedup"])),
     shell:
-        "{params.py} -m tersetalk.formats.experiments {wildcards.experiment} "
+        "tersetalk formats experiment {wildcards.experiment} "
         "--data-dir {params.data} --out {output} --seed {params.seed} "
         "--tokenizers {params.tokenizers} --budgets {params.budgets} "
         "--dedup-json {params.dedup} > {log} 2>&1"
@@ -56,14 +54,13 @@ rule formats_comprehension:
         mem_mb=4000,
         runtime=120,
     params:
-        py=FORMATS_PY,
         data=lambda w, input: os.path.dirname(input[0]),
         seed=config["seed"],
         models=shlex.quote(json.dumps(config["models"])),
         opts=shlex.quote(json.dumps(formats_comprehension_options())),
         cache=os.path.join(config["cache_dir"], "calls"),
     shell:
-        "{params.py} -m tersetalk.formats.experiments comprehension "
+        "tersetalk formats experiment comprehension "
         "--data-dir {params.data} --out {output} --seed {params.seed} "
         "--models-json {params.models} --comprehension-json {params.opts} "
         "--cache-dir {params.cache} > {log} 2>&1"
@@ -84,10 +81,8 @@ rule formats_figures:
     resources:
         mem_mb=2000,
         runtime=10,
-    params:
-        py=FORMATS_PY,
     shell:
-        "{params.py} -m tersetalk.plots.formats --savings {input.savings} "
+        "tersetalk formats plot --savings {input.savings} "
         "--knapsack {input.knapsack} --dedup {input.dedup} "
         "--comprehension {input.comprehension} --figures figures --tables results/formats "
         "> {log} 2>&1"

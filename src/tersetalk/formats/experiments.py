@@ -10,7 +10,7 @@ file, and is one rule of ``workflow/rules/formats.smk``:
 - ``dedup``: a seeded replay of repeated tool calls through the L0 cache: hit rate
   and the dedup / encoder / combined savings against each baseline.
 
-Run one with ``python -m tersetalk.formats.experiments <name> --out FILE``.
+Run one with ``tersetalk formats experiment <name> --out FILE``.
 """
 
 from __future__ import annotations
@@ -289,12 +289,13 @@ def _probe(payload):
 EXPERIMENTS = {"savings": savings, "knapsack": knapsack, "dedup": dedup_replay}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m tersetalk.formats.experiments",
-        description="Run one experiment of the format study over the tool-response corpus"
-        " and write its Parquet file (one rule of workflow/rules/formats.smk each).",
-    )
+DESCRIPTION = (
+    "Run one experiment of the format study over the tool-response corpus and write its"
+    " Parquet file (one rule of workflow/rules/formats.smk each)."
+)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "experiment",
         choices=[*sorted(EXPERIMENTS), "comprehension"],
@@ -327,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
         help="comprehension: JSON of n_payloads, max_prompt_tokens, encoders",
     )
     ap.add_argument("--cache-dir", help="comprehension: the model call cache folder")
-    args = ap.parse_args(argv)
+
+
+def run(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
     if args.limit is not None and args.limit < 1:
         ap.error("--limit must be a positive number of payloads")
     meta = {"experiment": args.experiment, "data_dir": args.data_dir, "seed": args.seed}
@@ -353,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     write_parquet_atomic(df, args.out, metadata=meta)
     print(f"{args.experiment}: {len(df)} rows -> {args.out}", file=sys.stderr)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="tersetalk formats experiment", description=DESCRIPTION)
+    add_arguments(ap)
+    return run(ap.parse_args(argv), ap)
 
 
 if __name__ == "__main__":

@@ -169,7 +169,9 @@ def _render(
 ) -> None:
     pad = INDENT * depth
     opt = plan.option
-    if opt == "inline":
+    if opt.startswith("single:"):  # the root in one single-format encoder, hint included
+        out.extend(_single_text(node, opt[len("single:") :]).split("\n"))
+    elif opt == "inline":
         out.append(pad + _prefix(slot) + _inline_text(node, slot))
     elif opt == "truncated":
         assert isinstance(node, Scalar) and isinstance(node.value, str)
@@ -231,11 +233,21 @@ def render(node: Node, plan: Plan) -> str:
     return "\n".join(_format_hint(plan) + out + notes)
 
 
+#: single-format encoders the root may take whole (their own hint names them)
+ROOT_SINGLES = ("csv", "markdown_table", "kv", "toon")
+
+
+def _single_text(node: Node, name: str) -> str:
+    from tersetalk.formats.encoders import get_encoder
+
+    return H.encoded(name) + "\n" + get_encoder(name).encode(node).rstrip("\n")
+
+
 def _format_hint(plan: Plan) -> list[str]:
     """The format hint: none for JSON, ``mckp`` for the container, ``mckp | <block>``
     when the root is one block (its cells follow the container's inline rules, which
     differ from the single ``csv`` encoder's, so the hint must say which)."""
-    if plan.option in ("inline", "jsonobj", "jsonarr"):
+    if plan.option in ("inline", "jsonobj", "jsonarr") or plan.option.startswith("single:"):
         return []
     if plan.option in ("kv", "list"):
         return [H.encoded("mckp")]
@@ -329,6 +341,13 @@ class _Solver:
             points += self._composite_array(node, slot, depth, path, "jsonarr")
             if not json_ctx:
                 points += self._composite_array(node, slot, depth, path, "list")
+        if slot[0] == "root" and not json_ctx:
+            from tersetalk.formats.encoders import get_encoder
+
+            for name in ROOT_SINGLES:
+                if get_encoder(name).eligible(node):
+                    text = _single_text(node, name)
+                    points.append(Plan(f"single:{name}", self.costs.lines(text.split("\n")), value))
         if slot[0] == "root":  # the format hint is part of the cost
             points = [replace(p, cost=p.cost + self.costs.lines(_format_hint(p))) for p in points]
         if self.lossless_only:

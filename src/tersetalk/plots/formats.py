@@ -187,18 +187,19 @@ def comprehension_figure(df: pd.DataFrame, out_stem: str | Path, model: str = ""
     return _save(fig, out_stem)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m tersetalk.plots.formats",
-        description="Draw the format study's figures and tables.",
-    )
+DESCRIPTION = "Draw the format study's figures and write its CSV tables."
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--savings", required=True, help="results/formats/savings.parquet")
     ap.add_argument("--knapsack", required=True, help="results/formats/knapsack.parquet")
     ap.add_argument("--dedup", required=True, help="results/formats/dedup.parquet")
     ap.add_argument("--comprehension", required=True, help="results/formats/comprehension.parquet")
     ap.add_argument("--figures", default="figures", help="folder for the figures")
     ap.add_argument("--tables", default="results/formats", help="folder for the CSV tables")
-    args = ap.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     fig, tab = Path(args.figures), Path(args.tables)
     sav = read_parquet(args.savings)
     kn = read_parquet(args.knapsack)
@@ -216,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     comprehension_figure(co, fig / "formats_comprehension", model=label)
     print("formats figures and tables written", file=sys.stderr)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="tersetalk formats plot", description=DESCRIPTION)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":
