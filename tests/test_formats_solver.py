@@ -146,8 +146,9 @@ def _brute(solver: _Solver, node, slot, depth, path) -> list[tuple[float, float]
     inner = depth if slot[0] == "root" else depth + 1
     # a composite root carries the format hint; a nested one its header line
     hint_line = H.encoded("mckp") if slot[0] == "root" else None
+    last = -1 if slot[0] == "root" else 0  # the text's last line has no newline
     if isinstance(node, Object) and node.items:
-        base = solver.costs.lines([hint_line or INDENT * depth + _header(slot, "kv")])
+        base = solver.costs.lines([hint_line or INDENT * depth + _header(slot, "kv")]) + last
         per_key = []
         for k, child in node.items:
             opts = [(c, v, False) for c, v in _brute(solver, child, ("key", k), inner, (*path, k))]
@@ -164,7 +165,7 @@ def _brute(solver: _Solver, node, slot, depth, path) -> list[tuple[float, float]
             cost = base + sum(c for c, _, _ in combo) + (hint if any(d for *_, d in combo) else 0)
             out.append((cost, sum(v for _, v, _ in combo)))
     if isinstance(node, Array) and node.items:
-        base = solver.costs.lines([hint_line or INDENT * depth + _header(slot, "list")])
+        base = solver.costs.lines([hint_line or INDENT * depth + _header(slot, "list")]) + last
         n = len(node.items)
         items = [
             lossless.frontier(it, ("item", None), inner, (*path, i))[0]

@@ -210,7 +210,7 @@ def comprehension(
     n_payloads: int = 12,
     seed: int = 0,
     encoders=COMPREHENSION_ENCODERS,
-    max_prompt_tokens: int = 3500,
+    max_prompt_tokens: int = 1500,
     max_tokens: int = 32,
     tokenizer: str = "o200k_base",
 ) -> pd.DataFrame:

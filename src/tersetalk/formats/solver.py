@@ -348,8 +348,10 @@ class _Solver:
                 if get_encoder(name).eligible(node):
                     text = _single_text(node, name)
                     points.append(Plan(f"single:{name}", self.costs.lines(text.split("\n")), value))
-        if slot[0] == "root":  # the format hint is part of the cost
-            points = [replace(p, cost=p.cost + self.costs.lines(_format_hint(p))) for p in points]
+        if slot[0] == "root":  # the format hint counts; the text's last line has no newline
+            points = [
+                replace(p, cost=p.cost + self.costs.lines(_format_hint(p)) - 1) for p in points
+            ]
         if self.lossless_only:
             best = min(points, key=lambda p: p.cost)
             return [best]
@@ -590,7 +592,7 @@ def _greedy(node: Node, scheme: ValueScheme, costs: _Costs, budget: float) -> Pl
     if plan.cost > budget:
         # units to drop exist inside a composite root: start from the cheapest one
         root = [
-            replace(p, cost=p.cost + costs.lines(_format_hint(p)))
+            replace(p, cost=p.cost + costs.lines(_format_hint(p)) - 1)
             for p in (
                 whole._composite_object(node, ("root", None), 0, (), "kv")
                 if isinstance(node, Object) and node.items and all(key_ok(k) for k, _ in node.items)
