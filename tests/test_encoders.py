@@ -57,6 +57,24 @@ def test_force_pattern_keeps_numbers_words_and_operators_with_their_spaces():
     assert not pat.search("someone fourteenth")  # word boundaries: no digits, no number word
 
 
+def test_force_entities_keeps_names_whole_and_is_case_sensitive():
+    pat = force_pattern([], words=True, entities=True)
+    text = "They moved into PPG Paints Arena in 2010, by Ayub Khan-Din and O'Donnell Co. Four."
+    found = [m.group(0).strip() for m in pat.finditer(text)]
+    assert found == ["They", "PPG", "Paints", "Arena", "2010", "Ayub", "Khan-Din",
+                     "O'Donnell", "Co.", "Four."]  # fmt: skip
+    assert not pat.search("moved into the arena")  # lowercase words stay compressible
+    # number words stay case-insensitive without entities
+    assert force_pattern([], words=True).search("FOUR cats")
+    assert not force_pattern([], words=False).search("Arena")
+    # entities force for any task; digits alone only for GSM8K
+    assert LinguaSettings(force_entities=True).forces("hotpotqa")
+    assert not LinguaSettings().forces("hotpotqa") and LinguaSettings().forces("gsm8k")
+    from tersetalk.systems.llmlingua_system import LLMLinguaSystemSettings
+
+    assert LLMLinguaSystemSettings().force_entities  # the llmlingua system's default
+
+
 def test_settings_validate_rates_and_reject_code_in_context_budget():
     assert LinguaSettings(rate=0.33).rate == 0.33
     for bad in (

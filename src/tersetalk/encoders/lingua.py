@@ -99,6 +99,10 @@ class LinguaSettings(CompressorSettings):
     force_tokens: list[str] = Field(default_factory=lambda: list(DEFAULT_FORCE_TOKENS))
     #: also keep number words ("four", "twice", "half") when forcing
     force_number_words: bool = True
+    #: keep capitalised words (names, titles) and numbers whole, for any task: a
+    #: token-level compressor otherwise cuts inside the very names an answer is made
+    #: of ("PPG Paints Arena" -> "PPG Paintsa")
+    force_entities: bool = False
     #: a target counts as met when the achieved rate is within this relative miss;
     #: the compressor retries (up to max_adjust) while it misses by more than half of it
     tolerance: float = Field(0.2, ge=0.0, le=1.0)
@@ -119,7 +123,9 @@ class LinguaSettings(CompressorSettings):
         return value.strip()
 
     def forces(self, task: str) -> bool:
-        return self.force_digits == "always" or (self.force_digits == "auto" and task == "gsm8k")
+        """Whether some spans are kept verbatim (digits for GSM8K, or entities)."""
+        digits = self.force_digits == "always" or (self.force_digits == "auto" and task == "gsm8k")
+        return digits or self.force_entities
 
 
 @dataclass
@@ -182,15 +188,25 @@ NUMBER_WORDS = (
 ).split()
 
 
-def force_pattern(force_tokens: Sequence[str], words: bool = True) -> re.Pattern[str]:
-    """Numbers (1,200 / 3.50 / 10:30), number words and the forced operators."""
+#: a capitalised word with what belongs to it ("O'Donnell", "X&Y", "Khan-Din", "Co.")
+ENTITY_WORD = r"\b[A-Z][\w'’&-]*\.?"
+
+
+def force_pattern(
+    force_tokens: Sequence[str], words: bool = True, entities: bool = False
+) -> re.Pattern[str]:
+    """Numbers (1,200 / 3.50 / 10:30), number words, the forced operators, and with
+    ``entities`` capitalised words."""
     ops = [re.escape(t) for t in sorted(set(force_tokens), key=len, reverse=True) if t]
     alts = [r"\d(?:[\d,.:/]*\d)?"]
+    if entities:
+        alts.insert(0, ENTITY_WORD)  # case-sensitive: it is the capital that marks a name
     if words:
-        alts.append(r"\b(?:" + "|".join(NUMBER_WORDS) + r")\b")
-    alts += ops
+        alts.append(r"(?i:\b(?:" + "|".join(NUMBER_WORDS) + r")\b)")
+    if ops:
+        alts.append("(?i:" + "|".join(ops) + ")")
     # the space before a number is kept with it, so "10 pages 13" never becomes "1013"
-    return re.compile(r"\s?(?:" + "|".join(alts) + ")", re.IGNORECASE)
+    return re.compile(r"\s?(?:" + "|".join(alts) + ")")
 
 
 def _default_threads() -> int:
@@ -343,7 +359,11 @@ class LLMLinguaCompressor:
         if not pieces or target_tokens >= origin:
             result.skipped = True
             return result
-        pattern = force_pattern(opts.force_tokens, opts.force_number_words) if force else None
+        pattern = (
+            force_pattern(opts.force_tokens, opts.force_number_words, opts.force_entities)
+            if force
+            else None
+        )
         forced = sum(count_tokens(m) for m in pattern.findall(result.text)) if pattern else 0
         floor = max(opts.min_context_tokens, forced)
         goal = max(int(target_tokens), floor)
