@@ -613,3 +613,27 @@ def test_importing_the_protocol_stays_light():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_merge_facts_pays_the_line_syntax_once_and_keeps_pointers():
+    from tersetalk.protocol import Memory, encode_brief, serialize
+    from tersetalk.protocol.brief import merge_fact_lines
+    from tersetalk.protocol.lines import FactLine, QuestionLine
+
+    facts = ["Paris is in France.", "It has 2 million people.", "word " * 80, "Lyon too."]
+    caps = {"f": 30, "q": 30}
+    each, _ = encode_brief(None, facts, "Where?", caps=caps, memory=Memory(), role_line=False)
+    merged, _ = encode_brief(
+        None, facts, "Where?", caps=caps, memory=Memory(), role_line=False, merge_facts=True
+    )
+    f_each = [x for x in each if isinstance(x, FactLine)]
+    f_merged = [x for x in merged if isinstance(x, FactLine)]
+    # the over-cap fact becomes an o line with its M# pointer, and merging stops there
+    assert [x.tag for x in each] == ["f", "f", "o", "f", "q"]
+    assert [x.tag for x in merged] == ["f", "o", "f", "q"]
+    assert len(f_each) == 3 and len(f_merged) == 2
+    assert f_merged[0].text == "Paris is in France. It has 2 million people."
+    assert f_merged[1].text == "Lyon too."
+    assert isinstance(merged[-1], QuestionLine)
+    assert len(serialize(merged)) < len(serialize(each))
+    assert merge_fact_lines([]) == []

@@ -17,7 +17,10 @@ from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 VARIANTS = {
-    "r05": {"rate": 0.5},
+    # names may be cut: forcing is then for GSM8K's digits only (the system default
+    # keeps capitalised words whole for both tasks, see the next test)
+    "r05": {"rate": 0.5, "force_entities": False},
+    "r05_entities": {"rate": 0.5},
     "r033": {"rate": 0.33},
     "longllmlingua": {
         "rate": 0.5,
@@ -78,14 +81,31 @@ def test_variants_validate_and_a_wrong_one_names_its_key(base_config):
     cfg["evaluation"]["comparisons"] = []
     cfg["systems"]["llmlingua"] = {"variants": copy.deepcopy(VARIANTS)}
     cfg["calibration"]["hybrid"].pop("reference", None)  # llmlingua/default is gone here
+    cfg["ablations"] = {k: v for k, v in cfg["ablations"].items() if v["system"] != "llmlingua"}
     validate_config(cfg)
     assert cfg["systems"]["llmlingua"]["variants"]["r033"]["rate"] == 0.33
     cfg = copy.deepcopy(base_config)
     cfg["evaluation"]["comparisons"] = []
     cfg["systems"]["llmlingua"] = {"variants": {"bad": {"rate": 2.0}}}
     cfg["calibration"]["hybrid"].pop("reference", None)
+    cfg["ablations"] = {k: v for k, v in cfg["ablations"].items() if v["system"] != "llmlingua"}
     with pytest.raises(ConfigError, match=r"systems\.llmlingua\.variants\.bad\.rate"):
         validate_config(cfg)
+
+
+def test_the_system_default_forces_entities_on_hotpotqa(
+    base_config, tmp_path, repo, scripted_compressor
+):
+    spec = spec_for(base_config, tmp_path, "hotpotqa", "r05_entities")
+    df = run(
+        spec,
+        samples(tmp_path, repo, "hotpotqa"),
+        tmp_path / "o.parquet",
+        client=ScriptedClient(answer),
+        progress=False,
+    )
+    assert df["error"].isna().all()
+    assert scripted_compressor.calls and all(c["force"] for c in scripted_compressor.calls)
 
 
 @pytest.mark.parametrize("task", ["hotpotqa", "gsm8k"])

@@ -333,13 +333,18 @@ def test_the_default_brief_repeats_nothing_the_wire_or_the_prompt_already_carrie
         brief = parse_strict(msgs[0]["content"])
         # no role lines on the wire, no goal line; every fact and the question arrive
         assert all(m["content"].count('["r",') == 0 for m in msgs)
-        assert [ln.tag for ln in brief] == ["f"] * (len(brief) - 1) + ["q"]
+        # the facts travel as one merged f line (fact_lines: merged), then the question
+        assert [ln.tag for ln in brief] == ["f", "q"]
         facts = build_brief("hotpotqa", examples[row.example_id]["record"]).facts
-        sent = [ln.text for ln in brief if ln.tag == "f"]
-        assert len(sent) == len(facts)
-        for fact, text in zip(facts, sent, strict=True):
+        sent = brief[0].text
+        rest = sent
+        for fact in facts:
             title, _, sentence = fact.partition(": ")
-            assert text in (fact, sentence)  # the title goes only when the sentence names it
+            # the title goes only when the sentence names it; facts keep their order
+            got = fact if rest.startswith(fact) else sentence
+            assert rest.startswith(got), (got, rest[:80])
+            rest = rest[len(got) :].lstrip(" ")
+        assert rest == ""
         # the Critic gets the question only (M->C), then judges the draft against it
         copy = [m for m in msgs if (m["sender"], m["receiver"]) == ("M", "C")]
         assert [ln.tag for ln in parse_strict(copy[0]["content"])] == ["q"]

@@ -26,12 +26,18 @@ def encode_brief(
     addressee: str = "W",
     compress: CompressHook | None = None,
     role_line: bool = True,
+    merge_facts: bool = False,
 ) -> tuple[list[LineBase], CapCounters]:
     """``r``, ``g``, one ``f`` per fact, and ``q`` (to ``addressee``), capped.
 
     ``role_line=False`` leaves out the ``r`` line and ``goal=None`` the ``g`` line (a
     transport that names the sender, and a receiver told the task's goal once, need
     neither in every message).
+
+    ``merge_facts=True`` sends consecutive facts that fit their cap as one ``f`` line
+    (their texts joined by a space): caps still apply to each fact, and a fact that
+    overflowed keeps its own line with its ``M#`` pointer. It saves the line syntax
+    (``["f","`` and ``"]``, about four tokens) of every fact after the first.
 
     ``caps=None`` uses :data:`~tersetalk.protocol.caps.DEFAULT_CAPS`; ``{}`` disables
     capping. Overflowed texts go into ``memory``: pass the run's store so the
@@ -60,4 +66,22 @@ def encode_brief(
         compress=compress,
         count_tokens=count_tokens,
     )
-    return result.lines, result.counters
+    out = merge_fact_lines(result.lines) if merge_facts else result.lines
+    return out, result.counters
+
+
+def merge_fact_lines(lines: list[LineBase]) -> list[LineBase]:
+    """Runs of consecutive ``f`` lines without a pointer, each run as one ``f`` line."""
+    out: list[LineBase] = []
+    for line in lines:
+        prev = out[-1] if out else None
+        if (
+            isinstance(line, FactLine)
+            and line.ref is None
+            and isinstance(prev, FactLine)
+            and prev.ref is None
+        ):
+            out[-1] = FactLine(text=f"{prev.text} {line.text}")
+        else:
+            out.append(line)
+    return out

@@ -113,6 +113,9 @@ class TerseTalkSettings(BaseModel):
     #: HotpotQA facts are "Title: sentence"; ``dedup`` drops the title when every word
     #: of it (a parenthetical aside aside) occurs in the sentence, ``keep`` sends it
     fact_titles: Literal["keep", "dedup"] = "dedup"
+    #: facts one ``f`` line each (``each``), or consecutive facts that fit their caps
+    #: merged into one ``f`` line (``merged``: the line syntax is paid once, not per fact)
+    fact_lines: Literal["each", "merged"] = "merged"
     #: what the Manager sends the Critic: the whole brief again (``full``) or only the
     #: question the answer must fit (``question``; the facts went to the Worker)
     critic_copy: Literal["full", "question"] = "question"
@@ -533,6 +536,7 @@ class TerseTalkCodec(Codec):
             count_tokens=count_tokens,
             compress=self.touch.compress_hook,
             role_line=tts.role_lines,
+            merge_facts=tts.fact_lines == "merged",
         )
 
     def content_lines(self, kind: str, content: Any) -> list[LineBase]:
