@@ -6,7 +6,9 @@
 #   comprehension questions with gold answers by construction, answered by the model
 # figures/formats_*.{png,pdf} and results/formats/*.csv summarise them.
 
-FORMATS_DATA = [os.path.join(config["formats"]["data_dir"], f) for f in ("json.jsonl", "markdown.jsonl")]
+FORMATS_DATA = [
+    os.path.join(config["formats"]["data_dir"], f) for f in ("json.jsonl", "markdown.jsonl")
+]
 
 
 rule formats:

@@ -166,24 +166,41 @@ def comprehension_figure(df: pd.DataFrame, out_stem: str | Path, model: str = ""
     _theme()
     s = comprehension_summary(df)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    sns.scatterplot(data=s, x="payload_tokens_mean", y="accuracy", hue="encoder", s=90, ax=ax)
-    for r in s.itertuples():
+    # 95% Wilson intervals: a few dozen questions leave wide ones, and the figure says so
+    from scipy.stats import norm
+
+    z = norm.ppf(0.975)
+    n, p = s["n_questions"], s["accuracy"]
+    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z * ((p * (1 - p) / n + z**2 / (4 * n**2)) ** 0.5) / (1 + z**2 / n)
+    palette = dict(zip(s["encoder"], sns.color_palette("tab10", len(s)), strict=True))
+    for i, r in enumerate(s.sort_values("payload_tokens_mean").itertuples()):
+        lo = min(r.accuracy, max(0.0, centre[r.Index] - half[r.Index]))
+        hi = max(r.accuracy, min(1.0, centre[r.Index] + half[r.Index]))
+        ax.errorbar(
+            r.payload_tokens_mean,
+            r.accuracy,
+            yerr=[[r.accuracy - lo], [hi - r.accuracy]],
+            fmt="o",
+            ms=8,
+            color=palette[r.encoder],
+            capsize=4,
+        )
         ax.annotate(
             r.encoder,
             (r.payload_tokens_mean, r.accuracy),
             textcoords="offset points",
-            xytext=(5, 5),
+            xytext=(6, 8 if i % 2 == 0 else -14),
             fontsize=9,
         )
     ax.set_xlabel(f"payload tokens per question ({s['tokenizer'].iloc[0]})")
-    ax.set_ylabel("accuracy (gold by construction)")
+    ax.set_ylabel("accuracy (gold by construction), 95% CI")
     ax.set_ylim(-0.02, 1.02)
     n = df["qid"].nunique()
     ax.set_title(
         f"Answering from each encoding: {n} questions, {df['payload_id'].nunique()} payloads"
         + (f"\n{model}" if model else "")
     )
-    ax.legend().remove()
     return _save(fig, out_stem)
 
 
