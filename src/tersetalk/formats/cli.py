@@ -97,6 +97,8 @@ def _cmd_encode(args: argparse.Namespace) -> None:
             f"{'lossless' if enc.lossless else 'lossy: see the overflow hints'}",
             file=sys.stderr,
         )
+        if enc.fallback:
+            print(f"  fell back to compact JSON: {enc.fallback}", file=sys.stderr)
         for path, option in enc.choices:
             if option not in ("inline",) or path == "$":
                 print(f"  {path}: {option}", file=sys.stderr)

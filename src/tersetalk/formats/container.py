@@ -35,7 +35,7 @@ from typing import Any
 import toon
 
 from tersetalk.formats.encoders import FormatDecodeError
-from tersetalk.formats.tree import Array, Node, Object, Scalar, same_value, to_python
+from tersetalk.formats.tree import Array, Node, Scalar, records_keys, same_value, to_python
 
 INDENT = " "
 
@@ -96,7 +96,8 @@ def inline(node: Node) -> str:
 def key_ok(key: str) -> bool:
     """Whether a key can head a container line and be read back unchanged."""
     return (
-        ": " not in key
+        key != ""  # its block header " (fmt):" would read as an indented line
+        and ": " not in key
         and "\n" not in key
         and "\r" not in key
         and key == key.strip()
@@ -108,20 +109,6 @@ def key_ok(key: str) -> bool:
 
 
 # --- monolithic blocks -------------------------------------------------------------
-
-
-def records_keys(node: Node) -> tuple[str, ...] | None:
-    """Keys of a non-empty array of objects that all have the same keys in order."""
-    if not isinstance(node, Array) or not node.items:
-        return None
-    first = node.items[0]
-    if not isinstance(first, Object) or not first.items:
-        return None
-    keys = first.keys()
-    for item in node.items:
-        if not isinstance(item, Object) or item.keys() != keys:
-            return None
-    return keys
 
 
 def _cell_rows(node: Array) -> list[list[str]]:

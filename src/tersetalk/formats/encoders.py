@@ -33,6 +33,7 @@ from tersetalk.formats.tree import (
     Table,
     is_json,
     parse_markdown,
+    records_keys,
     same_value,
     to_python,
 )
@@ -79,17 +80,12 @@ def cell_survives(node: Node) -> bool:
 
 def _records(node: Node) -> tuple[str, ...] | None:
     """The common keys of a non-empty array of flat objects with identical keys."""
-    if not isinstance(node, Array) or not node.items:
+    keys = records_keys(node)
+    if keys is None:
         return None
-    first = node.items[0]
-    if not isinstance(first, Object) or not first.items:
+    assert isinstance(node, Array)
+    if not all(cell_survives(v) for item in node.items for _, v in item.items):  # type: ignore[union-attr]
         return None
-    keys = first.keys()
-    for item in node.items:
-        if not isinstance(item, Object) or item.keys() != keys:
-            return None
-        if not all(cell_survives(v) for _, v in item.items):
-            return None
     return keys
 
 

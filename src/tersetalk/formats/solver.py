@@ -34,7 +34,7 @@ per distinct value), which keeps the exact solve fast enough to run over the cor
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -48,10 +48,19 @@ from tersetalk.formats.container import (
     indent_lines,
     inline,
     key_ok,
-    records_keys,
     render_block,
 )
-from tersetalk.formats.tree import Array, Node, Object, Scalar, TreeError, is_json, to_python
+from tersetalk.formats.tree import (
+    Array,
+    Node,
+    Object,
+    Scalar,
+    TreeError,
+    is_json,
+    records_keys,
+    same_value,
+    to_python,
+)
 from tersetalk.tokens import count_tokens
 
 Path = tuple[str | int, ...]
@@ -486,6 +495,8 @@ class Encoding:
     value_total: float
     lossless: bool
     choices: tuple[tuple[str, str], ...]  # (JSON path, option), parents first
+    #: why the chosen lossless text was replaced by compact JSON (None: it was not)
+    fallback: str | None = None
 
     @property
     def value_share(self) -> float:
@@ -541,7 +552,7 @@ def solve(
                 node, ("root", None), 0, ()
             )
             if not front:
-                raise BudgetError(_too_small(node, budget, tokenizer, scheme))
+                raise BudgetError(_too_small(budget, tokenizer))
             plan = front[-1]
         enc = _encoding(
             node, plan, costs, "mckp" if not json_only else "binary", method, budget, vtotal
@@ -551,10 +562,10 @@ def solve(
         target -= enc.tokens - budget  # tokenisation across lines: lower and solve again
         if target <= 0:
             break
-    raise BudgetError(_too_small(node, budget, tokenizer, scheme))
+    raise BudgetError(_too_small(budget, tokenizer))
 
 
-def _too_small(node: Node, budget: int, tokenizer: str, scheme: ValueScheme) -> str:
+def _too_small(budget: int, tokenizer: str) -> str:
     return (
         f"budget {budget} tokens ({tokenizer}) is below the smallest encoding that keeps the"
         " payload's root and its overflow hints; raise --budget"
@@ -571,7 +582,24 @@ def _encoding(
     vtotal: float,
 ) -> Encoding:
     text = render(node, plan)
+    fallback = None
+    if plan.lossless:
+        # fail closed on the whole text too: a body line that reads as a hint (a CSV
+        # header "> [ref: x]") would make the text decode to something else
+        try:
+            ok = same_value(decode(text), to_python(node))
+        except ValueError as exc:
+            ok, why = False, str(exc)
+        else:
+            why = "decoded to a different value"
+        if not ok:
+            fallback = f"the {plan.option} encoding does not read back ({why[:120]})"
+            plan = Plan("inline", 0, plan.value)
+            text = render(node, plan)
+            if budget is not None and costs.text(text) > budget:
+                raise BudgetError(_too_small(budget, costs.tokenizer))
     return Encoding(
+        fallback=fallback,
         text=text,
         encoder=encoder,
         method=method,
@@ -739,6 +767,3 @@ def decode(text: str) -> Any:
     if fmt in ("csv", "markdown_table", "kv"):
         return get_encoder(fmt).decode(joined + ("\n" if fmt != "kv" else ""))
     return get_encoder(fmt).decode(joined)
-
-
-Encode = Callable[[Node], Encoding]

@@ -206,6 +206,21 @@ def table_to_json(table: Table) -> Array:
     )
 
 
+def records_keys(node: Node) -> tuple[str, ...] | None:
+    """Keys of a non-empty array of objects that all have the same keys in order: the
+    shape a table (CSV, Markdown) can carry, one row per object."""
+    if not isinstance(node, Array) or not node.items:
+        return None
+    first = node.items[0]
+    if not isinstance(first, Object) or not first.items:
+        return None
+    keys = first.keys()
+    for item in node.items:
+        if not isinstance(item, Object) or item.keys() != keys:
+            return None
+    return keys
+
+
 def same_value(a: Any, b: Any) -> bool:
     """Strict equality of JSON values: types, key order and float sign included.
 
