@@ -10,6 +10,11 @@ For every JSON subtree the solver picks exactly one option:
 - ``elided`` (the subtree left out; its key is named by an overflow hint, or an
   array keeps a prefix of its items and the hint gives the count and the call).
 
+The root may also take a single-format encoder whole (``single:csv``, ...), so the
+knapsack is never dearer than the best single format. A lossless result is decoded
+before it is returned; if it does not read back (a body line that looks like a hint),
+compact JSON is sent instead and ``Encoding.fallback`` says why.
+
 Cost is the tokens of the lines the option emits (each line with its newline, under a
 named tokenizer), hint lines included. Value is per scalar leaf (``ValueScheme``).
 With no budget the solver returns the cheapest lossless encoding of the whole tree.
