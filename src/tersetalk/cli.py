@@ -47,9 +47,11 @@ def _cmd_sample(args: argparse.Namespace) -> None:
     data_dir = args.data_dir or cfg.get("data", {}).get("dir", "data")
     if n is None:
         raise SystemExit("error: give --n or a --config that sets n_eval")
-    records = load_records(args.task, source=source, data_dir=data_dir)
+    options = json.loads(args.task_options) if args.task_options else cfg.get(args.task, {})
+    records = load_records(args.task, source=source, data_dir=data_dir, options=options)
     ev, cal = sample(args.task, records, n=n, calibration_n=cal_n, seed=seed)
-    meta = {"task": args.task, "n": n, "calibration_n": cal_n, "seed": seed, "source": source}
+    meta = {"task": args.task, "n": n, "calibration_n": cal_n, "seed": seed, "source": source,
+            "task_options": options}  # fmt: skip
     write_parquet_atomic(ev, Path(args.out), meta)
     if args.calibration_out:
         write_parquet_atomic(cal, Path(args.calibration_out), meta)
@@ -122,7 +124,9 @@ def _cmd_stats(args: argparse.Namespace) -> None:
                   seed=args.seed)  # fmt: skip
     frames = [read_parquet(p, "per-example metrics") for p in args.records]
     try:
-        df, skipped = noninferiority_table(frames, json.loads(args.comparisons), **levels)
+        df, skipped = noninferiority_table(frames, json.loads(args.comparisons),
+                                           planned=json.loads(args.planned) if args.planned
+                                           else None, **levels)  # fmt: skip
     except StatsError as exc:
         raise SystemExit(f"tersetalk stats: {exc}") from None
     write_parquet_atomic(df, Path(args.out))
@@ -213,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Load a task's dataset (checksummed local files or the hub) "
         "and write a seeded evaluation sample and a disjoint calibration shard.",
     )
-    s.add_argument("--task", required=True, choices=["hotpotqa", "gsm8k"], help="which dataset")
+    s.add_argument(
+        "--task", required=True, choices=["hotpotqa", "gsm8k", "toolqa"], help="which dataset"
+    )
     s.add_argument(
         "--config",
         nargs="+",
@@ -229,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, help="sampling seed (default: config seed)")
     s.add_argument("--source", choices=["local", "hub"], help="local shipped files or the HF hub")
     s.add_argument("--data-dir", help="folder with the shipped data (default: data)")
+    s.add_argument(
+        "--task-options",
+        help="JSON of the task's options that decide its examples (toolqa: max_payload_tokens, "
+        "questions_per_kind; default: the config's section named after the task)",
+    )
     s.add_argument("--out", required=True, help="evaluation sample Parquet to write")
     s.add_argument("--calibration-out", help="calibration shard Parquet to write")
     s.set_defaults(func=_cmd_sample)
@@ -310,6 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="JSON list of [treatment, control] pairs, e.g. "
         '\'[["tersetalk/default", "freeform/default"]]\'',
+    )
+    t.add_argument(
+        "--planned",
+        help="JSON of task -> the system/variant runs scheduled on it; a comparison is then "
+        "tested only on the tasks where both of its runs are planned (default: every task)",
     )
     t.add_argument("--margin", type=float, default=0.02, help="non-inferiority margin (0.02)")
     t.add_argument("--alpha", type=float, default=0.05, help="one-sided level (0.05)")

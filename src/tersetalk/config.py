@@ -128,6 +128,8 @@ def ablation_values(config: dict, name: str) -> dict[str, object]:
 
 
 def _check_evaluation(config: dict) -> None:
+    from tersetalk.tasks.schedule import check_schedule
+
     ev = config["evaluation"]
     runs = configured_runs(config)
     if config["calibration"] and config["calibration_n"] < 1:
@@ -169,6 +171,10 @@ def _check_evaluation(config: dict) -> None:
                     f"config key 'evaluation.comparisons.{i}.{j}': {label!r} is not an enabled "
                     f"system/variant; choose from {sorted(runs)} or remove the comparison"
                 )
+    try:
+        check_schedule(config)  # systems.<name>.tasks: references run where they are needed
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration:\n  {exc}") from None
 
 
 def calibration_reference(config: dict, system: str) -> str:

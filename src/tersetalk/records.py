@@ -112,8 +112,13 @@ def score(task: str, prediction: str, gold: str) -> dict[str, float]:
     """Per-example scores with the official definitions.
 
     ``correct`` is the task's accuracy: exact match for HotpotQA, numeric equality
-    of the final answer for GSM8K.
+    of the final answer for GSM8K, the format study's answer check for toolqa.
     """
+    if task == "toolqa":
+        from tersetalk.tasks.toolqa import correct
+
+        ok = float(correct(prediction, gold))
+        return {"em": ok, "f1": ok, "precision": ok, "recall": ok, "correct": ok}
     if task == "hotpotqa":
         f1, p, r = hotpot_f1(prediction, gold)
         em = hotpot_em(prediction, gold)

@@ -47,8 +47,8 @@ rule calibrate:
     params:
         reference=config["evaluation"]["reference"],
         margin=config["evaluation"]["margin"],
-        objectives=calibration_objective_args(),
-        preservation_margins=calibration_preservation_margin_args(),
+        objectives=calibration_objective_args,
+        preservation_margins=calibration_preservation_margin_args,
         system_references=calibration_reference_args,
     shell:
         "tersetalk calibrate {input.runs} --task {wildcards.task} --sample {input.sample} "

@@ -8,6 +8,14 @@ import sys
 from pathlib import Path
 
 from tersetalk.systems import workflow_inputs
+from tersetalk.tasks.loading import DATASETS
+from tersetalk.tasks.schedule import (
+    calibration_systems,
+    calibration_tasks,
+    planned_runs,
+    runs_on,
+    system_tasks,
+)
 from tersetalk.config import (
     ConfigError,
     ablation_values,
@@ -44,11 +52,12 @@ wildcard_constraints:
 
 
 def run_targets(prefix="results/runs", ext="parquet"):
-    """One file per (task, enabled system, variant)."""
+    """One file per (task, enabled system that runs on it, variant): systems.<name>.tasks."""
     return [
         f"{prefix}/{task}/{system}/{variant}.{ext}"
         for task in TASKS
         for system in SYSTEMS
+        if runs_on(config, system, task)
         for variant in config["systems"][system]["variants"]
     ]
 
@@ -106,8 +115,11 @@ def formats_comprehension_options():
 
 
 def ablation_target(name):
-    """The figure (PNG and PDF) of one ablation; nothing when the config does not define it."""
+    """The figure (PNG and PDF) of one ablation; nothing when the config does not define it
+    or its system runs on none of the tasks."""
     if name not in config["ablations"]:
+        return []
+    if not system_tasks(config, config["ablations"][name]["system"]):
         return []
     return [f"figures/ablation_{name}.{ext}" for ext in ("png", "pdf")]
 
@@ -141,7 +153,7 @@ def ablation_scores(wildcards):
     spec = config["ablations"][wildcards.ablation]
     return [
         f"results/scores/{task}/{spec['system']}/{variant}.parquet"
-        for task in TASKS
+        for task in system_tasks(config, spec["system"])
         for variant in spec["variants"]
     ]
 
@@ -153,11 +165,21 @@ def spec_json(wildcards):
 
 
 def sample_input(wildcards):
-    if config["data"]["source"] != "local":
+    spec = DATASETS[wildcards.task]
+    if config["data"]["source"] != "local" and spec.hub_path is not None:
         return []
-    from tersetalk.tasks.loading import DATASETS
+    return [str(Path(config["data"]["dir"]) / spec.relpath)]
 
-    return [str(Path(config["data"]["dir"]) / DATASETS[wildcards.task].relpath)]
+
+def sample_calibration_n(wildcards):
+    """calibration_n, or 0 for a task no calibrated system runs on (nothing to calibrate)."""
+    return config["calibration_n"] if wildcards.task in calibration_tasks(config) else 0
+
+
+def sample_task_options(wildcards):
+    """The task's config keys that decide which examples exist (DatasetFile.options), as JSON."""
+    section = config.get(wildcards.task, {})
+    return json.dumps({k: section[k] for k in DATASETS[wildcards.task].options if k in section})
 
 
 def run_input(wildcards):
@@ -193,7 +215,7 @@ def calibration_spec_json(wildcards):
 def calibration_run_targets(wildcards):
     return [
         f"results/calibration/runs/{wildcards.task}/{system}/{point}.parquet"
-        for system in config["calibration"]
+        for system in calibration_systems(config, wildcards.task)
         for point in calibration_points(config, system)
     ]
 
@@ -203,9 +225,18 @@ def calibration_reference_run(task, label):
     return f"results/calibration/runs/{task}/{label}.parquet"
 
 
+def task_calibration_references(task):
+    """system -> its own reference label, for the calibrated systems that run on ``task``."""
+    return {
+        system: label
+        for system, label in calibration_reference_runs(config).items()
+        if runs_on(config, system, task)
+    }
+
+
 def calibration_reference_inputs(wildcards):
     """The runs of the systems' own references (calibration.<system>.reference), once each."""
-    labels = sorted(set(calibration_reference_runs(config).values()))
+    labels = sorted(set(task_calibration_references(wildcards.task).values()))
     return [calibration_reference_run(wildcards.task, label) for label in labels]
 
 
@@ -214,26 +245,35 @@ def calibration_reference_args(wildcards):
     return " ".join(
         "--system-reference "
         + shlex.quote(f"{system}={calibration_reference_run(wildcards.task, label)}")
-        for system, label in calibration_reference_runs(config).items()
+        for system, label in task_calibration_references(wildcards.task).items()
     )
 
 
 def calibration_targets():
-    return [calibration_file(task) for task in TASKS] if config["calibration"] else []
+    """One calibration file per task that a calibrated system runs on."""
+    return [calibration_file(task) for task in calibration_tasks(config)]
 
 
-def calibration_objective_args():
-    """`--objective SYSTEM=NAME` for each calibrated system (the schema fills the default)."""
-    pairs = [f"{system}={spec['objective']}" for system, spec in config["calibration"].items()]
+def planned_runs_json():
+    """task -> the runs scheduled on it: the statistics compare only what was planned."""
+    return json.dumps(planned_runs(config), sort_keys=True)
+
+
+def calibration_objective_args(wildcards):
+    """`--objective SYSTEM=NAME` for each calibrated system of the task (schema default)."""
+    pairs = [
+        f"{system}={config['calibration'][system]['objective']}"
+        for system in calibration_systems(config, wildcards.task)
+    ]
     return " ".join(f"--objective {shlex.quote(pair)}" for pair in sorted(pairs))
 
 
-def calibration_preservation_margin_args():
-    """`--preservation-margin SYSTEM=RATE` for each calibrated system (schema default 0.05)."""
-    margins = {
-        system: spec["preservation_margin"] for system, spec in config["calibration"].items()
-    }
-    pairs = [f"{system}={margin}" for system, margin in margins.items()]
+def calibration_preservation_margin_args(wildcards):
+    """`--preservation-margin SYSTEM=RATE` for each calibrated system of the task (default 0.05)."""
+    pairs = [
+        f"{system}={config['calibration'][system]['preservation_margin']}"
+        for system in calibration_systems(config, wildcards.task)
+    ]
     return " ".join(f"--preservation-margin {shlex.quote(pair)}" for pair in sorted(pairs))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tersetalk.tasks import toolqa
 from tersetalk.tasks.scoring import extract_number
 
 
@@ -54,11 +55,17 @@ def participant(letter: str) -> Participant:
 
 @dataclass
 class Brief:
-    """The Manager's content before any protocol encodes it."""
+    """The Manager's content before any protocol encodes it.
+
+    ``payload``: a tool response the Manager forwards whole (toolqa), as the tool
+    returned it; a codec may re-encode it (the ``formats`` system). Not a fact: it is
+    data to read, not sentences to cap or compress.
+    """
 
     goal: str
     facts: list[str] = field(default_factory=list)
     question: str = ""
+    payload: str = ""
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9$\"'(])")
@@ -102,6 +109,9 @@ def build_brief(task: str, record: dict, task_options: dict | None = None) -> Br
             facts=sentences[:-1],
             question=question,
         )
+    if task == "toolqa":
+        return Brief(goal=toolqa.GOAL, question=record["question"].strip(),
+                     payload=record["payload"])  # fmt: skip
     raise ValueError(f"unknown task {task!r}")
 
 
@@ -111,6 +121,9 @@ def render_brief(brief: Brief) -> str:
     if brief.facts:
         lines.append("Facts:")
         lines.extend(f"- {f}" for f in brief.facts)
+    if brief.payload:
+        lines.append("Tool response:")
+        lines.append(brief.payload)
     lines.append(f"Question: {brief.question}")
     return "\n".join(lines)
 
@@ -125,6 +138,7 @@ WORKER_SYSTEM = {
         "You are the Worker. The Manager sends you a math word problem. "
         "Work it out in a few short steps, then end with a line 'Answer: <number>'."
     ),
+    "toolqa": toolqa.WORKER_SYSTEM,
 }
 
 CRITIC_SYSTEM = (

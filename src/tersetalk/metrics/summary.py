@@ -20,6 +20,7 @@ import pandas as pd
 
 from tersetalk.records import TOKENIZERS, directions_of
 from tersetalk.tasks.scoring import gsm8k_correct, hotpot_aggregate
+from tersetalk.tasks.toolqa import correct as toolqa_correct
 
 #: per-record token columns averaged into ``<column>_mean``: per role, and per direction
 #: (``tokens_M_W_o200k`` ...) under every tokenizer
@@ -69,7 +70,8 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
         row.update(em=agg["em"], f1=agg["f1"], precision=agg["precision"], recall=agg["recall"])
         row["accuracy"] = agg["em"]
     else:
-        hits = [bool(preds.get(i)) and gsm8k_correct(preds[i], golds[i]) for i in golds]
+        check = toolqa_correct if task == "toolqa" else gsm8k_correct
+        hits = [bool(preds.get(i)) and check(preds[i], golds[i]) for i in golds]
         row["accuracy"] = sum(hits) / len(golds)
         row.update(em=row["accuracy"], f1=float("nan"), precision=float("nan"), recall=float("nan"))
     ok = df[df["error"].isna()]

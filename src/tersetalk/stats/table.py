@@ -9,7 +9,7 @@ a passed test. Rows are per task in the order the comparisons were asked for.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -43,13 +43,17 @@ def noninferiority_table(
     alpha: float,
     n_resamples: int,
     seed: int,
+    planned: Mapping[str, Iterable[str]] | None = None,
 ) -> tuple[pd.DataFrame, list[dict]]:
     """Compare ``(treatment, control)`` labels (``system/variant``) on every task present.
 
     ``frames`` are per-example metrics, one run each. Returns the table (one row per
     task and requested comparison; ``not_computed`` is empty or says what is missing)
-    and the skipped comparisons. Raises :class:`StatsError` when no comparison has
-    both of its runs among the inputs.
+    and the skipped comparisons. ``planned`` (task -> the runs the workflow schedules
+    on it) limits each task to the comparisons whose two runs are both planned there:
+    a comparison of systems that do not run on a task is not asked, so it is not
+    reported missing either. Raises :class:`StatsError` when no comparison has both
+    of its runs among the inputs.
     """
     frames = list(frames)
     comparisons = [tuple(pair) for pair in comparisons]
@@ -61,8 +65,12 @@ def noninferiority_table(
             for f in frames
             if len(f) and f["task"].iloc[0] == task
         }
-        wanted = [c for c in comparisons if c[0] in by_run and c[1] in by_run]
-        for treatment, control in comparisons:
+        asked = comparisons
+        if planned is not None:
+            runs = set(planned.get(task, ()))
+            asked = [c for c in comparisons if c[0] in runs and c[1] in runs]
+        wanted = [c for c in asked if c[0] in by_run and c[1] in by_run]
+        for treatment, control in asked:
             if (treatment, control) in wanted:
                 continue
             missing = [label for label in (treatment, control) if label not in by_run]

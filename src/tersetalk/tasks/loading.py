@@ -1,16 +1,22 @@
-"""Loading HotpotQA and GSM8K through the ``datasets`` library, and seeded sampling.
+"""Loading the tasks' examples, and seeded sampling.
 
-The shipped files in ``data/`` are the default: their SHA-256 is checked before
-they are read, so a corrupted or swapped file stops the run instead of quietly
-changing the numbers. ``source: hub`` loads the Hugging Face hub datasets instead
-and maps them to the same record layout.
+HotpotQA and GSM8K are read through the ``datasets`` library. The shipped files in
+``data/`` are the default: their SHA-256 is checked before they are read, so a
+corrupted or swapped file stops the run instead of quietly changing the numbers.
+``source: hub`` loads the Hugging Face hub datasets instead and maps them to the same
+record layout.
+
+``toolqa`` has no hub copy: its examples are built from the checksummed tool-response
+corpus by :mod:`tersetalk.tasks.toolqa` (``DatasetFile.build``), whatever the source.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,14 +28,33 @@ class TaskDataError(RuntimeError):
     """A dataset could not be loaded or sampled; the message says how to fix it."""
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True)
 class DatasetFile:
+    """A task's shipped file (checked by SHA-256) and where the hub keeps it.
+
+    ``build`` turns the checked file into records when they are not the file's own
+    lines (toolqa: questions generated from each payload), taking ``options``: the
+    task's config keys that decide which examples exist (passed by `tersetalk sample`).
+    A dataset without ``hub_path`` is read from the shipped file whatever the source.
+    """
+
     task: str
     relpath: str
     sha256: str
-    hub_path: str
-    hub_name: str | None
-    hub_split: str
+    hub_path: str | None = None
+    hub_name: str | None = None
+    hub_split: str | None = None
+    build: Callable[..., list[dict]] | None = None
+    options: tuple[str, ...] = ()
+
+
+def _build_toolqa(path: Path, **options) -> list[dict]:
+    from tersetalk.tasks.toolqa import build_records
+
+    return build_records(path.parent, **options)
 
 
 DATASETS: dict[str, DatasetFile] = {
@@ -48,6 +73,13 @@ DATASETS: dict[str, DatasetFile] = {
         "openai/gsm8k",
         "main",
         "test",
+    ),
+    "toolqa": DatasetFile(
+        "toolqa",
+        "toolresponses/json.jsonl",
+        "772dc695d8faa9f164656abb014e806eed5753fab03cc9f7e8113d105ae2e973",
+        build=_build_toolqa,
+        options=("max_payload_tokens", "questions_per_kind"),
     ),
 }
 
@@ -83,43 +115,73 @@ def _truthy_env(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def load_records(task: str, source: str = "local", data_dir: str | Path = "data") -> list[dict]:
-    """Return every record of a task's evaluation split, in file order."""
-    if task not in DATASETS:
-        raise TaskDataError(f"unknown task {task!r}; known tasks: {sorted(DATASETS)}")
-    spec = DATASETS[task]
+def _checked_file(task: str, spec: DatasetFile, data_dir: str | Path) -> Path:
+    """The shipped file, after its SHA-256 matched."""
+    path = Path(data_dir) / spec.relpath
+    if not path.exists():
+        raise TaskDataError(
+            f"{path} is missing: run from the repository root or set data.dir; the "
+            f"file is shipped with the repository (see data/{Path(spec.relpath).parts[0]}"
+            "/README.md)"
+        )
+    digest = sha256_file(path)
+    if digest != spec.sha256:
+        raise TaskDataError(
+            f"checksum mismatch for {path}: got {digest}, expected {spec.sha256}. "
+            f"Restore the file from git (git checkout -- {path})"
+        )
+    return path
+
+
+def _read_dataset(task: str, spec: DatasetFile, source: str, data_dir: str | Path) -> list[dict]:
+    """A file-backed task's records through ``datasets``: the shipped file or the hub."""
     import datasets
 
     datasets.disable_progress_bars()
     if source == "local":
-        path = Path(data_dir) / spec.relpath
-        if not path.exists():
-            raise TaskDataError(
-                f"{path} is missing: run from the repository root or set data.dir; the "
-                f"file is shipped with the repository (see data/{task}/README.md)"
-            )
-        digest = sha256_file(path)
-        if digest != spec.sha256:
-            raise TaskDataError(
-                f"checksum mismatch for {path}: got {digest}, expected {spec.sha256}. "
-                f"Restore the file from git (git checkout -- {path})"
-            )
-        ds = datasets.load_dataset("json", data_files=str(path), split="train")
-        records = ds.to_list()
-    elif source == "hub":
-        try:
-            ds = datasets.load_dataset(spec.hub_path, spec.hub_name, split=spec.hub_split)
-        except Exception as exc:  # network errors come in many types
-            offline = [v for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if _truthy_env(v)]
-            hint = f" ({' and '.join(offline)} set: unset to reach the hub)" if offline else ""
-            raise TaskDataError(
-                f"could not load {spec.hub_path} ({spec.hub_name}/{spec.hub_split}) from the "
-                f"Hugging Face hub: {type(exc).__name__}: {exc}. Check the network{hint} or "
-                "set data.source: local to use the shipped files"
-            ) from exc
-        records = [_hub_to_local(task, r) for r in ds.to_list()]
-    else:
+        path = _checked_file(task, spec, data_dir)
+        return datasets.load_dataset("json", data_files=str(path), split="train").to_list()
+    try:
+        ds = datasets.load_dataset(spec.hub_path, spec.hub_name, split=spec.hub_split)
+    except Exception as exc:  # network errors come in many types
+        offline = [v for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if _truthy_env(v)]
+        hint = f" ({' and '.join(offline)} set: unset to reach the hub)" if offline else ""
+        raise TaskDataError(
+            f"could not load {spec.hub_path} ({spec.hub_name}/{spec.hub_split}) from the "
+            f"Hugging Face hub: {type(exc).__name__}: {exc}. Check the network{hint} or "
+            "set data.source: local to use the shipped files"
+        ) from exc
+    return [_hub_to_local(task, r) for r in ds.to_list()]
+
+
+def load_records(
+    task: str,
+    source: str = "local",
+    data_dir: str | Path = "data",
+    options: dict | None = None,
+) -> list[dict]:
+    """Return every record of a task's evaluation split, in file order.
+
+    ``options``: the task's config section; only the keys its ``DatasetFile.options``
+    names are used (the rest, e.g. hotpotqa's ``facts``, shape briefs, not examples).
+    """
+    if task not in DATASETS:
+        raise TaskDataError(f"unknown task {task!r}; known tasks: {sorted(DATASETS)}")
+    spec = DATASETS[task]
+    if source not in ("local", "hub"):
         raise TaskDataError(f"data.source must be 'local' or 'hub', got {source!r}")
+    if spec.build is not None:
+        if source == "hub":
+            log.info("%s has no hub copy; its examples come from the shipped %s", task,
+                     spec.relpath)  # fmt: skip
+        used = {k: v for k, v in (options or {}).items() if k in spec.options}
+        records = spec.build(_checked_file(task, spec, data_dir), **used)
+        if not records:
+            raise TaskDataError(
+                f"no {task} examples with options {used}: loosen them (config key '{task}')"
+            )
+    else:
+        records = _read_dataset(task, spec, source, data_dir)
     if not records:
         raise TaskDataError(f"the {task} dataset is empty ({source})")
     for i, rec in enumerate(records):
@@ -129,7 +191,7 @@ def load_records(task: str, source: str = "local", data_dir: str | Path = "data"
 
 
 def _example_id(task: str, row: int, rec: dict) -> str:
-    if task == "hotpotqa":
+    if task in ("hotpotqa", "toolqa"):
         return str(rec["id"])
     return f"gsm8k-test-{row:04d}"
 
@@ -140,6 +202,13 @@ def _gold(task: str, rec: dict) -> str:
 
         return gsm8k_gold(rec["answer"])
     return str(rec["answer"])
+
+
+def _options_hint(task: str) -> str:
+    """How else to get more examples of a task whose options decide which exist."""
+    return (
+        f" (or loosen config key '{task}')" if task in DATASETS and DATASETS[task].options else ""
+    )
 
 
 def sample(
@@ -157,7 +226,7 @@ def sample(
     if n + calibration_n > total:
         raise TaskDataError(
             f"{task} has {total} examples but n={n} + calibration_n={calibration_n} were "
-            "requested; lower n or calibration_n"
+            f"requested; lower n or calibration_n{_options_hint(task)}"
         )
     perm = np.random.default_rng(seed).permutation(total)
     parts = {

@@ -1,0 +1,99 @@
+"""Which system runs on which task: the config's per-system ``tasks`` list.
+
+Why a list per system: some systems only make sense on some tasks (``formats``
+re-encodes a tool payload, which only ``toolqa`` has; TerseTalk's typed lines and
+LLMLingua's question-aware compression are built for facts and word problems), and a
+run that cannot mean anything costs model time. ``systems.<name>.tasks`` names the
+tasks a system runs on; without it, a system runs on every task in ``tasks``. A task
+named there but absent from ``tasks`` simply does not run (``--config tasks=[gsm8k]``
+narrows the whole workflow as before).
+
+The Snakemake target functions, calibration, the statistics and the figures all ask
+here, so no rule or module branches on a system's or a task's name. Pure functions
+of the config dict; errors are ValueErrors naming the config key (tersetalk.config
+turns them into ConfigErrors).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "calibration_tasks",
+    "calibration_systems",
+    "check_schedule",
+    "planned_runs",
+    "runs_on",
+    "system_tasks",
+    "task_runs",
+]
+
+
+def system_tasks(config: dict, system: str) -> list[str]:
+    """The tasks ``system`` runs on, in the order of ``tasks``."""
+    allowed = config["systems"][system].get("tasks")
+    return [t for t in config["tasks"] if allowed is None or t in allowed]
+
+
+def runs_on(config: dict, system: str, task: str) -> bool:
+    return task in system_tasks(config, system)
+
+
+def task_runs(config: dict, task: str) -> list[str]:
+    """The enabled ``system/variant`` labels that run on ``task``, in config order."""
+    return [
+        f"{name}/{variant}"
+        for name, spec in config["systems"].items()
+        if spec.get("enabled", True) and runs_on(config, name, task)
+        for variant in spec["variants"]
+    ]
+
+
+def planned_runs(config: dict) -> dict[str, list[str]]:
+    """task -> the runs scheduled on it (what the statistics compare)."""
+    return {task: task_runs(config, task) for task in config["tasks"]}
+
+
+def calibration_systems(config: dict, task: str) -> list[str]:
+    """The calibrated systems (``calibration``) that run on ``task``."""
+    return [s for s in config.get("calibration", {}) if runs_on(config, s, task)]
+
+
+def calibration_tasks(config: dict) -> list[str]:
+    """Tasks with at least one calibrated system: each gets a calibration shard and file.
+
+    A task without one (toolqa by default) samples no calibration shard, so its
+    examples all stay available for evaluation.
+    """
+    return [t for t in config["tasks"] if calibration_systems(config, t)]
+
+
+def check_schedule(config: dict) -> None:
+    """The references every run is paired with must run wherever they are needed.
+
+    - ``evaluation.reference`` on every task any enabled system runs on (each run is
+      paired with it on the same examples);
+    - a calibrated system's own ``calibration.<system>.reference`` on every task that
+      system runs on (its grid points are judged against it).
+    """
+    ref = config["evaluation"]["reference"]
+    ref_system = ref.split("/")[0]
+    if ref_system in config["systems"]:
+        for task in config["tasks"]:
+            others = [r for r in task_runs(config, task) if r != ref]
+            if others and not runs_on(config, ref_system, task):
+                raise ValueError(
+                    f"config key 'systems.{ref_system}.tasks': evaluation.reference {ref!r} "
+                    f"must run on every task the other systems run on, and {others[0]!r} "
+                    f"runs on {task}; add {task} to systems.{ref_system}.tasks"
+                )
+    for system, spec in config.get("calibration", {}).items():
+        label = spec.get("reference")
+        if not label or system not in config["systems"]:
+            continue
+        own = label.split("/")[0]
+        missing = [t for t in system_tasks(config, system) if not runs_on(config, own, t)]
+        if own in config["systems"] and missing:
+            raise ValueError(
+                f"config key 'calibration.{system}.reference': {label!r} does not run on "
+                f"{', '.join(missing)}, where {system} runs and is calibrated against it; "
+                f"add {', '.join(missing)} to systems.{own}.tasks"
+            )
