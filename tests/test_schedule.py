@@ -1,0 +1,180 @@
+"""Which system runs on which task (``systems.<name>.tasks``), and that the workflow obeys.
+
+Why: toolqa runs only free-form (the paired reference) and the formats variants, and
+the formats system runs only on toolqa. The restriction is config, so the test reads
+it back through every consumer: the schedule functions, config validation, the
+statistics' planned comparisons, and the real Snakefile's dry run (run, calibration,
+sample and stats jobs), for the default and the paper config.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tersetalk.config import ConfigError, load_config, validate_config
+from tersetalk.stats import noninferiority_table
+from tersetalk.tasks.schedule import (
+    calibration_systems,
+    calibration_tasks,
+    planned_runs,
+    system_tasks,
+    task_runs,
+)
+
+FORMATS = ["json_pretty", "json_compact", "toon", "mckp", "mckp_budget_200"]
+TOOLQA_RUNS = ["freeform/default", *(f"formats/{v}" for v in FORMATS)]
+
+
+@pytest.fixture(scope="module")
+def cfg(request):
+    return load_config(request.config.rootpath / "config" / "config.yaml")
+
+
+def test_default_config_schedules_toolqa_with_freeform_and_formats_only(cfg):
+    assert cfg["tasks"] == ["hotpotqa", "gsm8k", "toolqa"]
+    assert task_runs(cfg, "toolqa") == TOOLQA_RUNS
+    assert system_tasks(cfg, "formats") == ["toolqa"]
+    assert system_tasks(cfg, "freeform") == ["hotpotqa", "gsm8k", "toolqa"]
+    for name in ("tersetalk", "llmlingua", "hybrid", "mediator", "msp"):
+        assert system_tasks(cfg, name) == ["hotpotqa", "gsm8k"]
+    assert not any(r.startswith("formats/") for r in task_runs(cfg, "gsm8k"))
+    # nothing is calibrated on toolqa: no shard, no calibration file
+    assert calibration_tasks(cfg) == ["hotpotqa", "gsm8k"]
+    assert calibration_systems(cfg, "toolqa") == []
+    assert ["formats/mckp", "formats/json_compact"] in cfg["evaluation"]["comparisons"]
+
+
+def test_narrowing_tasks_drops_runs_without_errors(cfg):
+    narrow = copy.deepcopy(cfg)
+    narrow["tasks"] = ["gsm8k"]
+    validate_config(narrow)  # the formats comparison simply has no task now
+    assert planned_runs(narrow) == {"gsm8k": task_runs(cfg, "gsm8k")}
+    assert system_tasks(narrow, "formats") == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "words"),
+    [
+        (lambda c: c["systems"]["freeform"].update(tasks=["hotpotqa", "gsm8k"]),
+         "systems.freeform.tasks", "add toolqa to systems.freeform.tasks"),
+        (lambda c: c["systems"]["formats"].update(tasks=["toolqa", "sqa"]),
+         "systems.formats.tasks.1", "is not one of"),
+        (lambda c: c["systems"]["formats"].update(tasks=[]),
+         "systems.formats.tasks", "should be non-empty"),
+        (lambda c: c["calibration"]["hybrid"].update(reference="formats/mckp"),
+         "calibration.hybrid.reference", "does not run on hotpotqa, gsm8k"),
+    ],
+)  # fmt: skip
+def test_schedule_errors_name_the_key(cfg, edit, key, words):
+    bad = copy.deepcopy(cfg)
+    edit(bad)
+    with pytest.raises(ConfigError) as info:
+        validate_config(bad)
+    msg = str(info.value)
+    assert f"config key '{key}'" in msg and words in msg, msg
+
+
+def _metrics(task, label, correct):
+    system, variant = label.split("/")
+    n = len(correct)
+    return pd.DataFrame(
+        {
+            "task": task,
+            "system": system,
+            "variant": variant,
+            "example_id": [f"e{i}" for i in range(n)],
+            "correct": np.asarray(correct, float),
+            "tokens_total_cl100k": np.arange(n, dtype=float) + 50,
+            "error": [None] * n,
+        }
+    )
+
+
+def test_statistics_ask_only_the_planned_comparisons():
+    frames = [
+        _metrics("gsm8k", "tersetalk/default", [1, 0, 1, 1]),
+        _metrics("gsm8k", "freeform/default", [1, 0, 1, 0]),
+        _metrics("toolqa", "freeform/default", [1, 1, 0, 0]),
+        _metrics("toolqa", "formats/mckp", [1, 1, 0, 1]),
+        _metrics("toolqa", "formats/json_compact", [1, 1, 0, 1]),
+    ]
+    comparisons = [
+        ["tersetalk/default", "freeform/default"],
+        ["formats/mckp", "formats/json_compact"],
+    ]
+    levels = dict(margin=0.02, alpha=0.05, n_resamples=200, seed=0)
+    planned = {
+        "gsm8k": ["freeform/default", "tersetalk/default"],
+        "toolqa": ["freeform/default", "formats/mckp", "formats/json_compact"],
+    }
+    df, skipped = noninferiority_table(frames, comparisons, planned=planned, **levels)
+    got = list(zip(df["task"], df["treatment"], df["not_computed"], strict=True))
+    assert got == [("gsm8k", "tersetalk/default", ""), ("toolqa", "formats/mckp", "")]
+    assert skipped == []
+    # without the plan, every comparison is asked on every task and the gaps reported
+    df, skipped = noninferiority_table(frames, comparisons, **levels)
+    assert len(df) == 4 and len(skipped) == 2
+    # a planned run that is missing is still reported, never silently dropped
+    df, skipped = noninferiority_table(frames[:-1], comparisons, planned=planned, **levels)
+    assert skipped == [
+        {
+            "task": "toolqa",
+            "treatment": "formats/mckp",
+            "control": "formats/json_compact",
+            "not_computed": "no toolqa records of formats/json_compact among the inputs",
+        }
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# the real Snakefile
+
+
+def _dry_run(repo, *args):
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", *args],
+        cwd=repo, capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout + res.stderr
+
+
+def _files(out, pattern):
+    return sorted(set(re.findall(pattern, out)))
+
+
+def test_dry_run_schedules_exactly_the_toolqa_runs(repo):
+    out = _dry_run(repo)
+    runs = _files(out, r"results/runs/toolqa/[\w-]+/[\w-]+\.parquet")
+    assert runs == sorted(f"results/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS)
+    assert _files(out, r"results/runs/\w+/formats/") == ["results/runs/toolqa/formats/"]
+    assert not _files(out, r"results/calibration/[\w/]*toolqa[\w/.]*")
+    assert _files(out, r"results/calibration/\w+\.yaml") == [
+        "results/calibration/gsm8k.yaml",
+        "results/calibration/hotpotqa.yaml",
+    ]
+    sample = re.search(r"tersetalk sample --task toolqa .*", out).group(0)
+    assert "--calibration-n 0 " in sample
+    assert '--task-options \'{"max_payload_tokens": 1000, "questions_per_kind": 1}\'' in sample
+    stats = re.search(r"tersetalk stats .*", out).group(0)
+    planned = json.loads(re.search(r"--planned '([^']*)'", stats).group(1))
+    assert planned["toolqa"] == TOOLQA_RUNS
+    assert "results/metrics/toolqa/formats/mckp.parquet" in stats
+
+
+def test_paper_dry_run_adds_its_budgets_and_a_gsm8k_only_run_has_no_toolqa(repo):
+    out = _dry_run(repo, "--configfile", "config/paper.yaml")
+    runs = _files(out, r"results/runs/toolqa/[\w-]+/[\w-]+\.parquet")
+    extra = ["formats/mckp_budget_500", "formats/mckp_budget_1000"]
+    assert runs == sorted(f"results/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS + extra)
+    assert '"max_payload_tokens": 4000' in re.search(r"tersetalk sample --task toolqa .*", out)[0]
+    out = _dry_run(repo, "--config", "tasks=[gsm8k]")
+    assert "toolqa" not in out and "results/runs/gsm8k/formats" not in out
