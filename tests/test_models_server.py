@@ -60,7 +60,7 @@ def server(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
     cmd = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-m", "tersetalk.models.llamacpp_server",  # llama_cpp.server, no repacking
         "--model", str(default_model_path()), "--model_alias", ALIAS,
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", "2048", "--n_threads", "1", "--seed", "0",

@@ -85,9 +85,39 @@ def _default_threads() -> int:
     return max(1, n // 2)
 
 
+def without_weight_repacking() -> None:
+    """Load every later llama.cpp model without its extra weight buffers (repacking).
+
+    Why: on CPUs with AMX (Intel Sapphire Rapids and later), llama.cpp built for the
+    host repacks the weights into an AMX buffer, and the first batched prompt
+    evaluation then segfaults in ``ggml_backend_amx_mul_mat`` (llama.cpp issue
+    #20824; seen here with llama-cpp-python 0.3.36 and the embedded SmolLM2, a Python
+    process killed by SIGSEGV). The plain CPU buffers compute the same model with the
+    same kernels everywhere else. llama-cpp-python's ``Llama`` has no argument for
+    ``llama_model_params.use_extra_bufts``, so the model defaults it starts from are
+    wrapped once, here; ``python -m tersetalk.models.llamacpp_server`` does the same
+    for llama.cpp's OpenAI-compatible server. Idempotent.
+    """
+    import llama_cpp.llama_cpp as low
+
+    defaults = low.llama_model_default_params
+    if getattr(defaults, "_tersetalk_no_repack", False):
+        return
+
+    def no_repack_defaults():  # type: ignore[no-untyped-def]
+        params = defaults()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    no_repack_defaults._tersetalk_no_repack = True  # type: ignore[attr-defined]
+    low.llama_model_default_params = no_repack_defaults
+
+
 def _load_llama(path: Path, **kwargs: Any) -> Any:
     import llama_cpp
 
+    without_weight_repacking()
     if not path.is_file():
         raise ModelUnavailableError(
             f"model file not found: {path}; set models.model_path to an existing GGUF file, "
@@ -366,6 +396,7 @@ class LlamaCppClient(ModelClient):
             "model_size": self.model_path.stat().st_size,
             "n_ctx": self.n_ctx,
             "n_threads": self.n_threads,
+            "weight_repacking": False,  # see without_weight_repacking()
             "seed": self.seed,
             "max_retries": self.max_retries,
             "reuse_prefix": self.reuse_prefix,
