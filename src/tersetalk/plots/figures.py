@@ -16,7 +16,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-TASK_LABEL = {"hotpotqa": "HotpotQA (exact match)", "gsm8k": "GSM8K (accuracy)"}
+TASK_LABEL = {
+    "hotpotqa": "HotpotQA (exact match)",
+    "gsm8k": "GSM8K (accuracy)",
+    "toolqa": "ToolQA (answer check)",
+}
 ROLE_COLORS = {"manager": "#4C72B0", "worker": "#DD8452", "critic": "#55A868"}
 
 
