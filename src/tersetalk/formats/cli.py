@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-ENCODERS = ("mckp", "json_compact", "json_pretty", "toon", "csv", "markdown_table", "kv")
+ENCODERS = ("mckp", "mckp_plain", "json_compact", "json_pretty", "toon", "csv", "markdown_table", "kv")
 
 
 def _fail(message: str) -> None:
@@ -99,6 +99,8 @@ def _cmd_encode(args: argparse.Namespace) -> None:
         )
         if enc.fallback:
             print(f"  fell back to compact JSON: {enc.fallback}", file=sys.stderr)
+        if enc.aliases:
+            print(f"  {enc.aliases} string prefix(es) named by alias hints", file=sys.stderr)
         for path, option in enc.choices:
             if option not in ("inline",) or path == "$":
                 print(f"  {path}: {option}", file=sys.stderr)
@@ -177,7 +179,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="print a payload's encoding",
         description="Read JSON (or Markdown) and print its encoding. mckp: the "
         "cheapest lossless per-subtree encoding, or with --budget the most value "
-        "that fits (what is left out is named by overflow hints).",
+        "that fits (what is left out is named by overflow hints); string prefixes "
+        "that repeat (URLs) are named once by '> [alias: $1=...]' hints where that "
+        "saves tokens. mckp_plain: the same without aliases.",
     )
     e.add_argument("file", nargs="?", default="-", help="JSON or Markdown file; - or none: stdin")
     e.add_argument("--encoder", choices=ENCODERS, default="mckp", help="default: %(default)s")

@@ -4,7 +4,8 @@ Each experiment is a pure function of the corpus and its settings, writes one Pa
 file, and is one rule of ``workflow/rules/formats.smk``:
 
 - ``savings``: tokens of every payload in every encoder under each tokenizer, with the
-  lossless knapsack (``mckp``) and the best single format chosen with hindsight.
+  lossless knapsack (``mckp``; ``mckp_plain`` without its alias layer) and the best
+  single format chosen with hindsight.
 - ``knapsack``: exact vs greedy vs binary at budgets that are fractions of the
   payload's compact-JSON tokens: value kept, tokens, time.
 - ``dedup``: a seeded replay of repeated tool calls through the L0 cache: hit rate
@@ -27,7 +28,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.formats.corpus import load_corpus, markdown_tables
-from tersetalk.formats.solver import SINGLE, BudgetError, encode, solve
+from tersetalk.formats.solver import MCKP, SINGLE, BudgetError, encode, solve
 from tersetalk.formats.tree import Node, from_python, table_to_json
 from tersetalk.io import write_parquet_atomic
 from tersetalk.tokens import count_tokens
@@ -67,13 +68,13 @@ def savings(payloads: list[Item], tokenizers=TOKENIZERS) -> pd.DataFrame:
     for it in tqdm(payloads, desc="savings", unit="payload", file=sys.stderr):
         for tok in tokenizers:
             counts: dict[str, float] = {}
-            for enc in (*SINGLE, "mckp"):
+            for enc in (*SINGLE, *MCKP):
                 try:
                     e = encode(it.node, enc, tokenizer=tok)
                     counts[enc] = e.tokens
                 except ValueError:
                     counts[enc] = float("nan")
-            singles = {k: v for k, v in counts.items() if k != "mckp" and v == v}
+            singles = {k: v for k, v in counts.items() if k in SINGLE and v == v}
             best = min(singles, key=lambda k: singles[k])
             for enc, n in (*counts.items(), ("best_single", singles[best])):
                 rows.append(

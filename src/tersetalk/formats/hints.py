@@ -10,6 +10,9 @@ The seed (``002``, "In-Response Hints") defines four families, all of the form
 - format ``> [encoded: <formats>]``: the encoding the body is in, so it can be decoded.
 - metadata ``> [query: <q> | total=N | returned=M]``: the scope of the answer.
 
+and one of this project's: alias ``> [alias: $1=<prefix>]``, a prefix that string
+values written ``$1...`` start with (:mod:`tersetalk.formats.aliases`).
+
 A hint always says what was left out and how to get it back (overflow names the
 keys or the count and the path to call); its tokens count against the budget.
 """
@@ -76,7 +79,7 @@ def overflow_chars(path: tuple[str | int, ...], kept: int, total: int) -> str:
 
 @dataclass(frozen=True)
 class Hint:
-    family: str  # ref | overflow | encoded | query
+    family: str  # ref | overflow | encoded | query | alias
     body: str
 
 
@@ -94,6 +97,8 @@ def parse_hint(line: str) -> Hint | None:
         return Hint("query", inner[7:])
     if inner.startswith("+"):
         return Hint("overflow", inner)
+    if inner.startswith("alias: "):
+        return Hint("alias", inner)
     return None
 
 

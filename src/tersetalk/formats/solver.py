@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from tersetalk.formats import aliases as A
 from tersetalk.formats import hints as H
 from tersetalk.formats.container import (
     _ITEM_HEADER,
@@ -502,6 +503,8 @@ class Encoding:
     choices: tuple[tuple[str, str], ...]  # (JSON path, option), parents first
     #: why the chosen lossless text was replaced by compact JSON (None: it was not)
     fallback: str | None = None
+    #: string prefixes named once by alias hints (``tersetalk.formats.aliases``)
+    aliases: int = 0
 
     @property
     def value_share(self) -> float:
@@ -528,46 +531,92 @@ def solve(
     method: str = "exact",
     tokenizer: str = "o200k_base",
     scheme: ValueScheme | None = None,
+    aliases: bool = True,
 ) -> Encoding:
     """The chosen encoding of a JSON tree: cheapest lossless without a budget, else the
-    most value within ``budget`` tokens by ``method`` (exact | greedy | binary)."""
+    most value within ``budget`` tokens by ``method`` (exact | greedy | binary).
+
+    With ``aliases`` (not for ``binary``, the JSON-only baseline) the payload is also
+    solved with its repeated string prefixes named once (:mod:`tersetalk.formats.aliases`)
+    and the better of the two is returned: more value kept, then fewer tokens.
+    """
     if not is_json(node):
         raise TreeError("the solver takes a JSON tree; Markdown goes through encode_markdown()")
     if method not in METHODS:
         raise ValueError(f"method {method!r}: use one of {', '.join(METHODS)}")
+    if budget is not None and budget <= 0:
+        raise BudgetError(f"budget {budget}: give a positive number of tokens")
     scheme = scheme or ValueScheme()
     costs = _Costs(tokenizer)
-    vtotal = total_value(node, scheme)
+    table = A.choose(node, costs.text) if aliases and method != "binary" else {}
+    found: list[Encoding] = []
+    for tree, prelude in ((node, []), (A.apply(node, table), A.hint_lines(table))):
+        if tree is not node and not table:
+            break
+        try:
+            enc = _solve(tree, node, prelude, budget, method, costs, scheme)
+        except BudgetError:
+            if tree is not node:
+                break
+            if not table:
+                raise
+            continue
+        if tree is node or enc.fallback is None:
+            found.append(enc)
+    if not found:
+        raise BudgetError(_too_small(budget or 0, tokenizer))
+    return max(found, key=lambda e: (e.value_kept, -e.tokens))
+
+
+def _solve(
+    tree: Node,
+    original: Node,
+    prelude: list[str],
+    budget: int | None,
+    method: str,
+    costs: _Costs,
+    scheme: ValueScheme,
+) -> Encoding:
+    """``solve`` on ``tree`` (``original`` with its aliases applied, or itself), the
+    ``prelude`` hint lines before the body and counted against the budget."""
+    vtotal = total_value(original, scheme)
     json_only = method == "binary"
+    encoder = "mckp" if not json_only else "json_compact"
     if budget is None:
         plan = _Solver(scheme, costs, float("inf"), True, json_only).frontier(
-            node, ("root", None), 0, ()
+            tree, ("root", None), 0, ()
         )[0]
-        return _encoding(
-            node, plan, costs, "mckp" if not json_only else "json_compact", method, None, vtotal
-        )
-    if budget <= 0:
-        raise BudgetError(f"budget {budget}: give a positive number of tokens")
-    target = budget
+        return _encoding(tree, original, prelude, plan, costs, encoder, method, None, vtotal)
+    target = budget - costs.lines(prelude)
     for _ in range(8):
+        if target <= 0:
+            break
         if method == "greedy":
-            plan = _greedy(node, scheme, costs, target)
+            plan = _greedy(tree, scheme, costs, target)
         else:
             front = _Solver(scheme, costs, float(target), False, json_only).frontier(
-                node, ("root", None), 0, ()
+                tree, ("root", None), 0, ()
             )
             if not front:
-                raise BudgetError(_too_small(budget, tokenizer))
+                raise BudgetError(_too_small(budget, costs.tokenizer))
             plan = front[-1]
-        enc = _encoding(
-            node, plan, costs, "mckp" if not json_only else "binary", method, budget, vtotal
-        )
+        encoder = "mckp" if not json_only else "binary"
+        enc = _encoding(tree, original, prelude, plan, costs, encoder, method, budget, vtotal)
         if enc.tokens <= budget:
             return enc
         target -= enc.tokens - budget  # tokenisation across lines: lower and solve again
-        if target <= 0:
-            break
-    raise BudgetError(_too_small(budget, tokenizer))
+    raise BudgetError(_too_small(budget, costs.tokenizer))
+
+
+def _with_prelude(text: str, prelude: list[str]) -> str:
+    """``prelude`` hint lines after the format hint (which stays first, where readers of
+    a fenced Markdown block look for it), else before the body."""
+    if not prelude:
+        return text
+    first, sep, rest = text.partition("\n")
+    if H.parse_hint(first) is not None and H.parse_hint(first).family == "encoded":
+        return "\n".join([first, *prelude, rest]) if sep else "\n".join([first, *prelude])
+    return "\n".join([*prelude, text])
 
 
 def _too_small(budget: int, tokenizer: str) -> str:
@@ -578,7 +627,9 @@ def _too_small(budget: int, tokenizer: str) -> str:
 
 
 def _encoding(
-    node: Node,
+    tree: Node,
+    original: Node,
+    prelude: list[str],
     plan: Plan,
     costs: _Costs,
     encoder: str,
@@ -586,21 +637,21 @@ def _encoding(
     budget: int | None,
     vtotal: float,
 ) -> Encoding:
-    text = render(node, plan)
+    text = _with_prelude(render(tree, plan), prelude)
     fallback = None
     if plan.lossless:
         # fail closed on the whole text too: a body line that reads as a hint (a CSV
         # header "> [ref: x]") would make the text decode to something else
         try:
-            ok = same_value(decode(text), to_python(node))
+            ok = same_value(decode(text), to_python(original))
         except ValueError as exc:
             ok, why = False, str(exc)
         else:
             why = "decoded to a different value"
         if not ok:
             fallback = f"the {plan.option} encoding does not read back ({why[:120]})"
-            plan = Plan("inline", 0, plan.value)
-            text = render(node, plan)
+            tree, plan = original, Plan("inline", 0, plan.value)
+            text = render(tree, plan)
             if budget is not None and costs.text(text) > budget:
                 raise BudgetError(_too_small(budget, costs.tokenizer))
     return Encoding(
@@ -614,7 +665,8 @@ def _encoding(
         value_kept=plan.value,
         value_total=vtotal,
         lossless=plan.lossless,
-        choices=tuple(_choices(node, plan)),
+        choices=tuple(_choices(tree, plan)),
+        aliases=0 if fallback else len(prelude),
     )
 
 
@@ -696,6 +748,8 @@ def _drop(node: Node, plan: Plan, target: Path, costs: _Costs, path: Path) -> Pl
 # --- single formats and decoding -----------------------------------------------------
 
 SINGLE = ("json_pretty", "json_compact", "toon", "csv", "markdown_table", "kv")
+#: the knapsack with and without the alias layer (the difference is what aliases save)
+MCKP = ("mckp", "mckp_plain")
 
 
 def encode(
@@ -707,15 +761,19 @@ def encode(
     method: str = "exact",
     scheme: ValueScheme | None = None,
 ) -> Encoding:
-    """A payload in one encoder: ``mckp`` (the knapsack) or one of the single formats.
+    """A payload in one encoder: ``mckp`` (the knapsack, with string-prefix aliases
+    where they save tokens), ``mckp_plain`` (the knapsack's per-subtree formats alone)
+    or one of the single formats.
 
     Single formats are all-or-nothing: a format that cannot carry the payload
     losslessly raises ValueError naming the ones that can (no silent fallback).
     """
     from tersetalk.formats.encoders import eligible_encoders, get_encoder
 
-    if encoder == "mckp":
-        return solve(node, budget=budget, method=method, tokenizer=tokenizer, scheme=scheme)
+    if encoder in MCKP:
+        enc = solve(node, budget=budget, method=method, tokenizer=tokenizer, scheme=scheme,
+                    aliases=encoder == "mckp")  # fmt: skip
+        return replace(enc, encoder=encoder) if enc.encoder == "mckp" else enc
     if budget is not None:
         raise ValueError(f"--budget applies to the mckp encoder only, not {encoder!r}")
     enc = get_encoder(encoder)
@@ -737,6 +795,14 @@ class LossyEncodingError(ValueError):
 
 def decode(text: str) -> Any:
     """The exact JSON value of a lossless encoding (any encoder, mckp included)."""
+    found, _ = H.split_hints(text)
+    table = dict(filter(None, (A.parse(h.body) for h in found if h.family == "alias")))
+    value = _decode_body(text)
+    return A.expand(value, table) if table else value
+
+
+def _decode_body(text: str) -> Any:
+    """The JSON value of the body, aliases (if any) still in its strings."""
     from tersetalk.formats.container import parse_container
     from tersetalk.formats.encoders import FormatDecodeError, get_encoder
 

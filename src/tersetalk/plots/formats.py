@@ -34,6 +34,7 @@ ENCODER_ORDER = [
     "markdown_table",
     "kv",
     "best_single",
+    "mckp_plain",
     "mckp",
 ]
 
