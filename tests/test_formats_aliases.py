@@ -29,8 +29,9 @@ values = st.recursive(
     _scalar,
     lambda inner: st.one_of(
         st.lists(inner, max_size=6),
-        st.dictionaries(st.sampled_from(["url", "html_url", "$1", "name", "id"]), inner,
-                        max_size=5),  # fmt: skip
+        st.dictionaries(
+            st.sampled_from(["url", "html_url", "$1", "name", "id"]), inner, max_size=5
+        ),  # fmt: skip
     ),
     max_leaves=30,
 )

@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-ENCODERS = ("mckp", "mckp_plain", "json_compact", "json_pretty", "toon", "csv", "markdown_table", "kv")
+ENCODERS = ("mckp", "mckp_plain", "json_compact", "json_pretty", "toon", "csv", "markdown_table",
+            "kv")  # fmt: skip
 
 
 def _fail(message: str) -> None:

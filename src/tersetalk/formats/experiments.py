@@ -201,7 +201,7 @@ def dedup_replay(
     return pd.DataFrame(rows)
 
 
-COMPREHENSION_ENCODERS = ("json_compact", "json_pretty", "toon", "mckp")
+COMPREHENSION_ENCODERS = ("json_compact", "json_pretty", "toon", "mckp_plain", "mckp")
 
 
 def comprehension(
