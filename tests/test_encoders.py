@@ -75,6 +75,22 @@ def test_force_entities_keeps_names_whole_and_is_case_sensitive():
     assert LLMLinguaSystemSettings().force_entities  # the llmlingua system's default
 
 
+def test_entity_phrases_keep_the_content_word_after_a_name():
+    pat = force_pattern([], words=False, entities=True, phrases=True)
+    text = "a representation of the Baudot code. Richard Wagner to a German libretto by them"
+    found = [m.group(0).strip() for m in pat.finditer(text)]
+    # a function word never completes a name; "Richard Wagner" stays two names
+    assert found == ["Baudot code", "Richard", "Wagner", "German libretto"]
+    # without phrases the name alone is kept; phrases do nothing without entities
+    plain = force_pattern([], words=False, entities=True)
+    assert [m.group(0).strip() for m in plain.finditer("the Baudot code")] == ["Baudot"]
+    assert not force_pattern([], words=False, phrases=True).search("the Baudot code")
+    from tersetalk.systems.llmlingua_system import LLMLinguaSystemSettings
+
+    assert LLMLinguaSystemSettings().entity_phrases  # the llmlingua system's default
+    assert not LinguaSettings().entity_phrases  # touchpoints and the hybrid: off
+
+
 def test_settings_validate_rates_and_reject_code_in_context_budget():
     assert LinguaSettings(rate=0.33).rate == 0.33
     for bad in (

@@ -1,6 +1,7 @@
 """Control flow of the ``tersetalk`` system with the scripted double (no reported numbers)."""
 
 import copy
+import html
 import json
 from collections import Counter
 
@@ -337,13 +338,20 @@ def test_the_default_brief_repeats_nothing_the_wire_or_the_prompt_already_carrie
         assert [ln.tag for ln in brief] == ["f", "q"]
         facts = build_brief("hotpotqa", examples[row.example_id]["record"]).facts
         sent = brief[0].text
+        # double quotes travel as single ones (quotes: single): no JSON escapes
+        assert '"' not in sent and '"' not in brief[1].text
         rest = sent
+        previous = None
         for fact in facts:
+            fact = html.unescape(fact).replace('"', "'")
             title, _, sentence = fact.partition(": ")
-            # the title goes only when the sentence names it; facts keep their order
+            # the title goes at most once per paragraph, and only when the sentence does
+            # not name it; facts keep their order
             got = fact if rest.startswith(fact) else sentence
             assert rest.startswith(got), (got, rest[:80])
+            assert got == sentence or title != previous
             rest = rest[len(got) :].lstrip(" ")
+            previous = title
         assert rest == ""
         # the Critic gets the question only (M->C), then judges the draft against it
         copy = [m for m in msgs if (m["sender"], m["receiver"]) == ("M", "C")]
@@ -363,3 +371,80 @@ def test_fact_titles_are_dropped_only_when_the_sentence_names_them():
     kept = "Genny Light: The beer has 4.0% alcohol."
     assert dedup_title(kept) == kept
     assert dedup_title("no title here") == "no title here"
+
+
+def test_loose_title_names_fold_accents_first_names_and_legal_suffixes():
+    from tersetalk.agents.codecs.tersetalk import dedup_title, names_title
+
+    # a short first name the sentence spells out, an accent, a company's legal form
+    for title, sentence in [
+        ("Chris Summers (ice hockey)", "Christopher C Summers is a defenseman."),
+        ("Case Keenum", "Casey Austin Keenum is a quarterback."),
+        ("Nick Grinde", "Nick Grindé was a director."),
+        ("Stone Brewing Co.", "Stone Brewing is a brewery."),
+    ]:
+        assert names_title(title, sentence, loose=True)
+        assert not names_title(title, sentence)
+    # a surname alone does not name "Dan LeFevour"; two letters are no first name
+    assert not names_title("Dan LeFevour", "LeFevour had the most touchdowns.", loose=True)
+    assert not names_title("Al Gore", "Alan Gore was a senator.", loose=True)
+    # a legal form alone is a title word like any other
+    assert not names_title("Co.", "The company is old.", loose=True)
+    # HTML entities in a kept title are decoded; a decoded one can be named
+    assert dedup_title("X&amp;Y: The album's cover art.", loose=True) == "X&Y: The album's cover art."
+    assert dedup_title("Waring &amp; Gillow: Waring & Gillow is a firm.", loose=True) == (
+        "Waring & Gillow is a firm."
+    )
+    assert dedup_title("X&amp;Y: The album's cover art.") == "X&amp;Y: The album's cover art."
+
+
+def test_paragraph_titles_say_a_title_once_per_run_of_its_sentences():
+    from tersetalk.agents.codecs.tersetalk import paragraph_titles
+
+    facts = [
+        "Genny Light: Genny Light is a beer.",
+        "Genny Light: The beer has 4.0% alcohol.",
+        "Genesee Brewing Company: It is a brewery.",
+        "Genesee Brewing Company: Along with this change, it was renamed.",
+        "Genny Light: The can is green.",
+    ]
+    assert paragraph_titles(facts) == [
+        "Genny Light is a beer.",
+        "The beer has 4.0% alcohol.",
+        "Genesee Brewing Company: It is a brewery.",
+        "Along with this change, it was renamed.",
+        # a new run of the first paragraph names it again
+        "Genny Light: The can is green.",
+    ]
+    assert paragraph_titles(["no title", "no title"]) == ["no title", "no title"]
+
+
+def _encoded_brief(facts, question, settings):
+    """The serialised lines of a HotpotQA brief the codec writes under ``settings``."""
+    from tersetalk.agents.codecs.tersetalk import TerseTalkCodec
+    from tersetalk.agents.context import RunContext
+    from tersetalk.agents.roles import Brief
+    from tersetalk.protocol import serialize
+
+    ctx = RunContext(task="hotpotqa", client=None, gen=None, critic_gen=None)
+    codec = TerseTalkCodec(ctx, settings, {}, Brief(goal="g", facts=facts, question=question),
+                           None)  # fmt: skip
+    lines, _ = codec.encode_brief(settings.cap_dict(), codec.memory)
+    return serialize(lines).split("\n")
+
+
+def test_brief_settings_for_titles_and_quotes_each_change_only_their_part():
+    from tersetalk.agents.codecs.tersetalk import TerseTalkSettings
+
+    facts = ['Genny Light: Genny Light is a "light" beer.', "Genny Light: The beer has 100 calories."]
+    question = 'Which "light" beer?'
+
+    def brief(**kw):
+        return _encoded_brief(facts, question, TerseTalkSettings(**kw))
+
+    default = brief()
+    assert default == ['["f","Genny Light is a \'light\' beer. The beer has 100 calories."]',
+                       '["q","W","Which \'light\' beer?"]']  # fmt: skip
+    assert brief(quotes="json")[1] == '["q","W","Which \\"light\\" beer?"]'
+    assert "Genny Light: The beer" in brief(fact_titles="dedup")[0]
+    assert brief(fact_titles="keep")[0].startswith('["f","Genny Light: Genny Light is')

@@ -103,6 +103,11 @@ class LinguaSettings(CompressorSettings):
     #: token-level compressor otherwise cuts inside the very names an answer is made
     #: of ("PPG Paints Arena" -> "PPG Paintsa")
     force_entities: bool = False
+    #: with ``force_entities``, a capitalised word also keeps the content word that
+    #: follows it ("Baudot code", "German libretto"): given the name, that word is the
+    #: most predictable token of the sentence, so LLMLingua drops it first, and it is
+    #: often the rest of an answer ("Baudot code" -> "Baudot")
+    entity_phrases: bool = False
     #: a target counts as met when the achieved rate is within this relative miss;
     #: the compressor retries (up to max_adjust) while it misses by more than half of it
     tolerance: float = Field(0.2, ge=0.0, le=1.0)
@@ -192,15 +197,29 @@ NUMBER_WORDS = (
 ENTITY_WORD = r"\b[A-Z][\w'’&-]*\.?"
 
 
+#: words that never complete a name ("Wagner to", "Paris and"): function words
+PHRASE_STOPWORDS = (
+    "a an and are as at be by for from had has have he her his in is it its of on or "
+    "she that the their they this to was were which who with"
+).split()
+#: the content word after a name: lower-case, not a function word
+_NEXT_WORD = r"(?:\s(?!(?:" + "|".join(PHRASE_STOPWORDS) + r")\b)[a-z][\w'’-]*)"
+
+
 def force_pattern(
-    force_tokens: Sequence[str], words: bool = True, entities: bool = False
+    force_tokens: Sequence[str],
+    words: bool = True,
+    entities: bool = False,
+    phrases: bool = False,
 ) -> re.Pattern[str]:
-    """Numbers (1,200 / 3.50 / 10:30), number words, the forced operators, and with
-    ``entities`` capitalised words."""
+    """Numbers (1,200 / 3.50 / 10:30), number words, the forced operators, with
+    ``entities`` capitalised words, and with ``phrases`` too the content word after each
+    ("Baudot code")."""
     ops = [re.escape(t) for t in sorted(set(force_tokens), key=len, reverse=True) if t]
     alts = [r"\d(?:[\d,.:/]*\d)?"]
     if entities:
-        alts.insert(0, ENTITY_WORD)  # case-sensitive: it is the capital that marks a name
+        # case-sensitive: it is the capital that marks a name
+        alts.insert(0, ENTITY_WORD + (_NEXT_WORD + "?" if phrases else ""))
     if words:
         alts.append(r"(?i:\b(?:" + "|".join(NUMBER_WORDS) + r")\b)")
     if ops:
@@ -360,7 +379,8 @@ class LLMLinguaCompressor:
             result.skipped = True
             return result
         pattern = (
-            force_pattern(opts.force_tokens, opts.force_number_words, opts.force_entities)
+            force_pattern(opts.force_tokens, opts.force_number_words, opts.force_entities,
+                          opts.entity_phrases)  # fmt: skip
             if force
             else None
         )

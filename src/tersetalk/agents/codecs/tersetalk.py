@@ -25,8 +25,10 @@ Worker's reply asks for ids, and then it answers again; ``never``).
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
+import unicodedata
 from collections import Counter
 from typing import Annotated, Any, Literal
 
@@ -111,8 +113,19 @@ class TerseTalkSettings(BaseModel):
     #: in the Worker's system prompt
     goal_line: bool = False
     #: HotpotQA facts are "Title: sentence"; ``dedup`` drops the title when every word
-    #: of it (a parenthetical aside aside) occurs in the sentence, ``keep`` sends it
-    fact_titles: Literal["keep", "dedup"] = "dedup"
+    #: of it (a parenthetical aside aside) occurs in the sentence, ``paragraph`` also
+    #: says it once per run of consecutive facts from the same paragraph (the later
+    #: sentences continue the first, as on the page), ``keep`` sends every title
+    fact_titles: Literal["keep", "dedup", "paragraph"] = "paragraph"
+    #: how ``dedup``/``paragraph`` decide that a sentence names its title: ``exact``
+    #: words, or ``loose``: accents folded ("Grinde" names "Grindé"), a word of 3+
+    #: letters may be the start of the sentence's ("Chris" names "Christopher"), a
+    #: legal-form suffix ("Co.", "Inc.") need not recur, and HTML entities in the title
+    #: are decoded ("X&amp;Y" is sent as "X&Y")
+    title_names: Literal["exact", "loose"] = "loose"
+    #: double quotes inside the brief's payloads: ``json`` escapes them (``\"``, often a
+    #: token of its own), ``single`` writes them as ``'`` (no escape needed)
+    quotes: Literal["json", "single"] = "single"
     #: facts one ``f`` line each (``each``), or consecutive facts that fit their caps
     #: merged into one ``f`` line (``merged``: the line syntax is paid once, not per fact)
     fact_lines: Literal["each", "merged"] = "merged"
@@ -463,22 +476,90 @@ def touchpoint_models(settings: TerseTalkSettings) -> list[str]:
 
 
 _WORD = re.compile(r"\w+")
+_ASIDE = re.compile(r"\([^)]*\)")
+#: legal-form suffixes a sentence leaves out when it names a company ("Stone Brewing")
+LEGAL_SUFFIXES = frozenset({"co", "inc", "ltd", "corp", "llc", "plc", "gmbh"})
+#: the shortest title word that may stand for a longer sentence word ("Chris", "Case")
+MIN_PREFIX = 3
 
 
-def dedup_title(fact: str) -> str:
+def _fold(word: str) -> str:
+    """A word compared without case or accents ("Grindé" and "Grinde" match)."""
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def names_title(title: str, sentence: str, loose: bool = False) -> bool:
+    """Whether ``sentence`` names ``title``: every word of the title occurs in it.
+
+    A parenthetical aside ("(album)") is not part of the name. ``loose`` also folds
+    accents, lets a title word of MIN_PREFIX or more letters be the start of a
+    sentence word (a short first name: "Chris Summers" is named by "Christopher C
+    Summers") and lets a legal-form suffix ("Co.") be absent.
+    """
+    words = _WORD.findall(_ASIDE.sub(" ", title))
+    said = _WORD.findall(sentence)
+    if loose:
+        words = [_fold(w) for w in words]
+        said = [_fold(w) for w in said]
+        if len(words) > 1 and words[-1] in LEGAL_SUFFIXES:
+            words = words[:-1]
+    else:
+        words = [w.casefold() for w in words]
+        said = [w.casefold() for w in said]
+    if not words:
+        return False
+    vocab = set(said)
+
+    def named(word: str) -> bool:
+        if word in vocab:
+            return True
+        return loose and len(word) >= MIN_PREFIX and any(s.startswith(word) for s in said)
+
+    return all(named(w) for w in words)
+
+
+def dedup_title(fact: str, loose: bool = False) -> str:
     """``"Title: sentence"`` without the title when the sentence already names it.
 
     HotpotQA facts carry their paragraph's title; it adds nothing when every word of
     the title (outside a parenthetical aside such as "(album)") occurs in the sentence,
     e.g. "Paul Kantner: Paul Lorin Kantner (...) was an American rock musician."
+    ``loose``: see :func:`names_title`; the title kept is also HTML-decoded.
     """
     title, sep, sentence = fact.partition(": ")
     if not sep or not sentence.strip():
         return fact
-    words = {w.casefold() for w in _WORD.findall(re.sub(r"\([^)]*\)", " ", title))}
-    if words and words <= {w.casefold() for w in _WORD.findall(sentence)}:
+    if loose:
+        title = html.unescape(title)
+    if names_title(title, sentence, loose):
         return sentence
-    return fact
+    return f"{title}: {sentence}"
+
+
+def paragraph_titles(facts: list[str], loose: bool = False) -> list[str]:
+    """Titles deduplicated, and said once per run of facts from the same paragraph.
+
+    HotpotQA's supporting sentences of one paragraph follow each other; the second
+    continues the first ("Genny Light is an American light beer ... The beer has
+    4.0% alcohol"), so its title repeats what the run already established. A run
+    starts again whenever the title changes.
+    """
+    out: list[str] = []
+    previous = None
+    for fact in facts:
+        title, sep, sentence = fact.partition(": ")
+        if sep and sentence.strip() and title == previous:
+            out.append(sentence)
+        else:
+            out.append(dedup_title(fact, loose))
+        previous = title if sep else None
+    return out
+
+
+def single_quotes(text: str) -> str:
+    """Double quotes as single ones: a JSON string must escape ``"`` and ``'`` it need not."""
+    return text.replace('"', "'")
 
 
 def answer_lines(reply: WorkerReply) -> list[LineBase]:
@@ -523,13 +604,17 @@ class TerseTalkCodec(Codec):
     def encode_brief(self, caps: dict[str, int], memory: Memory):
         """The brief as capped TerseTalk lines, overflow going to ``memory``."""
         tts = self.tts
-        facts = self.brief.facts
-        if tts.fact_titles == "dedup" and self.ctx.task == "hotpotqa":
-            facts = [dedup_title(f) for f in facts]
+        facts = list(self.brief.facts)
+        loose = tts.title_names == "loose"
+        if self.ctx.task == "hotpotqa":
+            if tts.fact_titles == "dedup":
+                facts = [dedup_title(f, loose) for f in facts]
+            elif tts.fact_titles == "paragraph":
+                facts = paragraph_titles(facts, loose)
         return encode_brief(
             self.brief.goal if tts.goal_line else None,
-            facts,
-            self.brief.question,
+            [self.wire_text(f) for f in facts],
+            self.wire_text(self.brief.question),
             caps=caps,
             memory=memory,
             summarizer=self.touch.summarizer(tts.summarizer),
@@ -556,7 +641,11 @@ class TerseTalkCodec(Codec):
     def critic_copy_lines(self) -> list[LineBase]:
         """What ``critic_copy: question`` sends the Critic: the question, uncapped."""
         lines: list[LineBase] = [RoleLine(role="M")] if self.tts.role_lines else []
-        return lines + [QuestionLine(to="W", text=self.brief.question)]
+        return lines + [QuestionLine(to="W", text=self.wire_text(self.brief.question))]
+
+    def wire_text(self, text: str) -> str:
+        """A payload of the brief as the variant writes it (``quotes``)."""
+        return single_quotes(text) if self.tts.quotes == "single" else text
 
     def question_copy(self, sent: Sent, receiver: str) -> bool:
         """Whether the copy of ``sent`` to ``receiver`` is only the question."""
