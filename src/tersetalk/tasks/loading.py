@@ -115,7 +115,7 @@ def _truthy_env(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _checked_file(task: str, spec: DatasetFile, data_dir: str | Path) -> Path:
+def _checked_file(spec: DatasetFile, data_dir: str | Path) -> Path:
     """The shipped file, after its SHA-256 matched."""
     path = Path(data_dir) / spec.relpath
     if not path.exists():
@@ -139,7 +139,7 @@ def _read_dataset(task: str, spec: DatasetFile, source: str, data_dir: str | Pat
 
     datasets.disable_progress_bars()
     if source == "local":
-        path = _checked_file(task, spec, data_dir)
+        path = _checked_file(spec, data_dir)
         return datasets.load_dataset("json", data_files=str(path), split="train").to_list()
     try:
         ds = datasets.load_dataset(spec.hub_path, spec.hub_name, split=spec.hub_split)
@@ -175,7 +175,7 @@ def load_records(
             log.info("%s has no hub copy; its examples come from the shipped %s", task,
                      spec.relpath)  # fmt: skip
         used = {k: v for k, v in (options or {}).items() if k in spec.options}
-        records = spec.build(_checked_file(task, spec, data_dir), **used)
+        records = spec.build(_checked_file(spec, data_dir), **used)
         if not records:
             raise TaskDataError(
                 f"no {task} examples with options {used}: loosen them (config key '{task}')"
