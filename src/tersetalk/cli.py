@@ -23,6 +23,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.bench.cli",  # bench
     "tersetalk.metrics.audit_cli",  # audit
     "tersetalk.formats.cli",  # formats encode / decode / savings / experiment / plot
+    "tersetalk.dashboard.cli",  # dashboard
 )
 
 
@@ -81,7 +82,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
         given = getattr(args, key)
         if given and given != spec[key]:
             raise SystemExit(f"error: --{key} {given} disagrees with the spec ({spec[key]})")
-    df = run(spec, args.sample, args.out, limit=args.limit, progress=not args.no_progress)
+    df = run(spec, args.sample, args.out, limit=args.limit, progress=not args.no_progress,
+             events=args.events)  # fmt: skip
     logging.info("wrote %s (%d rows, %d errors)", args.out, len(df), int(df["error"].notna().sum()))
 
 
@@ -272,6 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_positive_int, help="only the first N examples of the sample (N >= 1)"
     )
     r.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    r.add_argument(
+        "--events",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="append progress events to <out>.events.jsonl for `tersetalk dashboard --attach` "
+        "(default: on, unless the environment sets TERSETALK_EVENTS=off)",
+    )
     r.set_defaults(func=_cmd_run)
 
     c = sub.add_parser(

@@ -31,6 +31,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.config import spec_hash
+from tersetalk.dashboard.publish import open_publisher, publishing
 from tersetalk.io import run_metadata, write_parquet_atomic
 from tersetalk.models import (
     GenerationConfig,
@@ -196,7 +197,14 @@ def run(
     limit: int | None = None,
     client: ModelClient | None = None,
     progress: bool = True,
+    events: bool | None = None,
 ) -> pd.DataFrame:
+    """Run every example not yet checkpointed, then write the run file atomically.
+
+    ``events`` publishes progress to ``<out>.events.jsonl`` for ``tersetalk dashboard
+    --attach`` (None: the ``TERSETALK_EVENTS`` default, on); see
+    :mod:`tersetalk.dashboard.publish`. Publishing never fails a run.
+    """
     out = Path(out)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive number of examples, got {limit!r}")
@@ -243,25 +251,38 @@ def run(
         unit="ex",
     )
     failed: list[tuple[str, str]] = []  # (example id, cause) of passing server faults
-    with open(ckpt, "a", encoding="utf-8") as fh:
-        for ex in todo:
-            try:
-                rec = run_one(ex, spec, ctx, digest)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                log.error("example %s: %s; not checkpointed, retried on the next run",
-                          ex["example_id"], exc)  # fmt: skip
-                failed.append((ex["example_id"], f"{type(exc).__name__}: {exc}"))
+    pub = open_publisher(out, spec, events)
+    pub.run_started(n_examples=len(examples), n_done=len(done),
+                    model=str(client.describe().get("model", "")))  # fmt: skip
+    try:
+        with publishing(pub), open(ckpt, "a", encoding="utf-8") as fh:
+            for ex in todo:
+                pub.example_started(ex)
+                try:
+                    rec = run_one(ex, spec, ctx, digest)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    log.error("example %s: %s; not checkpointed, retried on the next run",
+                              ex["example_id"], exc)  # fmt: skip
+                    failed.append((ex["example_id"], f"{type(exc).__name__}: {exc}"))
+                    pub.example_failed(ex["example_id"], failed[-1][1])
+                    bar.update(1)
+                    continue
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+                done[ex["example_id"]] = rec
+                pub.example_finished(rec)
                 bar.update(1)
-                continue
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-            done[ex["example_id"]] = rec
-            bar.update(1)
+    except BaseException as exc:  # a stopped run says so before it goes (Ctrl-C included)
+        pub.run_finished("failed", error=f"{type(exc).__name__}: {exc}"[:2000], n_done=len(done))
+        pub.close()
+        raise
     bar.close()
     if failed:
+        pub.run_finished("incomplete", n_done=len(done), n_failed=len(failed))
+        pub.close()
         first_id, first_cause = failed[0]
         raise RunIncompleteError(
             f"{len(failed)} of {len(examples)} examples failed because the model server did "
@@ -283,4 +304,6 @@ def run(
     )
     write_parquet_atomic(df, out, run_metadata(spec, digest, client))
     ckpt.unlink(missing_ok=True)
+    pub.run_finished("finished", n_done=len(df), n_errors=n_err, out=str(out))
+    pub.close()
     return df

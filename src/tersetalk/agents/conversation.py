@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tersetalk.dashboard.publish import on_message_sent
 from tersetalk.models import CallResult, GenerationConfig, ModelClient
 from tersetalk.models.base import StructuredOutputError
 from tersetalk.tokens import count_tokens
@@ -33,6 +34,7 @@ class Conversation:
             "tokens_model": self.client.count_tokens(content),
         }
         self.messages.append(msg)
+        on_message_sent(msg)  # the run's live events (a no-op unless a run publishes)
         return msg
 
     def log_call(self, role: str, result: CallResult) -> None:

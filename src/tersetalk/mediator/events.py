@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from tersetalk.dashboard.publish import forward_pipeline_event
+
 __all__ = [
     "CollectingEmitter",
     "EventBus",
@@ -67,8 +69,13 @@ class EventEmitter(ABC):
 
 
 class NullEmitter(EventEmitter):
+    """The default: nobody subscribed. Inside a run that publishes progress events
+    (:mod:`tersetalk.dashboard.publish`), the stage events go to the run's event file,
+    so ``tersetalk dashboard --attach`` sees a ``mediator`` run stage by stage; outside
+    one this is a single ``ContextVar`` lookup."""
+
     def emit(self, payload: PipelineEventPayload) -> None:
-        return None
+        forward_pipeline_event(payload)
 
 
 class CollectingEmitter(EventEmitter):

@@ -1,0 +1,250 @@
+"""The dashboard's web application: JSON endpoints, files, one WebSocket, the page.
+
+One FastAPI app serves three views from ``static/`` (plain HTML, CSS and ES
+modules shipped in the package: no build step, nothing fetched from the
+internet):
+
+- live pipeline: ``POST /api/live/message`` queues a message for the mediator
+  (:mod:`.live`); its stage events come back over ``/ws``;
+- workflow: with ``attach``, a background task tails the runs' event files
+  (:mod:`.tail`) and pushes what is new over ``/ws``;
+- results: ``/api/tasks``, ``/api/examples``, ``/api/conversation``,
+  ``/api/summary``, ``/api/figures`` read the workflow's outputs
+  (:mod:`.results`); ``/files/{results|figures}/<path>`` serves a file from
+  inside those two folders and nowhere else.
+
+Every WebSocket client gets a snapshot on connect, then live messages from the
+:class:`~.hub.Hub`; a client that disconnects or breaks is dropped without
+touching anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from tersetalk.dashboard.hub import Hub
+from tersetalk.dashboard.live import LiveMediator, Publish, default_live_config
+from tersetalk.dashboard.results import PathRefused, ResultsIndex, safe_path
+from tersetalk.dashboard.tail import EventTailer
+
+__all__ = ["DashboardSettings", "create_app"]
+
+log = logging.getLogger(__name__)
+
+#: longest message the live box accepts (characters); the mediator is for messages, not books
+MAX_MESSAGE_CHARS = 20_000
+
+
+@dataclass
+class DashboardSettings:
+    results: Path = Path("results")
+    figures: Path = Path("figures")
+    attach: Path | None = None
+    poll_s: float = 0.5
+    recent_events: int = 200
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _static_dir() -> Path:
+    return Path(str(resources.files("tersetalk.dashboard") / "static"))
+
+
+async def _follow(tailer: EventTailer, hub: Hub, recent: deque, poll_s: float) -> None:
+    """Poll the event files forever; a bad poll is logged and the next one tried."""
+    while True:
+        try:
+            for state, ev in await asyncio.to_thread(tailer.poll):
+                recent.append({"run": state.key, **ev})
+                hub.broadcast({"type": "run_event", "run": state.as_dict(), "event": ev})
+        except Exception:  # noqa: BLE001 - the dashboard outlives one unreadable poll
+            log.exception("event tailing failed; trying again")
+        await asyncio.sleep(poll_s)
+
+
+def create_app(
+    settings: DashboardSettings, make_live: Callable[[Publish], LiveMediator] | None = None
+) -> FastAPI:
+    """The app. ``make_live(publish)`` builds the live view's mediator around the hub's
+    thread-safe publish (None: the `mediator demo` settings on the embedded model)."""
+    hub = Hub()
+    index = ResultsIndex(settings.results, settings.figures)
+    tailer = EventTailer(settings.attach) if settings.attach is not None else None
+    recent: deque = deque(maxlen=settings.recent_events)
+    if make_live is None:
+        live = LiveMediator(default_live_config(), hub.threadsafe)
+    else:
+        live = make_live(hub.threadsafe)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        hub.bind(asyncio.get_running_loop())
+        task = None
+        if tailer is not None:
+            # what is already on disk is the starting state, not news for the browser
+            await asyncio.to_thread(tailer.poll)
+            task = asyncio.create_task(_follow(tailer, hub, recent, settings.poll_s))
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            live.close()
+
+    app = FastAPI(title="tersetalk dashboard", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.hub, app.state.live, app.state.tailer, app.state.index = hub, live, tailer, index
+    static = _static_dir()
+    app.mount("/static", StaticFiles(directory=static), name="static")
+
+    def workflow_snapshot() -> dict[str, Any]:
+        return {
+            "attached": str(settings.attach) if settings.attach is not None else None,
+            "runs": tailer.states() if tailer is not None else [],
+            "recent": list(recent),
+        }
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(static / "index.html", media_type="text/html")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:
+        return FileResponse(static / "favicon.svg", media_type="image/svg+xml")
+
+    @app.get("/api/info")
+    def info() -> dict[str, Any]:
+        from tersetalk import __version__
+
+        return {
+            "version": __version__,
+            "results": str(settings.results),
+            "figures": str(settings.figures),
+            "attach": str(settings.attach) if settings.attach is not None else None,
+            **settings.extra,
+        }
+
+    @app.get("/api/live")
+    def live_state() -> dict[str, Any]:
+        return live.snapshot()
+
+    @app.post("/api/live/message", status_code=202)
+    async def live_message(request: Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise HTTPException(400, 'send JSON: {"message": "..."}') from None
+        message = body.get("message") if isinstance(body, dict) else None
+        if not isinstance(message, str) or not message.strip():
+            raise HTTPException(400, "the message is empty: write what Agent A says")
+        if len(message) > MAX_MESSAGE_CHARS:
+            raise HTTPException(413, f"the message is over {MAX_MESSAGE_CHARS} characters")
+        return {"message_id": live.submit(message), "queued": True}
+
+    @app.get("/api/workflow")
+    def workflow() -> dict[str, Any]:
+        return workflow_snapshot()
+
+    @app.get("/api/runs")
+    def runs() -> list[dict[str, Any]]:
+        return index.runs()
+
+    @app.get("/api/tasks")
+    def tasks() -> list[dict[str, Any]]:
+        return index.tasks()
+
+    @app.get("/api/examples")
+    def examples(task: str) -> list[dict[str, Any]]:
+        return index.examples(task)
+
+    @app.get("/api/conversation")
+    def conversation(task: str, example: str) -> dict[str, Any]:
+        conv = index.conversation(task, example)
+        if not conv["runs"]:
+            raise HTTPException(404, f"no run of task {task!r} has example {example!r}")
+        return conv
+
+    @app.get("/api/summary")
+    def summary() -> dict[str, Any]:
+        return index.summary()
+
+    @app.get("/api/figures")
+    def figures() -> list[dict[str, str]]:
+        return index.figure_list()
+
+    @app.get("/files/{which}/{path:path}")
+    def files(which: str, path: str) -> FileResponse:
+        roots = {"results": settings.results, "figures": settings.figures}
+        if which not in roots:
+            raise HTTPException(404, "files are served from results/ and figures/ only")
+        try:
+            target = safe_path(roots[which], path)
+        except PathRefused as exc:
+            raise HTTPException(403, str(exc)) from None
+        if not target.is_file():
+            raise HTTPException(404, f"{which}/{path} is not a file")
+        return FileResponse(target)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        q = hub.subscribe()
+        receiver: asyncio.Task | None = None
+        try:
+            await websocket.send_text(
+                json.dumps(
+                    {"type": "snapshot", "live": live.snapshot(), "workflow": workflow_snapshot()},
+                    default=str,
+                )
+            )
+            receiver = asyncio.create_task(_drain(websocket))
+            while True:
+                getter = asyncio.create_task(q.get())
+                done, _ = await asyncio.wait(
+                    {getter, receiver}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if receiver in done:  # the browser went away
+                    getter.cancel()
+                    break
+                msg = getter.result()
+                if msg.get("type") == "resync":
+                    msg = {
+                        "type": "snapshot",
+                        "live": live.snapshot(),
+                        "workflow": workflow_snapshot(),
+                    }
+                await websocket.send_text(json.dumps(msg, default=str))
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # a client that vanished mid-send: nothing else depends on it
+        finally:
+            hub.unsubscribe(q)
+            if receiver is not None:
+                receiver.cancel()
+
+    return app
+
+
+async def _drain(websocket: WebSocket) -> None:
+    """Read (and ignore) what the browser sends, until it disconnects."""
+    try:
+        while True:
+            await websocket.receive_text()
+    except (WebSocketDisconnect, RuntimeError):
+        return
