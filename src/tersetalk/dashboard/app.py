@@ -94,7 +94,8 @@ def create_app(
         task = None
         if tailer is not None:
             # what is already on disk is the starting state, not news for the browser
-            await asyncio.to_thread(tailer.poll)
+            for state, ev in await asyncio.to_thread(tailer.poll):
+                recent.append({"run": state.key, **ev})
             task = asyncio.create_task(_follow(tailer, hub, recent, settings.poll_s))
         try:
             yield

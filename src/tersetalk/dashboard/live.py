@@ -71,6 +71,23 @@ def _event(kind: str, message_id: str, **data: Any) -> dict[str, Any]:
     }
 
 
+def _never_raising(publish: Publish) -> Publish:
+    """``publish`` that logs its first failure and swallows every one: a broken
+    subscriber (a closed loop, a bad message) must not fail a message's stages."""
+    warned = []
+
+    def safe(msg: dict[str, Any]) -> None:
+        try:
+            publish(msg)
+        except Exception as exc:  # noqa: BLE001 - observers never stop the mediator
+            if not warned:
+                warned.append(exc)
+                log.warning("dashboard: publishing a live event failed (%s: %s); the mediator "
+                            "goes on", type(exc).__name__, exc)  # fmt: skip
+
+    return safe
+
+
 class _ObservedCompressor(Compressor):
     """Delegates to the configured compressor; publishes each pass's output text."""
 
@@ -139,7 +156,7 @@ class LiveMediator:
         history: int = 20,
     ) -> None:
         self.config = config
-        self._publish = publish
+        self._publish = _never_raising(publish)
         self.models = dict(models or {"backend": "llamacpp"})
         self.seed = seed
         self.results: list[MediatorResult] = []
@@ -274,6 +291,10 @@ class LiveMediator:
             with self._lock:
                 self._pending -= 1
             self._set_status("idle" if self._pending == 0 else "running")
+
+    def wait(self) -> None:
+        """Block until every message queued so far is processed (one worker: FIFO)."""
+        self._executor.submit(lambda: None).result()
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

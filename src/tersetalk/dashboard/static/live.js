@@ -24,7 +24,7 @@ function resetMessage(mid) {
   window.__stageLog = [];
   for (const s of ORDER) {
     const node = stageNode(s);
-    node.classList.remove("active", "done", "error");
+    node.classList.remove("active", "done", "error", "verdict-fail");
     setTok(s, "–");
     const link = linkInto(s);
     if (link) link.classList.remove("flow", "done");
@@ -122,6 +122,7 @@ function renderJudge(d) {
   $("judge-issues").replaceChildren(...(issues.length ? issues.map((i) => el("li", { text: i }))
     : [el("li", { class: "muted", text: "no issues found" })]));
   setTok("judge", d.passed ? "pass" : "fail");
+  stageNode("judge").classList.toggle("verdict-fail", !d.passed);
 }
 
 function logEvent(ev) {

@@ -1,0 +1,90 @@
+"""A small results folder for the dashboard's tests, written by the real runner.
+
+Two systems (``freeform`` and ``mediator`` with the deterministic truncating
+compressor) run the same two HotpotQA examples through :func:`tersetalk.runner.run`
+with the scripted double, so the Parquet files have exactly the layout a workflow
+run writes; the summary comes from the real metrics code and the figure is a real
+PNG. Nothing here is a number anyone reports: it is what the browser displays.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from tersetalk.config import run_spec, validate_config
+from tersetalk.mediator import parse_mediator_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def scripted_answer(messages):
+    if messages[0]["content"].startswith("You are the Critic"):
+        return "ACCEPT."
+    return "Answer: Paris"
+
+
+def build_results(base_config: dict, root: Path) -> Path:
+    """``root/results`` with two systems' run files, ``summary.parquet``, and ``root/figures``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from tersetalk.metrics.summary import run_metrics
+    from tersetalk.models import ScriptedClient
+    from tersetalk.runner import run
+    from tersetalk.tasks.loading import load_records, sample
+
+    results, figures = root / "results", root / "figures"
+    ev, _ = sample(
+        "hotpotqa", load_records("hotpotqa", data_dir=REPO / "data"), n=2, calibration_n=0, seed=7
+    )
+    sample_path = root / "hotpotqa.parquet"
+    ev.to_parquet(sample_path)
+    cfg = copy.deepcopy(base_config)
+    cfg["cache_dir"] = str(root / "cache")
+    cfg["systems"]["mediator"] = {
+        "variants": {"truncate": {"budget": 24, "compressor": "truncate", "judge": False}}
+    }
+    validate_config(cfg)
+    frames = []
+    for system, variant in (("freeform", "default"), ("mediator", "truncate")):
+        spec = run_spec(cfg, "hotpotqa", system, variant)
+        out = results / "runs" / "hotpotqa" / system / f"{variant}.parquet"
+        df = run(
+            spec,
+            sample_path,
+            out,
+            client=ScriptedClient(scripted_answer),
+            progress=False,
+            events=False,
+        )
+        frames.append(run_metrics(df))
+    pd.concat(frames, ignore_index=True).to_parquet(results / "summary.parquet")
+    figures.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.bar(["freeform", "mediator"], [1.0, 0.5])
+    ax.set_title("tokens (test figure)")
+    fig.savefig(figures / "tokens.png", dpi=60)
+    plt.close(fig)
+    return results
+
+
+def offline_live_config():
+    """A live-view mediator that needs no model: truncation, rule keys, no judge."""
+    return parse_mediator_config(
+        {
+            "compression": {"compressor": "truncate", "token_budget": 16},
+            "semantic_keys": {"extractor": "rule"},
+            "judge": {"enabled": False},
+        }
+    )
+
+
+LONG_MESSAGE = (
+    "Please write a short report on the March sales of stores 12, 17 and 21 by Friday. "
+    "It must not include customer names. Store 12 sold 4,310 units and store 21 sold 5,125. "
+    "Our goal is to decide where the extra staff go in April."
+)
