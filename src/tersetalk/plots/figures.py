@@ -135,8 +135,12 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
         ax.set_ylabel("accuracy (95% bootstrap CI)")
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlim(0, 1.15 * float(sub["tokens_ci_high"].max() or x.max() or 1))
-    handles, labels = axes[0][-1].get_legend_handles_labels()
-    uniq = dict(zip(labels, handles, strict=True))
+    # every panel's systems: with systems.<name>.tasks, panels need not share them
+    uniq: dict = {}
+    for ax in axes[0]:
+        handles, labels = ax.get_legend_handles_labels()
+        for handle, name in zip(handles, labels, strict=True):
+            uniq.setdefault(name, handle)
     fig.legend(
         uniq.values(), uniq.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
     )
