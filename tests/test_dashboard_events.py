@@ -278,3 +278,19 @@ def test_a_run_killed_without_a_word_shows_as_stopped(tmp_path):
     tail = EventTailer(tmp_path, rescan_s=0)
     tail.poll()
     assert tail.states()[0]["status"] == "stopped"
+
+
+def test_messages_the_hook_missed_are_published_from_the_record(tmp_path):
+    """A system sending from a thread of its own is outside the run's context: its
+    messages still reach the dashboard, from the record, once the example is done."""
+    pub = RunPublisher(tmp_path / "r.events.jsonl", task="t", system="s", variant="v")
+    pub.example_started({"example_id": "e"})
+    pub.message({"turn": 0, "content": "seen live", "tokens_cl100k": 2})
+    sent = [
+        {"turn": 0, "content": "seen live", "tokens_cl100k": 2},
+        {"turn": 1, "content": "sent elsewhere", "tokens_cl100k": 3},
+    ]
+    pub.example_finished({"example_id": "e", "messages": json.dumps(sent), "n_messages": 2})
+    pub.close()
+    msgs = [e for e in read_events(pub.path) if e["event"] == "message"]
+    assert [(m["turn"], m["content"]) for m in msgs] == [(0, "seen live"), (1, "sent elsewhere")]

@@ -252,8 +252,9 @@ def run(
     )
     failed: list[tuple[str, str]] = []  # (example id, cause) of passing server faults
     pub = open_publisher(out, spec, events)
-    pub.run_started(n_examples=len(examples), n_done=len(done),
-                    model=str(client.describe().get("model", "")))  # fmt: skip
+    if pub.enabled:
+        pub.run_started(n_examples=len(examples), n_done=len(done),
+                        model=str(client.describe().get("model", "")))  # fmt: skip
     try:
         with publishing(pub), open(ckpt, "a", encoding="utf-8") as fh:
             for ex in todo:

@@ -72,8 +72,37 @@ rule bench_plot:
         "--out-stem {params.stem} > {log} 2>&1"
 
 
+# The dashboard's progress events (issue 17): whole runs of the reference system with
+# events on and off, alternating, call cache warm (the runner's cheapest real case).
+EVENTS_BENCH_TASK = "hotpotqa" if "hotpotqa" in config["tasks"] else config["tasks"][0]
+
+
+rule bench_events:
+    input:
+        sample=f"results/samples/{EVENTS_BENCH_TASK}.parquet",
+    output:
+        "results/bench/events.parquet",
+    log:
+        "results/logs/bench/events.log",
+    conda:
+        ENV
+    threads: os.cpu_count() or 1
+    resources:
+        mem_mb=4000,
+        runtime=20,
+    params:
+        spec=lambda wildcards: json.dumps(
+            run_spec(config, EVENTS_BENCH_TASK, "freeform", "default")
+        ),
+        repeats=config.get("bench", {}).get("repeats", 21),
+    shell:
+        "tersetalk bench events --spec-json {params.spec:q} --sample {input.sample} "
+        "--repeats {params.repeats} --out {output} > {log} 2>&1"
+
+
 rule bench:
     input:
         expand("results/bench/{mb}.parquet", mb=BENCHMARKS),
+        "results/bench/events.parquet",
         "figures/bench.pdf",
         "figures/bench.png",

@@ -220,3 +220,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--mb3", required=True, help="MB-3 result Parquet")
     p.add_argument("--out-stem", required=True, help="output path without extension")
     p.set_defaults(func=_cmd_plot)
+
+    from .events import add_parser as add_events_parser
+
+    add_events_parser(sub)  # `bench events`: runs with the dashboard's events on vs off

@@ -192,10 +192,12 @@ class RunPublisher(NullPublisher):
         """The record is in: messages the engine hook did not see, the verdict, the totals."""
         if self._fh is None:
             return
-        try:
-            messages = json.loads(rec.get("messages") or "[]")
-        except (TypeError, ValueError):
-            messages = []
+        messages = []
+        if self._sent < (rec.get("n_messages") or 0):  # parse only when some were missed
+            try:
+                messages = json.loads(rec.get("messages") or "[]")
+            except (TypeError, ValueError):
+                messages = []
         for msg in messages[self._sent :]:  # sent outside the hook (another thread, a test)
             self.message(msg)
         eid = str(rec.get("example_id", self._example))
