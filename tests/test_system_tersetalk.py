@@ -391,7 +391,9 @@ def test_loose_title_names_fold_accents_first_names_and_legal_suffixes():
     # a legal form alone is a title word like any other
     assert not names_title("Co.", "The company is old.", loose=True)
     # HTML entities in a kept title are decoded; a decoded one can be named
-    assert dedup_title("X&amp;Y: The album's cover art.", loose=True) == "X&Y: The album's cover art."
+    assert (
+        dedup_title("X&amp;Y: The album's cover art.", loose=True) == "X&Y: The album's cover art."
+    )
     assert dedup_title("Waring &amp; Gillow: Waring & Gillow is a firm.", loose=True) == (
         "Waring & Gillow is a firm."
     )
@@ -436,7 +438,10 @@ def _encoded_brief(facts, question, settings):
 def test_brief_settings_for_titles_and_quotes_each_change_only_their_part():
     from tersetalk.agents.codecs.tersetalk import TerseTalkSettings
 
-    facts = ['Genny Light: Genny Light is a "light" beer.', "Genny Light: The beer has 100 calories."]
+    facts = [
+        'Genny Light: Genny Light is a "light" beer.',
+        "Genny Light: The beer has 100 calories.",
+    ]
     question = 'Which "light" beer?'
 
     def brief(**kw):

@@ -379,8 +379,9 @@ class LLMLinguaCompressor:
             result.skipped = True
             return result
         pattern = (
-            force_pattern(opts.force_tokens, opts.force_number_words, opts.force_entities,
-                          opts.entity_phrases)  # fmt: skip
+            force_pattern(
+                opts.force_tokens, opts.force_number_words, opts.force_entities, opts.entity_phrases
+            )
             if force
             else None
         )
