@@ -67,7 +67,7 @@ async def _follow(tailer: EventTailer, hub: Hub, recent: deque, poll_s: float) -
     while True:
         try:
             for state, ev in await asyncio.to_thread(tailer.poll):
-                recent.append({"run": state.key, **ev})
+                recent.append({**ev, "key": state.key})
                 hub.broadcast({"type": "run_event", "run": state.as_dict(), "event": ev})
         except Exception:  # noqa: BLE001 - the dashboard outlives one unreadable poll
             log.exception("event tailing failed; trying again")
@@ -95,7 +95,7 @@ def create_app(
         if tailer is not None:
             # what is already on disk is the starting state, not news for the browser
             for state, ev in await asyncio.to_thread(tailer.poll):
-                recent.append({"run": state.key, **ev})
+                recent.append({**ev, "key": state.key})
             task = asyncio.create_task(_follow(tailer, hub, recent, settings.poll_s))
         try:
             yield
@@ -115,7 +115,7 @@ def create_app(
         return {
             "attached": str(settings.attach) if settings.attach is not None else None,
             "runs": tailer.states() if tailer is not None else [],
-            "recent": list(recent),
+            "recent": sorted(recent, key=lambda e: e.get("t") or 0),
         }
 
     @app.get("/", include_in_schema=False)

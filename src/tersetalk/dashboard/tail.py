@@ -55,6 +55,8 @@ class RunState:
     current_example: str | None = None
     last_message: dict[str, Any] | None = None
     last_error: str | None = None
+    #: one line on what the run is doing now (the latest message, mediator stage or example)
+    activity: str = ""
     model: str = ""
     pid: int | None = None
     host: str = ""
@@ -78,6 +80,9 @@ class RunState:
             self.pid = ev.get("pid")
         elif kind == "example_started":
             self.current_example = ev.get("example_id")
+            self.activity = f"example {self.current_example}"
+        elif kind == "stage":
+            self.activity = f"example {self.current_example}: mediator {ev.get('stage')}"
         elif kind == "message":
             self.n_messages += 1
             self.tokens += int(ev.get("tokens") or 0)
@@ -86,6 +91,11 @@ class RunState:
                 k: ev.get(k) for k in ("example_id", "sender", "receiver", "kind", "tokens")
             }
             self.last_message["preview"] = text[:_PREVIEW_CHARS]
+            m = self.last_message
+            self.activity = (
+                f"{m['sender']}→{m['receiver']} {m['kind']} ({m['tokens']} tok): "
+                f"{text[:_PREVIEW_CHARS]}"
+            )
         elif kind == "verdict":
             if ev.get("correct") is not None and not ev.get("error"):
                 self.n_scored += 1

@@ -27,9 +27,7 @@ function renderRuns() {
   }
   body.replaceChildren(...rows.map((r) => {
     const frac = r.n_examples ? Math.min(1, r.n_done / r.n_examples) : 0;
-    const now = r.status === "running"
-      ? (r.last_message ? `${r.last_message.sender}→${r.last_message.receiver} ${r.last_message.kind} (${r.last_message.tokens} tok): ${r.last_message.preview}` : `example ${r.current_example ?? "…"}`)
-      : (r.last_error || "");
+    const now = r.status === "running" ? (r.activity || "starting") : (r.last_error || "");
     return el("tr", { "data-run": r.key },
       el("td", {}, el("span", { class: `status ${r.status}`, text: r.status })),
       el("td", { text: r.task }), el("td", { text: r.system }), el("td", { text: r.variant }),
@@ -57,7 +55,7 @@ export function onWorkflowSnapshot(wf) {
   for (const r of wf.runs) runs.set(r.key, r);
   renderRuns();
   $("wf-events").replaceChildren();
-  for (const ev of wf.recent.slice(-100)) logEvent(ev.run, ev);
+  for (const ev of wf.recent.slice(-100)) logEvent(ev.key, ev);
 }
 
 export function onWorkflowEvent(run, ev) {
