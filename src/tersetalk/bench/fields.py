@@ -168,18 +168,19 @@ def key_from_lines(lines: list[LineBase]) -> Key:
     facts: list[str] = []
     plan: list[str] = []
     questions: list[tuple[str, str]] = []
-    for line in lines:
-        if isinstance(line, RoleLine):
-            role = line.role
-        elif isinstance(line, GoalLine):
-            goal = line.text
-        elif isinstance(line, FactLine):
+    for line in lines:  # dispatch on the tag, as the array extractors do
+        tag = line.tag
+        if tag == "f":
             facts.append(line.text)
-        elif isinstance(line, PlanLine):
+        elif tag == "p":
             plan.append(line.text)
-        elif isinstance(line, QuestionLine):
+        elif tag == "q":
             questions.append((line.to, line.text))
-        elif isinstance(line, VerdictLine):
+        elif tag == "g":
+            goal = line.text
+        elif tag == "r":
+            role = line.role
+        elif tag == "v":
             verdict = line.verdict
     return (role, goal, tuple(facts), tuple(plan), tuple(questions), verdict)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
+from . import fast as _fast
 from .errors import EncodingError, InputTypeError, InvalidJSONError
 from .lines import LineBase, line_from_array
 
@@ -109,7 +110,17 @@ def decode_strict(raw: bytes, line_no: int) -> str:
 
 
 def parse_line_strict(raw: str, line_no: int) -> LineBase | None:
-    """Parse one physical line strictly; ``None`` for a blank line."""
+    """Parse one physical line strictly; ``None`` for a blank line.
+
+    A canonical line takes the fast path (:mod:`.fast`); anything else goes through
+    :func:`parse_line_reference`, which decides and words every error.
+    """
+    line = _fast.parse_line(raw)
+    return line if line is not None else parse_line_reference(raw, line_no)
+
+
+def parse_line_reference(raw: str, line_no: int) -> LineBase | None:
+    """The Pydantic path of :func:`parse_line_strict`: ``json.loads`` and the line models."""
     if raw.endswith("\r"):
         raw = raw[:-1]
     body = raw.strip(_JSON_BLANK)
@@ -136,17 +147,46 @@ def parse_line_strict(raw: str, line_no: int) -> LineBase | None:
     return line_from_array(value, line_no=line_no)
 
 
-def parse_strict(text: str | bytes) -> list[LineBase]:
-    """Parse a canonical message; raise a :class:`ProtocolError` on the first bad line.
-
-    Accepts objects, long tag names and the like only via :func:`parse_lenient`; here a
-    line must already be ``[tag, payload...]`` with the exact payload types.
-    """
+def _parse_lines(text: str | bytes, parse_line: Callable[[str, int], LineBase | None]) -> list:
     out: list[LineBase] = []
     for line_no, raw in physical_lines(text):
         if isinstance(raw, bytes):
             raw = decode_strict(raw, line_no)
-        line = parse_line_strict(raw, line_no)
+        line = parse_line(raw, line_no)
         if line is not None:
             out.append(line)
     return out
+
+
+def parse_strict(text: str | bytes) -> list[LineBase]:
+    """Parse a canonical message; raise a :class:`ProtocolError` on the first bad line.
+
+    Accepts objects, long tag names and the like only via :func:`parse_lenient`; here a
+    line must already be ``[tag, payload...]`` with the exact payload types. A
+    canonical message is read in one orjson call (:mod:`.fast`); any other goes line
+    by line, so the first bad line raises exactly what :func:`parse_strict_reference`
+    raises.
+    """
+    lines = _fast.parse_message(text)
+    return lines if lines is not None else _parse_lines(text, parse_line_strict)
+
+
+def parse_strict_reference(text: str | bytes) -> list[LineBase]:
+    """:func:`parse_strict` without the fast path: ``json.loads`` and Pydantic per line.
+
+    The definition the fast path is tested against; not for production use.
+    """
+    return _parse_lines(text, parse_line_reference)
+
+
+def validate_strict(text: str | bytes) -> list[list[str]]:
+    """Check a message exactly as :func:`parse_strict` does, without building models.
+
+    Returns each line's canonical array (``[line.to_array() for line in
+    parse_strict(text)]``) and raises the same error for the same first bad line.
+    For consumers that only read the payloads (field extraction, counting).
+    """
+    arrays = _fast.check_message(text)
+    if arrays is not None:
+        return arrays
+    return [line.to_array() for line in _parse_lines(text, parse_line_strict)]

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import fast as _fast
 from .codec import MAX_DEPTH, exceeds_depth, physical_lines
 from .errors import NormalizationError, ProtocolError
 from .lines import LINE_TYPES, LineBase, QuestionLine, TextLine, replace_surrogates
@@ -277,6 +278,24 @@ class LenientMachine:
             self.acc.repairs["invalid_utf8"] += 1
         return self.push(text)
 
+    def push_block(self, raw: bytes) -> list[LineBase]:
+        """Several physical lines as bytes, joined by ``\\n`` (without the last newline).
+
+        The same as :meth:`push_bytes` for each line; lines that are all canonical
+        (nothing pending) are read in one orjson call (:mod:`.fast`).
+        """
+        if not self._pending:
+            lines = _fast.parse_block(raw, lenient=True)
+            if lines is not None:
+                self._line_no += len(lines)
+                self.acc.canonical += len(lines)
+                self.lines.extend(lines)
+                return lines
+        out: list[LineBase] = []
+        for part in raw.split(b"\n"):
+            out += self.push_bytes(part)
+        return out
+
     def push(self, raw: str) -> list[LineBase]:
         """One physical line as text (without its ``\\n``)."""
         self._line_no += 1
@@ -333,6 +352,11 @@ class LenientMachine:
                 continue
             stripped = raw.strip()
             if not stripped:
+                continue
+            line = _fast.parse_line(stripped, lenient=True)
+            if line is not None:  # canonical: what _expand(..., top=True) would give
+                self.acc.canonical += 1
+                out.append(line)
                 continue
             if _FENCE_RE.match(stripped):
                 self.acc.repairs["code_fence"] += 1
@@ -576,6 +600,10 @@ def parse_lenient(text: str | bytes, *, default_addressee: str | None = None) ->
     Bytes are split on ``\\n`` before decoding, so a bad byte only affects its own
     line (exactly as in :class:`~tersetalk.protocol.stream.StreamReader`).
     """
+    if default_addressee is None or default_addressee in ("M", "W", "C"):
+        lines = _fast.parse_message(text, lenient=True)
+        if lines is not None:  # canonical throughout: nothing to repair
+            return ParseResult(lines=lines, canonical_lines=len(lines))
     machine = LenientMachine(default_addressee=default_addressee)
     for _, raw in physical_lines(text):
         if isinstance(raw, bytes):

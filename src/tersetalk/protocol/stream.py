@@ -5,10 +5,17 @@ so a UTF-8 character split across chunks is never seen half-way (``\\n`` can nev
 occur inside a multibyte sequence). Complete lines go through the same code as the
 whole-message parsers, which is why the reader yields the same lines for any
 chunking of the same bytes.
+
+The work per byte is the same at every chunk size: each chunk is searched for its
+last newline once (bytes already buffered are never scanned again), only the
+unterminated tail is kept, and the complete lines of a chunk are parsed once, as one
+block -- in a single orjson call when they are all canonical (:mod:`.fast`), else
+line by line.
 """
 
 from __future__ import annotations
 
+from . import fast as _fast
 from .codec import decode_strict, parse_line_strict
 from .errors import InputTypeError, StreamClosedError
 from .lines import LineBase
@@ -39,17 +46,22 @@ class StreamReader:
             data = data.encode("utf-8", "surrogatepass")
         elif not isinstance(data, bytes | bytearray | memoryview):
             raise InputTypeError("feed() takes bytes", snippet=type(data).__name__)
-        start = len(self._buffer)
-        self._buffer += data
-        cut = self._buffer.rfind(b"\n", start)
+        elif data.__class__ is not bytes:
+            data = bytes(data)
+        cut = data.rfind(b"\n")  # only the new bytes are searched
+        buffer = self._buffer
         if cut < 0:
+            buffer += data
             return []
-        complete = bytes(self._buffer[:cut])
-        del self._buffer[: cut + 1]
-        out: list[LineBase] = []
-        for raw in complete.split(b"\n"):
-            out += self._line(raw)
-        return out
+        if buffer:
+            buffer += memoryview(data)[:cut]
+            block = bytes(buffer)
+            buffer.clear()
+        else:
+            block = data[:cut]
+        if cut + 1 < len(data):
+            buffer += memoryview(data)[cut + 1 :]
+        return self._block(block)
 
     def close(self) -> list[LineBase]:
         """End of message: the unterminated last line and anything held back."""
@@ -65,6 +77,22 @@ class StreamReader:
             finished = self._machine.finish()
             self._lines += finished
             out += finished
+        return out
+
+    def _block(self, block: bytes) -> list[LineBase]:
+        """Complete lines (joined by ``\\n``, without the last one's newline)."""
+        if self._machine is not None:
+            got = self._machine.push_block(block)
+            self._lines += got
+            return got
+        lines = _fast.parse_block(block)
+        if lines is not None:
+            self._line_no += len(lines)
+            self._lines += lines
+            return lines
+        out: list[LineBase] = []
+        for raw in block.split(b"\n"):
+            out += self._line(raw)
         return out
 
     def _line(self, raw: bytes) -> list[LineBase]:
