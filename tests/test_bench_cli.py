@@ -7,6 +7,7 @@ tables' shape, the asserted equivalences and the figure, never a timing.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -117,6 +118,29 @@ def test_mb2_table(outputs):
     assert (newline["meets_seed_target"] == (newline["speedup_vs_baseline"] >= 5)).all()
     framer = df[df["method"] == "newline_framer"]
     assert (framer["bytes"] >= 1024).all()
+
+
+@pytest.mark.parametrize(
+    ("which", "limit", "held"),
+    [
+        ("mb1", "jsonl_orjson_whole", {"jsonl_pydantic", "jsonl_strict_arrays"}),
+        ("mb2", "newline_framer_orjson", {"stream_reader_strict"}),
+    ],
+)
+def test_tables_report_the_ratio_to_the_limit(outputs, which, limit, held):
+    df = pd.read_parquet(outputs[which])
+    assert (df["limit"] == limit).all()
+    assert (df.loc[df["method"] == limit, "ratio_vs_limit"] == 1).all()
+    assert (df["ratio_vs_limit_lo"] <= df["ratio_vs_limit"] + 1e-9).all()
+    assert (df["ratio_vs_limit"] <= df["ratio_vs_limit_hi"] + 1e-9).all()
+    targeted = df[df["limit_target"].notna()]
+    assert set(targeted["method"]) == held and (targeted["limit_target"] == 0.5).all()
+    assert (targeted["meets_limit_target"] == (targeted["ratio_vs_limit"] >= 0.5)).all()
+    csv = pd.read_csv(Path(outputs[which]).with_suffix(".csv"))
+    assert list(csv.columns) == list(df.columns) and len(csv) == len(df)
+    if which == "mb1":
+        prose = df[df["method"] == "regex_prose"]
+        assert (prose["speedup_vs_prose"] == 1).all()
 
 
 def test_mb3_table(outputs):

@@ -26,7 +26,8 @@ rule bench_run:
     input:
         "results/bench/corpus.parquet",
     output:
-        "results/bench/{mb}.parquet",
+        parquet="results/bench/{mb}.parquet",
+        csv="results/bench/{mb}.csv",
     log:
         "results/logs/bench/{mb}.log",
     wildcard_constraints:
@@ -43,7 +44,7 @@ rule bench_run:
         repeats=config.get("bench", {}).get("repeats", 21),
     shell:
         "tersetalk bench run --which {wildcards.mb} --corpus {input} "
-        "--repeats {params.repeats} --out {output} > {log} 2>&1"
+        "--repeats {params.repeats} --out {output.parquet} > {log} 2>&1"
 
 
 rule bench_plot:

@@ -91,6 +91,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
     df["corpus"] = str(args.corpus)
     write_parquet_atomic(df, args.out, {"corpus": str(args.corpus), "corpus_summary": corpus_meta,
                                  **common, "which": args.which})  # fmt: skip
+    csv = Path(args.out).with_suffix(".csv")  # the same table for spreadsheets and diffs
+    df.to_csv(csv, index=False)
     log.info("wrote %s (%d rows) in %.1f s", args.out, len(df), time.perf_counter() - t0)
     _log_verdict(df, args.which)
 
@@ -109,6 +111,13 @@ def _log_verdict(df, which: str) -> None:
         log.info("%s %s: %.2fx to %.2fx over %s; meets the seed's %gx in %d of %d %s",
                  which.upper(), method, rows["speedup_vs_baseline"].min(),
                  rows["speedup_vs_baseline"].max(), baseline, target, met, len(rows),
+                 setting)  # fmt: skip
+    held = df[df["limit_target"].notna()] if "limit_target" in df else df.iloc[:0]
+    for method, rows in held.groupby("method", sort=False):
+        met = int(rows["meets_limit_target"].astype(bool).sum())
+        log.info("%s %s: %.2f to %.2f of the limit (%s); at least %.2f in %d of %d %s",
+                 which.upper(), method, rows["ratio_vs_limit"].min(), rows["ratio_vs_limit"].max(),
+                 rows["limit"].iloc[0], rows["limit_target"].iloc[0], met, len(rows),
                  setting)  # fmt: skip
     if best_meets.all():
         log.info("%s: the seed's %gx is met in every one of the %d %s (by the best method)",

@@ -4,11 +4,14 @@ JSONL side:
 
 * ``jsonl_pydantic`` -- the package's strict parser (:func:`parse_strict`), which
   validates every line into a Pydantic model; what the workflow itself runs.
+* ``jsonl_strict_arrays`` -- the same validation (:func:`validate_strict`: same
+  lines accepted, same errors) returning the canonical arrays instead of models.
 * ``jsonl_json`` / ``jsonl_orjson`` -- one ``loads`` per line and a dispatch on
   the tag: what a consumer that trusts canonical lines would write.
 * ``jsonl_orjson_whole`` -- the whole message as one JSON array (lines joined
   with commas): a single C call, valid because canonical lines never hold a raw
-  newline and a canonical message has no blank line.
+  newline and a canonical message has no blank line. Nothing is checked: this is
+  the limit (:data:`LIMIT`) a validating parser is measured against.
 
 Free-form side (the baselines), each the best regex parser we could write:
 
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from tersetalk.protocol import parse_strict
+from tersetalk.protocol import parse_strict, validate_strict
 
 from .fields import DEFAULT_ADDRESSEE, ROLE_LETTERS, VERDICT_LETTERS, Key, key_from_lines
 
@@ -60,6 +63,11 @@ def _key_from_arrays(arrays: Iterable[list]) -> Key:
 def extract_jsonl_pydantic(text: str) -> Key:
     """Strict parse into validated line models, then pick the fields."""
     return key_from_lines(parse_strict(text))
+
+
+def extract_jsonl_strict_arrays(text: str) -> Key:
+    """Strict validation without models (:func:`validate_strict`), then pick the fields."""
+    return _key_from_arrays(validate_strict(text))
 
 
 def extract_jsonl_json(text: str, _loads=json.loads) -> Key:
@@ -177,6 +185,8 @@ METHODS: dict[str, Method] = {
                "label regex after sentence-final punctuation over jsonl_to_prose text"),
         Method("jsonl_pydantic", "jsonl", extract_jsonl_pydantic, "jsonl",
                "tersetalk.protocol.parse_strict (Pydantic line models)"),
+        Method("jsonl_strict_arrays", "jsonl", extract_jsonl_strict_arrays, "jsonl",
+               "tersetalk.protocol.validate_strict (strict checks, canonical arrays)"),
         Method("jsonl_json", "jsonl", extract_jsonl_json, "jsonl",
                "json.loads per line, dispatch on the tag"),
         Method("jsonl_orjson", "jsonl", extract_jsonl_orjson, "jsonl",
@@ -188,3 +198,9 @@ METHODS: dict[str, Method] = {
 
 #: MB-1's baseline: the free-form message as the freeform system really sends it.
 BASELINE = "regex_freeform"
+#: The limit: raw orjson over the whole message, no validation at all.
+LIMIT = "jsonl_orjson_whole"
+#: The regex over prose (jsonl_to_prose), the seed's other free-text comparison.
+PROSE = "regex_prose"
+#: The protocol's validating parsers, held to a share of the limit (issue 19).
+VALIDATING = ("jsonl_pydantic", "jsonl_strict_arrays")

@@ -6,7 +6,9 @@ timed, each method's result is checked against the group's known fields
 (prose modulo the period its renderer adds) and a mismatch stops the run.
 One timed call is one pass over the group; the ratio is the baseline's median
 over the method's median, so a ratio above 1 means faster than the regex over
-the free-form message the ``freeform`` system sends.
+the free-form message the ``freeform`` system sends. Beside it every row has its
+ratio to the limit (``ratio_vs_limit``: raw orjson over the whole message, which
+checks nothing) and to the regex over prose (``speedup_vs_prose``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,16 @@ import pandas as pd
 
 from .corpus import group_order
 from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_REPEATS, DEFAULT_WARMUP
-from .extract import BASELINE, METHODS, Extractor
+from .extract import BASELINE, LIMIT, METHODS, PROSE, VALIDATING, Extractor
 from .fields import Fields, Key, prose_key
-from .results import SEED_TARGETS, EquivalenceError, finish, speedup_range, target_verdict
+from .results import (
+    SEED_TARGETS,
+    EquivalenceError,
+    finish,
+    limit_columns,
+    speedup_range,
+    target_verdict,
+)
 from .timing import measure
 
 log = logging.getLogger(__name__)
@@ -57,8 +66,9 @@ def run_mb1(
     methods: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     names = list(methods or METHODS)
-    if BASELINE not in names:
-        names.insert(0, BASELINE)
+    for required in (LIMIT, BASELINE):
+        if required not in names:
+            names.insert(0, required)
     rows: list[dict] = []
     for group in group_order(corpus["group"]):
         sub = corpus[corpus["group"] == group]
@@ -71,7 +81,8 @@ def run_mb1(
                  for n in names}  # fmt: skip
         timings = measure(funcs, repeats=repeats, warmup=warmup, min_batch_ns=min_batch_ns,
                           seed=seed)  # fmt: skip
-        base = timings[BASELINE]
+        base, limit = timings[BASELINE], timings[LIMIT]
+        prose = timings.get(PROSE)
         for name in names:
             m, t = METHODS[name], timings[name]
             rep = m.representation
@@ -97,6 +108,8 @@ def run_mb1(
                 "speedup_vs_baseline": speedup,
                 "speedup_vs_baseline_cpu": base.cpu_median_ns / t.cpu_median_ns,
                 **speedup_range(base, t),
+                **limit_columns(LIMIT, limit, t, name in VALIDATING),
+                "speedup_vs_prose": prose.median_ns / t.median_ns if prose else float("nan"),
                 "seed_target": TARGET if is_jsonl else float("nan"),
                 "meets_seed_target": (speedup >= TARGET) if is_jsonl else None,
                 "seed_target_verdict": target_verdict(speedup, TARGET) if is_jsonl else "",
@@ -109,7 +122,8 @@ def run_mb1(
 def _log_group(group: str, n: int, rows: list[dict]) -> None:
     base = next(r for r in rows if r["is_baseline"])
     parts = [
-        f"{r['method']} {r['ns_per_message'] / 1e3:.2f} us/msg ({r['speedup_vs_baseline']:.2f}x)"
+        f"{r['method']} {r['ns_per_message'] / 1e3:.2f} us/msg ({r['speedup_vs_baseline']:.2f}x, "
+        f"{r['ratio_vs_limit']:.2f} of the limit)"
         for r in rows
     ]
     log.info("MB-1 %s (%d messages, all methods recover the same fields): %s",

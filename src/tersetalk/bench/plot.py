@@ -2,10 +2,13 @@
 
 (a) MB-1 speedup of each extractor over the regex on free-form text, per corpus
 group; (b) MB-2 speedup of each framer over sentence detection, per chunk size;
-(c) MB-3 bytes on wire and (d) encode/decode time per message, per codec, on
-the real messages (or the middle synthetic size when there are none). Speedups
-are ratios of medians with an interquartile error bar; the dashed line is the
-baseline, the dotted line the seed's hoped-for ratio.
+(c, d) the same methods against the limit -- raw orjson over whole messages
+(MB-1), newline framing plus orjson per line (MB-2) -- where the dash-dotted line
+is issue 19's target for the protocol's parsers (half the limit's speed); (e) MB-3
+bytes on wire and (f) encode/decode time per message, per codec, on the real
+messages (or the middle synthetic size when there are none). Ratios are of
+medians with an interquartile error bar; the dashed line is the baseline (or the
+limit), the dotted line the seed's hoped-for ratio.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from .corpus import REAL_GROUP, group_order  # noqa: E402
-from .results import SEED_TARGETS  # noqa: E402
+from .results import LIMIT_TARGET, SEED_TARGETS  # noqa: E402
 
 
 def _group_label(group: str, sub: pd.DataFrame) -> str:
@@ -34,18 +37,21 @@ def _group_label(group: str, sub: pd.DataFrame) -> str:
 
 
 def _speedup_panel(ax, df: pd.DataFrame, x: list, labels: list[str], xkey: str, methods: list[str],
-                   colors: dict, target: float, target_label: str) -> None:  # fmt: skip
+                   colors: dict, target: float, target_label: str,
+                   cols: tuple[str, str, str] = ("speedup_vs_baseline", "speedup_lo", "speedup_hi"),
+                   target_style: str = ":") -> None:  # fmt: skip
     width = 0.7 / max(len(methods), 1)
+    ycol, locol, hicol = cols
     for j, method in enumerate(methods):
         sub = df[df["method"] == method].set_index(xkey).reindex(x)
         pos = np.arange(len(x)) + (j - (len(methods) - 1) / 2) * width
-        y = sub["speedup_vs_baseline"].to_numpy(dtype=float)
-        err = np.vstack([y - sub["speedup_lo"].to_numpy(dtype=float),
-                         sub["speedup_hi"].to_numpy(dtype=float) - y])  # fmt: skip
+        y = sub[ycol].to_numpy(dtype=float)
+        err = np.vstack([y - sub[locol].to_numpy(dtype=float),
+                         sub[hicol].to_numpy(dtype=float) - y])  # fmt: skip
         ax.errorbar(pos, y, yerr=np.clip(err, 0, None), fmt="o-", ms=6, lw=1.4, capsize=3,
                     color=colors[method], label=method)  # fmt: skip
     ax.axhline(1.0, color="0.3", ls="--", lw=1.2)
-    ax.axhline(target, color="tab:red", ls=":", lw=1.6, label=target_label)
+    ax.axhline(target, color="tab:red", ls=target_style, lw=1.6, label=target_label)
     ax.set_yscale("log")
     ax.set_xticks(range(len(x)), labels)
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
@@ -57,7 +63,8 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
-    fig, axes = plt.subplots(2, 2, figsize=(15, 11.5))
+    fig, axes = plt.subplots(3, 2, figsize=(15, 17.5))
+    limit_cols = ("ratio_vs_limit", "ratio_vs_limit_lo", "ratio_vs_limit_hi")
 
     # (a) MB-1
     ax = axes[0][0]
@@ -71,6 +78,18 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_title(f"(a) MB-1 field extraction: speedup over {base}", loc="left")
     ax.set_xlabel("corpus group (mean free-form bytes per message)")
     ax.set_ylabel(f"speedup over {base} (median)")
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+
+    # (c) MB-1 against the limit
+    ax = axes[1][0]
+    limit = str(mb1["limit"].iloc[0])
+    shown = [m for m in methods if m != limit]
+    _speedup_panel(ax, mb1, groups, labels, "group", shown, colors, LIMIT_TARGET,
+                   f"issue 19's target for the parsers ({LIMIT_TARGET:g} of the limit)",
+                   limit_cols, "-.")  # fmt: skip
+    ax.set_title(f"(c) MB-1 against the limit ({limit})", loc="left")
+    ax.set_xlabel("corpus group (mean free-form bytes per message)")
+    ax.set_ylabel(f"{limit} median / method median")
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
 
     # (b) MB-2
@@ -87,14 +106,27 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_ylabel(f"speedup over {base} (median)")
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
 
-    # (c, d) MB-3 on one group
+    # (d) MB-2 against the limit
+    ax = axes[1][1]
+    limit = str(mb2["limit"].iloc[0])
+    shown = [m for m in methods if m != limit]
+    _speedup_panel(ax, mb2, sizes, [str(s) for s in sizes], "chunk_size", shown, colors,
+                   LIMIT_TARGET,
+                   f"issue 19's target for the strict reader ({LIMIT_TARGET:g} of the limit)",
+                   limit_cols, "-.")  # fmt: skip
+    ax.set_title(f"(d) MB-2 against the limit ({limit})", loc="left")
+    ax.set_xlabel(f"chunk size (bytes); stream of {n_bytes / 1024:.0f} KB")
+    ax.set_ylabel(f"{limit} median / method median")
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+
+    # (e, f) MB-3 on one group
     groups3 = group_order(mb3["group"])
     group = REAL_GROUP if REAL_GROUP in groups3 else groups3[len(groups3) // 2]
     sub = mb3[mb3["group"] == group]
     codecs = list(dict.fromkeys(sub["codec"]))
     n_msgs = int(sub["n_messages"].iloc[0])
     enc = sub[sub["operation"] == "encode"].set_index("codec").reindex(codecs)
-    ax = axes[1][0]
+    ax = axes[2][0]
     palette = sns.color_palette("colorblind", len(codecs))
     ax.barh(codecs, enc["bytes_per_message"], color=palette)
     base_bytes = float(enc.loc[mb3["baseline"].iloc[0], "bytes_per_message"])
@@ -104,15 +136,15 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
                 va="center", fontsize=10)  # fmt: skip
     ax.invert_yaxis()
     ax.set_xlim(0, 1.18 * float(enc["bytes_per_message"].max()))
-    ax.set_title(f"(c) MB-3 bytes on wire, {group} group ({n_msgs} messages)", loc="left")
+    ax.set_title(f"(e) MB-3 bytes on wire, {group} group ({n_msgs} messages)", loc="left")
     ax.set_xlabel("bytes per message (label: relative to free-form text)")
 
-    ax = axes[1][1]
+    ax = axes[2][1]
     t = sub.assign(us=sub["ns_per_message"] / 1e3)
     sns.barplot(data=t, y="codec", x="us", hue="operation", order=codecs, ax=ax,
                 palette=["#4C72B0", "#DD8452"], orient="h")  # fmt: skip
     ax.set_xscale("log")
-    ax.set_title(f"(d) MB-3 time per message, {group} group (median)", loc="left")
+    ax.set_title(f"(f) MB-3 time per message, {group} group (median)", loc="left")
     ax.set_xlabel("microseconds per message (log scale)")
     ax.set_ylabel("")
     ax.legend(title=None, fontsize=10, loc="lower right")

@@ -17,6 +17,10 @@ log = logging.getLogger(__name__)
 #: What the seed hoped for: JSONL field extraction 10x faster than regex on free
 #: text (MB-1) and newline framing 5x faster than sentence detection (MB-2).
 SEED_TARGETS = {"mb1": 10.0, "mb2": 5.0}
+#: Issue 19: the protocol's validating parsers should run at least at this share of
+#: the limit (raw orjson over whole messages for MB-1; newline framing plus orjson
+#: per line for MB-2), measured side by side in the same run.
+LIMIT_TARGET = 0.5
 
 
 def speedup_range(base: Timing, other: Timing) -> dict[str, float]:
@@ -28,6 +32,22 @@ def speedup_range(base: Timing, other: Timing) -> dict[str, float]:
     return {
         "speedup_lo": base.q1_ns / other.q3_ns,
         "speedup_hi": base.q3_ns / other.q1_ns,
+    }
+
+
+def limit_columns(limit_name: str, limit: Timing, other: Timing, held: bool) -> dict:
+    """The ratio to the limit (limit's median over the method's: 1 is the limit itself,
+    0.5 half its speed), its interquartile range, and the issue-19 verdict for the
+    methods ``held`` to it."""
+    ratio = limit.median_ns / other.median_ns
+    return {
+        "limit": limit_name,
+        "ratio_vs_limit": ratio,
+        "ratio_vs_limit_cpu": limit.cpu_median_ns / other.cpu_median_ns,
+        "ratio_vs_limit_lo": limit.q1_ns / other.q3_ns,
+        "ratio_vs_limit_hi": limit.q3_ns / other.q1_ns,
+        "limit_target": LIMIT_TARGET if held else float("nan"),
+        "meets_limit_target": (ratio >= LIMIT_TARGET) if held else None,
     }
 
 

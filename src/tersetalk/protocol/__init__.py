@@ -20,7 +20,7 @@ from .caps import (
     cap_line,
     validate_caps,
 )
-from .codec import parse_line_strict, parse_strict, serialize, serialize_line
+from .codec import parse_line_strict, parse_strict, serialize, serialize_line, validate_strict
 from .errors import (
     CapConfigError,
     EncodingError,
@@ -161,4 +161,5 @@ __all__ = [
     "truncate_to_tokens",
     "unregister_summarizer",
     "validate_caps",
+    "validate_strict",
 ]
