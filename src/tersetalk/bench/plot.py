@@ -54,7 +54,9 @@ def _speedup_panel(ax, df: pd.DataFrame, x: list, labels: list[str], xkey: str, 
     ax.axhline(target, color="tab:red", ls=target_style, lw=1.6, label=target_label)
     ax.set_yscale("log")
     ax.set_xticks(range(len(x)), labels)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    ratio = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+    ax.yaxis.set_major_formatter(ratio)
+    ax.yaxis.set_minor_formatter(ratio)  # within one decade the minor ticks are labelled
 
 
 def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
