@@ -185,8 +185,8 @@ def test_websocket_pushes_run_events_from_tailed_files(site, tmp_path):
     attach = tmp_path / "live-results"
     with TestClient(make_app(site, attach=attach)) as c, c.websocket_connect("/ws") as ws:
         snap = ws.receive_json()
-        assert snap["type"] == "snapshot" and snap["workflow"]["runs"] == []
-        assert snap["workflow"]["attached"] == str(attach)
+        assert snap["type"] == "snapshot" and snap["progress"]["runs"] == []
+        assert snap["progress"]["attached"] == str(attach)
         pub = RunPublisher(
             attach / "runs/gsm8k/freeform/default.events.jsonl",
             task="gsm8k",
@@ -212,7 +212,7 @@ def test_websocket_pushes_run_events_from_tailed_files(site, tmp_path):
         assert msg["run"]["status"] == "running" and msg["run"]["tokens"] == 11
         assert msg["event"]["content"] == "brief text"
         pub.close()
-        wf = c.get("/api/workflow").json()
+        wf = c.get("/api/progress").json()
         assert wf["runs"][0]["n_examples"] == 4 and wf["recent"][-1]["event"] == "message"
 
 
@@ -296,3 +296,24 @@ def test_snapshot_is_json_and_keeps_history(client):
     live = client.get("/api/live").json()
     assert live["history"][-1]["delivered"]["text"]
     json.dumps(live)
+
+
+def test_other_sites_pages_cannot_use_the_dashboard(client):
+    """A page from another origin may make the browser call 127.0.0.1: refused."""
+    from starlette.websockets import WebSocketDisconnect
+
+    evil = {"Origin": "http://evil.example"}
+    res = client.post("/api/live/message", json={"message": LONG_MESSAGE}, headers=evil)
+    assert res.status_code == 403
+    form = client.post(
+        "/api/live/message",
+        content=json.dumps({"message": "x"}),
+        headers={"Content-Type": "text/plain"},
+    )
+    assert form.status_code == 415  # a form post needs no CORS preflight: JSON only
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect("/ws", headers=evil) as ws:
+        ws.receive_json()
+    same = {"Origin": "http://testserver"}
+    with client.websocket_connect("/ws", headers=same) as ws:
+        assert ws.receive_json()["type"] == "snapshot"
+    assert client.post("/api/live/message", json={"message": "hi"}, headers=same).status_code == 202

@@ -109,7 +109,7 @@ def test_page_loads_with_no_console_errors(page, offline_server):
     pg.wait_for_selector("#conn.up")
     for view in ("live", "workflow", "results"):
         pg.click(f"#tab-{view}")
-        assert pg.is_visible(f"#view-{view}")
+        pg.wait_for_selector(f"#view-{view}", state="visible")  # hashchange is asynchronous
     pg.wait_for_selector(".conv")
     pg.wait_for_function(
         "document.querySelectorAll('#figures img').length > 0 && "

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, JSONResponse
@@ -144,6 +145,10 @@ def create_app(
 
     @app.post("/api/live/message", status_code=202)
     async def live_message(request: Request) -> dict[str, Any]:
+        if not _same_origin(request.headers):
+            raise HTTPException(403, "cross-origin requests are refused")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise HTTPException(415, 'send JSON (Content-Type: application/json): {"message": ...}')
         try:
             body = await request.json()
         except ValueError:
@@ -155,7 +160,7 @@ def create_app(
             raise HTTPException(413, f"the message is over {MAX_MESSAGE_CHARS} characters")
         return {"message_id": live.submit(message), "queued": True}
 
-    @app.get("/api/workflow")
+    @app.get("/api/progress")
     def workflow() -> dict[str, Any]:
         return workflow_snapshot()
 
@@ -205,13 +210,16 @@ def create_app(
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
+        if not _same_origin(websocket.headers):
+            await websocket.close(code=1008)  # policy violation: another site's page
+            return
         await websocket.accept()
         q = hub.subscribe()
         receiver: asyncio.Task | None = None
         try:
             await websocket.send_text(
                 json.dumps(
-                    {"type": "snapshot", "live": live.snapshot(), "workflow": workflow_snapshot()},
+                    {"type": "snapshot", "live": live.snapshot(), "progress": workflow_snapshot()},
                     default=str,
                 )
             )
@@ -229,7 +237,7 @@ def create_app(
                     msg = {
                         "type": "snapshot",
                         "live": live.snapshot(),
-                        "workflow": workflow_snapshot(),
+                        "progress": workflow_snapshot(),
                     }
                 await websocket.send_text(json.dumps(msg, default=str))
         except (WebSocketDisconnect, RuntimeError, OSError):
@@ -240,6 +248,22 @@ def create_app(
                 receiver.cancel()
 
     return app
+
+
+def _same_origin(headers) -> bool:
+    """No ``Origin`` (curl, scripts) or one naming this very host and port.
+
+    Why: the server runs on the user's machine, and any web page the user opens can
+    make the browser send a request to 127.0.0.1. Without this check such a page
+    could run messages through the user's model or read the run events over the
+    WebSocket (browsers do not apply CORS to WebSockets, and a form POST needs no
+    preflight); JSON-only POSTs and this check stop both.
+    """
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    netloc = urlsplit(origin).netloc
+    return bool(netloc) and netloc == headers.get("host")
 
 
 async def _drain(websocket: WebSocket) -> None:

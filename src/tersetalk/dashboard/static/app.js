@@ -46,7 +46,7 @@ function connect(attempt = 0) {
     const msg = JSON.parse(e.data);
     if (msg.type === "snapshot") {
       onLiveSnapshot(msg.live);
-      onWorkflowSnapshot(msg.workflow);
+      onWorkflowSnapshot(msg.progress);
     } else if (msg.type === "run_event") {
       onWorkflowEvent(msg.run, msg.event);
     } else {
