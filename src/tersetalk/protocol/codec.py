@@ -12,7 +12,8 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 
-from . import fast as _fast
+import tersetalk.protocol.fast as _fast  # not "from . import": that names the package
+
 from .errors import EncodingError, InputTypeError, InvalidJSONError
 from .lines import LineBase, line_from_array
 

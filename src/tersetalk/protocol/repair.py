@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fast as _fast
+import tersetalk.protocol.fast as _fast  # not "from . import": that names the package
+
 from .codec import MAX_DEPTH, exceeds_depth, physical_lines
 from .errors import NormalizationError, ProtocolError
 from .lines import LINE_TYPES, LineBase, QuestionLine, TextLine, replace_surrogates

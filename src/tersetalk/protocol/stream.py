@@ -15,7 +15,8 @@ line by line.
 
 from __future__ import annotations
 
-from . import fast as _fast
+import tersetalk.protocol.fast as _fast  # not "from . import": that names the package
+
 from .codec import decode_strict, parse_line_strict
 from .errors import InputTypeError, StreamClosedError
 from .lines import LineBase
