@@ -549,22 +549,22 @@ def solve(
     scheme = scheme or ValueScheme()
     costs = _Costs(tokenizer)
     table = A.choose(node, costs.text) if aliases and method != "binary" else {}
+    candidates: list[tuple[Node, list[str]]] = [(node, [])]
+    if table:
+        candidates.append((A.apply(node, table), A.hint_lines(table)))
     found: list[Encoding] = []
-    for tree, prelude in ((node, []), (A.apply(node, table), A.hint_lines(table))):
-        if tree is not node and not table:
-            break
+    error: BudgetError | None = None
+    for tree, prelude in candidates:
         try:
             enc = _solve(tree, node, prelude, budget, method, costs, scheme)
-        except BudgetError:
-            if tree is not node:
-                break
-            if not table:
-                raise
+        except BudgetError as exc:
+            error = exc
             continue
-        if tree is node or enc.fallback is None:
+        if not prelude or enc.fallback is None:  # an aliased text that fell back adds nothing
             found.append(enc)
-    if not found:
-        raise BudgetError(_too_small(budget or 0, tokenizer))
+    if not found:  # the plain tree is always a candidate: it failed for the budget
+        assert error is not None
+        raise error
     return max(found, key=lambda e: (e.value_kept, -e.tokens))
 
 
