@@ -290,3 +290,35 @@ def test_messages_routed_to_llmlingua_add_no_lines(base_config, tmp_path, hotpot
             assert "repeat" not in copy and copy["est_tt"] is not None
             assert row["c_msg_lines_M_C"] == (1 if copy["route"] != "llmlingua" else 0)
     assert seen_prose, "a budget just under the TerseTalk estimate should route some to LLMLingua"
+
+
+def test_gate_off_sends_every_turn_as_tersetalk_and_still_counts_the_budget(
+    base_config, tmp_path, hotpot, compressor
+):
+    """gate: false at a budget that binds: no turn is projected, compressed or overflowed,
+    the messages are the gate-on run's at a budget that never binds, and the turns over
+    the (logged) budget are still counted."""
+    off = run_hybrid(base_config, tmp_path, hotpot, name="off", budget=20, gate=False)
+    on = run_hybrid(base_config, tmp_path, hotpot, name="on", budget=20)
+    free = run_hybrid(base_config, tmp_path, hotpot, name="free", budget=1_000_000)
+    assert off["error"].isna().all()
+    assert (off["c_route_tersetalk"] == off["c_turns"]).all()
+    assert (off["c_projected_turns"] == 0).all() and compressor.loads == 1  # only `on` compressed
+    assert (off["c_over_budget_turns"] > 0).all()
+    assert off["messages"].tolist() == free["messages"].tolist()
+    assert off["messages"].tolist() != on["messages"].tolist()
+    assert all(e["gate"] is False and e["budget"] == 20 for log in logs(off) for e in log
+               if not e.get("repeat"))  # fmt: skip
+
+
+def test_budget_and_summarizer_ablations_name_what_they_vary(base_config):
+    """The default config's budget ablation runs the seed's 400/600/800 and gate off; its
+    summarizer ablation compares extractive, truncation and LLMLingua summaries."""
+    from tersetalk.config import ablation_values
+
+    budget = ablation_values(base_config, "budget")
+    assert set(budget.values()) >= {"400", "600", "800", "gate off"}
+    assert ablation_values(base_config, "summarizer") == {
+        "caps_baseline": "extractive", "summ_truncation": "truncation",
+        "summ_llmlingua": "llmlingua",
+    }  # fmt: skip

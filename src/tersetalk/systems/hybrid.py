@@ -4,7 +4,8 @@ Every message the system sends passes one gate (the Manager's brief, its copy to
 the Critic, re-injected ``M#`` text, the Worker's draft, the Critic's verdict, the
 final answer):
 
-1. estimate the TerseTalk message's tokens (cl100k); within ``budget``: send it;
+1. estimate the TerseTalk message's tokens (cl100k); within ``budget`` (or with the
+   gate off, ``gate: false``): send it;
 2. otherwise project LLMLingua's length once, without running it (the kept parts
    plus the compressible part at the target rate, times ``projection_factor``);
    when the projection fits, send the free-form message compressed by LLMLingua;
@@ -66,7 +67,7 @@ from tersetalk.protocol import (
     apply_caps,
     serialize,
 )
-from tersetalk.systems import register
+from tersetalk.systems import Axis, register
 from tersetalk.tokens import count_tokens
 
 ROUTES = ("tersetalk", "llmlingua", "overflow")
@@ -81,6 +82,10 @@ class HybridSettings(BaseModel):
 
     #: tokens (cl100k) one message may take
     budget: int = Field(400, ge=1)
+    #: false: the gate is off, every message is sent as TerseTalk (the budget is still
+    #: logged and ``over_budget`` still counted against it, so the ablation shows what
+    #: the gate would have changed)
+    gate: bool = True
     #: the TerseTalk side: caps, summarizer, dereference, enforcement, touchpoints
     tersetalk: TerseTalkSettings = Field(default_factory=TerseTalkSettings)
     #: the LLMLingua side: model, rate (or target_tokens), ranking, forcing
@@ -132,11 +137,12 @@ class Gate:
             "turn": len(self.log),
             "kind": kind,
             "budget": self.budget,
+            "gate": self.settings.gate,
             "est_tt": est,
             "ff_tokens": None,
             "projection": None,
         }
-        if est <= self.budget:
+        if est <= self.budget or not self.settings.gate:
             sent = Routed(text, "tersetalk", lines, memory, counters)
         else:
             opts = self.settings.llmlingua
@@ -198,7 +204,11 @@ class Gate:
 
     def counters(self) -> dict[str, Any]:
         turns = len(self.log)
-        out: dict[str, Any] = {"hybrid_budget": self.budget, "turns": turns}
+        out: dict[str, Any] = {
+            "hybrid_budget": self.budget,
+            "hybrid_gate": self.settings.gate,
+            "turns": turns,
+        }
         for r in ROUTES:
             n = sum(e["route"] == r for e in self.log)
             out[f"route_{r}"] = n
@@ -328,10 +338,16 @@ class HybridCodec(TerseTalkCodec):
         return {**super().counters(d), **self.gate.counters()}
 
 
+def budget_value(settings: HybridSettings) -> str:
+    """x value of the budget ablation: the budget in tokens, or ``gate off``."""
+    return str(settings.budget) if settings.gate else "gate off"
+
+
 register(
     "hybrid",
     codec=HybridCodec,
     settings=HybridSettings,
+    ablation={"budget": Axis(value=budget_value, label="token budget (cl100k)")},
     inputs=lambda s: prepared_compressor_inputs(
         [s.llmlingua.model, *touchpoint_models(s.tersetalk)]
     ),

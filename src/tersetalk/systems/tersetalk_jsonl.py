@@ -19,10 +19,20 @@ from tersetalk.agents.codecs.tersetalk import (
 from tersetalk.encoders.prepare import prepared_compressor_inputs
 from tersetalk.systems import Axis, register
 
-#: ablation axes: caps are drawn by the fact cap in tokens; the enforcement figure
-#: also shows what the mode is for (replies valid at the first try)
+
+def summarizer_name(settings: TerseTalkSettings) -> str:
+    """The summarizer that writes a variant's overflow summaries: LLMLingua when its
+    touchpoint is on (``lingua_summaries: true``, it takes the summarizer's slot), else
+    the named built-in (``extractive`` or ``truncation``)."""
+    return "llmlingua" if settings.lingua_summaries else settings.summarizer
+
+
+#: ablation axes: caps are drawn by the fact cap in tokens; the summarizer axis names
+#: the one that actually writes ``o`` summaries; the enforcement figure also shows
+#: what the mode is for (replies valid at the first try)
 TERSETALK_AXES = {
     "caps": Axis(value=lambda s: s.cap_dict().get("f", 0), label="fact cap (tokens)"),
+    "summarizer": Axis(value=summarizer_name, label="overflow summarizer"),
     "enforcement": Axis(panels=("compliance_first_try_rate",)),
 }
 
