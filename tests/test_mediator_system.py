@@ -154,6 +154,12 @@ def test_msp_system_with_judge_records_similarity(base_config, tmp_path, samples
              progress=False)  # fmt: skip
     assert df["error"].isna().all()
     assert df["c_msp_similarity"].between(0, 1).all() and (df["c_msp_judge_passed"] == 0).all()
+    # "the decoded message" names neither the intent (QUERY) nor the target ("the capital"):
+    # not adequate whatever the similarity, and the record says why
+    assert (df["c_msp_intent_present"] == 0).all() and (df["c_msp_target_present"] == 0).all()
+    issues = json.loads(df["counters"].iloc[0])["msp_judge_issues"]
+    assert any(i.startswith("Intent missing") for i in issues)
+    assert any("'capital'" in i for i in issues if i.startswith("Target missing"))
     roles = [c["role"] for c in json.loads(df["calls"].iloc[0])]
     assert roles[:2] == ["msp_encode", "msp_decode"]
     sent = json.loads(json.loads(df["messages"].iloc[0])[0]["content"])

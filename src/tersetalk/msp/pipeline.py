@@ -65,7 +65,7 @@ class MSPPipeline:
         t1 = time.perf_counter()
         decoded = self.decoder.decode(signal, style) if self.decoder is not None else None
         t2 = time.perf_counter()
-        verdict = self.judge.evaluate(text, decoded) if self.judge is not None else None
+        verdict = self.judge.evaluate(text, decoded, signal) if self.judge is not None else None
         t3 = time.perf_counter()
         signal_text = signal.wire(self.wire)
         original_tokens = self.count_tokens(text)

@@ -133,7 +133,9 @@ def deterministic_trace_id(*parts: object) -> str:
 
 
 class MSPJudgeResult(BaseModel):
-    """The semantic judge's verdict: similarity in [0, 1], passed iff >= threshold."""
+    """The semantic judge's verdict: similarity in [0, 1]; passed (semantically adequate)
+    iff similarity >= threshold and, when the signal was checked, intent and target are
+    both mentioned in the decoded text (``None``: not checked)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -141,6 +143,10 @@ class MSPJudgeResult(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0)
     similarity_score: float = Field(ge=0.0, le=1.0)
     threshold: float = Field(ge=0.0, le=1.0)
+    similarity_passed: bool | None = None
+    intent_present: bool | None = None
+    target_present: bool | None = None
+    target_coverage: float | None = Field(None, ge=0.0, le=1.0)
     issues: list[str] = Field(default_factory=list)
 
 

@@ -3,7 +3,10 @@
 Manager -> encoder (constrained structured output) -> the signal's wire form is
 what the Worker receives; the Worker and the Critic then talk as in ``freeform``.
 With ``judge: true`` the signal is also decoded back to prose and the semantic
-judge scores original vs decoded (MiniLM cosine, threshold 0.80 by default).
+judge checks semantic adequacy as MSP's design defines it: MiniLM cosine of original
+vs decoded at least the threshold (0.80 by default) and intent and target both
+mentioned in the decoded text (``msp_judge_passed``; the parts are
+``msp_similarity_passed``, ``msp_intent_present``, ``msp_target_present``).
 Encoder and decoder calls are logged as ``msp_encode`` / ``msp_decode`` calls, so
 their cost and latency are in the record's usage and ``calls`` columns. Records
 carry the signal, the token counts, the compression ratio and the similarity in
@@ -118,6 +121,10 @@ def counters_of(res) -> dict[str, Any]:
         out.update(
             msp_decoded=res.decoded_text, msp_decoded_tokens=m.decoded_tokens,
             msp_similarity=res.judge.similarity_score, msp_judge_passed=res.judge.passed,
+            msp_similarity_passed=res.judge.similarity_passed,
+            msp_intent_present=res.judge.intent_present,
+            msp_target_present=res.judge.target_present,
+            msp_target_coverage=res.judge.target_coverage,
             msp_judge_issues=list(res.judge.issues),
         )  # fmt: skip
     return out
