@@ -1,4 +1,4 @@
-"""`tersetalk bench`: corpus -> mb1/mb2/mb3 -> figure, end to end on a tiny corpus.
+"""`tersetalk bench`: corpus -> mb1/mb2/mb3 (+ mb4) -> figure, end to end on a tiny corpus.
 
 The benchmarks run with one repeat and tiny batches: these tests check the
 tables' shape, the asserted equivalences and the figure, never a timing.
@@ -43,9 +43,13 @@ def outputs(tmp_path_factory):
         argv = ["bench", "run", "--which", which, "--corpus", str(corpus), "--out",
                 str(out[which]), *FAST, *extra]  # fmt: skip
         assert main(argv) == 0
+    out["mb4"] = d / "mb4.parquet"  # the M# store: no corpus
+    assert main(["bench", "run", "--which", "mb4", "--memory-sizes", "50,200", "--out",
+                 str(out["mb4"]), *FAST]) == 0  # fmt: skip
     out["stem"] = d / "fig" / "bench"
     assert main(["bench", "plot", "--mb1", str(out["mb1"]), "--mb2", str(out["mb2"]),
-                 "--mb3", str(out["mb3"]), "--out-stem", str(out["stem"])]) == 0  # fmt: skip
+                 "--mb3", str(out["mb3"]), "--mb4", str(out["mb4"]),
+                 "--out-stem", str(out["stem"])]) == 0  # fmt: skip
     return out
 
 

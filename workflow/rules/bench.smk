@@ -1,9 +1,11 @@
 # Microbenchmarks (issue 6): MB-1 field extraction, MB-2 stream boundaries, MB-3 wire
-# formats. Target: `snakemake --cores 1 bench` (not part of `all`: timings describe
+# formats, MB-4 the M# memory store (issue 20: insert/lookup/evict at 1k-10k entries).
+# Target: `snakemake --cores 1 bench` (not part of `all`: timings describe
 # this machine, not the paper's data). The corpus reads the run files that
-# bench_corpus_inputs() names (common.smk) and adds a seeded synthetic size sweep.
+# bench_corpus_inputs() names (common.smk) and adds a seeded synthetic size sweep;
+# MB-4 needs no corpus (seeded synthetic texts).
 
-BENCHMARKS = ["mb1", "mb2", "mb3"]
+BENCHMARKS = ["mb1", "mb2", "mb3", "mb4"]
 
 
 rule bench_corpus:
@@ -47,11 +49,32 @@ rule bench_run:
         "--repeats {params.repeats} --out {output.parquet} > {log} 2>&1"
 
 
+rule bench_mb4:
+    output:
+        parquet="results/bench/mb4.parquet",
+        csv="results/bench/mb4.csv",
+    log:
+        "results/logs/bench/mb4.log",
+    conda:
+        ENV
+    # alone on every core, as bench_run
+    threads: os.cpu_count() or 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    params:
+        repeats=config.get("bench", {}).get("repeats", 21),
+    shell:
+        "tersetalk bench run --which mb4 --repeats {params.repeats} "
+        "--out {output.parquet} > {log} 2>&1"
+
+
 rule bench_plot:
     input:
         mb1="results/bench/mb1.parquet",
         mb2="results/bench/mb2.parquet",
         mb3="results/bench/mb3.parquet",
+        mb4="results/bench/mb4.parquet",
     output:
         pdf="figures/bench.pdf",
         png=report(
@@ -70,7 +93,7 @@ rule bench_plot:
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
         "tersetalk bench plot --mb1 {input.mb1} --mb2 {input.mb2} --mb3 {input.mb3} "
-        "--out-stem {params.stem} > {log} 2>&1"
+        "--mb4 {input.mb4} --out-stem {params.stem} > {log} 2>&1"
 
 
 # The dashboard's progress events (issue 17): whole runs of the reference system with

@@ -1,4 +1,5 @@
-"""``tersetalk bench``: build the corpus, run MB-1/MB-2/MB-3, draw the figure."""
+"""``tersetalk bench``: build the corpus, run MB-1/MB-2/MB-3 (and MB-4, the ``M#`` memory,
+which needs no corpus), draw the figure."""
 
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ def _cmd_run(args: argparse.Namespace) -> None:
     from .results import EquivalenceError, log_environment
     from .timing import measure
 
+    if args.which == "mb4":
+        _cmd_run_mb4(args)
+        return
+    if not args.corpus:
+        raise SystemExit(f"tersetalk bench run: error: --which {args.which} needs --corpus (a "
+                         "corpus Parquet from `tersetalk bench corpus`)")  # fmt: skip
     try:
         corpus = read_corpus(args.corpus)
     except ValueError as exc:
@@ -97,6 +104,37 @@ def _cmd_run(args: argparse.Namespace) -> None:
     _log_verdict(df, args.which)
 
 
+def _cmd_run_mb4(args: argparse.Namespace) -> None:
+    """MB-4 times the memory store on seeded synthetic texts: no corpus to read."""
+    from tersetalk.io import write_parquet_atomic
+
+    from .mb4 import run_mb4
+    from .results import EquivalenceError, log_environment
+    from .timing import measure
+
+    if args.corpus:
+        log.warning("MB-4 times the M# store on synthetic texts; --corpus %s is not read",
+                    args.corpus)  # fmt: skip
+    common = {"repeats": args.repeats, "warmup": args.warmup,
+              "min_batch_ns": int(args.min_batch_ms * 1e6), "seed": args.seed}  # fmt: skip
+    log_environment()
+    log.info("MB-4 at %s entries: %d repeats after %d warmup, batches of at least %.1f ms",
+             ",".join(map(str, args.memory_sizes)), args.repeats, args.warmup,
+             args.min_batch_ms)  # fmt: skip
+    measure({"noop": lambda: None}, repeats=1, warmup=0)  # settle imports before timing
+    t0 = time.perf_counter()
+    try:
+        df = run_mb4(sizes=args.memory_sizes, **common)
+    except EquivalenceError as exc:
+        raise SystemExit(f"tersetalk bench run: {exc}") from None
+    df["repeats_requested"] = args.repeats
+    write_parquet_atomic(df, args.out, {**common, "which": "mb4",
+                                        "sizes": list(args.memory_sizes)})  # fmt: skip
+    Path(args.out).with_suffix(".csv").parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(Path(args.out).with_suffix(".csv"), index=False)
+    log.info("wrote %s (%d rows) in %.1f s", args.out, len(df), time.perf_counter() - t0)
+
+
 def _log_verdict(df, which: str) -> None:
     """The seed's claim as measured: per method, its range of ratios and where it meets it."""
     if which == "mb3":
@@ -133,8 +171,9 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 
     from .plot import plot_bench
 
+    mb4 = pd.read_parquet(args.mb4) if args.mb4 else None
     paths = plot_bench(pd.read_parquet(args.mb1), pd.read_parquet(args.mb2),
-                       pd.read_parquet(args.mb3), args.out_stem)  # fmt: skip
+                       pd.read_parquet(args.mb3), args.out_stem, mb4=mb4)  # fmt: skip
     log.info("wrote %s", ", ".join(map(str, paths)))
 
 
@@ -142,6 +181,7 @@ def add_commands(subparsers) -> None:
     from .defaults import (
         DEFAULT_CHUNK_SIZES,
         DEFAULT_MAX_REAL,
+        DEFAULT_MEMORY_SIZES,
         DEFAULT_MIN_BATCH_NS,
         DEFAULT_PER_SIZE,
         DEFAULT_REPEATS,
@@ -187,10 +227,11 @@ def add_commands(subparsers) -> None:
     r.add_argument(
         "--which",
         required=True,
-        choices=["mb1", "mb2", "mb3"],
-        help="mb1 field extraction, mb2 stream boundaries, mb3 wire formats",
+        choices=["mb1", "mb2", "mb3", "mb4"],
+        help="mb1 field extraction, mb2 stream boundaries, mb3 wire formats, mb4 the M# "
+        "memory store (insert/lookup/evict)",
     )
-    r.add_argument("--corpus", required=True, help="corpus Parquet from `tersetalk bench corpus`")
+    r.add_argument("--corpus", help="corpus Parquet from `tersetalk bench corpus` (mb1-mb3)")
     r.add_argument("--out", required=True, help="result Parquet to write")
     r.add_argument(
         "--repeats",
@@ -217,6 +258,9 @@ def add_commands(subparsers) -> None:
         default=DEFAULT_STREAM_BYTES,
         help=f"MB-2 stream length in JSONL bytes (default: {DEFAULT_STREAM_BYTES})",
     )
+    r.add_argument("--memory-sizes", type=_ints, default=DEFAULT_MEMORY_SIZES,
+                   help=f"MB-4 store sizes in entries (default: "
+                   f"{','.join(map(str, DEFAULT_MEMORY_SIZES))})")  # fmt: skip
     r.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(
@@ -227,6 +271,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--mb1", required=True, help="MB-1 result Parquet")
     p.add_argument("--mb2", required=True, help="MB-2 result Parquet")
     p.add_argument("--mb3", required=True, help="MB-3 result Parquet")
+    p.add_argument("--mb4", help="MB-4 result Parquet (adds the memory store's panel)")
     p.add_argument("--out-stem", required=True, help="output path without extension")
     p.set_defaults(func=_cmd_plot)
 

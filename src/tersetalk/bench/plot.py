@@ -6,7 +6,9 @@ group; (b) MB-2 speedup of each framer over sentence detection, per chunk size;
 (MB-1), newline framing plus orjson per line (MB-2) -- where the dash-dotted line
 is issue 19's target for the protocol's parsers (half the limit's speed); (e) MB-3
 bytes on wire and (f) encode/decode time per message, per codec, on the real
-messages (or the middle synthetic size when there are none). Ratios are of
+messages (or the middle synthetic size when there are none); with MB-4, (g) the
+``M#`` memory store's speed against a plain dict / OrderedDict per operation and
+store size and (h) its nanoseconds per operation. Ratios are of
 medians with an interquartile error bar; the dashed line is the baseline (or the
 limit), the dotted line the seed's hoped-for ratio.
 """
@@ -60,12 +62,14 @@ def _speedup_panel(ax, df: pd.DataFrame, x: list, labels: list[str], xkey: str, 
 
 
 def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
-               out_stem: str | Path) -> list[Path]:  # fmt: skip
-    """Write ``{out_stem}.pdf`` and ``.png``; return the paths."""
+               out_stem: str | Path, mb4: pd.DataFrame | None = None) -> list[Path]:  # fmt: skip
+    """Write ``{out_stem}.pdf`` and ``.png``; return the paths (with ``mb4``, a fourth
+    row: the memory store against its baselines, and its cost per operation)."""
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
-    fig, axes = plt.subplots(3, 2, figsize=(15, 17.5))
+    n_rows = 3 if mb4 is None else 4
+    fig, axes = plt.subplots(n_rows, 2, figsize=(15, 17.5 * n_rows / 3))
     limit_cols = ("ratio_vs_limit", "ratio_vs_limit_lo", "ratio_vs_limit_hi")
 
     # (a) MB-1
@@ -151,6 +155,9 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_ylabel("")
     ax.legend(title=None, fontsize=10, loc="lower right")
 
+    if mb4 is not None:
+        _mb4_panels(axes[3][0], axes[3][1], mb4)
+
     env = mb1.iloc[0]
     fig.suptitle(
         f"TerseTalk microbenchmarks — {env['env_cpu']}, {env['env_cpus_usable']} CPUs, "
@@ -167,6 +174,38 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
         paths.append(p)
     plt.close(fig)
     return paths
+
+
+def _mb4_panels(ax_ratio, ax_ns, mb4: pd.DataFrame) -> None:
+    """(g) the store's speed as a share of its baseline's, per operation and size;
+    (h) nanoseconds per operation of the store and of each baseline."""
+    sizes = sorted(mb4["size"].unique())
+    ops = list(dict.fromkeys(mb4["operation"]))
+    colors = dict(zip(ops, sns.color_palette("colorblind", len(ops)), strict=True))
+    store = mb4[~mb4["is_baseline"]].rename(columns={"method": "store", "operation": "method"})
+    _speedup_panel(ax_ratio, store, sizes, [f"{s:,}" for s in sizes], "size", ops, colors, 1.0,
+                   "baseline's speed")  # fmt: skip
+    bases = ", ".join(f"{op}: {b}" for op, b in
+                      mb4.groupby("operation", sort=False)["baseline"].first().items())  # fmt: skip
+    ax_ratio.set_title("(g) MB-4 M# memory: speed against plain structures", loc="left")
+    ax_ratio.set_xlabel(f"entries in the store (baselines: {bases})")
+    ax_ratio.set_ylabel("baseline median / store median")
+    ax_ratio.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4,
+                    frameon=False)  # fmt: skip
+    for op in ops:
+        for is_base, style in ((False, "o-"), (True, "s--")):
+            sub = mb4[(mb4["operation"] == op) & (mb4["is_baseline"] == is_base)]
+            sub = sub.set_index("size").reindex(sizes)
+            name = sub["method"].dropna().iloc[0]
+            ax_ns.plot(range(len(sizes)), sub["ns_per_op"], style, color=colors[op], ms=6,
+                       label=f"{op}: {name}")  # fmt: skip
+    ax_ns.set_yscale("log")
+    ax_ns.set_xticks(range(len(sizes)), [f"{s:,}" for s in sizes])
+    ax_ns.set_title("(h) MB-4 cost per operation (median)", loc="left")
+    ax_ns.set_xlabel("entries in the store")
+    ax_ns.set_ylabel("nanoseconds per operation (log scale)")
+    ax_ns.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3,
+                 frameon=False)  # fmt: skip
 
 
 def _is_base(df: pd.DataFrame, method: str) -> bool:
