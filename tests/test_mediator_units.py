@@ -261,7 +261,39 @@ def test_number_check_canonicalises_spellings_and_names_its_blind_spots():
     # blind spots are documented where a reader of the judge looks
     doc = judges.number_issues.__doc__
     assert "cannot detect" in doc and "negation" in doc and "words" in doc
-    assert "contradictions without numbers" in judges.__doc__
+    module_doc = " ".join(judges.__doc__.split())
+    assert "Contradictions of other kinds" in module_doc and "antonyms" in module_doc
+
+
+def test_embedding_judge_reports_contradictions_of_the_sentence_a_key_restates():
+    from tersetalk.mediator.judges import EmbeddingJudge, contradiction_issues
+
+    judge = EmbeddingJudge(0.5, embedder=_FixedEmbedder())
+    original = ("The bridge over the Tyne was not finished in 1928. The tickets cost 12 "
+                "dollars each at the gate.")  # fmt: skip
+    faithful = _keys("bridge over the Tyne not finished in 1928", "tickets cost 12 dollars")
+    assert contradiction_issues(original, faithful) == []
+    assert judge.evaluate(original, faithful).passed
+    # negation dropped: similarity and every number agree, only the negation differs
+    flipped = _keys("bridge over the Tyne finished in 1928", "tickets cost 12 dollars")
+    res = judge.evaluate(original, flipped)
+    assert not res.passed and res.confidence == 0.9
+    assert [i for i in res.issues if i.startswith("contradiction")] == [
+        "contradiction: negation differs: CONTEXT: 'bridge over the Tyne finished in 1928' "
+        "against 'The bridge over the Tyne was not finished in 1928.'"]  # fmt: skip
+    # a negation added ("never") is as much a contradiction as one dropped
+    assert contradiction_issues("Alice signed the lease in May.",
+                                _keys("Alice never signed the lease")) != []  # fmt: skip
+    # a number changed in the restated sentence: paired, not only missing + hallucinated
+    changed = _keys("bridge over the Tyne not finished in 1928", "tickets cost 21 dollars")
+    issues = judge.evaluate(original, changed).issues
+    assert any(i.startswith("contradiction: number 21 where the original says 12") for i in issues)
+    assert "missing critical information: number 12" in issues
+    # a key that restates no sentence in particular is not compared
+    assert contradiction_issues(original, _keys("no idea", "weather is nice")) == []
+    # a number the original states elsewhere is not a changed one (roles are a blind spot)
+    assert not any("number" in i for i in contradiction_issues(original, _keys(
+        "tickets cost 1928 dollars")))  # fmt: skip
 
 
 # DistilBART: an input longer than the model's window is cut, and the trace says so

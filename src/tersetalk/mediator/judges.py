@@ -7,11 +7,12 @@ critical information, hallucinated keys, contradictions).
   keys rendered as text, plus deterministic checks any reader would make: each
   number of the original absent from the keys (``missing critical information:
   number X``), each number of the keys absent from the original (``hallucinated
-  number: X``; a changed value shows up as both), and keys whose content words
-  mostly do not occur in the original (hallucinated keys). It never reports a
-  contradiction as such: contradictions without numbers (negation, swapped names
-  or roles, numbers written as words) stay invisible to it; see
-  :func:`number_issues`.
+  number: X``), keys whose content words mostly do not occur in the original
+  (hallucinated keys), and contradictions between a key and the sentence of the
+  original it restates (:func:`contradiction_issues`): a negation one has and the
+  other lacks, or a number the key changed (``contradiction: ...``). Contradictions
+  of other kinds (swapped names or roles, antonyms, numbers written as words) stay
+  invisible to it; see :func:`number_issues` and :func:`contradiction_issues`.
 * :class:`LLMJudge` - the model backend under a JSON schema; it may report any
   contradiction it notices, with the reliability of the model behind it.
 """
@@ -34,6 +35,7 @@ __all__ = [
     "Judge",
     "JudgeResult",
     "LLMJudge",
+    "contradiction_issues",
     "fidelity_issues",
     "make_judge",
     "number_issues",
@@ -129,18 +131,69 @@ def number_issues(original: str, rendered: str) -> list[str]:
     return issues
 
 
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_NEGATION = frozenset("not no never none nobody nothing neither nor cannot without".split())
+
+
+def _negated(text: str) -> bool:
+    words = [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
+    return any(w in _NEGATION or w.endswith("n't") for w in words)
+
+
+def contradiction_issues(original: str, keys: list[SemanticKey]) -> list[str]:
+    """Keys that contradict the sentence of the original they restate.
+
+    A key restates the sentence of the original that shares the most of its content
+    words, if it shares at least two and at least half of them (otherwise it restates
+    nothing in particular and is not compared). Against that sentence the key
+    contradicts the original when:
+
+    * negation: exactly one of the two carries a negation (not, no, never, none,
+      nothing, nobody, neither, nor, cannot, without, or a word ending in n't), as in
+      "the bridge was not finished" kept as "the bridge was finished";
+    * number: the key states a number the original states nowhere while the sentence
+      states a number the key lacks ("costs 12 dollars" kept as "costs 21 dollars").
+
+    What it cannot see: a negation in another clause of the same sentence (it then
+    reports a contradiction that is not one), antonyms ("rose" vs "fell"), swapped
+    names or roles, and numbers written as words.
+    """
+    sentences = [s for s in _SENTENCE.split(original) if s.strip()]
+    everywhere = _numbers(original)
+    issues: list[str] = []
+    for k in keys:
+        words = _content_words(k.value)
+        if len(words) < 2 or not sentences:
+            continue
+        shared, sent = max(((len(words & _content_words(s)), s) for s in sentences),
+                           key=lambda p: p[0])  # fmt: skip
+        if shared < 2 or shared / len(words) < 0.5:
+            continue
+        quote = f"{k.type.value}: {k.value[:80]!r} against {sent.strip()[:80]!r}"
+        if _negated(k.value) != _negated(sent):
+            issues.append(f"contradiction: negation differs: {quote}")
+        invented = sorted(_numbers(k.value) - everywhere, key=_number_order)
+        replaced = sorted(_numbers(sent) - _numbers(k.value), key=_number_order)
+        if invented and replaced:
+            issues.append(f"contradiction: number {', '.join(invented)} where the original "
+                          f"says {', '.join(replaced)}: {quote}")  # fmt: skip
+    return issues
+
+
 def fidelity_issues(original: str, keys: list[SemanticKey]) -> tuple[list[str], bool]:
     """(issues, any critical) from the checks a reader makes without a model.
 
     Critical (the judge fails): no keys, a number of the original missing from the
-    keys, or a number in the keys the original does not state. Not critical: a key
+    keys, a number in the keys the original does not state, or a key contradicting
+    the sentence it restates (:func:`contradiction_issues`). Not critical: a key
     whose content words are mostly absent from the original (paraphrase is allowed,
-    so it is reported as a possibly hallucinated key). See :func:`number_issues` for
-    what these checks cannot see.
+    so it is reported as a possibly hallucinated key). See :func:`number_issues` and
+    :func:`contradiction_issues` for what these checks cannot see.
     """
     if not keys:
         return ["missing critical information: no keys were extracted"], True
-    issues = number_issues(original, render_keys(keys))
+    issues = contradiction_issues(original, keys)
+    issues += number_issues(original, render_keys(keys))
     critical = bool(issues)
     source = _content_words(original)
     for k in keys:
