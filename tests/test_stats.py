@@ -582,7 +582,10 @@ def test_property_binary_intervals_bracket_the_estimate(pair, seed):
         assert ni.lower_bound_t <= ni.mean_diff + 1e-12
         assert 0.0 <= ni.p_t <= 1.0
     assert 0.0 <= ni.p_bootstrap <= 1.0
-    assert ni.non_inferior == (ni.lower_bound > -ni.margin)
+    assert ni.lower_bound_above_margin == (ni.lower_bound > -ni.margin)
+    # n <= 60 < n_min = 149 at margin 0.02: never "non-inferior", whatever the bound says
+    assert ni.verdict in ("inferior", "inconclusive") and not ni.non_inferior
+    assert ni.lower_bound <= ni.upper_bound
     one = bootstrap_ci(t, n_resamples=200, seed=seed)
     assert 0.0 <= one.ci_low <= one.estimate <= one.ci_high <= 1.0
 
@@ -596,3 +599,60 @@ def test_property_continuous_interval_brackets_the_mean(values, seed):
     res = paired_bootstrap(x, np.zeros_like(x), n_resamples=200, seed=seed)
     tol = 1e-9 * (1 + np.abs(x).max())
     assert res.ci_low - tol <= res.estimate <= res.ci_high + tol
+
+
+# --- the verdict: non-inferior / inferior / inconclusive (issue 20) ----------------------
+
+
+def test_both_arms_zero_is_inconclusive_never_non_inferior():
+    zeros = np.zeros(500)
+    res = noninferiority(zeros, zeros.copy(), margin=MARGIN, alpha=ALPHA)
+    assert res.lower_bound == 0.0 and res.lower_bound_above_margin  # the bare test "passes"
+    assert res.verdict == "inconclusive" and not res.non_inferior
+    assert "both arms score 0" in res.verdict_reason
+
+
+def test_identical_arms_at_small_n_are_inconclusive():
+    # 10 examples, the same one right in both arms: zero variance, bound 0 > -0.02
+    arm = np.zeros(10)
+    arm[3] = 1.0
+    res = noninferiority(arm, arm.copy(), margin=MARGIN, alpha=ALPHA)
+    assert res.lower_bound_above_margin and not res.non_inferior
+    assert res.verdict == "inconclusive" and res.n_min == 149
+    assert "too small for the margin" in res.verdict_reason and "149" in res.verdict_reason
+
+
+def test_n_min_is_the_zero_event_bound():
+    from tersetalk.stats.noninferiority import min_n_for_margin
+
+    for margin, alpha in ((0.02, 0.05), (0.05, 0.05), (0.1, 0.01)):
+        n = min_n_for_margin(margin, alpha)
+        assert 1 - alpha ** (1 / n) <= margin < 1 - alpha ** (1 / (n - 1))
+    assert min_n_for_margin(0.0, 0.05) == 0 and min_n_for_margin(1.0, 0.05) == 1
+    # at n_min identical arms pass; one fewer example does not
+    arm = _binary(149, 70, seed=4)
+    assert noninferiority(arm, arm.copy()).verdict == "non-inferior"
+    assert noninferiority(arm[:148], arm[:148].copy()).verdict == "inconclusive"
+
+
+def test_clearly_worse_is_inferior_and_straddling_is_inconclusive():
+    control = _binary(400, 320, seed=1)
+    worse = noninferiority(_binary(400, 240, seed=2), control)
+    assert worse.verdict == "inferior" and worse.upper_bound < -MARGIN
+    # 500 examples, the treatment 0.02 below: the interval contains -0.02
+    c = _binary(500, 400, seed=5)
+    t = c.copy()
+    t[np.flatnonzero(c)[:10]] = 0.0
+    mid = noninferiority(t, c)
+    assert mid.lower_bound < -MARGIN < mid.upper_bound
+    assert mid.verdict == "inconclusive" and "contains -0.02" in mid.verdict_reason
+
+
+def test_verdict_in_compare_runs_rows():
+    zeros = pd.DataFrame({"example_id": [f"e{i}" for i in range(5)], "correct": 0.0,
+                          "tokens_total_cl100k": 10.0})  # fmt: skip
+    out = compare_runs({"a/x": zeros, "b/y": zeros.assign(tokens_total_cl100k=20.0)},
+                       [("a/x", "b/y")])  # fmt: skip
+    row = out.iloc[0]
+    assert row["verdict"] == "inconclusive" and not bool(row["non_inferior"])
+    assert bool(row["lower_bound_above_margin"]) and row["n_min"] == 149

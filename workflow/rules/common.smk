@@ -15,6 +15,7 @@ from tersetalk.tasks.schedule import (
     planned_runs,
     runs_on,
     system_tasks,
+    variant_runs_on,
 )
 from tersetalk.config import (
     ConfigError,
@@ -52,13 +53,15 @@ wildcard_constraints:
 
 
 def run_targets(prefix="results/runs", ext="parquet"):
-    """One file per (task, enabled system that runs on it, variant): systems.<name>.tasks."""
+    """One file per (task, enabled system that runs on it, variant that runs on it):
+    systems.<name>.tasks, narrowed by systems.<name>.variants.<variant>.tasks."""
     return [
         f"{prefix}/{task}/{system}/{variant}.{ext}"
         for task in TASKS
         for system in SYSTEMS
         if runs_on(config, system, task)
         for variant in config["systems"][system]["variants"]
+        if variant_runs_on(config, system, variant, task)
     ]
 
 

@@ -29,7 +29,7 @@ TEX_COLUMNS = (
     "n",
     "mean_diff",
     "lower_bound",
-    "non_inferior",
+    "verdict",
     "tokens_relative_reduction",
     "tokens_p_wilcoxon",
 )

@@ -72,7 +72,7 @@ class System:
         """Validated settings object (None for a system without settings)."""
         if self.settings is None:
             return None
-        clean = {k: v for k, v in settings.items() if k != "calibrated"}
+        clean = {k: v for k, v in settings.items() if k not in VARIANT_KEYS}
         return self.settings.model_validate(clean)
 
     def run(self, example: dict, ctx: RunContext) -> SystemResult:
@@ -87,6 +87,10 @@ class System:
 
 
 _REGISTRY: dict[str, System] = {}
+
+#: keys of a variant that are not the system's settings: ``calibrated`` (take the settings
+#: calibration chose) and ``tasks`` (the tasks this variant runs on, within the system's)
+VARIANT_KEYS = ("calibrated", "tasks")
 
 
 def register(
@@ -128,11 +132,14 @@ def registered_systems() -> list[str]:
 def validate_variant(name: str, variant: str, settings: dict) -> dict:
     """Validate one variant's settings; raise ValueError naming the config key."""
     settings = dict(settings)
+    # `tasks`: where this variant runs (tersetalk.tasks.schedule), not a system setting
+    tasks = settings.pop("tasks", None)
+    scope = {} if tasks is None else {"tasks": list(tasks)}
     # `calibrated: true` takes the settings chosen by calibration at run time
     calibrated = settings.pop("calibrated", False)
     if calibrated:
-        return {"calibrated": True, **_validate(name, variant, settings)}
-    return _validate(name, variant, settings)
+        return {"calibrated": True, **_validate(name, variant, settings), **scope}
+    return {**_validate(name, variant, settings), **scope}
 
 
 def _validate(name: str, variant: str, settings: dict) -> dict:

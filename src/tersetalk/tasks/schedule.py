@@ -6,7 +6,10 @@ LLMLingua's question-aware compression are built for facts and word problems), a
 run that cannot mean anything costs model time. ``systems.<name>.tasks`` names the
 tasks a system runs on; without it, a system runs on every task in ``tasks``. A task
 named there but absent from ``tasks`` simply does not run (``--config tasks=[gsm8k]``
-narrows the whole workflow as before).
+narrows the whole workflow as before). A variant may narrow its system's tasks further
+with its own ``tasks`` key (``systems.freeform.variants.cod.tasks``: Chain-of-Draft has
+no prompt for toolqa, where ``freeform/default`` still runs as the format study's
+reference).
 
 The Snakemake target functions, calibration, the statistics and the figures all ask
 here, so no rule or module branches on a system's or a task's name. Pure functions
@@ -24,6 +27,8 @@ __all__ = [
     "runs_on",
     "system_tasks",
     "task_runs",
+    "variant_runs_on",
+    "variant_tasks",
 ]
 
 
@@ -37,6 +42,16 @@ def runs_on(config: dict, system: str, task: str) -> bool:
     return task in system_tasks(config, system)
 
 
+def variant_tasks(config: dict, system: str, variant: str) -> list[str]:
+    """The tasks one variant runs on: its system's, narrowed by the variant's ``tasks``."""
+    allowed = (config["systems"][system]["variants"][variant] or {}).get("tasks")
+    return [t for t in system_tasks(config, system) if allowed is None or t in allowed]
+
+
+def variant_runs_on(config: dict, system: str, variant: str, task: str) -> bool:
+    return task in variant_tasks(config, system, variant)
+
+
 def task_runs(config: dict, task: str) -> list[str]:
     """The enabled ``system/variant`` labels that run on ``task``, in config order."""
     return [
@@ -44,6 +59,7 @@ def task_runs(config: dict, task: str) -> list[str]:
         for name, spec in config["systems"].items()
         if spec.get("enabled", True) and runs_on(config, name, task)
         for variant in spec["variants"]
+        if variant_runs_on(config, name, variant, task)
     ]
 
 
@@ -75,7 +91,7 @@ def check_schedule(config: dict) -> None:
       system runs on (its grid points are judged against it).
     """
     ref = config["evaluation"]["reference"]
-    ref_system = ref.split("/")[0]
+    ref_system, _, ref_variant = ref.partition("/")
     if ref_system in config["systems"]:
         for task in config["tasks"]:
             others = [r for r in task_runs(config, task) if r != ref]
@@ -85,6 +101,14 @@ def check_schedule(config: dict) -> None:
                     f"must run on every task the other systems run on, and {others[0]!r} "
                     f"runs on {task}; add {task} to systems.{ref_system}.tasks"
                 )
+            variants = config["systems"][ref_system]["variants"]
+            if others and ref_variant in variants:
+                if not variant_runs_on(config, ref_system, ref_variant, task):
+                    raise ValueError(
+                        f"config key 'systems.{ref_system}.variants.{ref_variant}.tasks': "
+                        f"evaluation.reference {ref!r} must run on every task the other "
+                        f"systems run on, and {others[0]!r} runs on {task}; add {task} to it"
+                    )
     for system, spec in config.get("calibration", {}).items():
         label = spec.get("reference")
         if not label or system not in config["systems"]:
