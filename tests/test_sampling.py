@@ -1,3 +1,5 @@
+import json
+import re
 import shutil
 
 import pytest
@@ -74,3 +76,44 @@ def test_hub_unreachable_is_a_typed_error_that_says_what_to_do(monkeypatch, offl
 def test_unknown_source_is_a_typed_error():
     with pytest.raises(TaskDataError, match="'local' or 'hub'"):
         load_records("gsm8k", source="ftp")
+
+
+@pytest.mark.parametrize(
+    ("task", "size", "gold_pattern"),
+    [
+        ("boolq", 3270, r"yes|no"),
+        ("commonsenseqa", 1221, r'\{"label": "[A-E]", "options": .*'),
+        ("socialiqa", 1954, r'\{"label": "[A-C]", "options": .*'),
+        ("humaneval", 164, r'\{"entry_point": .*'),
+    ],
+)
+def test_tersetalk_sample_works_for_the_topology_tasks(task, size, gold_pattern, repo, tmp_path):
+    """`tersetalk sample` from the shipped, checksummed files, as the workflow calls it."""
+    from tersetalk.cli import main
+
+    out, cal = tmp_path / f"{task}.parquet", tmp_path / f"{task}.calibration.parquet"
+    args = ["--n", "2", "--calibration-n", "1", "--seed", "3", "--data-dir", str(repo / "data")]
+    code = main(["sample", "--task", task, *args, "--out", str(out), "--calibration-out", str(cal)])
+    assert code == 0
+    rows = read_sample(out)
+    assert len(rows) == 2 and len(read_sample(cal)) == 1
+    assert {r["example_id"] for r in rows}.isdisjoint(r["example_id"] for r in read_sample(cal))
+    for row in rows:
+        rec = row["record"]
+        assert row["task"] == task and row["question"] == rec["question"]
+        assert row["gold"] and re.fullmatch(gold_pattern, row["gold"], flags=re.S)
+        assert row["example_id"] == str(rec["id"])
+        if task in ("commonsenseqa", "socialiqa"):
+            assert json.loads(row["gold"])["label"] == rec["answer"]
+            assert [o[0] for o in rec["options"]] == list("ABCDE"[: len(rec["options"])])
+        if task == "humaneval":
+            assert json.loads(row["gold"])["entry_point"] == rec["entry_point"]
+            assert "canonical_solution" not in json.loads(row["gold"])  # never in the gold
+    assert len(load_records(task, data_dir=repo / "data")) == size
+
+
+def test_a_topology_task_file_that_was_swapped_is_refused(repo, tmp_path):
+    (tmp_path / "boolq").mkdir()
+    shutil.copy(repo / "data" / "socialiqa" / "dev.jsonl.gz", tmp_path / "boolq" / "dev.jsonl.gz")
+    with pytest.raises(TaskDataError, match="checksum mismatch"):
+        load_records("boolq", data_dir=tmp_path)

@@ -220,7 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
         "and write a seeded evaluation sample and a disjoint calibration shard.",
     )
     s.add_argument(
-        "--task", required=True, choices=["hotpotqa", "gsm8k", "toolqa"], help="which dataset"
+        "--task",
+        required=True,
+        choices=["hotpotqa", "gsm8k", "toolqa", "boolq", "commonsenseqa", "socialiqa", "humaneval"],
+        help="which dataset",
     )
     s.add_argument(
         "--config",

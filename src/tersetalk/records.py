@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from tersetalk.tasks.registry import score_columns, scored_here
 from tersetalk.tasks.scoring import gsm8k_correct, hotpot_em, hotpot_f1
 
 TOKENIZERS = ("cl100k", "o200k", "model")
@@ -112,8 +113,12 @@ def score(task: str, prediction: str, gold: str) -> dict[str, float]:
     """Per-example scores with the official definitions.
 
     ``correct`` is the task's accuracy: exact match for HotpotQA, numeric equality
-    of the final answer for GSM8K, the format study's answer check for toolqa.
+    of the final answer for GSM8K, the format study's answer check for toolqa; BoolQ,
+    CommonsenseQA, Social IQa and HumanEval through ``tersetalk.tasks.registry`` (which
+    adds HumanEval's sandbox columns).
     """
+    if scored_here(task):
+        return score_columns(task, prediction, gold)
     if task == "toolqa":
         from tersetalk.tasks.toolqa import correct
 

@@ -13,12 +13,15 @@ Usage (the backend's own token counts) can be unknown for an example; see
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tersetalk.records import TOKENIZERS, directions_of
+from tersetalk.tasks.registry import correct as registry_correct
+from tersetalk.tasks.registry import scored_here
 from tersetalk.tasks.scoring import gsm8k_correct, hotpot_aggregate
 from tersetalk.tasks.toolqa import correct as toolqa_correct
 
@@ -70,7 +73,10 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
         row.update(em=agg["em"], f1=agg["f1"], precision=agg["precision"], recall=agg["recall"])
         row["accuracy"] = agg["em"]
     else:
-        check = toolqa_correct if task == "toolqa" else gsm8k_correct
+        if scored_here(task):  # boolq, commonsenseqa, socialiqa, humaneval (pass@1)
+            check = partial(registry_correct, task)
+        else:
+            check = toolqa_correct if task == "toolqa" else gsm8k_correct
         hits = [bool(preds.get(i)) and check(preds[i], golds[i]) for i in golds]
         row["accuracy"] = sum(hits) / len(golds)
         row.update(em=row["accuracy"], f1=float("nan"), precision=float("nan"), recall=float("nan"))

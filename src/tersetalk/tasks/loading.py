@@ -8,6 +8,13 @@ record layout.
 
 ``toolqa`` has no hub copy: its examples are built from the checksummed tool-response
 corpus by :mod:`tersetalk.tasks.toolqa` (``DatasetFile.build``), whatever the source.
+
+BoolQ, CommonsenseQA, Social IQa and HumanEval (the topology study's tasks) are read the
+same way and then mapped line by line to the pipeline's record layout
+(``DatasetFile.to_record``: :mod:`tersetalk.tasks.boolq`,
+:mod:`tersetalk.tasks.multiple_choice`, :mod:`tersetalk.tasks.humaneval`), whose
+``gold`` (``DatasetFile.gold``) is what their scorer in :mod:`tersetalk.tasks.registry`
+reads.
 """
 
 from __future__ import annotations
@@ -22,6 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+import tersetalk.tasks.boolq as _boolq
+import tersetalk.tasks.humaneval as _humaneval
+import tersetalk.tasks.multiple_choice as _mc
 
 
 class TaskDataError(RuntimeError):
@@ -39,6 +50,8 @@ class DatasetFile:
     lines (toolqa: questions generated from each payload), taking ``options``: the
     task's config keys that decide which examples exist (passed by `tersetalk sample`).
     A dataset without ``hub_path`` is read from the shipped file whatever the source.
+    ``to_record(line, row)`` maps a line of the file (or a hub row already in the file's
+    layout) to the pipeline's record, and ``gold(record)`` gives the sample's gold string.
     """
 
     task: str
@@ -49,6 +62,8 @@ class DatasetFile:
     hub_split: str | None = None
     build: Callable[..., list[dict]] | None = None
     options: tuple[str, ...] = ()
+    to_record: Callable[[dict, int], dict] | None = None
+    gold: Callable[[dict], str] | None = None
 
 
 def _build_toolqa(path: Path, **options) -> list[dict]:
@@ -81,6 +96,45 @@ DATASETS: dict[str, DatasetFile] = {
         build=_build_toolqa,
         options=("max_payload_tokens", "questions_per_kind"),
     ),
+    "boolq": DatasetFile(
+        "boolq",
+        "boolq/dev.jsonl.gz",
+        "6e943fcb79eeaabb77e41b5e2df0ca1e5253666fcb2946d6f97572c5c78ad586",
+        "google/boolq",
+        None,
+        "validation",
+        to_record=_boolq.to_record,
+    ),
+    "commonsenseqa": DatasetFile(
+        "commonsenseqa",
+        "commonsenseqa/dev_rand_split.jsonl.gz",
+        "18467ce05dc2cb17864eeb39a9c835526defc6d010dc19661f89d8d3f1ef828f",
+        "tau/commonsense_qa",
+        None,
+        "validation",
+        to_record=_mc.csqa_record,
+        gold=_mc.gold_of,
+    ),
+    "socialiqa": DatasetFile(
+        "socialiqa",
+        "socialiqa/dev.jsonl.gz",
+        "14c86079e1f840f9ebbd86677758e78bf800a3f3226a949b55d88d2e265dc25b",
+        "allenai/social_i_qa",
+        None,
+        "validation",
+        to_record=_mc.siqa_record,
+        gold=_mc.gold_of,
+    ),
+    "humaneval": DatasetFile(
+        "humaneval",
+        "humaneval/HumanEval.jsonl.gz",
+        "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef",
+        "openai/openai_humaneval",
+        None,
+        "test",
+        to_record=_humaneval.to_record,
+        gold=_humaneval.gold_of,
+    ),
 }
 
 SAMPLE_COLUMNS = ["example_id", "task", "split", "position", "row", "question", "gold", "record"]
@@ -108,6 +162,23 @@ def _hub_to_local(task: str, rec: dict) -> dict:
             "supporting_facts": [list(p) for p in zip(sf["title"], sf["sent_id"], strict=True)],
             "context": [list(p) for p in zip(ctx["title"], ctx["sentences"], strict=True)],
         }
+    if task == "boolq":  # the hub copy has no title
+        return {"question": rec["question"], "title": "", "answer": rec["answer"],
+                "passage": rec["passage"]}  # fmt: skip
+    if task == "commonsenseqa":
+        ch = rec["choices"]
+        choices = [{"label": k, "text": t} for k, t in zip(ch["label"], ch["text"], strict=True)]
+        return {
+            "answerKey": rec["answerKey"],
+            "id": rec["id"],
+            "question": {
+                "question_concept": rec.get("question_concept"),
+                "choices": choices,
+                "stem": rec["question"],
+            },
+        }
+    if task in ("socialiqa", "humaneval"):  # the hub rows have the file's keys
+        return dict(rec)
     return {"question": rec["question"], "answer": rec["answer"]}
 
 
@@ -182,6 +253,15 @@ def load_records(
             )
     else:
         records = _read_dataset(task, spec, source, data_dir)
+    if spec.to_record is not None:
+        try:
+            records = [spec.to_record(rec, i) for i, rec in enumerate(records)]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TaskDataError(
+                f"a {task} line ({source}) does not have the layout data/"
+                f"{Path(spec.relpath).parts[0]}/README.md describes: {type(exc).__name__}: "
+                f"{exc}"
+            ) from exc
     if not records:
         raise TaskDataError(f"the {task} dataset is empty ({source})")
     for i, rec in enumerate(records):
@@ -191,7 +271,7 @@ def load_records(
 
 
 def _example_id(task: str, row: int, rec: dict) -> str:
-    if task in ("hotpotqa", "toolqa"):
+    if task != "gsm8k":
         return str(rec["id"])
     return f"gsm8k-test-{row:04d}"
 
@@ -201,6 +281,9 @@ def _gold(task: str, rec: dict) -> str:
         from tersetalk.tasks.scoring import gsm8k_gold
 
         return gsm8k_gold(rec["answer"])
+    spec = DATASETS.get(task)
+    if spec is not None and spec.gold is not None:
+        return spec.gold(rec)
     return str(rec["answer"])
 
 

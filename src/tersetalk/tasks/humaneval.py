@@ -1,0 +1,98 @@
+"""HumanEval: write a Python function from its signature and docstring (collaborative-optimal).
+
+Record layout: ``id`` (``HumanEval/<n>``), ``question`` (the prompt: imports, signature
+and docstring, exactly as shipped), ``entry_point``, ``test`` (the task's own
+``check(candidate)``), ``canonical_solution`` (kept for the tests, never shown to a
+model) and ``answer`` (the canonical solution: the record's reference answer).
+
+The sample's ``gold`` is JSON ``{"task_id", "prompt", "entry_point", "test"}``: what the
+official harness needs to score a completion, so a run file can be scored on its own.
+The prediction is code. Scoring is pass@1 with one sample per problem: the program
+``prompt + completion + test + check(entry_point)`` runs in :mod:`tersetalk.tasks.sandbox`
+and passes when it runs to its end. This is the official harness's program; ours also
+accepts a completion that repeats the whole function (chat models usually do): it
+follows the prompt's docstring-only function and redefines it. A fenced Markdown block
+(```python ... ```) is unwrapped first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tersetalk.tasks.sandbox import SandboxLimits, SandboxResult, run_program
+
+GOAL = "Complete the Python function so that it passes its hidden tests."
+WORKER_SYSTEM = (
+    "You are the Worker. The Manager sends you a Python function's signature and docstring. "
+    "Reply with the complete function in one ```python code block. No explanation."
+)
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
+_GOLD_KEYS = ("entry_point", "prompt", "task_id", "test")
+
+
+def to_record(raw: dict, row: int) -> dict:
+    """A HumanEval line as the pipeline's record."""
+    return {
+        "id": raw["task_id"],
+        "question": raw["prompt"],
+        "entry_point": raw["entry_point"],
+        "test": raw["test"],
+        "canonical_solution": raw["canonical_solution"],
+        "answer": raw["canonical_solution"],
+    }
+
+
+def gold_of(record: dict) -> str:
+    """The sample's gold: the task's prompt, entry point and tests (JSON, sorted keys)."""
+    return json.dumps(
+        {
+            "task_id": record["id"],
+            "prompt": record["question"],
+            "entry_point": record["entry_point"],
+            "test": record["test"],
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+
+
+def parse_gold(gold: str) -> dict[str, str]:
+    from tersetalk.tasks.scoring import ScoringError
+
+    try:
+        obj = json.loads(gold)
+    except ValueError as exc:
+        raise ScoringError(f"HumanEval gold is not JSON: {gold!r:.200} ({exc})") from exc
+    if not isinstance(obj, dict) or set(obj) != set(_GOLD_KEYS):
+        raise ScoringError(f"HumanEval gold must hold exactly {list(_GOLD_KEYS)}: {gold!r:.200}")
+    if not obj["entry_point"].isidentifier():
+        raise ScoringError(f"HumanEval entry_point is not an identifier: {obj['entry_point']!r}")
+    return obj
+
+
+def extract_code(prediction: str) -> str:
+    """The code in a model's answer: the first fenced block, else the text as it is."""
+    m = _FENCE.search(prediction or "")
+    return m.group(1) if m else (prediction or "")
+
+
+def program(prediction: str, gold: str) -> str:
+    """The program the sandbox runs: prompt, completion, the tests and the check call."""
+    g = parse_gold(gold)
+    code = extract_code(prediction)
+    prompt = g["prompt"]
+    if not prompt.endswith("\n"):
+        prompt += "\n"
+    return f"{prompt}{code}\n\n{g['test']}\n\ncheck({g['entry_point']})\n"
+
+
+def run(prediction: str, gold: str, limits: SandboxLimits | None = None) -> SandboxResult:
+    """Run the task's own tests on the prediction in the sandbox."""
+    return run_program(program(prediction, gold), limits)
+
+
+def correct(prediction: str, gold: str) -> bool:
+    """pass@1 of one prediction (see :func:`run`)."""
+    return run(prediction, gold).passed

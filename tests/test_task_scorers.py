@@ -1,0 +1,200 @@
+"""Official scoring of BoolQ, CommonsenseQA, Social IQa and HumanEval (issue 16 item 1).
+
+The expected shares of a constant answer come from the data READMEs' label counts
+(BoolQ 2,033 true of 3,270; CommonsenseQA 239 A of 1,221; Social IQa 643 "1" of 1,954),
+not from the code under test.
+"""
+
+import json
+
+import pytest
+
+from tersetalk.tasks import boolq, humaneval, multiple_choice, registry
+from tersetalk.tasks.labels import CHAIN, DIRECT
+from tersetalk.tasks.loading import DATASETS, load_records, sample
+from tersetalk.tasks.scoring import ScoringError
+
+NEW_TASKS = ("boolq", "commonsenseqa", "socialiqa", "humaneval")
+
+
+@pytest.fixture(scope="module")
+def golds(request):
+    data = request.config.rootpath / "data"
+    out = {}
+    for task in ("boolq", "commonsenseqa", "socialiqa"):
+        recs = load_records(task, data_dir=data)
+        ev, _ = sample(task, recs, n=len(recs), calibration_n=0, seed=0)
+        out[task] = (recs, list(ev["gold"]))
+    return out
+
+
+def _accuracy(task, predictions, golds):
+    return sum(registry.correct(task, p, g) for p, g in zip(predictions, golds, strict=True)) / len(
+        golds
+    )
+
+
+@pytest.mark.parametrize("task", ["boolq", "commonsenseqa", "socialiqa"])
+def test_gold_answers_score_100_percent(task, golds):
+    recs, gold = golds[task]
+    if task == "boolq":
+        predictions = gold
+    else:
+        predictions = [multiple_choice.parse_gold(g)[0] for g in gold]
+    assert _accuracy(task, predictions, gold) == 1.0
+
+
+@pytest.mark.parametrize("task", ["commonsenseqa", "socialiqa"])
+def test_the_gold_options_text_also_scores_unless_two_options_share_it(task, golds):
+    _, gold = golds[task]
+    texts, shared = [], 0
+    for g in gold:
+        label, options = multiple_choice.parse_gold(g)
+        texts.append(options[label].upper() + ".")  # case and punctuation do not matter
+        norm = multiple_choice._normal
+        shared += sum(norm(t) == norm(options[label]) for t in options.values()) > 1
+    # a few questions repeat the gold option's text under a second label: that text names
+    # neither option, so exactly those examples cannot score by text
+    assert shared <= 10
+    assert _accuracy(task, texts, gold) == pytest.approx(1 - shared / len(gold))
+
+
+@pytest.mark.parametrize(
+    ("task", "constant", "expected"),
+    [
+        ("boolq", "yes", 2033 / 3270),
+        ("boolq", "No.", 1237 / 3270),
+        ("boolq", "I cannot tell from the passage.", 0.0),  # unparseable counts wrong
+        ("commonsenseqa", "A", 239 / 1221),
+        ("commonsenseqa", "E", 235 / 1221),
+        ("socialiqa", "A", 643 / 1954),
+        ("socialiqa", "(C)", 657 / 1954),
+        ("socialiqa", "D", 0.0),  # not an option of a three-option task
+    ],
+)
+def test_a_constant_answer_scores_the_share_of_its_gold(task, constant, expected, golds):
+    _, gold = golds[task]
+    assert _accuracy(task, [constant] * len(gold), gold) == pytest.approx(expected)
+
+
+def test_each_task_declares_its_label_metric_and_shipped_file():
+    assert {t: registry.SCORING[t].label for t in NEW_TASKS} == {
+        "boolq": DIRECT,
+        "commonsenseqa": DIRECT,
+        "socialiqa": DIRECT,
+        "humaneval": CHAIN,
+    }
+    assert registry.SCORING["humaneval"].metric == "pass@1"
+    for t in NEW_TASKS:
+        assert DATASETS[t].hub_path and len(DATASETS[t].sha256) == 64
+    assert not registry.scored_here("hotpotqa")  # the older tasks keep their own scorers
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("yes", "yes"),
+        ("Yes, the passage says so.", "yes"),
+        ("NO.", "no"),
+        ("False", "no"),
+        ("Based on the passage, the answer is no.", "no"),
+        ("Answer: yes", "yes"),
+        ("The passage clearly says yes", "yes"),
+        ("Maybe.", None),
+        ("yes or no? I am not sure", "yes"),  # the first word decides
+        ("It could be yes, or it could be no.", None),  # both, no leading decision
+        ("", None),
+    ],
+)
+def test_boolq_reduces_an_answer_to_yes_or_no(text, expected):
+    assert boolq.yes_no(text) == expected
+
+
+def test_boolq_gold_must_be_yes_or_no():
+    with pytest.raises(ScoringError, match="'yes' or 'no'"):
+        boolq.correct("yes", "True")
+
+
+OPTIONS = {"A": "bank", "B": "library", "C": "department store", "D": "mall", "E": "new york"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("B", "B"),
+        ("(B)", "B"),
+        ("B. library", "B"),
+        ("**D**", "D"),
+        ("The answer is C.", "C"),
+        ("Answer: (E)", "E"),
+        ("Department Store", "C"),
+        ("library.", "B"),
+        ("A bank", None),  # "A" as an article, and not an option's exact text
+        ("I would go to the mall", None),  # the text must be the option exactly
+        ("F", None),
+        ("", None),
+    ],
+)
+def test_multiple_choice_extracts_a_label_or_the_exact_option_text(text, expected):
+    assert multiple_choice.chosen_label(text, OPTIONS) == expected
+
+
+def test_multiple_choice_gold_is_checked():
+    with pytest.raises(ScoringError, match="not among"):
+        multiple_choice.parse_gold(json.dumps({"label": "F", "options": OPTIONS}))
+    with pytest.raises(ScoringError, match="label or JSON"):
+        multiple_choice.parse_gold("bank")
+
+
+def test_socialiqa_labels_map_one_two_three_to_a_b_c(golds):
+    recs, _ = golds["socialiqa"]
+    first = recs[0]  # the README's first line: label "3"
+    assert first["context"] == ["Tracy didn't go home that evening and resisted Riley's attacks."]
+    assert first["answer"] == "C" and first["options"][2] == ["C", "Find somewhere to go"]
+
+
+def test_humaneval_gold_is_checked():
+    with pytest.raises(ScoringError, match="exactly"):
+        humaneval.parse_gold(json.dumps({"entry_point": "f"}))
+    with pytest.raises(ScoringError, match="not JSON"):
+        humaneval.parse_gold("def f(): pass")
+
+
+def test_records_and_summary_use_the_official_scorers(request):
+    """The run step's ``correct`` and the summary's accuracy, through the real dispatch."""
+    from tersetalk.agents.topology import STAR
+    from tersetalk.metrics.summary import run_metrics
+    from tersetalk.records import build_record, records_frame, score
+
+    he = load_records("humaneval", data_dir=request.config.rootpath / "data")[:2]
+    cases = {
+        "boolq": [("Yes.", "yes"), ("no", "yes"), ("unsure", "no")],
+        "commonsenseqa": [
+            ("B", json.dumps({"label": "B", "options": OPTIONS})),
+            ("mall", json.dumps({"label": "D", "options": OPTIONS})),
+            ("A", json.dumps({"label": "C", "options": OPTIONS})),
+        ],  # fmt: skip
+        "humaneval": [
+            (he[0]["canonical_solution"], humaneval.gold_of(he[0])),
+            ("    return None\n", humaneval.gold_of(he[1])),
+            ("    return (\n", humaneval.gold_of(he[1])),
+        ],  # fmt: skip
+    }
+    for task, rows in cases.items():
+        records = []
+        for i, (pred, gold) in enumerate(rows):
+            ex = {"example_id": f"e{i}", "position": i, "question": "q", "gold": gold}
+            spec = {"task": task, "system": "freeform", "variant": "default", "seed": 0}
+            records.append(build_record(
+                ex, spec, layout=STAR.layout, prediction=pred, raw_answer=pred, messages=[],
+                calls=[], outcome={"verdict": "accept", "verdict_explicit": True, "revisions": 0},
+                counters={}, backend="b", model="m", spec_hash="h", error=None, elapsed_s=0.1,
+            ))  # fmt: skip
+        df = records_frame(records, STAR.layout)
+        expected = [1.0, 1.0, 0.0] if task == "commonsenseqa" else [1.0, 0.0, 0.0]
+        assert list(df["correct"]) == expected
+        assert run_metrics(df).iloc[0]["accuracy"] == pytest.approx(df["correct"].mean())
+    assert list(df["sandbox_reason"]) == ["passed", "failed", "error"]
+    assert set(df["sandbox_network"]) <= {"netns", "netns+userns", "none"}
+    assert "t_sandbox_s" in df.columns
+    assert score("boolq", "", "no")["correct"] == 0.0  # an empty prediction is wrong
