@@ -177,3 +177,63 @@ def test_msp_encoder_failure_is_an_error_row(base_config, tmp_path, samples):
     bad = ScriptedClient(lambda m, g, s: "not json" if s else responder(m, g, s))
     df = run(spec, samples["gsm8k"], tmp_path / "x.parquet", client=bad, progress=False)
     assert df["error"].str.startswith("EncoderError: Failed to parse LLM response").all()
+
+
+def test_a_workflow_run_writes_its_trace_beside_the_run_file(base_config, tmp_path, samples):
+    """One trace record per example, complete and matching the records; a fresh run of
+    the same output starts the trace over instead of appending to an old one."""
+    from tersetalk.mediator import read_trace, trace_problems
+    from tersetalk.systems.mediator_system import trace_file
+
+    spec = spec_for(base_config, tmp_path, "mediator", "gsm8k", budget=12, judge=True)
+    out = tmp_path / "runs" / "gsm8k" / "mediator" / "v.parquet"
+    path = out.with_name("v.trace.jsonl")
+    assert trace_file(out) == path
+    for attempt in range(2):  # the second run rewrites, never appends
+        if attempt:
+            out.unlink()
+        df = run(spec, samples["gsm8k"], out, client=ScriptedClient(responder), progress=False)
+        trace = read_trace(path)
+        ids = [json.loads(c)["mediator_message_id"] for c in df["counters"]]
+        assert [t["message_id"] for t in trace] == ids and len(ids) == 2
+        assert all(trace_problems(t) == [] for t in trace)
+        assert [t["delivered"]["text"] for t in trace] == [
+            json.loads(m)[0]["content"] for m in df["messages"]
+        ]
+    off = spec_for(base_config, tmp_path, "mediator", "gsm8k", budget=12, trace=False)
+    run(off, samples["gsm8k"], tmp_path / "off.parquet", client=ScriptedClient(responder),
+        progress=False)  # fmt: skip
+    assert not (tmp_path / "off.trace.jsonl").exists()
+
+
+def test_a_resumed_run_appends_to_its_trace(tmp_path):
+    from tersetalk.agents.context import RunContext
+    from tersetalk.systems.mediator_system import MediatorSettings, _run_trace
+
+    out = tmp_path / "v.parquet"
+    out.with_name("v.trace.jsonl").write_text('{"message_id": "earlier example"}\n')
+
+    def ctx(resumed):
+        return RunContext(task="gsm8k", client=None, gen=None, critic_gen=None,
+                          shared={"run_out": out, "run_resumed": resumed})  # fmt: skip
+
+    settings = MediatorSettings()
+    assert _run_trace(settings, ctx(True)).read_text().startswith('{"message_id"')
+    assert not _run_trace(settings, ctx(False)).exists()  # fresh: started over
+    assert _run_trace(MediatorSettings(trace_dir=str(tmp_path)), ctx(False)) is None
+    assert _run_trace(settings, RunContext(task="gsm8k", client=None, gen=None,
+                                           critic_gen=None)) is None  # fmt: skip
+
+
+def test_with_metadata_delivers_the_metadata_line_to_agent_b(base_config, tmp_path, samples):
+    assert base_config["systems"]["mediator"]["variants"]["with_metadata"]["metadata"] is True
+    spec = spec_for(base_config, tmp_path, "mediator", "hotpotqa", budget=12, metadata=True,
+                    extractor="llm", judge=False)  # fmt: skip
+    df = run(spec, samples["hotpotqa"], tmp_path / "md.parquet", client=ScriptedClient(responder),
+             progress=False)  # fmt: skip
+    for row in df.itertuples():
+        first, *keys = json.loads(row.messages)[0]["content"].split("\n")
+        c = json.loads(row.counters)
+        sizes = f"{c['mediator_original_tokens']}->{c['mediator_final_tokens']}"
+        assert first == f"[keys v1.0; {sizes} tokens, {c['mediator_passes']} passes]"
+        assert keys == ["GOAL: answer it", "CONTEXT: Paris is big"]

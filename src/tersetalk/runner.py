@@ -230,6 +230,9 @@ def run(
         variant_settings=spec["variant_settings"],
         task_options=spec["task_options"],
         max_revisions=spec["pipeline"]["max_revisions"],
+        # side files of a system go next to the run file (the mediator's trace); on a
+        # resumed run they are appended to, on a fresh one started over
+        shared={"run_out": out, "run_resumed": bool(done)},
     )
     log.info(
         "run %s/%s/%s: %d examples, model %s, spec %s",

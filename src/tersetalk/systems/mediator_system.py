@@ -7,11 +7,21 @@ own model calls (summarizer, LLM extractor, LLM judge) are logged as calls of
 the roles ``mediator_compress`` / ``mediator_extract`` / ``mediator_judge``, so
 usage and timing include them. Records carry the passes, the keys and the judge
 result in ``counters`` (numeric ones also as ``c_mediator_*`` columns).
+
+In a workflow run the mediator also writes its JSONL trace (the design's trace
+schema, one record per mediated message, wall-clock fields included) next to the
+run file: ``results/runs/<task>/mediator/<variant>.parquet`` gets
+``<variant>.trace.jsonl`` (:func:`trace_file`). A fresh run starts the file over; a
+resumed run appends to it, so each finished example has exactly one record.
+``trace: false`` turns it off; ``trace_dir`` sends it to a folder of one's own
+instead. ``metadata: true`` (variant ``with_metadata``) delivers the design's
+metadata line to Agent B before the keys.
 """
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -64,6 +74,9 @@ class MediatorSettings(BaseModel):
     #: error: a failing stage makes the example an error row; passthrough: the Worker
     #: gets the original brief and the record says the mediator failed
     on_error: Literal["error", "passthrough"] = "error"
+    #: write the JSONL trace next to the run file (``<variant>.trace.jsonl``)
+    trace: bool = True
+    #: a folder for ``mediator_trace.jsonl`` instead (e.g. for ``tersetalk mediator``)
     trace_dir: str | None = None
 
     @model_validator(mode="after")
@@ -72,7 +85,12 @@ class MediatorSettings(BaseModel):
             raise ValueError("judge: true needs extraction: true (the judge checks the keys)")
         return self
 
-    def to_config(self) -> MediatorConfig:
+    def to_config(self, trace_file: Path | None = None) -> MediatorConfig:
+        """The mediator's configuration; ``trace_file`` is where the run's trace goes
+        when no ``trace_dir`` is set."""
+        trace: dict[str, Any] = {"dir": self.trace_dir}
+        if self.trace_dir is None and trace_file is not None:
+            trace = {"dir": str(trace_file.parent), "filename": trace_file.name}
         return parse_mediator_config(
             {
                 "compression": {
@@ -86,15 +104,32 @@ class MediatorSettings(BaseModel):
                 "semantic_keys": {"enabled": self.extraction, "extractor": self.extractor},
                 "judge": {"enabled": self.judge, "kind": self.judge_kind,
                           "threshold": self.judge_threshold},
-                "trace": {"dir": self.trace_dir},
+                "trace": trace,
                 "deliver_metadata": self.metadata,
             },
             where="systems.mediator variant",
         )  # fmt: skip
 
 
+def trace_file(run_out: str | Path) -> Path:
+    """The trace beside a run file: ``<name>.parquet`` -> ``<name>.trace.jsonl``."""
+    run_out = Path(run_out)
+    return run_out.with_name(run_out.name.removesuffix(".parquet") + ".trace.jsonl")
+
+
+def _run_trace(settings: MediatorSettings, ctx: RunContext) -> Path | None:
+    """The run's trace file (started over unless the run resumes), or None."""
+    run_out = ctx.shared.get("run_out")
+    if not settings.trace or settings.trace_dir is not None or run_out is None:
+        return None
+    path = trace_file(run_out)
+    if not ctx.shared.get("run_resumed", False):
+        path.unlink(missing_ok=True)  # a fresh run: no records of an earlier one
+    return path
+
+
 def _build(settings: MediatorSettings, ctx: RunContext) -> tuple[Mediator, CallRecorder]:
-    cfg = settings.to_config()
+    cfg = settings.to_config(_run_trace(settings, ctx))
     rec = CallRecorder(ctx.client, "mediator")
     count = make_token_counter(cfg.compression.tokenizer, ctx.client)
     gen = ctx.gen
@@ -183,4 +218,4 @@ def mediator_inputs(settings: MediatorSettings) -> dict[str, list[str]]:
 
 register("mediator", codec=MediatorCodec, settings=MediatorSettings, inputs=mediator_inputs)
 
-__all__ = ["MediatorCodec", "MediatorSettings", "counters_of", "message_id"]
+__all__ = ["MediatorCodec", "MediatorSettings", "counters_of", "message_id", "trace_file"]
