@@ -198,3 +198,26 @@ def test_records_and_summary_use_the_official_scorers(request):
     assert set(df["sandbox_network"]) <= {"netns", "netns+userns", "none"}
     assert "t_sandbox_s" in df.columns
     assert score("boolq", "", "no")["correct"] == 0.0  # an empty prediction is wrong
+
+
+def test_brief_parts_and_gold_text_for_each_task(golds, request):
+    recs, gold = golds["socialiqa"]
+    parts = registry.brief_parts("socialiqa", recs[0])
+    assert parts.facts == [
+        "Tracy didn't go home that evening and resisted Riley's attacks.",
+        "A: make a new plan",
+        "B: Go home and see Riley",
+        "C: Find somewhere to go",
+    ]
+    assert parts.question == "What does Tracy need to do before this?"
+    bq = registry.brief_parts("boolq", golds["boolq"][0][0])
+    assert bq.question == "does ethanol take more energy make that produces?"
+    assert len(bq.facts) > 1 and " ".join(bq.facts) == golds["boolq"][0][0]["passage"].strip()
+    he = load_records("humaneval", data_dir=request.config.rootpath / "data")[0]
+    assert registry.brief_parts("humaneval", he).question == he["question"]
+    assert registry.gold_text("commonsenseqa", json.dumps({"label": "C", "options": OPTIONS})) == (
+        "department store"
+    )
+    assert registry.gold_text("boolq", "no") == "no"
+    assert registry.gold_text("humaneval", humaneval.gold_of(he)) is None
+    assert set(registry.WORKER_SYSTEM) == set(NEW_TASKS)

@@ -5,6 +5,11 @@ BoolQ, CommonsenseQA, Social IQa and HumanEval (HotpotQA, GSM8K and toolqa keep 
 own branches in ``records.score`` and ``metrics.summary``, which predate this table and
 compute EM/F1 as well). :func:`score_columns` adds the provenance a scorer has: for
 HumanEval, how the sandbox ended (``sandbox_reason``) and which isolation was in force.
+
+:func:`brief_parts` says what the Manager's brief holds for these tasks (goal, facts,
+question) and :data:`WORKER_SYSTEM` the Worker's instruction, for the dialogue engine's
+brief builder; :func:`gold_text` the string whose arrival at the Worker answer
+preservation can check.
 """
 
 from __future__ import annotations
@@ -58,6 +63,52 @@ SCORING: dict[str, TaskScoring] = {
         _humaneval.correct,
     ),
 }
+
+
+WORKER_SYSTEM: dict[str, str] = {
+    "boolq": _boolq.WORKER_SYSTEM,
+    "commonsenseqa": _mc.WORKER_SYSTEM,
+    "socialiqa": _mc.WORKER_SYSTEM,
+    "humaneval": _humaneval.WORKER_SYSTEM,
+}
+
+
+@dataclass(frozen=True)
+class BriefParts:
+    """What the Manager's brief carries for one example."""
+
+    goal: str
+    facts: list[str]
+    question: str
+
+
+def brief_parts(task: str, record: dict) -> BriefParts:
+    """The brief of a record of one of the four tasks.
+
+    BoolQ: the passage's sentences as facts and the question with its question mark.
+    CommonsenseQA / Social IQa: the situation (Social IQa) then one fact per option
+    (``"A: bank"``), and the question. HumanEval: no facts; the question is the prompt
+    (signature and docstring), code that a summariser must not cut.
+    """
+    if task == "boolq":
+        return BriefParts(_boolq.GOAL, list(record["context"]), _boolq.brief_question(record))
+    if task in ("commonsenseqa", "socialiqa"):
+        facts = [*record["context"], *_mc.option_lines(record)]
+        return BriefParts(_mc.GOAL, facts, record["question"].strip())
+    if task == "humaneval":
+        return BriefParts(_humaneval.GOAL, [], record["question"])
+    raise KeyError(f"task {task!r} has no brief here; known: {sorted(SCORING)}")
+
+
+def gold_text(task: str, gold: str) -> str | None:
+    """The answer string that can reach the Worker: BoolQ's yes/no, the gold option's
+    text for CommonsenseQA and Social IQa; None for HumanEval (its gold is tests)."""
+    if task in ("commonsenseqa", "socialiqa"):
+        label, options = _mc.parse_gold(gold)
+        return options.get(label)
+    if task == "boolq":
+        return gold
+    return None
 
 
 def scored_here(task: str) -> bool:
