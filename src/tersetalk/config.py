@@ -81,6 +81,12 @@ def validate_config(config: dict) -> dict:
             "models.api_key_env to the name of an environment variable (e.g. OPENAI_API_KEY) "
             "and export that variable with your key"
         )
+    from tersetalk.models import ModelError, max_in_flight
+
+    try:
+        max_in_flight(config["models"])
+    except ModelError as exc:
+        raise ConfigError(f"config key 'models.max_concurrency': {exc}") from None
     from tersetalk.systems import registered_systems, validate_variant
 
     known = registered_systems()

