@@ -178,3 +178,23 @@ def test_the_network_namespace_alone_isolates_when_the_kernel_allows_it(listener
     # the same program outside the sandbox does connect: the listener is reachable
     socket.create_connection(("127.0.0.1", port), timeout=2).close()
     assert _accepted(listener) == 1
+
+
+def test_every_limit_was_set_and_the_guards_are_recorded():
+    r = run_program("print('hello')\n", QUICK)
+    assert r.passed and r.reason == "passed" and r.notes == ""
+    assert r.write_guard == "audit_hook" and r.network_guard == "audit_hook"
+    assert r.fork_guard.startswith("audit_hook")
+    assert '"timeout_s": 3.0' in r.limits
+
+
+def test_a_sandbox_that_cannot_start_is_a_failed_result(monkeypatch):
+    import tempfile
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_space)
+    r = run_program("print('hello')\n", QUICK)
+    assert (r.passed, r.reason) == (False, "sandbox_error")
+    assert "No space left" in r.detail

@@ -221,3 +221,69 @@ def test_brief_parts_and_gold_text_for_each_task(golds, request):
     assert registry.gold_text("boolq", "no") == "no"
     assert registry.gold_text("humaneval", humaneval.gold_of(he)) is None
     assert set(registry.WORKER_SYSTEM) == set(NEW_TASKS)
+
+
+def test_hub_rows_map_to_the_shipped_layout(monkeypatch):
+    """``source: hub`` rows (as the hub's dataset cards define them) give the same records."""
+    import datasets
+
+    hub_rows = {
+        "boolq": [{"question": "is it", "answer": False, "passage": "It is not. Really."}],
+        "commonsenseqa": [
+            {
+                "id": "x1",
+                "question": "Where?",
+                "question_concept": "place",
+                "choices": {"label": list("ABCDE"), "text": ["a", "b", "c", "d", "e"]},
+                "answerKey": "D",
+            }
+        ],
+        "socialiqa": [
+            {
+                "context": "C.",
+                "question": "Q?",
+                "answerA": "a",
+                "answerB": "b",
+                "answerC": "c",
+                "label": "2",
+            }  # fmt: skip
+        ],
+        "humaneval": [
+            {
+                "task_id": "HumanEval/0",
+                "prompt": "def f():\n",
+                "canonical_solution": "  return 1\n",
+                "test": "def check(c):\n    assert c() == 1\n",
+                "entry_point": "f",
+            }  # fmt: skip
+        ],
+    }
+
+    class FakeDataset:
+        def __init__(self, rows):
+            self.rows = rows
+
+        def to_list(self):
+            return self.rows
+
+    seen = []
+
+    def fake_load(path, name=None, split=None):
+        seen.append((path, split))
+        task = {spec.hub_path: t for t, spec in DATASETS.items()}[path]
+        return FakeDataset(hub_rows[task])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    boolq_rec = load_records("boolq", source="hub")[0]
+    assert boolq_rec["answer"] == "no" and boolq_rec["context"] == ["It is not.", "Really."]
+    csqa = load_records("commonsenseqa", source="hub")[0]
+    assert csqa["options"][3] == ["D", "d"] and csqa["answer"] == "D" and csqa["id"] == "x1"
+    assert load_records("socialiqa", source="hub")[0]["answer"] == "B"
+    he = load_records("humaneval", source="hub")[0]
+    assert humaneval.correct(he["canonical_solution"], humaneval.gold_of(he))
+    assert [p for p, _ in seen] == [
+        "google/boolq",
+        "tau/commonsense_qa",
+        "allenai/social_i_qa",
+        "openai/openai_humaneval",
+    ]

@@ -24,6 +24,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.metrics.audit_cli",  # audit
     "tersetalk.formats.cli",  # formats encode / decode / savings / experiment / plot
     "tersetalk.dashboard.cli",  # dashboard
+    "tersetalk.stats.targets",  # targets (results/tables/targets.{csv,tex})
 )
 
 

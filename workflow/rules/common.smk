@@ -148,6 +148,8 @@ def table_targets():
         "results/tables/main.tex",
         "results/stats/noninferiority.csv",
         "results/stats/noninferiority.tex",
+        "results/tables/targets.csv",
+        "results/tables/targets.tex",
         "results/summary.csv",
     ]
 

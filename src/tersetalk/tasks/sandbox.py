@@ -83,6 +83,7 @@ REASONS = (
     "network_blocked",  # connect/sendto/sendmsg refused by the audit hook
     "forbidden",  # ctypes, killing other processes, setrlimit
     "crash",  # killed by another signal, or exited without saying how it ended
+    "sandbox_error",  # the sandbox itself could not start (no temp dir, no interpreter)
 )
 
 _STATUS_FILE = "status.jsonl"
@@ -114,6 +115,7 @@ class SandboxResult:
     write_guard: str  # audit_hook
     fork_guard: str  # audit_hook (+ RLIMIT_NPROC when not root)
     limits: str  # JSON of the SandboxLimits used
+    notes: str = ""  # limits the child could not set ("; "-joined), e.g. a refused setrlimit
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -266,7 +268,7 @@ def _read_status(path: str) -> list[dict]:
             out.append(json.loads(line))
         except ValueError:
             continue
-    return [s for s in out if s.get("reason") in REASONS]
+    return [s for s in out if s.get("reason") in (*REASONS, "note")]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -296,6 +298,30 @@ def run_program(source: str, limits: SandboxLimits | None = None) -> SandboxResu
     """
     limits = limits or SandboxLimits()
     prefix, isolation = network_isolation()
+    guards = {
+        "network_isolation": isolation,
+        "network_guard": "audit_hook" if limits.network_hook else "none",
+        "write_guard": "audit_hook",
+        "fork_guard": "audit_hook" if _effective_root() else "audit_hook+rlimit_nproc",
+        "limits": json.dumps(asdict(limits), sort_keys=True),
+    }
+    start = time.perf_counter()
+    try:
+        return _run(source, limits, prefix, guards)
+    except OSError as exc:  # the sandbox could not start: the example fails, the run goes on
+        return SandboxResult(
+            passed=False,
+            reason="sandbox_error",
+            detail=f"{type(exc).__name__}: {exc}",
+            duration_s=time.perf_counter() - start,
+            returncode=None,
+            **guards,
+        )
+
+
+def _run(
+    source: str, limits: SandboxLimits, prefix: tuple[str, ...], guards: dict
+) -> SandboxResult:
     child_limits = {
         "cpu_s": int(limits.timeout_s) + 1,
         "memory_mb": limits.memory_mb,
@@ -338,7 +364,9 @@ def run_program(source: str, limits: SandboxLimits | None = None) -> SandboxResu
                 _kill_group(proc)
                 proc.wait()
         duration = time.perf_counter() - start
-        reason, detail = _classify(proc.returncode, timed_out, _read_status(status_path), limits)
+        statuses = _read_status(status_path)
+        notes = "; ".join(s.get("detail", "") for s in statuses if s["reason"] == "note")
+        reason, detail = _classify(proc.returncode, timed_out, statuses, limits)
         if reason in ("crash", "error") and not detail.strip():
             detail = _tail(err_path)
         elif reason == "crash":
@@ -352,11 +380,8 @@ def run_program(source: str, limits: SandboxLimits | None = None) -> SandboxResu
         detail=detail,
         duration_s=duration,
         returncode=proc.returncode,
-        network_isolation=isolation,
-        network_guard="audit_hook" if limits.network_hook else "none",
-        write_guard="audit_hook",
-        fork_guard="audit_hook" if _effective_root() else "audit_hook+rlimit_nproc",
-        limits=json.dumps(asdict(limits), sort_keys=True),
+        notes=notes,
+        **guards,
     )
 
 
