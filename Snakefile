@@ -18,6 +18,7 @@ include: "workflow/rules/score.smk"
 include: "workflow/rules/stats.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/scale.smk"
 include: "workflow/rules/formats.smk"
 
 

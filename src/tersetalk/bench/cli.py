@@ -278,3 +278,7 @@ def add_commands(subparsers) -> None:
     from .events import add_parser as add_events_parser
 
     add_events_parser(sub)  # `bench events`: runs with the dashboard's events on vs off
+
+    from .concurrency import add_parser as add_concurrency_parser
+
+    add_concurrency_parser(sub)  # `bench concurrency`: examples/s at max_concurrency levels
