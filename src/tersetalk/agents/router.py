@@ -1,0 +1,361 @@
+"""The topology router: star or chain, per example, from the Manager's brief.
+
+The router reads the brief as it went on the wire and turns it into a few counts
+(*signals*), weighs them into a complexity score and sends the example down the chain
+when the score reaches a threshold θ. The same six signals are read two ways, so the
+comparison is protocol against protocol:
+
+- ``typed`` (TerseTalk-JSONL): the tags say what a line is. ``facts``, ``plans``,
+  ``questions`` and ``assumptions`` count ``f``, ``p``, ``q`` and ``u`` lines; ``refs``
+  is 1 when a line points into the Manager's memory (a ``d`` or ``o`` line, whose
+  payload is an ``M#`` id), ``code`` is 1 when a payload holds code.
+- ``prose`` (free-form): the same rules guessed from text. Each sentence is a fact, a
+  question (it ends with ``?``) or an assumption (it opens with *assume*, *suppose*,
+  *let*, *if*); a numbered line is a plan step; ``refs`` is 1 for an ``M#`` id or a
+  ``[n]`` citation; ``code`` as above. A line ending with a colon introduces what
+  follows and counts as nothing.
+
+The decision is a pure function of what the record keeps (:func:`decide`: the signals,
+the weights and θ), so any row's decision can be checked, and θ swept, after the fact:
+``score = Σ weight[s] · signal[s]`` (signals in sorted order), chain iff ``score >= θ``.
+Raising θ can only turn a chain decision into a star one, never the reverse.
+
+Ablations: ``drop`` one signal (its weight becomes 0, its count is still recorded),
+and ``scramble_tags`` (protocol necessity): before the typed lines are counted, their
+tag letters go through a permutation of the tag alphabet drawn from the run's seed and
+the example id, so the counts no longer mean what the tags said.
+
+Policies (the study's six are these five on the two codecs): ``star`` and ``chain``
+(fixed), ``random`` (seeded 50/50 per example), ``oracle`` (the task's label,
+:func:`tersetalk.tasks.labels.topology_label`) and ``adaptive`` (the rule above). Every
+policy computes and records the signals, the score and what the rule would say
+(``route_rule``), so a fixed-policy run also tells how the router would have routed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tersetalk.agents.engine import Dialogue, Sent
+from tersetalk.agents.roles import split_sentences
+from tersetalk.agents.topology import CHAIN, STAR, Outcome, Topology
+from tersetalk.protocol import TAGS, parse_lenient
+from tersetalk.records import OutcomeField, RecordLayout
+from tersetalk.tasks.labels import TOPOLOGY_LABELS, topology_label
+
+__all__ = [
+    "DEFAULT_THETA",
+    "DEFAULT_WEIGHTS",
+    "FEATURES",
+    "POLICIES",
+    "SIGNALS",
+    "TOPOLOGY_OF_LABEL",
+    "RouteSettings",
+    "Routed",
+    "decide",
+    "label_route",
+    "policy_route",
+    "prose_signals",
+    "random_route",
+    "scramble",
+    "score",
+    "typed_lines",
+    "typed_signals",
+]
+
+#: the router's signals, in the order records and figures list them
+SIGNALS: tuple[str, ...] = ("facts", "plans", "questions", "assumptions", "refs", "code")
+#: the seed design's weights (TerseTalk v1.0, section 16), with assumptions at 1.0 (the
+#: seed counts them but leaves them out of its sum)
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "facts": 1.0, "plans": 2.0, "questions": 1.5, "assumptions": 1.0, "refs": 3.0, "code": 4.0,
+}  # fmt: skip
+DEFAULT_THETA = 3.0
+POLICIES: tuple[str, ...] = ("star", "chain", "random", "oracle", "adaptive")
+FEATURES: tuple[str, ...] = ("typed", "prose")
+#: a task label (tersetalk.tasks.labels) -> the topology that serves it
+TOPOLOGY_OF_LABEL: dict[str, str] = {"direct": "star", "chain": "chain"}
+
+_COUNTED_TAGS = {"f": "facts", "p": "plans", "q": "questions", "u": "assumptions"}
+#: tags whose payload is a pointer into the Manager's memory
+_REF_TAGS = ("d", "o")
+_CODE = re.compile(
+    r"```|^\s*(?:def|class|import|return|from\s+[\w.]+\s+import|async\s+def)\b|^\s*>>>",
+    re.MULTILINE,
+)
+_REF_MENTION = re.compile(r"(?<![A-Za-z0-9_])M#[0-9]+|\[[0-9]+\]")
+_STEP = re.compile(r"^\s*(?:\d+[.)]|step\s*\d+\s*[:.)-]?)\s+", re.IGNORECASE)
+_ASSUME = re.compile(r"^(?:assume|assuming|suppose|let|if)\b", re.IGNORECASE)
+_BULLET = re.compile(r"^\s*[-*•]\s+")
+
+TypedLine = tuple[str, str]
+"""A line as the router sees it: its tag and its payload text."""
+
+
+# -- signals ------------------------------------------------------------------------------
+def has_code(text: str) -> bool:
+    """Whether ``text`` holds code: a fence, a ``def``/``class``/``import``/``return`` line."""
+    return _CODE.search(text) is not None
+
+
+def typed_lines(wire: str) -> list[TypedLine]:
+    """The typed lines of a TerseTalk message (lenient parse: never raises)."""
+    out = []
+    for line in parse_lenient(wire).lines:
+        payload = " ".join(str(x) for x in line.payload() if x is not None)
+        out.append((line.tag, payload))
+    return out
+
+
+def typed_signals(lines: list[TypedLine]) -> dict[str, int]:
+    """The six signals of typed lines (see the module docstring)."""
+    counts = dict.fromkeys(SIGNALS, 0)
+    for tag, _ in lines:
+        if tag in _COUNTED_TAGS:
+            counts[_COUNTED_TAGS[tag]] += 1
+    counts["refs"] = int(any(tag in _REF_TAGS for tag, _ in lines))
+    counts["code"] = int(any(has_code(text) for _, text in lines))
+    return counts
+
+
+def prose_signals(text: str) -> dict[str, int]:
+    """The same six signals guessed from free text (see the module docstring)."""
+    counts = dict.fromkeys(SIGNALS, 0)
+    in_fence = False
+    for raw in text.splitlines():
+        if raw.strip().startswith("```"):
+            in_fence = not in_fence
+            continue
+        line = _BULLET.sub("", raw).strip()
+        if in_fence or not line or line.endswith(":") or has_code(raw):
+            continue
+        if _STEP.match(line):
+            counts["plans"] += 1
+            continue
+        for sentence in split_sentences(line):
+            if sentence.endswith("?"):
+                counts["questions"] += 1
+            elif _ASSUME.match(sentence):
+                counts["assumptions"] += 1
+            else:
+                counts["facts"] += 1
+    counts["refs"] = int(_REF_MENTION.search(text) is not None)
+    counts["code"] = int(has_code(text))
+    return counts
+
+
+def _unit(*parts: object) -> random.Random:
+    """A generator seeded from ``parts`` (stable across processes and Python hash seeds)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode("utf-8")).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def scramble(lines: list[TypedLine], seed: int, example_id: str) -> list[TypedLine]:
+    """``lines`` with their tags sent through a permutation of the tag alphabet.
+
+    The permutation is drawn from ``seed`` and ``example_id`` alone, so a rerun
+    scrambles alike; payloads stay as they were (so ``code`` keeps its meaning and
+    only what the tags said is lost).
+    """
+    shuffled = list(TAGS)
+    _unit(seed, example_id, "scramble").shuffle(shuffled)
+    mapping = dict(zip(TAGS, shuffled, strict=True))
+    return [(mapping.get(tag, tag), text) for tag, text in lines]
+
+
+# -- the decision -------------------------------------------------------------------------
+def score(signals: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    """``Σ weight · signal`` over the signals in sorted order (a signal without weight: 0)."""
+    return math.fsum(float(weights.get(k, 0.0)) * float(signals[k]) for k in sorted(signals))
+
+
+def decide(
+    signals: Mapping[str, float], weights: Mapping[str, float], theta: float
+) -> tuple[str, float]:
+    """``(chain | star, score)``: chain iff the score reaches ``theta``. Pure."""
+    s = score(signals, weights)
+    return ("chain" if s >= theta else "star"), s
+
+
+def random_route(seed: int, example_id: str) -> str:
+    """The random policy's fair coin for one example, from the seed and the example id."""
+    return "chain" if _unit(seed, example_id, "random").random() < 0.5 else "star"
+
+
+def label_route(task: str) -> str:
+    """The topology a task's label asks for (``star`` for direct, ``chain`` for chain)."""
+    return TOPOLOGY_OF_LABEL[topology_label(task)]
+
+
+def policy_route(policy: str, *, rule: str, task: str, seed: int, example_id: str) -> str:
+    """The topology ``policy`` takes for one example; ``rule`` is the adaptive decision."""
+    if policy in ("star", "chain"):
+        return policy
+    if policy == "random":
+        return random_route(seed, example_id)
+    if policy == "oracle":
+        return label_route(task)
+    if policy == "adaptive":
+        return rule
+    raise ValueError(f"unknown routing policy {policy!r}; known: {', '.join(POLICIES)}")
+
+
+# -- settings -----------------------------------------------------------------------------
+class RouteSettings(BaseModel):
+    """A routed system's routing knobs (flat in ``systems.<name>.variants.<variant>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: star | chain (fixed), random (seeded 50/50), oracle (task label), adaptive (rule)
+    policy: Literal["star", "chain", "random", "oracle", "adaptive"] = "adaptive"
+    #: the threshold: chain iff score >= theta
+    theta: float = Field(DEFAULT_THETA, allow_inf_nan=False)
+    #: weights per signal; the ones not given keep their default (DEFAULT_WEIGHTS)
+    weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    #: a signal left out of the score (weight 0; its count is still recorded)
+    drop: Literal["facts", "plans", "questions", "assumptions", "refs", "code"] | None = None
+    #: shuffle the tag letters of the typed lines before counting (typed features only)
+    scramble_tags: bool = False
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _known_signals(cls, weights: object) -> object:
+        if isinstance(weights, dict):
+            unknown = sorted(set(weights) - set(SIGNALS))
+            if unknown:
+                raise ValueError(
+                    f"unknown signal(s) {unknown} in weights; the signals are {list(SIGNALS)}"
+                )
+            bad = sorted(k for k, v in weights.items() if not _finite(v))
+            if bad:
+                raise ValueError(f"weights of {bad} must be finite numbers")
+            return {**DEFAULT_WEIGHTS, **weights}
+        return weights
+
+    def effective_weights(self) -> dict[str, float]:
+        """The weights the score uses: ``drop`` set to 0."""
+        return {k: (0.0 if k == self.drop else float(self.weights[k])) for k in SIGNALS}
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# -- the routed topology ------------------------------------------------------------------
+#: the columns a routed run adds (after the star's and chain's own outcome fields)
+ROUTE_FIELDS = (
+    OutcomeField("route", "string", "error"),
+    OutcomeField("route_policy", "string", "error"),
+    OutcomeField("route_rule", "string", "error"),
+    OutcomeField("route_label", "string", ""),
+    OutcomeField("route_score", "float64", float("nan")),
+    OutcomeField("route_theta", "float64", float("nan")),
+    OutcomeField("route_signals", "string", "{}"),
+    OutcomeField("route_weights", "string", "{}"),
+    OutcomeField("route_features", "string", "error"),
+    OutcomeField("route_drop", "string", ""),
+    OutcomeField("route_scrambled", "bool", False),
+    # a timing (t_* columns are not deterministic): signals, score and policy
+    OutcomeField("t_route_s", "float64", float("nan")),
+)
+
+
+class _BriefWritten(Dialogue):
+    """The outer dialogue with the Manager's brief already written.
+
+    The router has to read the brief before it knows who receives it, and writing it
+    twice could differ (a codec may fill its memory or call a model to write it), so
+    it is written once and this dialogue posts it, addressed to whoever the chosen
+    topology sends it to. Everything else passes through; messages land in the outer
+    dialogue's list, which the codec's counters read.
+    """
+
+    def __init__(self, outer: Dialogue, brief: Sent) -> None:
+        super().__init__(outer.ctx, outer.codec, outer.conv, outer.directions)
+        self.sent = outer.sent
+        self._brief: Sent | None = brief
+
+    def send(self, sender: str, receiver: str, kind: str, content: Any) -> Sent:
+        if kind == "brief" and sender == "M" and self._brief is not None:
+            brief, self._brief = self._brief, None
+            return self._post(dataclasses.replace(brief, sender=sender, receiver=receiver))
+        return super().send(sender, receiver, kind, content)
+
+
+def _directions(*layouts: RecordLayout) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(d for layout in layouts for d in layout.directions))
+
+
+class Routed(Topology):
+    """Star or chain per example, chosen by a policy from the Manager's brief.
+
+    ``features`` says how the brief is read (``typed`` lines or ``prose``). The codec's
+    validated settings must be a :class:`RouteSettings` (the routed systems' settings
+    extend it). A brief is written for the topology's first receiver (``W`` for the
+    star, ``W1`` for the chain); codecs whose brief does not depend on its receiver
+    (prose, TerseTalk) give a star run byte-identical to the fixed star's.
+    """
+
+    def __init__(self, features: str) -> None:
+        if features not in FEATURES:
+            raise ValueError(f"unknown router features {features!r}; known: {FEATURES}")
+        self.features = features
+        self.name = f"routed_{features}"
+        self.layout = RecordLayout(
+            directions=_directions(STAR.layout, CHAIN.layout),
+            outcome=(*STAR.layout.outcome, *ROUTE_FIELDS),
+        )
+
+    def signals(self, wire: str, rs: RouteSettings, seed: int, example_id: str) -> dict[str, int]:
+        if self.features == "prose":
+            return prose_signals(wire)
+        lines = typed_lines(wire)
+        if rs.scramble_tags:
+            lines = scramble(lines, seed, example_id)
+        return typed_signals(lines)
+
+    def run(self, d: Dialogue) -> Outcome:
+        rs = d.codec.settings
+        if not isinstance(rs, RouteSettings):
+            raise TypeError(
+                f"the routed topology needs route settings (tersetalk.agents.router."
+                f"RouteSettings), got {type(rs).__name__}: register the system with a "
+                "settings model that extends RouteSettings"
+            )
+        if rs.scramble_tags and self.features != "typed":
+            raise ValueError("scramble_tags needs typed lines; this system reads prose")
+        seed, example_id, task = d.ctx.gen.seed, str(d.codec.example["example_id"]), d.ctx.task
+        brief = d.codec.write("brief", "M", "W", d.brief)
+        start = time.perf_counter()
+        signals = self.signals(brief.text, rs, seed, example_id)
+        weights = rs.effective_weights()
+        rule, s = decide(signals, weights, rs.theta)
+        route = policy_route(rs.policy, rule=rule, task=task, seed=seed, example_id=example_id)
+        elapsed = time.perf_counter() - start
+        outcome = (CHAIN if route == "chain" else STAR).run(_BriefWritten(d, brief))
+        label = TOPOLOGY_LABELS.get(task)
+        outcome.fields.update(
+            route=route,
+            route_policy=rs.policy,
+            route_rule=rule,
+            route_label=TOPOLOGY_OF_LABEL[label] if label else "",
+            route_score=s,
+            route_theta=rs.theta,
+            route_signals=json.dumps(signals, sort_keys=True),
+            route_weights=json.dumps(weights, sort_keys=True),
+            route_features=self.features,
+            route_drop=rs.drop or "",
+            route_scrambled=rs.scramble_tags,
+            t_route_s=elapsed,
+        )
+        return outcome

@@ -1,0 +1,228 @@
+"""The topology router (issue 16 item 4): signals, the rule, policies, settings.
+
+Properties: the rule is monotone in θ (raising θ never turns star into chain),
+deterministic, and a run's decisions are reproduced from its recorded signals alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from tersetalk.agents.router import (
+    DEFAULT_WEIGHTS,
+    SIGNALS,
+    RouteSettings,
+    decide,
+    label_route,
+    policy_route,
+    prose_signals,
+    random_route,
+    score,
+    scramble,
+    typed_lines,
+    typed_signals,
+)
+from tersetalk.config import run_spec, validate_config
+from tersetalk.models import ScriptedClient
+from tersetalk.protocol import TAGS
+from tersetalk.runner import run
+from tersetalk.systems import system
+from tersetalk.tasks.labels import TOPOLOGY_LABELS
+from tersetalk.tasks.loading import load_records, sample
+
+REPO = Path(__file__).resolve().parents[1]
+
+signals_st = st.fixed_dictionaries({k: st.integers(0, 30) for k in SIGNALS})
+weights_st = st.fixed_dictionaries(
+    {k: st.floats(-10, 10, allow_nan=False, allow_infinity=False) for k in SIGNALS}
+)
+theta_st = st.floats(-100, 100, allow_nan=False, allow_infinity=False)
+
+
+@given(signals_st, weights_st, theta_st, theta_st)
+def test_raising_theta_never_turns_star_into_chain(signals, weights, t1, t2):
+    low, high = sorted((t1, t2))
+    if decide(signals, weights, low)[0] == "star":
+        assert decide(signals, weights, high)[0] == "star"
+    if decide(signals, weights, high)[0] == "chain":
+        assert decide(signals, weights, low)[0] == "chain"
+
+
+@given(signals_st, weights_st, theta_st)
+def test_decision_is_deterministic_and_independent_of_key_order(signals, weights, theta):
+    reordered = dict(reversed(list(signals.items())))
+    assert decide(signals, weights, theta) == decide(reordered, weights, theta)
+    route, s = decide(signals, weights, theta)
+    assert route == ("chain" if s >= theta else "star")
+    assert s == score(signals, weights)
+
+
+def test_score_is_the_weighted_sum():
+    signals = {"facts": 3, "plans": 1, "questions": 1, "assumptions": 0, "refs": 1, "code": 0}
+    assert score(signals, DEFAULT_WEIGHTS) == 3 * 1.0 + 2.0 + 1.5 + 3.0
+    assert decide(signals, DEFAULT_WEIGHTS, 9.5) == ("chain", 9.5)
+    assert decide(signals, DEFAULT_WEIGHTS, 9.51)[0] == "star"
+
+
+TYPED = "\n".join(
+    [
+        '["f","Paris is in France."]',
+        '["f","The Seine flows through Paris."]',
+        '["o","Long fact, summarised","M#1","extractive"]',
+        '["u","the river is navigable"]',
+        '["p","find the river"]',
+        '["q","W","Which river flows through Paris?"]',
+    ]
+)
+
+
+def test_typed_signals_count_tags_refs_and_code():
+    sig = typed_signals(typed_lines(TYPED))
+    assert sig == {"facts": 2, "plans": 1, "questions": 1, "assumptions": 1, "refs": 1,
+                   "code": 0}  # fmt: skip
+    code = typed_signals(typed_lines('["f","def add(a, b):\\n    return a + b"]\n["q","W","x?"]'))
+    assert code["code"] == 1 and code["refs"] == 0 and code["facts"] == 1
+
+
+def test_prose_signals_follow_the_same_rules_on_text():
+    text = (
+        "Goal: Solve it.\nFacts:\n- Tom has 3 apples. He buys 2 more.\n"
+        "Assume prices are fixed.\n1. add them\n2. report\nQuestion: How many apples?\n"
+        "See M#2 for more."
+    )
+    sig = prose_signals(text)
+    # "Facts:" introduces a list (nothing); "Goal: Solve it." is a sentence like any other
+    assert sig == {"facts": 4, "plans": 2, "questions": 1, "assumptions": 1, "refs": 1,
+                   "code": 0}  # fmt: skip
+    code = prose_signals("Complete this:\n```python\ndef f(x):\n    return x\n```\nWhat is f?")
+    assert code["code"] == 1 and code["facts"] == 0 and code["questions"] == 1
+
+
+@given(st.integers(0, 10**6), st.text(min_size=1, max_size=12))
+def test_scramble_is_a_seeded_permutation_of_tags(seed, example_id):
+    lines = [(t, f"payload {i}") for i, t in enumerate(TAGS)]
+    out = scramble(lines, seed, example_id)
+    assert out == scramble(lines, seed, example_id)  # deterministic
+    assert sorted(t for t, _ in out) == sorted(TAGS)  # a permutation of the alphabet
+    assert [p for _, p in out] == [p for _, p in lines]  # payloads untouched
+
+
+def test_scramble_changes_what_the_counts_say():
+    lines = typed_lines(TYPED)
+    changed = {
+        json.dumps(typed_signals(scramble(lines, seed, "ex")), sort_keys=True) for seed in range(20)
+    }
+    assert len(changed) > 1  # the counts depend on which letters the lines got
+
+
+def test_policies():
+    kw = dict(rule="chain", seed=1, example_id="e1")
+    assert policy_route("star", task="gsm8k", **kw) == "star"
+    assert policy_route("chain", task="boolq", **kw) == "chain"
+    assert policy_route("adaptive", task="boolq", **kw) == "chain"
+    for task, label in TOPOLOGY_LABELS.items():
+        want = "star" if label == "direct" else "chain"
+        assert policy_route("oracle", task=task, **kw) == want == label_route(task)
+    with pytest.raises(KeyError, match="no topology label"):
+        label_route("toolqa")
+    with pytest.raises(ValueError, match="unknown routing policy"):
+        policy_route("coin", task="gsm8k", **kw)
+
+
+def test_random_policy_is_seeded_per_example_and_fair():
+    ids = [f"ex{i}" for i in range(400)]
+    first = [random_route(7, i) for i in ids]
+    assert first == [random_route(7, i) for i in ids]  # reproducible
+    assert 160 <= first.count("chain") <= 240  # a fair coin over 400 examples
+    assert first != [random_route(8, i) for i in ids]  # the seed matters
+
+
+def test_settings_validation_names_the_problem():
+    rs = RouteSettings(weights={"plans": 5}, drop="code")
+    assert rs.weights["plans"] == 5 and rs.weights["facts"] == DEFAULT_WEIGHTS["facts"]
+    assert rs.effective_weights()["code"] == 0.0
+    with pytest.raises(ValidationError, match="unknown signal"):
+        RouteSettings(weights={"sentences": 1})
+    with pytest.raises(ValidationError):
+        RouteSettings(theta=math.inf)
+    with pytest.raises(ValidationError, match="finite"):
+        RouteSettings(weights={"facts": math.nan})
+    with pytest.raises(ValidationError):
+        RouteSettings(drop="sentences")
+    with pytest.raises(ValidationError, match="no tags to scramble"):
+        system("topology_freeform").parse({"scramble_tags": True})
+
+
+# -- decisions in real records (the scripted double: control flow only) -----------------------
+def scripted(messages, gen, schema):
+    if schema is not None:
+        if schema.__name__ == "CriticReply":
+            return json.dumps({"verdict": "A", "note": ""})
+        return json.dumps({"plan": [], "need": [], "answer": "42"})
+    return "ACCEPT. fine" if "Critic" in messages[0]["content"] else "Answer: 42"
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    out = {}
+    for task in ("hotpotqa", "gsm8k"):
+        ev, _ = sample(task, load_records(task, data_dir=REPO / "data"), n=4, calibration_n=0,
+                       seed=3)  # fmt: skip
+        path = tmp_path_factory.mktemp(task) / "sample.parquet"
+        ev.to_parquet(path)
+        out[task] = path
+    return out
+
+
+def routed_run(base_config, tmp_path, samples, task, name, **settings):
+    cfg = copy.deepcopy(base_config)
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    cfg["systems"][name] = {"variants": {"v": settings}}
+    cfg.update(ablations={}, calibration={})
+    cfg["evaluation"]["comparisons"] = []
+    validate_config(cfg)
+    spec = run_spec(cfg, task, name, "v")
+    out = tmp_path / f"{task}-{name}-{abs(hash(json.dumps(settings, sort_keys=True)))}.parquet"
+    return run(spec, samples[task], out, client=ScriptedClient(scripted), progress=False)
+
+
+@pytest.mark.parametrize("name", ["topology_tersetalk", "topology_freeform"])
+def test_recorded_decisions_are_reproduced_from_the_signals_alone(
+    base_config, tmp_path, samples, name
+):
+    for task in ("hotpotqa", "gsm8k"):
+        df = routed_run(base_config, tmp_path, samples, task, name, policy="adaptive", theta=4.0)
+        assert df["error"].isna().all()
+        for _, row in df.iterrows():
+            signals, weights = json.loads(row["route_signals"]), json.loads(row["route_weights"])
+            assert sorted(signals) == sorted(SIGNALS)
+            rule, s = decide(signals, weights, row["route_theta"])
+            assert (rule, s) == (row["route_rule"], row["route_score"])
+            assert row["route"] == rule  # adaptive follows the rule
+            assert row["route_features"] == ("typed" if name == "topology_tersetalk" else "prose")
+            assert row["t_route_s"] >= 0
+
+
+def test_ablations_are_recorded_and_change_only_the_score(base_config, tmp_path, samples):
+    base = routed_run(base_config, tmp_path, samples, "hotpotqa", "topology_tersetalk",
+                      policy="star")  # fmt: skip
+    dropped = routed_run(base_config, tmp_path, samples, "hotpotqa", "topology_tersetalk",
+                         policy="star", drop="questions")  # fmt: skip
+    assert (dropped["route_drop"] == "questions").all()
+    assert (dropped["route_signals"] == base["route_signals"]).all()  # still counted
+    assert all(json.loads(w)["questions"] == 0 for w in dropped["route_weights"])
+    assert (base["route_score"] - dropped["route_score"] == 1.5).all()  # one q line each
+    scrambled = routed_run(base_config, tmp_path, samples, "hotpotqa", "topology_tersetalk",
+                           policy="star", scramble_tags=True)  # fmt: skip
+    assert scrambled["route_scrambled"].all() and not base["route_scrambled"].any()
+    assert (scrambled["route_signals"] != base["route_signals"]).any()
+    # the messages do not change: only what the router reads does
+    assert (scrambled["messages"] == base["messages"]).all()
