@@ -41,13 +41,6 @@ rule stats:
         "results/tables/targets.csv",
 
 
-def targets_optional_inputs(wildcards):
-    """Bench and topology results that exist: the targets table reads them when present
-    (and says "not run" otherwise), without making the default DAG run the benchmarks."""
-    found = sorted(str(p) for p in Path("results/bench").glob("mb*.csv"))
-    return found + sorted(str(p) for p in Path("results/topology").glob("*.csv"))
-
-
 rule targets:
     input:
         summary="results/summary.parquet",
@@ -58,7 +51,13 @@ rule targets:
             "results/formats/comprehension.parquet",
             "results/formats/savings_by_shape.csv",
         ],
-        optional=targets_optional_inputs,
+        # bench and topology results that exist: read when present (the table says "not
+        # run" otherwise), without making the default DAG run the benchmarks
+        optional=lambda wildcards: sorted(
+            str(p)
+            for d, g in (("bench", "mb*.csv"), ("topology", "*.csv"))
+            for p in Path("results", d).glob(g)
+        ),
     output:
         csv=report(
             "results/tables/targets.csv",
