@@ -145,3 +145,22 @@ def test_two_jobs_computing_the_same_call_leave_one_valid_entry(tmp_path, ctx):
     assert len(files) == 1 and files[0].suffix == ".json"
     entry = json.loads(files[0].read_text())
     assert entry["result"]["text"] == answer(7) and entry["key"] == files[0].stem
+
+
+def test_an_entry_gets_the_mode_of_any_new_file(tmp_path):
+    import os
+    import stat
+
+    c = cache(str(tmp_path / "calls"))
+    c.chat(messages(1), GEN)
+    (entry,) = (tmp_path / "calls").glob("*/*.json")
+    plain = tmp_path / "plain"
+    plain.write_text("x")  # what open() makes under this process's umask
+    assert stat.S_IMODE(entry.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+    old = os.umask(0o002)  # a group-shared cache: group members read and replace entries
+    try:
+        c.chat(messages(2), GEN)
+    finally:
+        os.umask(old)
+    new = c.path_for(c.key(c.key_material("chat", messages(2), GEN, None)))
+    assert stat.S_IMODE(new.stat().st_mode) == 0o664

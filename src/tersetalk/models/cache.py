@@ -52,6 +52,18 @@ log = logging.getLogger(__name__)
 CACHE_FORMAT = 1
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` sets it process-wide,
+    a race with other threads); 0o022 when the kernel does not say."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def canonical_json(obj: Any) -> str:
     """Stable JSON text: sorted keys, no whitespace, UTF-8 kept (used for hashing)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -193,6 +205,9 @@ class CachedClient(ModelClient):
         data = json.dumps(entry, ensure_ascii=False, indent=1)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:12]}.", suffix=".tmp")
         try:
+            # mkstemp makes the file owner-only; an entry gets the mode any new file gets
+            # here (0o666 less the umask), so a cache shared by a group stays readable
+            os.fchmod(fd, 0o666 & ~_umask())
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(data)
                 fh.flush()
