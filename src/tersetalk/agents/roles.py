@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import tersetalk.tasks.registry as _registry
 from tersetalk.tasks import toolqa
 from tersetalk.tasks.scoring import extract_number
 
@@ -112,6 +113,9 @@ def build_brief(task: str, record: dict, task_options: dict | None = None) -> Br
     if task == "toolqa":
         return Brief(goal=toolqa.GOAL, question=record["question"].strip(),
                      payload=record["payload"])  # fmt: skip
+    if _registry.scored_here(task):  # BoolQ, CommonsenseQA, Social IQa, HumanEval
+        parts = _registry.brief_parts(task, record)
+        return Brief(goal=parts.goal, facts=parts.facts, question=parts.question)
     raise ValueError(f"unknown task {task!r}")
 
 
@@ -139,6 +143,7 @@ WORKER_SYSTEM = {
         "Work it out in a few short steps, then end with a line 'Answer: <number>'."
     ),
     "toolqa": toolqa.WORKER_SYSTEM,
+    **_registry.WORKER_SYSTEM,
 }
 
 CRITIC_SYSTEM = (
@@ -174,6 +179,8 @@ def extract_prediction(task: str, text: str) -> str:
     if task == "gsm8k":
         number = extract_number(text)
         return number if number is not None else ""
+    if task == "humaneval":  # code: every line counts (the scorer strips a code fence)
+        return text.strip("\n")
     answer = text.strip()
     marker = re.search(r"answer\s*(?:is|:)\s*", answer, re.IGNORECASE)
     if marker:

@@ -17,6 +17,7 @@ import logging
 import re
 from functools import lru_cache
 
+import tersetalk.tasks.registry as _registry
 from tersetalk.metrics.embedding import minilm_path
 from tersetalk.tasks.scoring import normalize_answer
 
@@ -95,13 +96,19 @@ def supporting_texts(task: str, record: dict) -> list[str]:
 
 
 def answer_preservation(task: str, record: dict, gold: str, received: str) -> dict[str, float]:
-    """Whether the gold string and each supporting fact reach the Worker (normalised match)."""
+    """Whether the gold string and each supporting fact reach the Worker (normalised match).
+
+    The gold string is the answer's text: for CommonsenseQA and Social IQa the gold
+    option's text (their gold holds the label and the options), and none for HumanEval.
+    """
     facts = supporting_texts(task, record)
     # a fact is "Title: sentence"; the sentence is what must arrive
     sentences = [f.split(": ", 1)[1] if task == "hotpotqa" and ": " in f else f for f in facts]
     reached = [_contains(received, s) for s in sentences]
+    answer = _registry.gold_text(task, gold) if _registry.scored_here(task) else gold
     return {
-        "gold_reaches_worker": float(_contains(received, gold)),
+        # HumanEval's gold is its tests: no answer string can reach the Worker (NaN)
+        "gold_reaches_worker": float(_contains(received, answer)) if answer else float("nan"),
         "facts_reaching_worker": float(sum(reached) / len(reached)) if reached else float("nan"),
         "n_facts_checked": len(reached),
     }
