@@ -173,7 +173,7 @@ def test_routed_run_is_the_fixed_topologys_run(samples, codec, settings, model, 
 def routed_spec(base_config, tmp_path, task, name, variants):
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")
-    cfg["systems"][name] = {"variants": variants}
+    cfg["systems"][name] = {"variants": copy.deepcopy(variants)}
     cfg.update(ablations={}, calibration={})
     cfg["evaluation"]["comparisons"] = []
     validate_config(cfg)
@@ -347,3 +347,35 @@ def test_leave_one_task_out_chooses_theta_without_the_held_out_task():
     assert list(loto.index) == ["boolq", "gsm8k", "hotpotqa", "socialiqa"]
     assert (loto["theta"] == 2.0).all()  # the smallest θ that separates the others
     assert (loto["selection_accuracy"] == 1.0).all()
+
+
+def test_report_writes_the_tables_and_figures(base_config, tmp_path, samples):
+    from tersetalk.metrics.topology_cli import main
+
+    variants = {p: {"policy": p} for p in ("star", "chain", "adaptive")}
+    paths = []
+    for name, model in (("topology_tersetalk", typed_model("A")),
+                        ("topology_freeform", prose_model("ACCEPT. ok"))):  # fmt: skip
+        for task in ("hotpotqa", "gsm8k"):
+            for variant, spec in routed_spec(base_config, tmp_path, task, name, variants).items():
+                out = tmp_path / "runs" / task / name / f"{variant}.parquet"
+                run(spec, samples[task], out, client=ScriptedClient(model), progress=False)
+                paths.append(str(out))
+    tables, figures = tmp_path / "tables", tmp_path / "figures"
+    assert main(["topology", *paths, "--tables", str(tables), "--figures", str(figures)]) == 0
+    six = pd.read_csv(tables / "six_policies.csv")
+    assert list(six["policy_label"]) == ["Fixed-Star", "Fixed-Chain", "FreeForm-Adaptive",
+                                         "TerseTalk-Adaptive"]  # fmt: skip
+    sweep = pd.read_csv(tables / "theta_sweep.csv")
+    assert sorted(set(sweep["theta"])) == [1.0, 3.0, 5.0, 7.0]
+    summary = json.loads((tables / "summary.json").read_text())
+    assert summary["n_rows"] == 2 * 2 * 3 * 3 and summary["errors"] == 0
+    assert set(summary["selection_accuracy_adaptive"]) == {"topology_tersetalk",
+                                                            "topology_freeform"}  # fmt: skip
+    for stem in ("topology_selection", "topology_tokens_accuracy", "topology_theta"):
+        assert (figures / f"{stem}.png").stat().st_size > 0
+    other = pd.read_parquet(paths[0]).assign(system="freeform")
+    other.to_parquet(tmp_path / "freeform.parquet")
+    with pytest.raises(SystemExit, match="not routed systems"):
+        main(["topology", str(tmp_path / "freeform.parquet"), "--tables", str(tables),
+              "--figures", str(figures)])  # fmt: skip

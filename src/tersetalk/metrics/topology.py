@@ -34,6 +34,7 @@ from tersetalk.tasks.labels import TOPOLOGY_LABELS
 
 __all__ = [
     "FIXED",
+    "SIX_POLICIES",
     "best_fixed",
     "compare_to_fixed",
     "efficiency_score",
@@ -44,12 +45,22 @@ __all__ = [
     "quality_preservation",
     "ratio",
     "selection_accuracy",
+    "six_policies",
     "theta_sweep",
     "token_reduction",
 ]
 
 #: the fixed policies a routed policy is compared against
 FIXED = ("star", "chain")
+#: the study's six policies: (label, system, variant) as config/topology.yaml names them
+SIX_POLICIES = (
+    ("Fixed-Star", "topology_tersetalk", "star"),
+    ("Fixed-Chain", "topology_tersetalk", "chain"),
+    ("Random", "topology_tersetalk", "random"),
+    ("Oracle", "topology_tersetalk", "oracle"),
+    ("FreeForm-Adaptive", "topology_freeform", "adaptive"),
+    ("TerseTalk-Adaptive", "topology_tersetalk", "adaptive"),
+)
 TOKENS = "tokens_total_cl100k"
 
 
@@ -105,20 +116,21 @@ def protocol_advantage(typed_selection: float, prose_selection: float) -> float:
     return ratio(typed_selection, prose_selection)
 
 
-def policy_table(df: pd.DataFrame, tokens: str = TOKENS) -> pd.DataFrame:
-    """One row per (system, variant): its policy and the study's per-run numbers.
+def policy_table(
+    df: pd.DataFrame, tokens: str = TOKENS, by: tuple[str, ...] = ("system", "variant")
+) -> pd.DataFrame:
+    """One row per (system, variant) (or per ``by``): its policy and the study's numbers.
 
-    Columns: ``system``, ``variant``, ``policy``, ``n``, ``errors``, ``selection_accuracy``,
+    Columns: the ``by`` columns, ``policy``, ``n``, ``errors``, ``selection_accuracy``,
     ``accuracy`` (mean ``correct``), ``tokens`` (mean of ``tokens``), ``chain_share``,
-    ``t_route_mean_s``, ``t_route_median_s``; sorted by system and variant.
+    ``t_route_mean_s``, ``t_route_median_s``; sorted by the ``by`` columns.
     """
     rows = []
-    for (sys_name, variant), g in df.groupby(["system", "variant"], sort=True):
+    for key, g in df.groupby(list(by), sort=True):
         policies = sorted(set(g["route_policy"].dropna().astype(str)) - {"error"})
         rows.append(
             {
-                "system": sys_name,
-                "variant": variant,
+                **dict(zip(by, key, strict=True)),
                 "policy": ",".join(policies),
                 "n": len(g),
                 "errors": int(g["error"].notna().sum()),
@@ -171,6 +183,17 @@ def compare_to_fixed(table: pd.DataFrame) -> pd.DataFrame:
         eff = [efficiency_score(r, p) for r, p in zip(red, pres, strict=True)]
         out.loc[idx, "efficiency_score"] = eff
     return out
+
+
+def six_policies(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :data:`SIX_POLICIES` in a :func:`compare_to_fixed` table, in that order,
+    with their label first (``policy_label``); policies without a run are left out."""
+    rows = []
+    for label, sys_name, variant in SIX_POLICIES:
+        hit = table[(table["system"] == sys_name) & (table["variant"] == variant)]
+        if not hit.empty:
+            rows.append({"policy_label": label, **hit.iloc[0].to_dict()})
+    return pd.DataFrame(rows)
 
 
 def _replayed(df: pd.DataFrame, theta: float, weights: Mapping[str, float] | None) -> pd.Series:
