@@ -1,4 +1,7 @@
-# Paired bootstrap CIs, non-inferiority of accuracy, paired tests of token reduction.
+# Paired bootstrap CIs, non-inferiority of accuracy, paired tests of token reduction, and
+# the targets table.
+
+from tersetalk.stats.targets import targets_config
 
 
 rule noninferiority:
@@ -75,9 +78,7 @@ rule targets:
     params:
         # the sections the table reads: the reference, the margin, the mediator's budget,
         # which formats variants have a token budget
-        config=json.dumps(
-            {"evaluation": config["evaluation"], "systems": config["systems"]}, sort_keys=True
-        ),
+        config=json.dumps(targets_config(config), sort_keys=True),
     shell:
         "tersetalk targets {input.records} --summary {input.summary} --stats {input.stats} "
         "--config {params.config:q} --bench-dir results/bench --formats-dir results/formats "

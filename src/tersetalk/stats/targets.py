@@ -52,6 +52,7 @@ __all__ = [
     "msp_rows",
     "noninferiority_rows",
     "scale_rows",
+    "targets_config",
     "targets_tex",
     "token_reduction_rows",
     "topology_rows",
@@ -594,6 +595,25 @@ def formats_rows(
 
 
 # -- the table ------------------------------------------------------------------------------
+
+
+def targets_config(config: Mapping[str, Any]) -> dict:
+    """The few config values the table reads (what the rule passes to ``tersetalk targets``):
+    the evaluation's reference, margin and bootstrap, the mediator's default budget and
+    recursion limit, and the token budget of each formats variant."""
+    systems = config.get("systems", {})
+    mediator = systems.get("mediator", {}).get("variants", {}).get("default") or {}
+    formats = systems.get("formats", {}).get("variants", {})
+    ev = config.get("evaluation", {})
+    return {
+        "evaluation": {k: ev[k] for k in ("reference", "margin", "n_resamples", "seed") if k in ev},
+        "systems": {
+            "mediator": {"variants": {"default": {k: mediator[k] for k in
+                         ("budget", "recursion_limit") if k in mediator}}},
+            "formats": {"variants": {v: {"budget": (s or {}).get("budget")}
+                        for v, s in formats.items()}},
+        },
+    }  # fmt: skip
 
 
 def build_targets(
