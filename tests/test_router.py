@@ -65,6 +65,19 @@ def test_decision_is_deterministic_and_independent_of_key_order(signals, weights
     assert s == score(signals, weights)
 
 
+lines_st = st.lists(st.tuples(st.sampled_from(TAGS), st.text(max_size=30)), max_size=15)
+
+
+@given(lines_st, weights_st, theta_st, st.integers(0, 10**6))
+def test_decision_is_reproduced_from_the_recorded_json(lines, weights, theta, seed):
+    """What a record keeps (signals and weights as JSON, θ) gives back the decision."""
+    for typed in (lines, scramble(lines, seed, "ex")):
+        signals = typed_signals(typed)
+        recorded = json.dumps(signals, sort_keys=True), json.dumps(weights, sort_keys=True)
+        replayed = decide(json.loads(recorded[0]), json.loads(recorded[1]), theta)
+        assert replayed == decide(signals, weights, theta)
+
+
 def test_score_is_the_weighted_sum():
     signals = {"facts": 3, "plans": 1, "questions": 1, "assumptions": 0, "refs": 1, "code": 0}
     assert score(signals, DEFAULT_WEIGHTS) == 3 * 1.0 + 2.0 + 1.5 + 3.0
