@@ -203,6 +203,7 @@ class RateLimitedClient(ModelClient):
         self.limiter = self.limiter_class(config.requests_per_minute, config.tokens_per_minute,
                                           clock=clock, sleep=sleep)  # fmt: skip
         self.retries = 0
+        self._retries_lock = threading.Lock()  # one client may serve several threads
 
     def _estimate(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> int:
         from tersetalk.tokens import count_tokens
@@ -237,7 +238,8 @@ class RateLimitedClient(ModelClient):
                         ) from exc
                     delay = max(delay, asked)  # the provider knows when its window resets
                 attempt += 1
-                self.retries += 1
+                with self._retries_lock:
+                    self.retries += 1
                 log.warning("rate limited (%s); retry %d/%d in %.1fs", exc, attempt,
                             self.config.max_retries, delay)  # fmt: skip
                 self.sleep(delay)
