@@ -1,5 +1,5 @@
 # The topology study (issue 16): star or chain per example, six policies, the router's
-# ablations. Target: `snakemake --cores all --configfile config/topology.yaml topology`.
+# ablations. Target: `snakemake topology --cores all --configfile config/topology.yaml`.
 # The runs are ordinary run_system jobs of the routed systems (config/topology.yaml);
 # one report job reads them all.
 
@@ -61,5 +61,4 @@ rule topology_report:
         mem_mb=2000,
         runtime=10,
     shell:
-        "tersetalk topology {input} --tables results/topology --figures figures "
-        "> {log} 2>&1"
+        "tersetalk topology {input} --tables results/topology --figures figures > {log} 2>        "tersetalk topology {input} --tables results/topology --figures figures " "> {log} 2>&1"1"
