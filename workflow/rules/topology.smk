@@ -61,4 +61,4 @@ rule topology_report:
         mem_mb=2000,
         runtime=10,
     shell:
-        "tersetalk topology {input} --tables results/topology --figures figures > {log} 2>        "tersetalk topology {input} --tables results/topology --figures figures " "> {log} 2>&1"1"
+        "tersetalk topology {input} --tables results/topology --figures figures > {log} 2>&1"
