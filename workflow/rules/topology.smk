@@ -24,19 +24,14 @@ TOPOLOGY_FIGURES = [
 ]
 
 
-def topology_systems():
-    """The enabled systems whose topology is the router's (topology_freeform, ...)."""
-    return [s for s in SYSTEMS if isinstance(registered_system(s).topology, Routed)]
-
-
-def topology_runs():
-    """Every run of a routed system on a task that has a topology label."""
-    routed = set(topology_systems())
-    return [
-        path
-        for path in run_targets()
-        if path.split("/")[2] in TOPOLOGY_LABELS and path.split("/")[3] in routed
-    ]
+# the enabled systems whose topology is the router's (topology_freeform, ...), and every
+# run of theirs on a task that has a topology label (results/runs/{task}/{system}/...)
+TOPOLOGY_SYSTEMS = {s for s in SYSTEMS if isinstance(registered_system(s).topology, Routed)}
+TOPOLOGY_RUNS = [
+    path
+    for path in run_targets()
+    if Path(path).parts[2] in TOPOLOGY_LABELS and Path(path).parts[3] in TOPOLOGY_SYSTEMS
+]
 
 
 rule topology:
@@ -48,7 +43,7 @@ rule topology:
 
 rule topology_report:
     input:
-        topology_runs(),
+        TOPOLOGY_RUNS,
     output:
         TOPOLOGY_TABLES,
         "results/topology/summary.json",
