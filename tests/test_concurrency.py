@@ -31,6 +31,7 @@ from tersetalk.models import (
 from tersetalk.models.recording import CallRecorder
 from tersetalk.records import deterministic_columns
 from tersetalk.runner import RunIncompleteError, checkpoint_path, run
+from tersetalk.systems import validate_variant
 from tersetalk.tasks.loading import load_records, sample
 
 N = 6
@@ -200,6 +201,47 @@ def test_a_kill_on_the_main_thread_loses_no_finished_example(setup):
     ]
     df = run(spec(2), sample_path, out, client=ScriptedClient(model), progress=False)
     assert len(df) == N and set(kept) <= set(df["example_id"]) and df["error"].isna().all()
+
+
+def jittery(messages, gen, schema):
+    """Answers that depend on the example, after a pause that varies per call, so the
+    mediator's calls of examples in flight interleave (its recorder is per run)."""
+    text = "\n".join(m["content"] for m in messages)
+    h = int(hashlib.sha256(text.encode()).hexdigest()[:6], 16)
+    time.sleep(0.002 * (h % 10))
+    if schema is not None:
+        if schema.__name__ == "KeysDraft":
+            return json.dumps({"keys": [{"type": "GOAL", "value": f"answer {h % 97}"}]})
+        return json.dumps({"passed": h % 2 == 0, "confidence": 0.5, "issues": []})
+    first = messages[0]["content"]
+    if first.startswith("You compress"):
+        return " ".join(["fact"] * (1 + h % 5)) + ". Question?"
+    if first.startswith("You are the Critic"):
+        return "ACCEPT."
+    return f"Answer: {h % 1000}"
+
+
+def test_mediator_calls_stay_with_their_example_when_examples_overlap(setup):
+    spec, sample_path, tmp = setup
+    frames = {}
+    for n in (1, 3):
+        s = spec(n)
+        s["system"], s["variant"] = "mediator", "v"
+        s["variant_settings"] = validate_variant(
+            "mediator", "v", {"budget": 12, "extractor": "llm", "judge": True,
+                              "judge_kind": "llm"})  # fmt: skip
+        frames[n] = run(s, sample_path, tmp / f"m{n}.parquet", client=ScriptedClient(jittery),
+                        progress=False)  # fmt: skip
+    one, three = frames[1], frames[3]
+    assert one["error"].isna().all() and (one["n_model_calls"] >= 4).all()
+    cols = deterministic_columns(one)
+    assert "n_model_calls" in cols and "counters" in cols
+    pd.testing.assert_frame_equal(one[cols], three[cols])
+
+    def log(calls: str) -> list[tuple]:
+        return [(c["role"], c["prompt_tokens"], c["completion_tokens"]) for c in json.loads(calls)]
+
+    assert list(map(log, one["calls"])) == list(map(log, three["calls"]))  # the call logs too
 
 
 def test_llamacpp_with_more_than_one_in_flight_is_a_config_error(base_config):
