@@ -323,6 +323,37 @@ def test_run_context_builds_a_shared_resource_once_across_threads():
     assert len(built) == 1 and len({id(g) for g in got}) == 1
 
 
+def test_served_model_starts_every_request_from_an_empty_cache(monkeypatch):
+    import llama_cpp
+
+    from tersetalk.models.llamacpp_server import fresh_kv_per_request, server_argv
+
+    resets: list[str] = []
+
+    class Model:
+        def reset(self):
+            resets.append("reset")
+
+    def generate(self, tokens, top_k=40, top_p=0.95, min_p=0.05, typical_p=1.0, temp=0.8,
+                 repeat_penalty=1.0, reset=True, **kw):  # fmt: skip
+        resets.append(f"generate reset={reset}")
+        return iter(tokens)
+
+    monkeypatch.setattr(llama_cpp.Llama, "generate", generate)
+    fresh_kv_per_request()
+    fresh_kv_per_request()  # idempotent: wrapped once
+    m = Model()
+    assert list(llama_cpp.Llama.generate(m, [1, 2])) == [1, 2]
+    llama_cpp.Llama.generate(m, [1], reset=False)  # llama.cpp continuing its own prompt
+    llama_cpp.Llama.generate(m, [1], 40, 0.95, 0.05, 1.0, 0.8, 1.0, False)  # positional
+    assert resets == ["reset", "generate reset=True", "generate reset=False",
+                      "generate reset=False"]  # fmt: skip
+    assert server_argv(["--model", "x"]) == (
+        ["--model", "x", "--interrupt_requests", "False"], False)  # fmt: skip
+    assert server_argv(["--reuse_prefix", "--interrupt_requests", "True"]) == (
+        ["--interrupt_requests", "True"], True)  # fmt: skip
+
+
 # -- the real model behind llama-cpp-python's server ---------------------------------
 
 
