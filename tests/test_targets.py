@@ -302,6 +302,12 @@ def test_build_targets_and_cli(tmp_path):
     dirs = dict(bench_dir=tmp_path / "b", formats_dir=tmp_path / "f", topology_dir=tmp_path / "t")
     df = build_targets(summary=summary, metrics=frames, stats_table=table, config=config, **dirs)
     assert list(df.columns) == list(COLUMNS) and set(df["status"]) <= set(STATUSES)
+    # no hybrid, MSP or mediator run here: their targets are rows that say so
+    absent = df[df["run"].isin(["hybrid/default", "msp/default", "mediator/default"])]
+    assert set(absent["id"]) == {"token_reduction", "gate_saving", "msp_ratio", "msp_adequacy",
+                                 "mediator_budget"}  # fmt: skip
+    assert (absent["status"] == "inconclusive").all()
+    assert absent["reason"].str.contains("not among this workflow's runs").all()
     ni = df[df["id"] == "noninferiority"].iloc[0]
     assert ni["status"] == "inconclusive" and "both arms score 0" in ni["reason"]
     assert (df[df["status"] == "inconclusive"]["reason"] != "").all()
