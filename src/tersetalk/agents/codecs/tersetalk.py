@@ -186,6 +186,10 @@ FORMAT_NOTE = (
 ANSWER_NOTE = {
     "hotpotqa": "The answer is a few words copied from the facts, or yes/no. Plan may be empty.",
     "gsm8k": "Plan holds up to 3 short calculation steps; the answer is the final number only.",
+    "boolq": "The answer is yes or no. Plan may be empty.",
+    "commonsenseqa": "The answer is the letter of one option. Plan may be empty.",
+    "socialiqa": "The answer is the letter of one option. Plan may be empty.",
+    "humaneval": "The answer is the complete Python function (signature and body).",
 }
 SCHEMA_REPLY = {
     "worker": "Reply with a JSON object: plan (list of steps), need (M# ids whose full text "
