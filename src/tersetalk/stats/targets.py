@@ -351,8 +351,12 @@ def _bench_verdict(best: pd.Series, thr: float) -> tuple[str, str]:
         f"{best.name}: {best['low']:.2f}-{best['high']:.2f}x over {int(best['conditions'])} "
         f"condition(s), IQR bounds [{best['iqr_low']:.2f}, {best['iqr_high']:.2f}]"
     )
-    word = {"met": "clears", "not met": "misses", "inconclusive": "straddles"}[status]
-    return status, f"{span} {word} {thr:g}x in every condition"
+    word = {
+        "met": "clears {}x in every condition",
+        "not met": "reaches {}x in no condition",
+        "inconclusive": "does not clear {}x in every condition",
+    }[status].format(f"{thr:g}")
+    return status, f"{span} {word}"
 
 
 def bench_rows(bench_dir: str | Path) -> list[dict]:
