@@ -20,6 +20,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/scale.smk"
 include: "workflow/rules/formats.smk"
+include: "workflow/rules/topology.smk"
 
 
 rule all:

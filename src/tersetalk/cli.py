@@ -25,6 +25,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.formats.cli",  # formats encode / decode / savings / experiment / plot
     "tersetalk.dashboard.cli",  # dashboard
     "tersetalk.stats.targets",  # targets (results/tables/targets.{csv,tex})
+    "tersetalk.metrics.topology_cli",  # topology (the topology study's report)
 )
 
 
