@@ -211,13 +211,34 @@ def test_bench_needs_every_condition(tmp_path):
     assert row["status"] == "inconclusive" and "2 condition(s)" in row["reason"]
 
 
-def test_topology_not_built_and_present_but_unread(tmp_path):
+def test_topology_not_built_met_not_met_inconclusive(tmp_path):
     rows = topology_rows(tmp_path / "topology")
     assert len(rows) == 3 and {r["status"] for r in rows} == {"inconclusive"}
     assert all("not built yet" in r["reason"] for r in rows)
-    (tmp_path / "topology").mkdir()
-    (tmp_path / "topology" / "router.csv").write_text("x\n1\n")
-    assert all("router.csv" in r["reason"] for r in topology_rows(tmp_path / "topology"))
+
+    def study(name, n, sel, red, pres, adv):
+        d = tmp_path / name
+        d.mkdir()
+        pd.DataFrame([
+            {"policy_label": "Fixed-Star", "system": "topology_tersetalk", "variant": "star",
+             "n": n, "selection_accuracy": 0.5, "token_reduction": 0.0,
+             "quality_preservation": 1.0, "best_fixed": "star"},
+            {"policy_label": "TerseTalk-Adaptive", "system": "topology_tersetalk",
+             "variant": "adaptive", "n": n, "selection_accuracy": sel, "token_reduction": red,
+             "quality_preservation": pres, "best_fixed": "star"},
+        ]).to_csv(d / "six_policies.csv", index=False)  # fmt: skip
+        (d / "summary.json").write_text(json.dumps({"protocol_advantage": adv}))
+        return {r["id"]: r["status"] for r in topology_rows(d)}
+
+    assert study("good", 600, 0.95, 0.25, 0.99, 2.1) == {
+        "topology_agreement": "met", "topology_tokens": "met",
+        "topology_protocol_advantage": "met"}  # fmt: skip
+    assert study("bad", 600, 0.5, 0.05, 0.9, 1.0) == {
+        "topology_agreement": "not met", "topology_tokens": "not met",
+        "topology_protocol_advantage": "not met"}  # fmt: skip
+    assert study("small", 6, 5 / 6, 0.3, float("nan"), float("nan")) == {
+        "topology_agreement": "inconclusive", "topology_tokens": "inconclusive",
+        "topology_protocol_advantage": "inconclusive"}  # fmt: skip
 
 
 # -- MSP, mediator, formats -----------------------------------------------------------------

@@ -37,7 +37,7 @@ from scipy import stats as sps
 
 from tersetalk.stats.bootstrap import paired_bootstrap
 from tersetalk.stats.latex import to_latex
-from tersetalk.stats.noninferiority import noninferiority
+from tersetalk.stats.noninferiority import min_n_for_margin, noninferiority
 
 __all__ = [
     "COLUMNS",
@@ -419,25 +419,78 @@ def bench_rows(bench_dir: str | Path) -> list[dict]:
 
 
 def topology_rows(topology_dir: str | Path) -> list[dict]:
-    """The v1.0 topology targets (000 section 16): inconclusive until the study exists."""
+    """The v1.0 topology targets (000 section 16), from ``results/topology/`` when the
+    study has run (``snakemake topology --configfile config/topology.yaml``): the
+    TerseTalk-Adaptive row of ``six_policies.csv`` and ``summary.json``."""
     topology_dir = Path(topology_dir)
-    files = sorted(p.name for p in topology_dir.glob("*")) if topology_dir.exists() else []
-    why = (
-        f"not read yet: this table does not parse results/topology ({', '.join(files)})"
-        if files
-        else "not built yet (no results/topology): the topology study has not run"
-    )
-    return [
-        _row(id=tid, seed=TT, target=text, threshold=thr, status="inconclusive", reason=why,
-             source="results/topology/")  # fmt: skip
-        for tid, text, thr in (
-            ("topology_agreement", "topology selection >= 85% agreement with task labels", 0.85),
-            ("topology_tokens", "20-30% fewer tokens than the best fixed topology, <= 2% "
-             "quality drop", 0.20),
-            ("topology_protocol_advantage", "~2x selection accuracy of TerseTalk vs free-form",
-             2.0),
+    targets = (
+        ("topology_agreement", "topology selection >= 85% agreement with task labels", 0.85),
+        ("topology_tokens", "20-30% fewer tokens than the best fixed topology, <= 2% "
+         "quality drop", 0.20),
+        ("topology_protocol_advantage", "~2x selection accuracy of TerseTalk vs free-form",
+         2.0),
+    )  # fmt: skip
+    src = "results/topology/six_policies.csv, summary.json"
+    six_path = topology_dir / "six_policies.csv"
+    six = pd.read_csv(six_path) if six_path.exists() else None
+    row = None
+    if six is not None and "policy_label" in six:
+        hit = six[six["policy_label"] == "TerseTalk-Adaptive"]
+        row = hit.iloc[0] if len(hit) else None
+    if row is None:
+        why = (
+            "not built yet (no results/topology): snakemake topology --cores all "
+            "--configfile config/topology.yaml"
+            if six is None
+            else "results/topology/six_policies.csv has no TerseTalk-Adaptive row"
         )
-    ]  # fmt: skip
+        return [_row(id=tid, seed=TT, target=text, threshold=thr, status="inconclusive",
+                     reason=why, source=src) for tid, text, thr in targets]  # fmt: skip
+    run = f"{row['system']}/{row['variant']}"
+    n = int(row["n"])
+    rows = []
+    tid, text, thr = targets[0]
+    acc = float(row["selection_accuracy"])
+    k = int(round(acc * n))
+    low, high = wilson(k, n)
+    status = interval_status(low, high, thr)
+    rows.append(_row(
+        id=tid, seed=TT, target=text, run=run, measured=f"{k}/{n} routes agree", value=acc,
+        ci_low=low, ci_high=high, threshold=thr, status=status, source=src,
+        reason=_interval_reason(status, low, high, f"{thr:g}") + " (Wilson)",
+    ))  # fmt: skip
+    tid, text, thr = targets[1]
+    red, pres = float(row["token_reduction"]), float(row["quality_preservation"])
+    n_min = min_n_for_margin(0.02, 0.05)
+    measured = f"{red:.1%} fewer tokens than {row['best_fixed']}, quality kept {pres:.3f}"
+    if not np.isfinite(pres):
+        status, why = "inconclusive", "the best fixed topology's accuracy is 0: no quality drop"
+    elif n < n_min:
+        status = "inconclusive"
+        why = f"n = {n} is too small to tell a 2% quality drop (at least {n_min} are needed)"
+    else:
+        ok = red >= thr and pres >= 0.98
+        status = "met" if ok else "not met"
+        why = f"point estimates over {n} examples (tokens >= {thr:.0%}, quality >= 0.98)"
+    rows.append(_row(id=tid, seed=TT, target=text, run=run, measured=measured, value=red,
+                     threshold=thr, status=status, reason=why, source=src))  # fmt: skip
+    tid, text, thr = targets[2]
+    summary_path = topology_dir / "summary.json"
+    adv = NAN
+    if summary_path.exists():
+        adv = float(json.loads(summary_path.read_text()).get("protocol_advantage", NAN))
+    if not np.isfinite(adv):
+        rows.append(_row(id=tid, seed=TT, target=text, threshold=thr, status="inconclusive",
+                         source=src, reason="no protocol advantage in summary.json (free-form "
+                         "adaptive selection accuracy 0 or not run)"))  # fmt: skip
+    else:
+        rows.append(_row(
+            id=tid, seed=TT, target=text, run="topology_tersetalk vs topology_freeform",
+            measured=f"{adv:.2f}x", value=adv, threshold=thr,
+            status="met" if adv >= thr else "not met",
+            reason=f"ratio of the adaptive routers' selection accuracies (point estimate, n={n})",
+        ))  # fmt: skip
+    return rows
 
 
 # -- MSP (003), mediator (001/004), formats (002) ------------------------------------------
