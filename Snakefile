@@ -21,6 +21,7 @@ include: "workflow/rules/bench.smk"
 include: "workflow/rules/scale.smk"
 include: "workflow/rules/formats.smk"
 include: "workflow/rules/topology.smk"
+include: "workflow/rules/models.smk"
 
 
 rule all:

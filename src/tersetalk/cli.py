@@ -26,6 +26,8 @@ PLUGIN_COMMANDS = (
     "tersetalk.dashboard.cli",  # dashboard
     "tersetalk.stats.targets",  # targets (results/tables/targets.{csv,tex})
     "tersetalk.metrics.topology_cli",  # topology (the topology study's report)
+    "tersetalk.shards",  # shard-sample, merge-runs (run.shard_size)
+    "tersetalk.sensitivity",  # models compare (sensitivity.models)
 )
 
 

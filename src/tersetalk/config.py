@@ -255,12 +255,21 @@ def enabled_systems(config: dict) -> list[str]:
     return [s for s, spec in config["systems"].items() if spec.get("enabled", True)]
 
 
-def run_spec(config: dict, task: str, system: str, variant: str) -> dict:
+def run_spec(config: dict, task: str, system: str, variant: str, model: str | None = None) -> dict:
     """Everything one run job depends on, and nothing else.
 
     Snakemake passes this as a param, so a job reruns exactly when something it
-    depends on changes.
+    depends on changes. ``model`` names an entry of ``sensitivity.models``: the run
+    uses that model's settings and its own calibration file, and the spec records
+    the name (``sensitivity_model``); None is the default model, whose spec has no
+    such key (so its runs and checkpoints are what they were before the study existed).
     """
+    if model is not None:
+        spec = run_spec(with_model(config, model), task, system, variant)
+        spec["sensitivity_model"] = model
+        if "calibration_file" in spec:
+            spec["calibration_file"] = calibration_file(task, model)
+        return spec
     try:
         variant_settings = config["systems"][system]["variants"][variant]
     except KeyError as exc:
@@ -284,8 +293,13 @@ def run_spec(config: dict, task: str, system: str, variant: str) -> dict:
     return spec
 
 
-def calibration_file(task: str) -> str:
-    return f"results/calibration/{task}.yaml"
+def results_prefix(model: str | None = None) -> str:
+    """Where a model's results live: ``results/`` (default model) or ``results/models/<name>/``."""
+    return "results/" if model is None else f"results/models/{model}/"
+
+
+def calibration_file(task: str, model: str | None = None) -> str:
+    return f"{results_prefix(model)}calibration/{task}.yaml"
 
 
 def calibration_points(config: dict, system: str) -> dict[str, dict]:
@@ -298,10 +312,13 @@ def calibration_points(config: dict, system: str) -> dict[str, dict]:
     return points
 
 
-def calibration_spec(config: dict, task: str, system: str, point: str) -> dict:
-    """The run spec of one calibration grid point."""
+def calibration_spec(
+    config: dict, task: str, system: str, point: str, model: str | None = None
+) -> dict:
+    """The run spec of one calibration grid point (``model``: as in :func:`run_spec`)."""
     settings = calibration_points(config, system)[point]
-    spec = run_spec(config, task, system, next(iter(config["systems"][system]["variants"])))
+    first = next(iter(config["systems"][system]["variants"]))
+    spec = run_spec(config, task, system, first, model)
     from tersetalk.systems import validate_variant
 
     spec.pop("calibration_file", None)  # a grid point is explicit, never itself calibrated
@@ -312,3 +329,73 @@ def calibration_spec(config: dict, task: str, system: str, point: str) -> dict:
 
 def spec_hash(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _model_entry(entry: str | dict, folder: Path) -> tuple[str, dict]:
+    """(name, settings overrides) of one ``sensitivity.models`` entry, reading its file."""
+    if isinstance(entry, dict):
+        return entry["name"], dict(entry.get("models") or {})
+    path = folder / f"{entry}.yaml"
+    if not path.exists():
+        raise ConfigError(
+            f"config key 'sensitivity.models': model {entry!r} has no file {path}; add it "
+            f"(a YAML file with a 'models:' section, like the ones in config/models/), fix the "
+            "name, or give the settings inline as {name: ..., models: {...}}"
+        )
+    doc = read_yaml(path, what="model file", error=ConfigError) or {}
+    extra = sorted(set(doc) - {"models"})
+    if extra or not isinstance(doc.get("models"), dict):
+        raise ConfigError(
+            f"model file {path} (sensitivity.models entry {entry!r}): must hold only a "
+            f"'models:' mapping, found keys {sorted(doc)}; keys other than models.* would be "
+            "ignored in the sensitivity study, so move them to your config file"
+        )
+    return entry, doc["models"]
+
+
+def sensitivity_models(config: dict) -> dict[str, dict]:
+    """name -> the validated ``models`` settings of each ``sensitivity.models`` entry.
+
+    Each entry's settings are merged over the config's own ``models`` section (so
+    ``--configfile config/models/<x>.yaml`` and a listed ``<x>`` run the same model),
+    validated like a config's and completed with the schema's defaults. Empty when no
+    study is configured. Memoised on the two sections: the workflow asks once per job.
+    """
+    section = config.get("sensitivity") or {}
+    key = json.dumps([config["models"], section], sort_keys=True, default=str)
+    if key not in _SENSITIVITY_MEMO:
+        _SENSITIVITY_MEMO[key] = _resolve_sensitivity(config, section)
+    return copy.deepcopy(_SENSITIVITY_MEMO[key])
+
+
+_SENSITIVITY_MEMO: dict[str, dict[str, dict]] = {}
+
+
+def _resolve_sensitivity(config: dict, section: dict) -> dict[str, dict]:
+    folder = Path(section.get("dir", "config/models"))
+    models_schema = _load_schema()["properties"]["models"]
+    out: dict[str, dict] = {}
+    for entry in section.get("models") or []:
+        name, overrides = _model_entry(entry, folder)
+        if name in out:
+            raise ConfigError(f"config key 'sensitivity.models': {name!r} is listed twice")
+        merged = merge(config["models"], overrides)
+        try:
+            validate_config(merge({**config, "sensitivity": {}}, {"models": merged}))
+        except ConfigError as exc:
+            raise ConfigError(
+                f"config key 'sensitivity.models': model {name!r}'s settings are invalid: {exc}"
+            ) from None
+        _apply_defaults(models_schema, merged)
+        out[name] = merged
+    return out
+
+
+def with_model(config: dict, model: str) -> dict:
+    """A copy of ``config`` whose ``models`` section is sensitivity model ``model``'s."""
+    models = sensitivity_models(config)
+    if model not in models:
+        raise ConfigError(
+            f"model {model!r} is not in sensitivity.models (listed: {sorted(models)})"
+        )
+    return {**config, "models": models[model]}

@@ -25,12 +25,17 @@ from tersetalk.config import (
     calibration_reference_runs,
     calibration_spec,
     enabled_systems,
+    results_prefix,
     run_spec,
+    sensitivity_models,
     validate_config,
 )
+from tersetalk.shards import shard_names
 
 try:
     validate_config(config)
+    # sensitivity.models: name -> model settings; each runs every system (models.smk)
+    SENSITIVITY = sensitivity_models(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
@@ -42,6 +47,9 @@ if shutil.which("tersetalk") is None:
 ENV = "../../envs/tersetalk.yaml"
 TASKS = config["tasks"]
 SYSTEMS = enabled_systems(config)
+# run.shard_size: examples per run job (0: one job per run; see tersetalk.shards)
+SHARD_SIZE = config["run"]["shard_size"] or 0
+SHARDS = shard_names(config["n_eval"], SHARD_SIZE)
 
 
 wildcard_constraints:
@@ -50,6 +58,18 @@ wildcard_constraints:
     variant="[A-Za-z0-9_-]+",
     ablation="[A-Za-z0-9_-]+",
     point="[A-Za-z0-9_-]+",
+    shard="[0-9]+-of-[0-9]+",
+    model="[A-Za-z0-9][A-Za-z0-9._-]*",
+
+
+def _model(wildcards):
+    """The sensitivity model a job belongs to (its {model} wildcard), None for the default."""
+    return wildcards.get("model")
+
+
+def _results(wildcards):
+    """results/ for the default model, results/models/<name>/ for a sensitivity model."""
+    return results_prefix(_model(wildcards))
 
 
 def run_targets(prefix="results/runs", ext="parquet"):
@@ -79,8 +99,29 @@ def bench_corpus_inputs():
 
 
 def reference_run(wildcards):
-    """The free-form run of the same task that every run is paired with."""
-    return f"results/runs/{wildcards.task}/{config['evaluation']['reference']}.parquet"
+    """The free-form run of the same task (and model) that every run is paired with."""
+    return f"{_results(wildcards)}runs/{wildcards.task}/{config['evaluation']['reference']}.parquet"
+
+
+def run_shards(wildcards):
+    """The shard run files a run is merged from, in shard order (run.shard_size)."""
+    base = (
+        f"{_results(wildcards)}runs/shards/{wildcards.task}/{wildcards.system}/{wildcards.variant}"
+    )
+    return [f"{base}/{shard}.parquet" for shard in SHARDS]
+
+
+def run_output():
+    """What one run_system job writes: a shard's run file when runs are sharded."""
+    if SHARD_SIZE:
+        return "results/runs/shards/{task}/{system}/{variant}/{shard}.parquet"
+    return "results/runs/{task}/{system}/{variant}.parquet"
+
+
+def run_log():
+    if SHARD_SIZE:
+        return "results/logs/run/{task}/{system}/{variant}/{shard}.log"
+    return "results/logs/run/{task}/{system}/{variant}.log"
 
 
 MAIN_FIGURES = ["quality_vs_tokens", "token_breakdown", "accuracy_by_length"]
@@ -96,7 +137,31 @@ def all_outputs():
         *figure_targets(),
         *calibration_targets(),
         *formats_targets(),  # formats.smk: the format study over data/toolresponses
+        *sensitivity_targets(),  # models.smk: only when sensitivity.models lists models
     ]
+
+
+def sensitivity_targets():
+    """The model comparison (figure and table) when sensitivity.models lists models."""
+    if not SENSITIVITY:
+        return []
+    figs = [f"figures/model_sensitivity.{ext}" for ext in ("png", "pdf")]
+    return figs + ["results/tables/models.csv"]
+
+
+def model_path(path):
+    """A default-model results path (results/...) as the {model} level's (results/models/...)."""
+    rest = path.removeprefix("results/")
+    return f"results/models/{{model}}/{rest}"
+
+
+def model_score_targets(wildcards):
+    """One model's score files: the default run targets under results/models/<name>/."""
+    return run_targets(prefix=f"results/models/{wildcards.model}/scores")
+
+
+def model_summaries():
+    return {name: f"results/models/{name}/summary.parquet" for name in SENSITIVITY}
 
 
 FORMATS_FIGURES = ["formats_savings", "formats_knapsack", "formats_comprehension"]
@@ -165,7 +230,7 @@ def ablation_scores(wildcards):
 
 def spec_json(wildcards):
     """The run spec as JSON: a param, so a run reruns exactly when its inputs change."""
-    spec = run_spec(config, wildcards.task, wildcards.system, wildcards.variant)
+    spec = run_spec(config, wildcards.task, wildcards.system, wildcards.variant, _model(wildcards))
     return json.dumps(spec, sort_keys=True)
 
 
@@ -188,11 +253,15 @@ def sample_task_options(wildcards):
 
 
 def run_input(wildcards):
-    """The sample, and the calibration file when the variant takes calibrated settings."""
-    inputs = {"sample": f"results/samples/{wildcards.task}.parquet"}
+    """The sample (a shard's, when sharded), and the calibration file when the variant takes
+    calibrated settings (the model's own, for a sensitivity model)."""
+    if wildcards.get("shard"):
+        inputs = {"sample": f"results/samples/shards/{wildcards.task}/{wildcards.shard}.parquet"}
+    else:
+        inputs = {"sample": f"results/samples/{wildcards.task}.parquet"}
     settings = config["systems"][wildcards.system]["variants"][wildcards.variant]
     if settings.get("calibrated"):
-        inputs["calibration"] = calibration_file(wildcards.task)
+        inputs["calibration"] = calibration_file(wildcards.task, _model(wildcards))
         grid = calibration_points(config, wildcards.system).values()
         inputs.update(workflow_inputs(wildcards.system, *grid))
     else:
@@ -211,23 +280,34 @@ def calibration_spec_json(wildcards):
     if wildcards.system in config["calibration"] and wildcards.point in calibration_points(
         config, wildcards.system
     ):
-        spec = calibration_spec(config, wildcards.task, wildcards.system, wildcards.point)
+        spec = calibration_spec(
+            config, wildcards.task, wildcards.system, wildcards.point, _model(wildcards)
+        )
     else:  # the reference run on the calibration shard
-        spec = run_spec(config, wildcards.task, wildcards.system, wildcards.point)
+        spec = run_spec(
+            config, wildcards.task, wildcards.system, wildcards.point, _model(wildcards)
+        )
     return json.dumps(spec, sort_keys=True)
 
 
 def calibration_run_targets(wildcards):
     return [
-        f"results/calibration/runs/{wildcards.task}/{system}/{point}.parquet"
+        f"{_results(wildcards)}calibration/runs/{wildcards.task}/{system}/{point}.parquet"
         for system in calibration_systems(config, wildcards.task)
         for point in calibration_points(config, system)
     ]
 
 
-def calibration_reference_run(task, label):
+def calibration_reference_run(task, label, model=None):
     """A reference `system/variant` run on the calibration shard (see calibration_spec_json)."""
-    return f"results/calibration/runs/{task}/{label}.parquet"
+    return f"{results_prefix(model)}calibration/runs/{task}/{label}.parquet"
+
+
+def calibration_main_reference(wildcards):
+    """evaluation.reference's run on the calibration shard (the model's own)."""
+    return calibration_reference_run(
+        wildcards.task, config["evaluation"]["reference"], _model(wildcards)
+    )
 
 
 def task_calibration_references(task):
@@ -242,14 +322,16 @@ def task_calibration_references(task):
 def calibration_reference_inputs(wildcards):
     """The runs of the systems' own references (calibration.<system>.reference), once each."""
     labels = sorted(set(task_calibration_references(wildcards.task).values()))
-    return [calibration_reference_run(wildcards.task, label) for label in labels]
+    return [calibration_reference_run(wildcards.task, label, _model(wildcards)) for label in labels]
 
 
 def calibration_reference_args(wildcards):
     """`--system-reference SYSTEM=RUN` for each system that names its own reference."""
     return " ".join(
         "--system-reference "
-        + shlex.quote(f"{system}={calibration_reference_run(wildcards.task, label)}")
+        + shlex.quote(
+            f"{system}={calibration_reference_run(wildcards.task, label, _model(wildcards))}"
+        )
         for system, label in task_calibration_references(wildcards.task).items()
     )
 
@@ -283,5 +365,6 @@ def calibration_preservation_margin_args(wildcards):
 
 
 def run_runtime_min(wildcards):
-    """A generous wall-clock budget for cluster schedulers."""
-    return 10 + 2 * config["n_eval"]
+    """A generous wall-clock budget for cluster schedulers (a shard's job: its examples)."""
+    n = min(SHARD_SIZE, config["n_eval"]) if wildcards.get("shard") else config["n_eval"]
+    return 10 + 2 * n
