@@ -96,8 +96,9 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     runs = sorted(set(table["run"]))
     height = max(3.0, 0.28 * len(runs) * max(1, len(models)) / 2 + 1.5)
     fig, axes = plt.subplots(
-        len(tasks), 2, figsize=(12, height * len(tasks)), squeeze=False, sharey="row"
-    )
+        len(tasks), 2, figsize=(12, height * len(tasks)), squeeze=False, sharey="row",
+        layout="constrained",
+    )  # fmt: skip
     palette = dict(zip(models, sns.color_palette("colorblind", len(models)), strict=True))
     for row, task in zip(axes, tasks, strict=True):
         sub = table[table["task"] == task].copy()
@@ -122,12 +123,10 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     for m in models:
         first = table[table["model_name"] == m].iloc[0]
         labels.append(f"{m} ({first['backend']}:{first['model']})")
-    fig.legend(handles, labels, loc="upper center", ncol=min(3, len(models)), frameon=False,
-               bbox_to_anchor=(0.5, 1.0 + 0.04 / len(tasks)))  # fmt: skip
-    fig.suptitle(
-        "Model sensitivity: each model against its own free-form reference",
-        y=1.02 + 0.04 / len(tasks),
-    )
+    # the title rides on the legend: a suptitle and an outside legend overlap in this layout
+    title = "Model sensitivity: each model against its own free-form reference"
+    fig.legend(handles, labels, loc="outside upper center", ncol=min(3, len(models)),
+               frameon=False, title=title)  # fmt: skip
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
