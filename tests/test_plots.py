@@ -28,7 +28,7 @@ def _summary() -> pd.DataFrame:
 @pytest.mark.parametrize("setting,n_axes", [("enforcement", 4), ("summarizer", 3)])
 def test_ablation_figure(tmp_path, monkeypatch, setting, n_axes):
     seen = {}
-    real_save = figures._save
+    real_save = figures.save_figure
 
     def spy(fig, out_stem):
         seen["axes"] = fig.axes
@@ -36,7 +36,7 @@ def test_ablation_figure(tmp_path, monkeypatch, setting, n_axes):
         seen["fig_legends"] = fig.legends
         return real_save(fig, out_stem)
 
-    monkeypatch.setattr(figures, "_save", spy)
+    monkeypatch.setattr(figures, "save_figure", spy)
     values = {"caps_baseline": "schema", "enforce_json": "json", "enforce_posthoc": "posthoc"}
     paths = figures.ablation(
         _summary(), "tersetalk", list(values), setting, values, tmp_path / "abl"

@@ -127,15 +127,9 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     title = "Model sensitivity: each model against its own free-form reference"
     fig.legend(handles, labels, loc="outside upper center", ncol=min(3, len(models)),
                frameon=False, title=title)  # fmt: skip
-    out_stem = Path(out_stem)
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("pdf", "png"):
-        path = out_stem.with_suffix(f".{ext}")
-        fig.savefig(path, dpi=200, bbox_inches="tight")
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    from tersetalk.plots.figures import save_figure
+
+    return save_figure(fig, out_stem)
 
 
 def _named_path(text: str) -> tuple[str, str]:

@@ -167,13 +167,9 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
         fontsize=11,
     )
     fig.tight_layout(h_pad=2.5, w_pad=3)
-    paths = []
-    for ext in ("pdf", "png"):
-        p = out_stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-        paths.append(p)
-    plt.close(fig)
-    return paths
+    from tersetalk.plots.figures import save_figure
+
+    return save_figure(fig, out_stem, dpi=150)
 
 
 def _mb4_panels(ax_ratio, ax_ns, mb4: pd.DataFrame) -> None:

@@ -20,6 +20,10 @@ TASK_LABEL = {
     "hotpotqa": "HotpotQA (exact match)",
     "gsm8k": "GSM8K (accuracy)",
     "toolqa": "ToolQA (answer check)",
+    "boolq": "BoolQ (yes/no accuracy)",
+    "commonsenseqa": "CommonsenseQA (option accuracy)",
+    "socialiqa": "Social IQa (option accuracy)",
+    "humaneval": "HumanEval (pass@1)",
 }
 ROLE_COLORS = {"manager": "#4C72B0", "worker": "#DD8452", "critic": "#55A868"}
 
@@ -28,13 +32,14 @@ def _theme() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
 
 
-def _save(fig, out_stem: str | Path) -> list[Path]:
+def save_figure(fig, out_stem: str | Path, dpi: int = 200) -> list[Path]:
+    """Write ``fig`` as ``<out_stem>.pdf`` and ``.png`` (parents made) and close it."""
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("pdf", "png"):
         p = out_stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=200, bbox_inches="tight")
+        fig.savefig(p, dpi=dpi, bbox_inches="tight")
         paths.append(p)
     plt.close(fig)
     return paths
@@ -146,7 +151,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
     )
     fig.suptitle(f"Quality vs tokens — {_model_label(summary)}", fontsize=11)
     fig.tight_layout()
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
@@ -179,7 +184,7 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     )
     fig.suptitle(f"Token breakdown by role — {_model_label(summary)}", fontsize=11)
     fig.tight_layout()
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def accuracy_by_length(
@@ -228,7 +233,7 @@ def accuracy_by_length(
     g.set(ylim=(0, 1.05))
     g.set_titles("{col_name}")
     g.figure.suptitle("Accuracy by message length", y=1.03, fontsize=11)
-    return _save(g.figure, out_stem)
+    return save_figure(g.figure, out_stem)
 
 
 def ablation(
@@ -304,7 +309,7 @@ def ablation(
     fig.legend(handles, labels, title="task", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"{system}: {setting} ablation — {_model_label(sub)}", fontsize=11)
     fig.tight_layout()
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def main_table(summary: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,7 @@ import seaborn as sns  # noqa: E402
 
 from tersetalk.formats.experiments import BASELINES, savings_by_shape  # noqa: E402
 from tersetalk.io import read_metadata, read_parquet, write_csv_atomic  # noqa: E402
-from tersetalk.plots.figures import _save, _theme  # noqa: E402
+from tersetalk.plots.figures import _theme, save_figure  # noqa: E402
 
 ENCODER_ORDER = [
     "json_pretty",
@@ -67,7 +67,7 @@ def savings_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         "(formats that would lose data are not counted)",
         y=1.04,
     )
-    return _save(g.figure, out_stem)
+    return save_figure(g.figure, out_stem)
 
 
 def knapsack_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -109,7 +109,7 @@ def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     ax.set_title(
         f"Knapsack under a budget ({df['tokenizer'].iloc[0]}, {df['item_id'].nunique()} payloads)"
     )
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def dedup_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -202,7 +202,7 @@ def comprehension_figure(df: pd.DataFrame, out_stem: str | Path, model: str = ""
         f"Answering from each encoding: {n} questions, {df['payload_id'].nunique()} payloads"
         + (f"\n{model}" if model else "")
     )
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 DESCRIPTION = "Draw the format study's figures and write its CSV tables."

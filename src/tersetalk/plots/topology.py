@@ -13,19 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from tersetalk.plots.figures import save_figure  # noqa: E402
+
 __all__ = ["selection_by_task", "theta_sweep_figure", "tokens_vs_accuracy"]
-
-
-def _save(fig, out_stem: str | Path) -> list[Path]:
-    out_stem = Path(out_stem)
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("pdf", "png"):
-        path = out_stem.with_suffix(f".{ext}")
-        fig.savefig(path, dpi=200, bbox_inches="tight")
-        paths.append(path)
-    plt.close(fig)
-    return paths
 
 
 def _theme() -> None:
@@ -41,7 +31,7 @@ def selection_by_task(per_task: pd.DataFrame, model: str, out_stem: str | Path) 
     ax.set(ylim=(0, 1.05), xlabel="task", ylabel="selection accuracy (vs task label)")
     ax.set_title(f"Topology selection per task ({model})")
     ax.legend(title="policy", bbox_to_anchor=(1.01, 1), loc="upper left")
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def tokens_vs_accuracy(six: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
@@ -55,7 +45,7 @@ def tokens_vs_accuracy(six: pd.DataFrame, model: str, out_stem: str | Path) -> l
     ax.set(xlabel="tokens per example on the wire (cl100k_base)", ylabel="accuracy")
     ax.set_title(f"Tokens and accuracy per policy ({model})")
     ax.legend(title="policy", bbox_to_anchor=(1.01, 1), loc="upper left")
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
@@ -69,4 +59,4 @@ def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) ->
     sns.lineplot(data=sweep, x="theta", y="chain_share", hue="router", marker="o", ax=axes[1])
     axes[1].set(ylim=(0, 1.05), xlabel="threshold θ", ylabel="share routed to the chain")
     fig.suptitle(f"Router threshold sweep, replayed on recorded signals ({model})")
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
