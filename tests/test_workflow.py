@@ -88,7 +88,9 @@ def test_one_example_through_the_whole_dag(repo, tmp_path):
     assert len(run) == 1 and run["n_model_calls"].iloc[0] >= 2
     assert run["backend"].iloc[0] == "llamacpp"
     summary = pd.read_parquet(work / "results/summary.parquet")
-    assert summary["n"].tolist() == [1, 1]
+    # freeform/default, freeform/cod (Chain-of-Draft) and tersetalk/default
+    assert summary["n"].tolist() == [1, 1, 1]
+    assert (work / "results/tables/targets.csv").exists()
     assert (work / "figures/quality_vs_tokens.png").stat().st_size > 10_000
     assert (work / "results/calibration/gsm8k.yaml").exists()
     assert (work / "results/stats/noninferiority.csv").exists()
