@@ -101,11 +101,15 @@ def directions_of(columns) -> list[str]:
 
 
 def deterministic_columns(df: pd.DataFrame) -> list[str]:
-    """Every column of a run frame that two runs with the same seed reproduce exactly."""
+    """Every column of a run frame that two runs with the same seed reproduce exactly.
+
+    Also right for the score and metrics frames: ``tokens_per_s*`` (completion tokens
+    over model time) is a timing column there.
+    """
     return [
         c
         for c in df.columns
-        if c not in TIMING_COLUMNS and not c.startswith("t_") and not c.startswith("c_t_")
+        if c not in TIMING_COLUMNS and not c.startswith(("t_", "c_t_", "tokens_per_s"))
     ]
 
 
