@@ -86,6 +86,11 @@ def with_intervals(
     return summary.merge(pd.DataFrame(rows), on=["task", "system", "variant"], how="left")
 
 
+#: Prompt-only peers drawn with their own marker and legend entry (the colour stays the
+#: system's), so a reader finds them whether or not they reach the frontier.
+PEERS = {("freeform", "cod"): ("D", "Chain-of-Draft (freeform/cod)")}
+
+
 def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     """Accuracy against tokens per example, with 95% CIs and the Pareto frontier."""
     from tersetalk.stats import pareto_frontier
@@ -99,6 +104,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
         sub = summary[summary["task"] == task].reset_index(drop=True)
         x, y = sub["tokens_total_cl100k_mean"], sub["accuracy"]
         for r in sub.itertuples():
+            marker, name = PEERS.get((r.system, r.variant), ("o", r.system))
             ax.errorbar(
                 r.tokens_total_cl100k_mean,
                 r.accuracy,
@@ -107,12 +113,12 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
                     [r.tokens_ci_high - r.tokens_total_cl100k_mean],
                 ],
                 yerr=[[r.accuracy - r.accuracy_ci_low], [r.accuracy_ci_high - r.accuracy]],
-                fmt="o",
+                fmt=marker,
                 ms=8,
                 capsize=3,
                 color=palette[r.system],
                 alpha=0.9,
-                label=r.system,
+                label=name,
             )
         mask = pareto_frontier(pd.DataFrame({"tokens": x, "accuracy": y}))
         front = sub[np.asarray(mask)].sort_values("tokens_total_cl100k_mean")
