@@ -107,6 +107,21 @@ def test_merge_concatenates_in_order_and_sums_cache_counters(gsm8k_sample, tmp_p
     assert [s["n"] for s in meta["shards"]] == [2, 3]
 
 
+def test_merge_concatenates_the_shards_traces_in_shard_order(gsm8k_sample, tmp_path):
+    ids = pd.read_parquet(gsm8k_sample)["example_id"].tolist()
+    a = _shard_run(tmp_path / "a.parquet", ids[:2])
+    b = _shard_run(tmp_path / "b.parquet", ids[2:])
+    (tmp_path / "a.trace.jsonl").write_text('{"e": 1}\n{"e": 2}')  # no final newline
+    (tmp_path / "b.trace.jsonl").write_text('{"e": 3}\n')
+    merge_runs([a, b], gsm8k_sample, tmp_path / "run.parquet")
+    assert (tmp_path / "run.trace.jsonl").read_text() == '{"e": 1}\n{"e": 2}\n{"e": 3}\n'
+    # no shard trace: no merged trace
+    c = _shard_run(tmp_path / "c" / "a.parquet", ids[:2])
+    d = _shard_run(tmp_path / "c" / "b.parquet", ids[2:])
+    merge_runs([c, d], gsm8k_sample, tmp_path / "c" / "run.parquet")
+    assert not (tmp_path / "c" / "run.trace.jsonl").exists()
+
+
 def test_merge_refuses_shards_in_the_wrong_order(gsm8k_sample, tmp_path):
     ids = pd.read_parquet(gsm8k_sample)["example_id"].tolist()
     a = _shard_run(tmp_path / "a.parquet", ids[:2])

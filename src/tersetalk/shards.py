@@ -172,8 +172,45 @@ def merge_runs(shards: list[str | Path], sample: str | Path, out: str | Path) ->
         ],
     }
     write_parquet_atomic(table.to_pandas(), out, meta)
+    merge_side_files(shards, out)
     log.info("merged %d shards (%d examples) -> %s", len(shards), table.num_rows, out)
     return table.num_rows
+
+
+#: Files a system writes beside its run file (``<run>.trace.jsonl``: the mediator's trace).
+SIDE_SUFFIXES = (".trace.jsonl",)
+
+
+def _side(path: str | Path, suffix: str) -> Path:
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".parquet") + suffix)
+
+
+def merge_side_files(shards: list[str | Path], out: str | Path) -> list[Path]:
+    """Concatenate the shards' side files (in shard order) beside ``out``; return them.
+
+    A side file that only some shards have is merged from those, and the missing
+    ones are named in the log (a shard run with ``trace: false`` writes none).
+    """
+    written = []
+    for suffix in SIDE_SUFFIXES:
+        parts = [_side(p, suffix) for p in shards]
+        present = [p for p in parts if p.exists()]
+        if not present:
+            continue
+        if len(present) < len(parts):
+            missing = [str(p) for p in parts if not p.exists()]
+            log.warning("merging %s from %d of %d shards; none from: %s", suffix,
+                        len(present), len(parts), ", ".join(missing))  # fmt: skip
+        target = _side(out, suffix)
+        tmp = target.with_name(target.name + ".tmp")
+        with tmp.open("wb") as fh:
+            for part in present:
+                data = part.read_bytes()
+                fh.write(data if not data or data.endswith(b"\n") else data + b"\n")
+        tmp.replace(target)
+        written.append(target)
+    return written
 
 
 def _cmd_shard_sample(args: argparse.Namespace) -> None:
