@@ -368,3 +368,14 @@ def run_runtime_min(wildcards):
     """A generous wall-clock budget for cluster schedulers (a shard's job: its examples)."""
     n = min(SHARD_SIZE, config["n_eval"]) if wildcards.get("shard") else config["n_eval"]
     return 10 + 2 * n
+
+
+def topology_outputs(wildcards):
+    """The topology study's tables and figures (TOPOLOGY_* in topology.smk); a clear
+    error when the config enables no routed system."""
+    if not TOPOLOGY_RUNS:
+        raise WorkflowError(
+            "the topology study's systems (topology_tersetalk, topology_freeform) are not in "
+            "this config; run: snakemake --cores all topology --configfile config/topology.yaml"
+        )
+    return [*TOPOLOGY_TABLES, "results/topology/summary.json", *TOPOLOGY_FIGURES]

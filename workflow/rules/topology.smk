@@ -36,9 +36,7 @@ TOPOLOGY_RUNS = [
 
 rule topology:
     input:
-        TOPOLOGY_TABLES,
-        "results/topology/summary.json",
-        TOPOLOGY_FIGURES,
+        topology_outputs,
 
 
 rule topology_report:
