@@ -8,23 +8,15 @@ here, and the fast check below fails even where the integration tests are skippe
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from workflow_support import copy_workflow
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 BENCH_INCLUDE = re.compile(r"""^include:\s*["']workflow/rules/bench\.smk["']\s*$""", re.MULTILINE)
-
-
-def _copy(repo: Path, dest: Path) -> Path:
-    for name in ("Snakefile", "workflow", "config", "data", "envs"):
-        src = repo / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
-    return dest
 
 
 def test_the_real_snakefile_includes_the_bench_rules(repo):
@@ -54,7 +46,7 @@ def _sm(args, cwd):
 
 @pytest.mark.integration
 def test_bench_target_runs_and_is_then_up_to_date(repo, tmp_path):
-    work = _copy(repo, tmp_path)
+    work = copy_workflow(repo, tmp_path)
     res = _sm(["--lint"], work)
     assert res.returncode == 0 and "Lints for" not in res.stdout + res.stderr, res.stdout
     res = _sm(["--cores", "2", "bench"], work)

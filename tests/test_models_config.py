@@ -3,7 +3,6 @@ and the multi-model DAG on two aliases of the embedded model (real Snakemake, re
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from workflow_support import copy_workflow
 
 from tersetalk.config import ConfigError, merge, run_spec, sensitivity_models, validate_config
 from tersetalk.sensitivity import comparison_table
@@ -161,11 +161,7 @@ def test_comparison_refuses_a_summary_without_token_reduction():
 
 @pytest.mark.integration
 def test_two_embedded_aliases_through_the_sensitivity_target(repo, tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("Snakefile", "workflow", "config", "data", "envs"):
-        src = repo / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    work = copy_workflow(repo, tmp_path / "work")
     path = work / "config" / "config.yaml"
     cfg = yaml.safe_load(path.read_text())
     cfg.update(n_eval=1, calibration_n=0, tasks=["gsm8k"], calibration={}, ablations={})

@@ -10,7 +10,6 @@ unsharded one in every deterministic column.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from workflow_support import copy_workflow
 
 from tersetalk.io import read_metadata, write_parquet_atomic
 from tersetalk.records import deterministic_columns
@@ -152,13 +152,7 @@ def test_merge_refuses_shards_of_different_specs(gsm8k_sample, tmp_path):
 def _workdir(repo: Path, dest: Path, shard_size: int | None) -> Path:
     """A copy of the workflow with a tiny config: gsm8k, free-form only, n_eval 2, short
     replies (the test is about which examples run where, not about the answers)."""
-    dest.mkdir()
-    for name in ("Snakefile", "workflow", "config", "data", "envs"):
-        src = repo / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name)
-        else:
-            shutil.copy(src, dest / name)
+    copy_workflow(repo, dest)
     path = dest / "config" / "config.yaml"
     cfg = yaml.safe_load(path.read_text())
     cfg.update(n_eval=2, calibration_n=0, tasks=["gsm8k"], calibration={}, ablations={})

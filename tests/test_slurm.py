@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from workflow_support import copy_workflow
 
 from tersetalk.records import deterministic_columns
 
@@ -72,17 +73,6 @@ if REASON:
     pytestmark = [pytest.mark.slurm, pytest.mark.skip(reason=REASON)]
 
 
-def _workdir(repo: Path, dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    for name in ("Snakefile", "workflow", "config", "data", "envs"):
-        src = repo / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name)
-        else:
-            shutil.copy(src, dest / name)
-    return dest
-
-
 def _snakemake(args: list[str], cwd: Path) -> str:
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     res = subprocess.run(
@@ -103,9 +93,9 @@ def both_runs(tmp_path_factory):
     """(local dir, its log, SLURM dir, its log): the same DAG run both ways."""
     repo = REPO
     base = tmp_path_factory.mktemp("slurm")
-    local = _workdir(repo, base / "local")
+    local = copy_workflow(repo, base / "local")
     local_log = _snakemake(["--cores", "2"], local)
-    cluster = _workdir(repo, base / "cluster")
+    cluster = copy_workflow(repo, base / "cluster")
     profile = ["--workflow-profile", "workflow/profiles/slurm", "--verbose"]
     cluster_log = _snakemake(profile + LOCAL_CLUSTER, cluster)
     return local, local_log, cluster, cluster_log

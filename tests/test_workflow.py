@@ -1,6 +1,5 @@
 """Real Snakemake: lint, dry runs, a wrong config, and a one-example run on the real model."""
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -8,18 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from workflow_support import copy_workflow
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-
-def _copy_repo(repo: Path, dest: Path) -> Path:
-    for name in ("Snakefile", "workflow", "config", "data", "envs"):
-        src = repo / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name)
-        else:
-            shutil.copy(src, dest / name)
-    return dest
 
 
 def _sm(args, cwd):
@@ -79,7 +69,7 @@ def test_calibration_without_a_shard_is_a_config_error(repo):
 
 @pytest.mark.integration
 def test_one_example_through_the_whole_dag(repo, tmp_path):
-    work = _copy_repo(repo, tmp_path)
+    work = copy_workflow(repo, tmp_path)
     _small_config(work)
     args = ["--cores", "2", "--config", "n_eval=1", "calibration_n=1", "tasks=[gsm8k]"]
     res = _sm(args, work)
