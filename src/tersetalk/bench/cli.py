@@ -191,7 +191,9 @@ def add_commands(subparsers) -> None:
     )
 
     b = subparsers.add_parser(
-        "bench", help="microbenchmarks MB-1/2/3: parsing, stream framing, wire formats",
+        "bench",
+        help="microbenchmarks MB-1..4 (parsing, stream framing, wire formats, M# store), "
+        "concurrency",
         description="Microbenchmarks of TerseTalk-JSONL against free-form text and other "
         "wire formats. Build a corpus, run each benchmark, then draw the figure.",
     )  # fmt: skip
