@@ -115,3 +115,52 @@ def test_calibration_reference_of_a_disabled_system_is_rejected(base_config):
     cfg["calibration"]["hybrid"]["reference"] = "msp/default"
     with pytest.raises(ConfigError, match="not an enabled system/variant"):
         validate_config(cfg)
+
+
+def test_the_topology_study_has_its_own_tasks_examples_and_systems(repo):
+    from tersetalk.config import topology_config
+
+    cfg = load_config(repo / "config" / "config.yaml")
+    study = topology_config(cfg)
+    assert study["tasks"] == ["boolq", "commonsenseqa", "socialiqa", "hotpotqa", "gsm8k",
+                              "humaneval"]  # fmt: skip
+    assert study["n_eval"] == 5 and set(study["systems"]) == {
+        "topology_tersetalk",
+        "topology_freeform",
+    }
+    # the main study is untouched, and a topology run's spec is the study's
+    assert cfg["tasks"] == ["hotpotqa", "gsm8k", "toolqa"] and cfg["n_eval"] == 10
+    assert "topology_tersetalk" not in cfg["systems"]
+    spec = run_spec(study, "boolq", "topology_tersetalk", "theta_5")
+    assert spec["variant_settings"]["theta"] == 5 and spec["seed"] == cfg["seed"]
+    paper = load_config(repo / "config" / "config.yaml", repo / "config" / "paper.yaml")
+    assert topology_config(paper)["n_eval"] == 100
+    assert set(topology_config(paper)["systems"]) == set(study["systems"])
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t["systems"].update(tersetalk={"variants": {"d": {}}}), "not a routed system"),
+        (lambda t: t["systems"].update(nosuch={"variants": {"d": {}}}), "unknown system"),
+        (lambda t: t.update(tasks=["toolqa"]), "no topology label"),
+        (lambda t: t["systems"]["topology_tersetalk"]["variants"].update(x={"thetaa": 3}),
+         "topology_tersetalk"),
+        (lambda t: t.update(n_eval=0), "topology.n_eval"),
+    ],
+)  # fmt: skip
+def test_a_wrong_topology_section_names_the_key(base_config, edit, message):
+    cfg = copy.deepcopy(base_config)
+    edit(cfg["topology"])
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg)
+
+
+def test_no_topology_systems_is_a_clear_error_only_when_the_study_is_asked_for(base_config):
+    from tersetalk.config import topology_config
+
+    cfg = copy.deepcopy(base_config)
+    del cfg["topology"]
+    validate_config(cfg)  # the main study does not need the section
+    with pytest.raises(ConfigError, match="topology.systems"):
+        topology_config(cfg)

@@ -178,3 +178,19 @@ def test_paper_dry_run_adds_its_budgets_and_a_gsm8k_only_run_has_no_toolqa(repo)
     assert '"max_payload_tokens": 4000' in re.search(r"tersetalk sample --task toolqa .*", out)[0]
     out = _dry_run(repo, "--config", "tasks=[gsm8k]")
     assert "toolqa" not in out and "results/runs/gsm8k/formats" not in out
+
+
+def test_the_topology_target_samples_and_runs_its_own_study(repo):
+    out = _dry_run(repo, "topology")
+    samples = _files(out, r"tersetalk sample --task \w+ --n \d+ --calibration-n \d+")
+    assert samples == sorted(
+        f"tersetalk sample --task {t} --n 5 --calibration-n 0"
+        for t in ("boolq", "commonsenseqa", "socialiqa", "hotpotqa", "gsm8k", "humaneval")
+    )
+    runs = _files(out, r"results/[\w/-]+\.parquet")
+    assert runs and all(r.startswith("results/topology/") for r in runs), runs
+    assert len([r for r in runs if r.startswith("results/topology/runs/")]) == 6 * (15 + 6)
+    assert "results/topology/runs/humaneval/topology_tersetalk/scrambled.parquet" in runs
+    # the paper's layer: 100 examples per task, the same runs
+    paper = _dry_run(repo, "topology", "--configfile", "config/paper.yaml")
+    assert "tersetalk sample --task boolq --n 100 --calibration-n 0" in paper

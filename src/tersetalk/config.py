@@ -87,20 +87,8 @@ def validate_config(config: dict) -> dict:
         max_in_flight(config["models"])
     except ModelError as exc:
         raise ConfigError(f"config key 'models.max_concurrency': {exc}") from None
-    from tersetalk.systems import registered_systems, validate_variant
-
-    known = registered_systems()
-    for name, system in config["systems"].items():
-        if name not in known:
-            raise ConfigError(
-                f"config key 'systems.{name}': unknown system; registered systems are "
-                f"{sorted(known)}"
-            )
-        for variant, settings in system["variants"].items():
-            try:
-                system["variants"][variant] = validate_variant(name, variant, settings)
-            except ValueError as exc:
-                raise ConfigError(f"invalid configuration:\n  {exc}") from None
+    _check_systems(config["systems"], "systems")
+    _check_topology(config)
     _check_evaluation(config)
     if config["data"]["source"] == "local" and not Path(config["data"].get("dir", "data")).exists():
         raise ConfigError(
@@ -108,6 +96,75 @@ def validate_config(config: dict) -> dict:
             "(run from the repository root, or set data.dir)"
         )
     return config
+
+
+def _check_systems(systems: dict, key: str) -> None:
+    """Every system registered and every variant's settings valid (filled with defaults)."""
+    from tersetalk.systems import registered_systems, validate_variant
+
+    known = registered_systems()
+    for name, system in systems.items():
+        if name not in known:
+            known_names = sorted(known)
+            raise ConfigError(
+                f"config key '{key}.{name}': unknown system; registered systems are {known_names}"
+            )
+        for variant, settings in system["variants"].items():
+            try:
+                system["variants"][variant] = validate_variant(name, variant, settings)
+            except ValueError as exc:
+                raise ConfigError(f"invalid configuration:\n  {exc}") from None
+
+
+def _check_topology(config: dict) -> None:
+    """The topology study's systems: registered, valid, and routed (their topology is the
+    router's), each running on at least one of the study's tasks."""
+    from tersetalk.agents.router import Routed
+    from tersetalk.systems import system as registered_system
+    from tersetalk.tasks.labels import TOPOLOGY_LABELS
+
+    study = config["topology"]
+    unlabelled = [t for t in study["tasks"] if t not in TOPOLOGY_LABELS]
+    if unlabelled:
+        raise ConfigError(
+            f"config key 'topology.tasks': {unlabelled} have no topology label (direct or "
+            f"chain); the study runs on {sorted(TOPOLOGY_LABELS)}"
+        )
+    systems = study.get("systems") or {}
+    _check_systems(systems, "topology.systems")
+    for name, spec in systems.items():
+        if not isinstance(registered_system(name).topology, Routed):
+            raise ConfigError(
+                f"config key 'topology.systems.{name}': not a routed system (its topology is "
+                "fixed); the study runs topology_tersetalk and topology_freeform"
+            )
+        allowed = spec.get("tasks")
+        if allowed is not None and not set(allowed) & set(study["tasks"]):
+            raise ConfigError(
+                f"config key 'topology.systems.{name}.tasks': none of {allowed} is in "
+                f"topology.tasks {study['tasks']}"
+            )
+
+
+def topology_config(config: dict) -> dict:
+    """The config the topology study's jobs see: its tasks, examples per task and systems in
+    place of the main study's, everything else (seed, model, generation) shared.
+
+    The study samples and runs under ``results/topology/``, so it never touches the main
+    study's samples or runs (see workflow/rules/topology.smk).
+    """
+    study = config.get("topology") or {}
+    if not study.get("systems"):
+        raise ConfigError(
+            "config key 'topology.systems': the topology study's systems are not configured; "
+            "add them as in config/config.yaml's topology section (topology_tersetalk, "
+            "topology_freeform)"
+        )
+    out = dict(config)
+    out["tasks"] = list(study["tasks"])
+    out["n_eval"] = study["n_eval"]
+    out["systems"] = study["systems"]
+    return out
 
 
 def configured_runs(config: dict) -> set[str]:

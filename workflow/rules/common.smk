@@ -28,6 +28,7 @@ from tersetalk.config import (
     results_prefix,
     run_spec,
     sensitivity_models,
+    topology_config,
     validate_config,
 )
 from tersetalk.shards import shard_names
@@ -370,12 +371,43 @@ def run_runtime_min(wildcards):
     return 10 + 2 * n
 
 
-def topology_outputs(wildcards):
-    """The topology study's tables and figures (TOPOLOGY_* in topology.smk); a clear
-    error when the config enables no routed system."""
-    if not TOPOLOGY_RUNS:
-        raise WorkflowError(
-            "the topology study's systems (topology_tersetalk, topology_freeform) are not in "
-            "this config; run: snakemake --cores all topology --configfile config/topology.yaml"
-        )
-    return [*TOPOLOGY_TABLES, "results/topology/summary.json", *TOPOLOGY_FIGURES]
+# The topology study (topology.smk): its own samples and runs under results/topology/.
+TOPOLOGY = config["topology"]
+TOPOLOGY_SYSTEMS = [
+    name for name, spec in (TOPOLOGY.get("systems") or {}).items() if spec.get("enabled", True)
+]
+
+
+def topology_study():
+    """The config the study's jobs see (tersetalk.config.topology_config); a clear error
+    when the config has no topology systems."""
+    try:
+        return topology_config(config)
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
+
+
+def topology_runs(wildcards=None):
+    """One run file per (study task, routed system that runs on it, variant that runs on it)."""
+    study = topology_study()
+    return [
+        f"results/topology/runs/{task}/{system}/{variant}.parquet"
+        for task in study["tasks"]
+        for system in TOPOLOGY_SYSTEMS
+        if runs_on(study, system, task)
+        for variant in study["systems"][system]["variants"]
+        if variant_runs_on(study, system, variant, task)
+    ]
+
+
+def topology_run_input(wildcards):
+    settings = TOPOLOGY["systems"][wildcards.system]["variants"][wildcards.variant]
+    return {
+        "sample": f"results/topology/samples/{wildcards.task}.parquet",
+        **workflow_inputs(wildcards.system, settings),
+    }
+
+
+def topology_spec_json(wildcards):
+    spec = run_spec(topology_study(), wildcards.task, wildcards.system, wildcards.variant)
+    return json.dumps(spec, sort_keys=True)

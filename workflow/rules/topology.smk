@@ -1,10 +1,9 @@
 # The topology study (issue 16): star or chain per example, six policies, the router's
-# ablations. Target: `snakemake topology --cores all --configfile config/topology.yaml`.
-# The runs are ordinary run_system jobs of the routed systems (config/topology.yaml);
-# one report job reads them all.
+# ablations. Target: `snakemake --cores all topology` (config: the `topology` section).
+# The study samples its own examples (topology.n_eval per task of topology.tasks) and runs
+# its routed systems (topology.systems) under results/topology/, so it never re-samples or
+# reruns the main study; one report job reads all its runs.
 
-from tersetalk.agents.router import Routed
-from tersetalk.systems import system as registered_system
 from tersetalk.tasks.labels import TOPOLOGY_LABELS
 
 TOPOLOGY_TABLES = [
@@ -22,26 +21,67 @@ TOPOLOGY_FIGURES = [
     for name in ("selection", "tokens_accuracy", "theta")
     for ext in ("png", "pdf")
 ]
-
-
-# the enabled systems whose topology is the router's (topology_freeform, ...), and every
-# run of theirs on a task that has a topology label (results/runs/{task}/{system}/...)
-TOPOLOGY_SYSTEMS = {s for s in SYSTEMS if isinstance(registered_system(s).topology, Routed)}
-TOPOLOGY_RUNS = [
-    path
-    for path in run_targets()
-    if Path(path).parts[2] in TOPOLOGY_LABELS and Path(path).parts[3] in TOPOLOGY_SYSTEMS
-]
-
-
 rule topology:
     input:
-        topology_outputs,
+        TOPOLOGY_TABLES,
+        "results/topology/summary.json",
+        TOPOLOGY_FIGURES,
+
+
+# The study's sample of one task: topology.n_eval examples with the main seed.
+rule topology_sample:
+    input:
+        sample_input,
+    output:
+        "results/topology/samples/{task}.parquet",
+    wildcard_constraints:
+        task="|".join(TOPOLOGY_LABELS),
+    log:
+        "results/logs/topology/sample/{task}.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=3000,
+        runtime=10,
+    params:
+        n=TOPOLOGY["n_eval"],
+        seed=config["seed"],
+        source=config["data"]["source"],
+        data_dir=config["data"]["dir"],
+        options=sample_task_options,
+    shell:
+        "tersetalk sample --task {wildcards.task} --n {params.n} --calibration-n 0 "
+        "--seed {params.seed} --source {params.source} --data-dir {params.data_dir} "
+        "--task-options {params.options:q} --out {output} > {log} 2>&1"
+
+
+# One routed system's policy (a variant) on the study's sample of one task.
+rule topology_run:
+    input:
+        unpack(topology_run_input),
+    output:
+        "results/topology/runs/{task}/{system}/{variant}.parquet",
+    wildcard_constraints:
+        task="|".join(TOPOLOGY_LABELS),
+        system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
+    log:
+        "results/logs/topology/run/{task}/{system}/{variant}.log",
+    conda:
+        ENV
+    threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
+    resources:
+        mem_mb=4000,
+        runtime=10 + 2 * TOPOLOGY["n_eval"],
+    params:
+        spec=topology_spec_json,
+    shell:
+        "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
+        "--out {output} 2>&1 | tee {log}"
 
 
 rule topology_report:
     input:
-        TOPOLOGY_RUNS,
+        topology_runs,
     output:
         TOPOLOGY_TABLES,
         "results/topology/summary.json",

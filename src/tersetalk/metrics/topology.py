@@ -52,7 +52,7 @@ __all__ = [
 
 #: the fixed policies a routed policy is compared against
 FIXED = ("star", "chain")
-#: the study's six policies: (label, system, variant) as config/topology.yaml names them
+#: the study's six policies: (label, system, variant), as config.yaml's topology section names them
 SIX_POLICIES = (
     ("Fixed-Star", "topology_tersetalk", "star"),
     ("Fixed-Chain", "topology_tersetalk", "chain"),

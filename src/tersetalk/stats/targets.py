@@ -420,7 +420,7 @@ def bench_rows(bench_dir: str | Path) -> list[dict]:
 
 def topology_rows(topology_dir: str | Path) -> list[dict]:
     """The v1.0 topology targets (000 section 16), from ``results/topology/`` when the
-    study has run (``snakemake topology --configfile config/topology.yaml``): the
+    study has run (``snakemake --cores all topology``): the
     TerseTalk-Adaptive row of ``six_policies.csv`` and ``summary.json``."""
     topology_dir = Path(topology_dir)
     targets = (
@@ -439,8 +439,7 @@ def topology_rows(topology_dir: str | Path) -> list[dict]:
         row = hit.iloc[0] if len(hit) else None
     if row is None:
         why = (
-            "not built yet (no results/topology): snakemake topology --cores all "
-            "--configfile config/topology.yaml"
+            "not built yet (no results/topology): snakemake --cores all topology"
             if six is None
             else "results/topology/six_policies.csv has no TerseTalk-Adaptive row"
         )
