@@ -6,6 +6,8 @@ import json
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tersetalk.config import ConfigError, run_spec, validate_config
 from tersetalk.models import ScriptedClient
@@ -449,7 +451,84 @@ def test_brief_settings_for_titles_and_quotes_each_change_only_their_part():
 
     default = brief()
     assert default == ['["f","Genny Light is a \'light\' beer. The beer has 100 calories."]',
-                       '["q","W","Which \'light\' beer?"]']  # fmt: skip
-    assert brief(quotes="json")[1] == '["q","W","Which \\"light\\" beer?"]'
+                       '["q","W","Which \'light\' beer"]']  # fmt: skip
+    assert brief(quotes="json")[1] == '["q","W","Which \\"light\\" beer"]'
+    assert brief(question_mark="keep")[1] == '["q","W","Which \'light\' beer?"]'
     assert "Genny Light: The beer" in brief(fact_titles="dedup")[0]
     assert brief(fact_titles="keep")[0].startswith('["f","Genny Light: Genny Light is')
+
+
+def test_a_q_line_leaves_its_final_question_mark_to_the_tag():
+    from tersetalk.agents.codecs.tersetalk import tag_question_mark
+
+    assert tag_question_mark("Who won?") == "Who won"
+    assert tag_question_mark("Who won ? ") == "Who won"
+    # only the last one: a question mark inside the text is part of it
+    assert tag_question_mark("Would You Like to Take a Walk? with whom?") == (
+        "Would You Like to Take a Walk? with whom"
+    )
+    assert tag_question_mark("Name the song") == "Name the song"
+    assert tag_question_mark("?") == "?"
+
+
+#: what stripped Wikipedia pronunciations left in real HotpotQA sentences, and the cleanup
+RESIDUE = [
+    ("McLean ( ) is a census-designated place.", "McLean is a census-designated place."),
+    ("styled Mondelēz ( ), is an American company.", "styled Mondelēz, is an American company."),
+    ("Yingkou () is a city.", "Yingkou is a city."),
+    ("Roger Joseph Ebert ( ; June 18, 1942 – April 4, 2013) was", "Roger Joseph Ebert (June 18, "
+     "1942 – April 4, 2013) was"),
+    ("Sergio Pérez Mendoza (    ; born 26 January 1990) also", "Sergio Pérez Mendoza (born 26 "
+     "January 1990) also"),
+    ("Verdi (] ; 9 or 10 October 1813 – 27 January 1901) was", "Verdi (9 or 10 October 1813 – 27 "
+     "January 1901) was"),
+    ("Robert Clark Seger ( , born May 6, 1945) is", "Robert Clark Seger (born May 6, 1945) is"),
+    ("known as Sir Roger Casement  between 1911", "known as Sir Roger Casement between 1911"),
+]  # fmt: skip
+
+
+def test_markup_residue_goes_and_nothing_else_changes():
+    from tersetalk.agents.codecs.tersetalk import strip_residue
+
+    for raw, clean in RESIDUE:
+        assert strip_residue(raw) == clean
+    # an aside with words in it, a call in code, a lone bracket: untouched
+    for kept in ["Vanilla ('V. planifolia').", "f(x) and g()", "Kantner (1941 – 2016)", "a ) b"]:
+        assert strip_residue(kept) == kept
+
+
+_RESIDUE_TEXT = st.lists(
+    st.sampled_from([*"ab ()[];,.-\t", "the", "é", "–", "\u00a0", "  ", " ( ) ", "( ; ", "(] ; "]),
+    max_size=24,
+).map("".join)
+
+
+@given(_RESIDUE_TEXT)
+@settings(max_examples=400, deadline=None)
+def test_stripping_residue_keeps_the_normalised_text_the_checks_read(text):
+    # gold-reaches-Worker and facts-reaching-Worker compare normalised text: stripping
+    # must remove nothing a reader of it could see, nor glue two words together
+    from tersetalk.agents.codecs.tersetalk import strip_residue
+    from tersetalk.tasks.scoring import normalize_answer
+
+    assert normalize_answer(strip_residue(text)) == normalize_answer(text)
+
+
+def test_question_mark_and_residue_settings_each_change_only_their_part():
+    from tersetalk.agents.codecs.tersetalk import TerseTalkSettings
+
+    facts = ["Bordan Tkachuk: Bordan Tkachuk ( ) is a British business executive."]
+    question = "Who is Bordan Tkachuk?"
+
+    def brief(**kw):
+        return _encoded_brief(facts, question, TerseTalkSettings(**kw))
+
+    q = '["q","W","Who is Bordan Tkachuk"]'
+    assert brief() == ['["f","Bordan Tkachuk is a British business executive."]', q]
+    assert brief(residue="keep") == ['["f","Bordan Tkachuk ( ) is a British business executive."]',
+                                     q]  # fmt: skip
+    assert brief(question_mark="keep")[1] == '["q","W","Who is Bordan Tkachuk?"]'
+    for settings_ in ({}, {"residue": "keep"}, {"question_mark": "keep"}):
+        text = "\n".join(brief(**settings_))
+        # both parsers read the brief; nothing but the q line's "?" and the residue moved
+        assert parse_strict(text) == parse_lenient(text).lines

@@ -28,6 +28,7 @@ import dataclasses
 import html
 import json
 import re
+import string
 import unicodedata
 from collections import Counter
 from typing import Annotated, Any, Literal
@@ -126,6 +127,15 @@ class TerseTalkSettings(BaseModel):
     #: double quotes inside the brief's payloads: ``json`` escapes them (``\"``, often a
     #: token of its own), ``single`` writes them as ``'`` (no escape needed)
     quotes: Literal["json", "single"] = "single"
+    #: the brief question's final ``?``: ``keep`` it, or ``tag``: leave it to the ``q``
+    #: tag, which already says the line is a question (a ``?`` inside the text stays)
+    question_mark: Literal["keep", "tag"] = "tag"
+    #: what Wikipedia markup left in HotpotQA's sentences when pronunciations were
+    #: stripped: ``keep`` it, or ``strip`` it: an aside with nothing but spaces,
+    #: ``;``, ``,`` or ``]`` in it (``McLean ( ) is``) goes, an aside's leading residue
+    #: (``( ; June 18, 1942``) goes, runs of spaces become one. Only punctuation and
+    #: spaces are removed, so the normalised text (answer and fact checks) is unchanged
+    residue: Literal["keep", "strip"] = "strip"
     #: facts one ``f`` line each (``each``), or consecutive facts that fit their caps
     #: merged into one ``f`` line (``merged``: the line syntax is paid once, not per fact)
     fact_lines: Literal["each", "merged"] = "merged"
@@ -561,6 +571,52 @@ def paragraph_titles(facts: list[str], loose: bool = False) -> list[str]:
     return out
 
 
+def tag_question_mark(text: str) -> str:
+    """``text`` without its final ``?``: on a ``q`` line the tag says it is a question.
+
+    Only a last ``?`` after the text goes ("Who won?" is sent as "Who won"); a text
+    that is nothing but question marks is kept as it is.
+    """
+    stripped = text.rstrip()
+    if stripped.endswith("?") and stripped[:-1].strip():
+        return stripped[:-1].rstrip()
+    return text
+
+
+#: asides (after a space, as in prose: not a call "g()") holding only what stripped
+#: markup left: spaces, ";", "," or "]"; a run of them is one match, so it is judged by
+#: the words around the whole run
+_EMPTY_ASIDE = re.compile(r"(?:\s+\((?:\s|[;,\]])*\))+")
+#: the residue at the start of an aside that goes on ("( ; June 18" -> "(June 18")
+_ASIDE_LEAD = re.compile(r"(?:(?<=\s)|^)\((?:\s|[;,\]])+(?=[^\s;,\])])")
+_SPACES = re.compile(r" {2,}")
+
+
+def strip_residue(text: str) -> str:
+    """``text`` without what stripped Wikipedia markup left behind.
+
+    HotpotQA's sentences come from Wikipedia with pronunciations removed, leaving
+    ``McLean ( ) is``, ``Roger Joseph Ebert ( ; June 18, 1942 ...`` or ``Mendoza (    ;
+    born ...``. Those characters say nothing. Only spaces and punctuation go, and an
+    empty aside between two words leaves a space, so the text a reader (or
+    :func:`tersetalk.tasks.scoring.normalize_answer`) takes from it is the same.
+    """
+
+    def empty(match: re.Match) -> str:
+        # words the aside's spaces kept apart ("a ( )b") stay apart; punctuation next
+        # to it does not separate words for a reader that drops punctuation
+        if not any(c.isspace() for c in match.group()):
+            return ""
+        before = match.string[: match.start()].rstrip(string.punctuation)
+        after = match.string[match.end() :].lstrip(string.punctuation)
+        apart = not before or not after or before[-1].isspace() or after[0].isspace()
+        return "" if apart else " "
+
+    text = _EMPTY_ASIDE.sub(empty, text)
+    text = _ASIDE_LEAD.sub("(", text)
+    return _SPACES.sub(" ", text)
+
+
 def single_quotes(text: str) -> str:
     """Double quotes as single ones: a JSON string must escape ``"`` and ``'`` it need not."""
     return text.replace('"', "'")
@@ -611,6 +667,8 @@ class TerseTalkCodec(Codec):
         facts = list(self.brief.facts)
         loose = tts.title_names == "loose"
         if self.ctx.task == "hotpotqa":
+            if tts.residue == "strip":
+                facts = [strip_residue(f) for f in facts]
             if tts.fact_titles == "dedup":
                 facts = [dedup_title(f, loose) for f in facts]
             elif tts.fact_titles == "paragraph":
@@ -618,7 +676,7 @@ class TerseTalkCodec(Codec):
         return encode_brief(
             self.brief.goal if tts.goal_line else None,
             [self.wire_text(f) for f in facts],
-            self.wire_text(self.brief.question),
+            self.wire_question(),
             caps=caps,
             memory=memory,
             summarizer=self.touch.summarizer(tts.summarizer),
@@ -645,11 +703,16 @@ class TerseTalkCodec(Codec):
     def critic_copy_lines(self) -> list[LineBase]:
         """What ``critic_copy: question`` sends the Critic: the question, uncapped."""
         lines: list[LineBase] = [RoleLine(role="M")] if self.tts.role_lines else []
-        return lines + [QuestionLine(to="W", text=self.wire_text(self.brief.question))]
+        return lines + [QuestionLine(to="W", text=self.wire_question())]
 
     def wire_text(self, text: str) -> str:
         """A payload of the brief as the variant writes it (``quotes``)."""
         return single_quotes(text) if self.tts.quotes == "single" else text
+
+    def wire_question(self) -> str:
+        """The brief's question as its ``q`` line carries it (``quotes``, ``question_mark``)."""
+        text = self.wire_text(self.brief.question)
+        return tag_question_mark(text) if self.tts.question_mark == "tag" else text
 
     def question_copy(self, sent: Sent, receiver: str) -> bool:
         """Whether the copy of ``sent`` to ``receiver`` is only the question."""
