@@ -317,3 +317,24 @@ def test_other_sites_pages_cannot_use_the_dashboard(client):
     with client.websocket_connect("/ws", headers=same) as ws:
         assert ws.receive_json()["type"] == "snapshot"
     assert client.post("/api/live/message", json={"message": "hi"}, headers=same).status_code == 202
+
+
+def test_the_topology_studys_runs_are_browsed_beside_the_main_ones(site, tmp_path):
+    import shutil
+
+    from tersetalk.dashboard.results import ResultsIndex
+
+    results = tmp_path / "results"
+    shutil.copytree(site / "results" / "runs", results / "runs")
+    routed = results / "topology" / "runs" / "hotpotqa" / "topology_tersetalk"
+    routed.mkdir(parents=True)
+    shutil.copy(results / "runs" / "hotpotqa" / "freeform" / "default.parquet",
+                routed / "chain.parquet")  # fmt: skip
+    index = ResultsIndex(results, tmp_path / "figures")
+    runs = {(r["system"], r["variant"]): r["path"] for r in index.runs()}
+    assert runs[("topology_tersetalk", "chain")] == (
+        "topology/runs/hotpotqa/topology_tersetalk/chain.parquet"
+    )
+    assert ("freeform", "default") in runs and index.tasks() == [{"task": "hotpotqa", "n_runs": 3}]
+    example = index.examples("hotpotqa")[0]["example_id"]
+    assert len(index.conversation("hotpotqa", example)["runs"]) == 3

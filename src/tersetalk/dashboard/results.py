@@ -84,9 +84,16 @@ class ResultsIndex:
 
     # -- run files ---------------------------------------------------------------
     def runs(self) -> list[dict[str, Any]]:
-        """Every finished run file: task, system, variant, rows, path relative to results."""
+        """Every finished run file: task, system, variant, rows, path relative to results.
+
+        The main study's (``runs/``) and the topology study's (``topology/runs/``, its
+        routed systems beside the main systems on a task both studies sample)."""
         found = []
-        for path in sorted((self.results / "runs").glob("*/*/*.parquet")):
+        paths = [
+            *sorted((self.results / "runs").glob("*/*/*.parquet")),
+            *sorted((self.results / "topology" / "runs").glob("*/*/*.parquet")),
+        ]
+        for path in paths:
             task, system_, variant = path.parts[-3], path.parts[-2], path.stem
             found.append(
                 {
