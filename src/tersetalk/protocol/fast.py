@@ -1,4 +1,4 @@
-"""The strict parser's fast path: orjson, a tag dispatch table, models built directly.
+"""The strict parser's fast path: orjson, one pass over its output, models built directly.
 
 Nearly every message on the wire is canonical, and for a canonical line the strict
 parser's answer is known without Pydantic: the tag picks the line type, and the
@@ -24,8 +24,8 @@ Why the answers are the same as Pydantic's:
   given (never ``tag``, which is a default), no extra, no private state.
 
 A whole message (or a stream's block of complete lines) is parsed with one orjson
-call: each line is wrapped in brackets and the newlines kept, ``[[line1],\n[line2]]``
-(``"\n"`` replaced by ``"],\n["``). That is sound once the result has ``n + 1``
+call: each line is wrapped in brackets and the newlines kept, ``[[line1],\\n[line2]]``
+(``"\\n"`` replaced by ``"],\\n["``). That is sound once the result has ``n + 1``
 wrappers for ``n`` newlines and each wrapper holds exactly one flat array of
 strings: a raw newline cannot sit inside a JSON string, so the ``],`` before each
 newline and the ``[`` after it are structural; the ``]`` cannot close a line's array
@@ -33,8 +33,16 @@ newline and the ``[`` after it are structural; the ``]`` cannot close a line's a
 (text would follow it), so it closes a wrapper; the ``n`` newlines are then ``n``
 separators between ``n + 1`` wrappers -- all of them -- and wrapper ``i`` holds
 exactly line ``i``, one JSON value with at most blanks around it, which
-``json.loads`` reads as the same array. Tests check all of this against the
-Pydantic path with Hypothesis.
+``json.loads`` reads as the same array. A block without a newline is one line and
+goes to orjson unwrapped. Tests check all of this against the Pydantic path with
+Hypothesis.
+
+Where the time goes (issue 19): per line, orjson's decoding and then assembling the
+model -- ``object.__new__``, the ``__dict__`` (CPython builds and drops an empty one
+first) and three slot stores -- which costs more than orjson itself. pydantic-core
+assembling the same models from dicts in Rust was measured slower than this, so one
+loop (:func:`_assemble`) does it, with the tag dispatch written out by arity so a
+line costs one ``len``, one unpacking and one or two comparisons before assembly.
 """
 
 from __future__ import annotations
@@ -64,6 +72,8 @@ _JSONDecodeError = orjson.JSONDecodeError
 #: ``REF_PATTERN`` without its anchors, matched whole (Rust's ``$`` has no newline
 #: allowance; Python's would accept "M#3\n").
 _REF = re.compile(REF_PATTERN.removeprefix("^").removesuffix("$")).fullmatch
+#: What lenient normalisation maps to itself: it reads at most 18 digits after ``M#``
+#: (longer ones are not references to it), so those lines take the lenient path.
 _REF_LENIENT = re.compile(r"M#[1-9][0-9]{0,17}").fullmatch
 _ROLES = frozenset(ROLES)
 _VERDICTS = frozenset(VERDICTS)
@@ -83,197 +93,175 @@ _set_fields_set = _slot_setter("__pydantic_fields_set__")
 _set_extra = _slot_setter("__pydantic_extra__")
 _set_private = _slot_setter("__pydantic_private__")
 
-
-def _make(cls: type[LineBase], values: dict[str, Any], given: set[str]) -> LineBase:
-    line = _new(cls)
-    _set_dict(line, values)
-    _set_fields_set(line, given)
-    _set_extra(line, None)
-    _set_private(line, None)
-    return line
-
-
-# -- one builder per tag: the model for a canonical array, or None -----------------------
-# The arrays come from orjson (lists of str, int, float, bool, None, list, dict); the
-# caller has checked that ``a`` is a non-empty list whose first item is the tag.
-
-
-def _text_builder(cls: type[LineBase]) -> Callable[[list], LineBase | None]:
-    tag = cls.model_fields["tag"].default
-
-    def build(a: list) -> LineBase | None:
-        if len(a) == 2:
-            text = a[1]
-            if text.__class__ is str:
-                line = _new(cls)
-                _set_dict(line, {"tag": tag, "text": text})
-                _set_fields_set(line, {"text"})
-                _set_extra(line, None)
-                _set_private(line, None)
-                return line
-        return None
-
-    return build
-
-
-def _builders(ref_ok: Callable[[str], Any]) -> dict[str, Callable[[list], LineBase | None]]:
-    """The dispatch table: tag -> builder; ``ref_ok`` decides which references pass."""
-
-    def fact(a: list) -> LineBase | None:
-        n = len(a)
-        text = a[1] if n > 1 else None
-        if text.__class__ is not str:
-            return None
-        if n == 2:
-            return _make(FactLine, {"tag": "f", "text": text, "ref": None}, {"text"})
-        if n == 3:
-            ref = a[2]
-            if ref.__class__ is str and ref_ok(ref):
-                return _make(FactLine, {"tag": "f", "text": text, "ref": ref}, {"text", "ref"})
-        return None
-
-    def role(a: list) -> LineBase | None:
-        if len(a) == 2:
-            who = a[1]
-            if who.__class__ is str and who in _ROLES:
-                return _make(RoleLine, {"tag": "r", "role": who}, {"role"})
-        return None
-
-    def question(a: list) -> LineBase | None:
-        if len(a) == 3:
-            to, text = a[1], a[2]
-            if to.__class__ is str and to in _ROLES and text.__class__ is str:
-                return _make(QuestionLine, {"tag": "q", "to": to, "text": text}, {"to", "text"})
-        return None
-
-    def delta(a: list) -> LineBase | None:
-        if len(a) == 2:
-            ref = a[1]
-            if ref.__class__ is str and ref_ok(ref):
-                return _make(DeltaLine, {"tag": "d", "ref": ref}, {"ref"})
-        return None
-
-    def verdict(a: list) -> LineBase | None:
-        if len(a) == 2:
-            code = a[1]
-            if code.__class__ is str and code in _VERDICTS:
-                return _make(VerdictLine, {"tag": "v", "verdict": code}, {"verdict"})
-        return None
-
-    def overflow(a: list) -> LineBase | None:
-        if len(a) == 4:
-            summary, ref, method = a[1], a[2], a[3]
-            if (
-                summary.__class__ is str
-                and ref.__class__ is str
-                and method.__class__ is str
-                and ref_ok(ref)
-            ):
-                return _make(
-                    OverflowLine,
-                    {"tag": "o", "summary": summary, "ref": ref, "method": method},
-                    {"summary", "ref", "method"},
-                )
-        return None
-
-    def context(a: list) -> LineBase | None:
-        if len(a) == 3:
-            key, value = a[1], a[2]
-            if key.__class__ is str and value.__class__ is str:
-                return _make(
-                    ContextLine, {"tag": "x", "key": key, "value": value}, {"key", "value"}
-                )
-        return None
-
-    table = {
-        "r": role,
-        "g": _text_builder(LINE_TYPES["g"]),
-        "f": fact,
-        "u": _text_builder(LINE_TYPES["u"]),
-        "p": _text_builder(LINE_TYPES["p"]),
-        "q": question,
-        "d": delta,
-        "v": verdict,
-        "o": overflow,
-        "t": _text_builder(LINE_TYPES["t"]),
-        "x": context,
-    }
-    assert set(table) == set(LINE_TYPES)
-    return table
-
-
-#: What the strict parser accepts.
-_BUILDERS = _builders(_REF)
-#: Canonical lines that lenient normalisation maps to themselves. It is the strict
-#: table but for references: normalisation reads at most 18 digits after ``M#``
-#: (longer ones are not references to it), so those lines take the lenient path.
-_LENIENT_BUILDERS = _builders(_REF_LENIENT)
-
-
-def _reject(a: list) -> None:
-    return None
-
-
-# -- the same checks without building models (validated canonical arrays) ---------------
-def _text_ok(a: list) -> bool:
-    return len(a) == 2 and a[1].__class__ is str
-
-
-def _fact_ok(a: list) -> bool:
-    n = len(a)
-    if n == 2:
-        return a[1].__class__ is str
-    return n == 3 and a[1].__class__ is str and a[2].__class__ is str and _REF(a[2]) is not None
-
-
-def _role_ok(a: list) -> bool:
-    return len(a) == 2 and a[1].__class__ is str and a[1] in _ROLES
-
-
-def _question_ok(a: list) -> bool:
-    return len(a) == 3 and a[1].__class__ is str and a[1] in _ROLES and a[2].__class__ is str
-
-
-def _delta_ok(a: list) -> bool:
-    return len(a) == 2 and a[1].__class__ is str and _REF(a[1]) is not None
-
-
-def _verdict_ok(a: list) -> bool:
-    return len(a) == 2 and a[1].__class__ is str and a[1] in _VERDICTS
-
-
-def _overflow_ok(a: list) -> bool:
-    return (
-        len(a) == 4
-        and a[1].__class__ is str
-        and a[2].__class__ is str
-        and a[3].__class__ is str
-        and _REF(a[2]) is not None
-    )
-
-
-def _context_ok(a: list) -> bool:
-    return len(a) == 3 and a[1].__class__ is str and a[2].__class__ is str
-
-
-_CHECKS: dict[str, Callable[[list], bool]] = {
-    "r": _role_ok,
-    "g": _text_ok,
-    "f": _fact_ok,
-    "u": _text_ok,
-    "p": _text_ok,
-    "q": _question_ok,
-    "d": _delta_ok,
-    "v": _verdict_ok,
-    "o": _overflow_ok,
-    "t": _text_ok,
-    "x": _context_ok,
+#: Two-item lines whose one payload item is free text: class and its tag constant.
+_FREE_TEXT: dict[str, tuple[type[LineBase], str]] = {
+    t: (LINE_TYPES[t], LINE_TYPES[t].model_fields["tag"].default) for t in ("g", "u", "p", "t")
 }
-assert set(_CHECKS) == set(LINE_TYPES)
+_FREE_TEXT_TAGS = frozenset((*_FREE_TEXT, "f"))
+
+# The loop below knows every tag: a new line type must be added there too.
+assert set(LINE_TYPES) == {*_FREE_TEXT, "f", "r", "q", "d", "v", "o", "x"}
+assert [tuple(LINE_TYPES[t].model_fields) for t in "frqdvox"] == [
+    ("tag", "text", "ref"),
+    ("tag", "role"),
+    ("tag", "to", "text"),
+    ("tag", "ref"),
+    ("tag", "verdict"),
+    ("tag", "summary", "ref", "method"),
+    ("tag", "key", "value"),
+]
 
 
-def _never(a: list) -> bool:
-    return False
+def _assemble(wrapped: Any, ref_ok: Callable[[str], Any]) -> list[LineBase] | None:
+    """Models for every ``[array]`` of ``wrapped``, or ``None`` if one is not a canonical line.
+
+    ``wrapped`` comes from orjson (plain lists, exact ``str``). A wrapper that does not
+    hold exactly one value raises ValueError (or TypeError) in the unpacking, a tag
+    that is no string matches no key or raises TypeError (unhashable): all of them
+    mean "not a line" here, as does any other shape, type or value.
+    """
+    new, set_dict, set_fields_set = _new, _set_dict, _set_fields_set
+    set_extra, set_private, free_text = _set_extra, _set_private, _FREE_TEXT.get
+    roles = _ROLES
+    out: list[LineBase] = []
+    append = out.append
+    try:
+        for (a,) in wrapped:
+            if a.__class__ is not list:
+                return None
+            n = len(a)
+            if n == 2:
+                tag, x = a
+                if x.__class__ is not str:
+                    return None
+                spec = free_text(tag)
+                if spec is not None:
+                    cls, tag = spec
+                    line = new(cls)
+                    set_dict(line, {"tag": tag, "text": x})
+                    given = {"text"}
+                elif tag == "f":
+                    line = new(FactLine)
+                    set_dict(line, {"tag": "f", "text": x, "ref": None})
+                    given = {"text"}
+                elif tag == "r":
+                    if x not in roles:
+                        return None
+                    line = new(RoleLine)
+                    set_dict(line, {"tag": "r", "role": x})
+                    given = {"role"}
+                elif tag == "v":
+                    if x not in _VERDICTS:
+                        return None
+                    line = new(VerdictLine)
+                    set_dict(line, {"tag": "v", "verdict": x})
+                    given = {"verdict"}
+                elif tag == "d":
+                    if not ref_ok(x):
+                        return None
+                    line = new(DeltaLine)
+                    set_dict(line, {"tag": "d", "ref": x})
+                    given = {"ref"}
+                else:
+                    return None
+            elif n == 3:
+                tag, x, y = a
+                if x.__class__ is not str or y.__class__ is not str:
+                    return None
+                if tag == "q":
+                    if x not in roles:
+                        return None
+                    line = new(QuestionLine)
+                    set_dict(line, {"tag": "q", "to": x, "text": y})
+                    given = {"to", "text"}
+                elif tag == "f":
+                    if not ref_ok(y):
+                        return None
+                    line = new(FactLine)
+                    set_dict(line, {"tag": "f", "text": x, "ref": y})
+                    given = {"text", "ref"}
+                elif tag == "x":
+                    line = new(ContextLine)
+                    set_dict(line, {"tag": "x", "key": x, "value": y})
+                    given = {"key", "value"}
+                else:
+                    return None
+            elif n == 4:
+                tag, x, y, z = a
+                if (
+                    tag != "o"
+                    or x.__class__ is not str
+                    or y.__class__ is not str
+                    or z.__class__ is not str
+                    or not ref_ok(y)
+                ):
+                    return None
+                line = new(OverflowLine)
+                set_dict(line, {"tag": "o", "summary": x, "ref": y, "method": z})
+                given = {"summary", "ref", "method"}
+            else:
+                return None
+            set_fields_set(line, given)
+            set_extra(line, None)
+            set_private(line, None)
+            append(line)
+    except (ValueError, TypeError):
+        return None
+    return out
+
+
+def _check(wrapped: Any) -> list[list[str]] | None:
+    """The arrays of ``wrapped`` if :func:`_assemble` (strict) would accept them, else ``None``."""
+    free_text, roles, ref_ok = _FREE_TEXT_TAGS, _ROLES, _REF
+    out: list[list[str]] = []
+    append = out.append
+    try:
+        for (a,) in wrapped:
+            if a.__class__ is not list:
+                return None
+            n = len(a)
+            if n == 2:
+                tag, x = a
+                if x.__class__ is not str:
+                    return None
+                if tag in free_text:
+                    pass
+                elif tag == "r":
+                    if x not in roles:
+                        return None
+                elif tag == "v":
+                    if x not in _VERDICTS:
+                        return None
+                elif tag != "d" or not ref_ok(x):
+                    return None
+            elif n == 3:
+                tag, x, y = a
+                if x.__class__ is not str or y.__class__ is not str:
+                    return None
+                if tag == "q":
+                    if x not in roles:
+                        return None
+                elif tag == "f":
+                    if not ref_ok(y):
+                        return None
+                elif tag != "x":
+                    return None
+            elif n == 4:
+                tag, x, y, z = a
+                if (
+                    tag != "o"
+                    or x.__class__ is not str
+                    or y.__class__ is not str
+                    or z.__class__ is not str
+                    or not ref_ok(y)
+                ):
+                    return None
+            else:
+                return None
+            append(a)
+    except (ValueError, TypeError):
+        return None
+    return out
 
 
 # -- entry points --------------------------------------------------------------------------
@@ -284,67 +272,13 @@ def build_line(a: Any, *, lenient: bool = False) -> LineBase | None:
     a non-``None`` answer equals ``line_from_array(a)`` (``lenient``: also what
     lenient normalisation makes of ``a``, unchanged and counted canonical).
     """
-    if a.__class__ is not list or not a:
-        return None
-    tag = a[0]
-    if tag.__class__ is not str:
-        return None
-    return (_LENIENT_BUILDERS if lenient else _BUILDERS).get(tag, _reject)(a)
-
-
-#: Two-item lines whose one payload item is free text: the common case, built inline.
-_FREE_TEXT: dict[str, tuple[type[LineBase], str]] = {
-    t: (LINE_TYPES[t], LINE_TYPES[t].model_fields["tag"].default) for t in ("g", "u", "p", "t")
-}
-_FREE_TEXT_TAGS = frozenset((*_FREE_TEXT, "f"))
+    lines = _assemble(((a,),), _REF_LENIENT if lenient else _REF)
+    return None if lines is None else lines[0]
 
 
 def build_lines(wrapped: list, *, lenient: bool = False) -> list[LineBase] | None:
-    """Models for every ``[array]`` of :func:`load_lines`, or ``None`` if one is not a line.
-
-    The loop builds the commonest lines (free text, facts without a reference)
-    inline, saving two calls per line; every other line goes through its builder.
-    A tag that is no string either matches no key or raises TypeError (unhashable),
-    and an empty array IndexError: both mean "not a line" here.
-    """
-    get = (_LENIENT_BUILDERS if lenient else _BUILDERS).get
-    free_text = _FREE_TEXT.get
-    new, set_dict, set_fields_set = _new, _set_dict, _set_fields_set
-    set_extra, set_private = _set_extra, _set_private
-    out: list[LineBase] = []
-    append = out.append
-    try:
-        for (a,) in wrapped:  # ValueError unless each wrapper holds exactly one value
-            if a.__class__ is list and len(a) == 2:
-                tag, text = a
-                if text.__class__ is str:
-                    if tag == "f":
-                        line = new(FactLine)
-                        set_dict(line, {"tag": "f", "text": text, "ref": None})
-                        set_fields_set(line, {"text"})
-                        set_extra(line, None)
-                        set_private(line, None)
-                        append(line)
-                        continue
-                    spec = free_text(tag)
-                    if spec is not None:
-                        cls, tag = spec
-                        line = new(cls)
-                        set_dict(line, {"tag": tag, "text": text})
-                        set_fields_set(line, {"text"})
-                        set_extra(line, None)
-                        set_private(line, None)
-                        append(line)
-                        continue
-            if a.__class__ is not list:
-                return None
-            line = get(a[0], _reject)(a)
-            if line is None:
-                return None
-            append(line)
-    except (ValueError, TypeError, IndexError):
-        return None
-    return out
+    """Models for every ``[array]`` of :func:`load_lines`, or ``None`` if one is not a line."""
+    return _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
 def check_lines(wrapped: list) -> list[list[str]] | None:
@@ -352,23 +286,7 @@ def check_lines(wrapped: list) -> list[list[str]] | None:
 
     Accepts exactly what :func:`build_lines` accepts, without building models.
     """
-    get = _CHECKS.get
-    free_text = _FREE_TEXT_TAGS
-    out: list[list[str]] = []
-    append = out.append
-    try:
-        for (a,) in wrapped:
-            if a.__class__ is list and len(a) == 2:
-                tag, text = a
-                if text.__class__ is str and tag in free_text:
-                    append(a)
-                    continue
-            if a.__class__ is not list or not get(a[0], _never)(a):
-                return None
-            append(a)
-    except (ValueError, TypeError, IndexError):
-        return None
-    return out
+    return _check(wrapped)
 
 
 def parse_line(raw: str | bytes, *, lenient: bool = False) -> LineBase | None:
@@ -377,7 +295,8 @@ def parse_line(raw: str | bytes, *, lenient: bool = False) -> LineBase | None:
         value = _loads(raw)
     except _JSONDecodeError:
         return None
-    return build_line(value, lenient=lenient)
+    lines = _assemble(((value,),), _REF_LENIENT if lenient else _REF)
+    return None if lines is None else lines[0]
 
 
 def load_lines(data: str | bytes) -> list | None:
@@ -390,18 +309,36 @@ def load_lines(data: str | bytes) -> list | None:
     docstring for why one call is sound.
     """
     if data.__class__ is str:
-        nl, head, joined, tail = "\n", "[[", "],\n[", "]]"
+        text = "[[" + data.replace("\n", "],\n[") + "]]"
     elif data.__class__ is bytes:
-        nl, head, joined, tail = b"\n", b"[[", b"],\n[", b"]]"
+        text = b"[[" + data.replace(b"\n", b"],\n[") + b"]]"
     else:
         return None
-    text = head + data.replace(nl, joined) + tail
     try:
         wrapped = _loads(text)
     except _JSONDecodeError:
         return None
-    # each newline grew by 3 characters: the count of newlines without another pass
-    return wrapped if len(wrapped) == (len(text) - len(data) - 4) // 3 + 1 else None
+    # n newlines grew by 3 characters each and the brackets add 4: n + 1 wrappers
+    return wrapped if len(wrapped) * 3 == len(text) - len(data) - 1 else None
+
+
+def _load_block(data: Any) -> Any:
+    """:func:`load_lines`, or a single line decoded unwrapped (the same answer, cheaper)."""
+    if data.__class__ is bytes:
+        if b"\n" not in data:
+            try:
+                return ((_loads(data),),)
+            except _JSONDecodeError:
+                return None
+    elif data.__class__ is str:
+        if "\n" not in data:
+            try:
+                return ((_loads(data),),)
+            except _JSONDecodeError:
+                return None
+    else:
+        return None
+    return load_lines(data)
 
 
 def _message_body(data: Any) -> Any:
@@ -415,16 +352,17 @@ def _message_body(data: Any) -> Any:
 
 def parse_block(data: str | bytes, *, lenient: bool = False) -> list[LineBase] | None:
     """Models for every physical line of ``data`` if all are canonical, else ``None``."""
-    wrapped = load_lines(data)
-    return None if wrapped is None else build_lines(wrapped, lenient=lenient)
+    wrapped = _load_block(data)
+    return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
 def parse_message(data: str | bytes, *, lenient: bool = False) -> list[LineBase] | None:
     """Every line of a canonical message as models, or ``None`` (not decided here)."""
-    return parse_block(_message_body(data), lenient=lenient)
+    wrapped = _load_block(_message_body(data))
+    return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
 def check_message(data: str | bytes) -> list[list[str]] | None:
     """The validated canonical arrays of a canonical message, or ``None``."""
-    wrapped = load_lines(_message_body(data))
-    return None if wrapped is None else check_lines(wrapped)
+    wrapped = _load_block(_message_body(data))
+    return None if wrapped is None else _check(wrapped)

@@ -10,7 +10,8 @@ The work per byte is the same at every chunk size: each chunk is searched for it
 last newline once (bytes already buffered are never scanned again), only the
 unterminated tail is kept, and the complete lines of a chunk are parsed once, as one
 block -- in a single orjson call when they are all canonical (:mod:`.fast`), else
-line by line.
+line by line. A chunk that ends no line costs one search and one append; a chunk
+that arrives with nothing buffered is parsed without being copied first.
 """
 
 from __future__ import annotations
@@ -43,12 +44,8 @@ class StreamReader:
         """Add bytes (``str`` is encoded as UTF-8); return newly completed lines."""
         if self._closed:
             raise StreamClosedError("feed() after close()", fix="start a new StreamReader")
-        if isinstance(data, str):
-            data = data.encode("utf-8", "surrogatepass")
-        elif not isinstance(data, bytes | bytearray | memoryview):
-            raise InputTypeError("feed() takes bytes", snippet=type(data).__name__)
-        elif data.__class__ is not bytes:
-            data = bytes(data)
+        if data.__class__ is not bytes:
+            data = self._as_bytes(data)
         cut = data.rfind(b"\n")  # only the new bytes are searched
         buffer = self._buffer
         if cut < 0:
@@ -62,7 +59,21 @@ class StreamReader:
             block = data[:cut]
         if cut + 1 < len(data):
             buffer += memoryview(data)[cut + 1 :]
+        if self._machine is None:
+            lines = _fast.parse_block(block)
+            if lines is not None:
+                self._line_no += len(lines)
+                self._lines += lines
+                return lines
         return self._block(block)
+
+    @staticmethod
+    def _as_bytes(data: object) -> bytes:
+        if isinstance(data, str):
+            return data.encode("utf-8", "surrogatepass")
+        if isinstance(data, bytes | bytearray | memoryview):
+            return bytes(data)
+        raise InputTypeError("feed() takes bytes", snippet=type(data).__name__)
 
     def close(self) -> list[LineBase]:
         """End of message: the unterminated last line and anything held back."""
@@ -81,16 +92,14 @@ class StreamReader:
         return out
 
     def _block(self, block: bytes) -> list[LineBase]:
-        """Complete lines (joined by ``\\n``, without the last one's newline)."""
+        """Complete lines (joined by ``\\n``, without the last one's newline).
+
+        Strict blocks that are all canonical never get here (:meth:`feed` parses them).
+        """
         if self._machine is not None:
             got = self._machine.push_block(block)
             self._lines += got
             return got
-        lines = _fast.parse_block(block)
-        if lines is not None:
-            self._line_no += len(lines)
-            self._lines += lines
-            return lines
         out: list[LineBase] = []
         for raw in block.split(b"\n"):
             out += self._line(raw)
