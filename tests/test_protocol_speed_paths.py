@@ -143,6 +143,14 @@ def test_canonical_messages_take_the_fast_path(lines):
     assert fast.check_message(text) == [x.to_array() for x in lines]
 
 
+@EXAMPLES
+@given(messages)
+def test_the_benchmarks_floor_assembles_the_same_models(lines):
+    """``assemble_trusted`` (MB-1/MB-2's floor) builds what the parser builds, unchecked."""
+    arrays = [json.loads(json.dumps(x.to_array())) for x in lines]
+    assert _states(fast.assemble_trusted(arrays)) == _states([line_from_array(a) for a in arrays])
+
+
 # -- the strict stream reader ------------------------------------------------------------------
 @st.composite
 def chunkings(draw):

@@ -12,6 +12,10 @@ JSONL side:
   with commas): a single C call, valid because canonical lines never hold a raw
   newline and a canonical message has no blank line. Nothing is checked: this is
   the limit (:data:`LIMIT`) a validating parser is measured against.
+* ``jsonl_models_floor`` -- the limit's one call, then line models assembled with
+  no check at all (:func:`~tersetalk.protocol.fast.assemble_trusted`): the floor
+  (:data:`FLOOR`) of any parser that returns models, which ``jsonl_pydantic``
+  cannot beat.
 
 Free-form side (the baselines), each the best regex parser we could write:
 
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 import orjson
 
 from tersetalk.protocol import parse_strict, validate_strict
+from tersetalk.protocol.fast import assemble_trusted
 
 from .fields import DEFAULT_ADDRESSEE, ROLE_LETTERS, VERDICT_LETTERS, Key, key_from_lines
 
@@ -83,6 +88,11 @@ def extract_jsonl_orjson(text: str, _loads=orjson.loads) -> Key:
 def extract_jsonl_orjson_whole(text: str, _loads=orjson.loads) -> Key:
     """The canonical message as one JSON array: ``[line,line,...]`` in one call."""
     return _key_from_arrays(_loads("[" + text.replace("\n", ",") + "]"))
+
+
+def extract_jsonl_models_floor(text: str, _loads=orjson.loads) -> Key:
+    """The limit's one call, then models assembled without any check, then the fields."""
+    return key_from_lines(assemble_trusted(_loads("[" + text.replace("\n", ",") + "]")))
 
 
 _ROLE = "Manager|Worker|Critic"
@@ -193,6 +203,8 @@ METHODS: dict[str, Method] = {
                "orjson.loads per line, dispatch on the tag"),
         Method("jsonl_orjson_whole", "jsonl", extract_jsonl_orjson_whole, "jsonl",
                "orjson.loads of the message as one array"),
+        Method("jsonl_models_floor", "jsonl", extract_jsonl_models_floor, "jsonl",
+               "orjson.loads of the message as one array, models assembled unchecked"),
     )
 }  # fmt: skip
 
@@ -200,6 +212,8 @@ METHODS: dict[str, Method] = {
 BASELINE = "regex_freeform"
 #: The limit: raw orjson over the whole message, no validation at all.
 LIMIT = "jsonl_orjson_whole"
+#: The floor of a model-returning parser: the limit plus model assembly, nothing checked.
+FLOOR = "jsonl_models_floor"
 #: The regex over prose (jsonl_to_prose), the seed's other free-text comparison.
 PROSE = "regex_prose"
 #: The protocol's validating parsers, held to a share of the limit (issue 19).

@@ -25,6 +25,8 @@ import re
 
 import orjson
 
+from tersetalk.protocol.fast import assemble_trusted
+
 _loads = orjson.loads
 
 ABBREVIATIONS = frozenset(
@@ -145,3 +147,17 @@ class NewlineJSONFramer(NewlineFramer):
 
     def close(self) -> list:
         return list(map(_loads, filter(None, super().close())))
+
+
+class NewlineModelsFramer(NewlineFramer):
+    """Newline framing, orjson per line, then line models assembled with no check.
+
+    The floor of any stream reader that returns models: the limit plus assembly
+    (:func:`~tersetalk.protocol.fast.assemble_trusted`), for canonical input only.
+    """
+
+    def feed(self, data: bytes) -> list:
+        return assemble_trusted(map(_loads, filter(None, super().feed(data))))
+
+    def close(self) -> list:
+        return assemble_trusted(map(_loads, filter(None, super().close())))

@@ -8,6 +8,8 @@ paragraphs. Each stream is cut into chunks of each size and fed to:
 * ``newline_framer`` -- a plain ``\\n`` splitter over bytes (framing only);
 * ``newline_framer_orjson`` -- the same plus ``orjson.loads`` per line, nothing
   checked: the limit (``ratio_vs_limit``) a stream parser is measured against;
+* ``newline_framer_models`` -- the limit plus line models assembled with no
+  check: the floor of any reader that returns models (``floor`` in the log);
 * ``stream_reader_strict`` / ``stream_reader_lenient`` -- the protocol's
   :class:`~tersetalk.protocol.StreamReader`, which frames and also parses each
   line into a validated model (strict), or repairs it (lenient);
@@ -41,7 +43,7 @@ from .defaults import (
     DEFAULT_STREAM_BYTES,
     DEFAULT_WARMUP,
 )
-from .framing import NewlineFramer, NewlineJSONFramer, SentenceSplitter
+from .framing import NewlineFramer, NewlineJSONFramer, NewlineModelsFramer, SentenceSplitter
 from .results import (
     SEED_TARGETS,
     EquivalenceError,
@@ -74,6 +76,9 @@ FRAMERS: dict[str, Framer] = {
                "plain newline splitter over bytes"),
         Framer("newline_framer_orjson", "jsonl", NewlineJSONFramer, "newline",
                "newline splitter + orjson.loads per line (nothing checked): the limit"),
+        Framer("newline_framer_models", "jsonl", NewlineModelsFramer, "newline",
+               "newline splitter + orjson.loads per line + models assembled unchecked: "
+               "the floor of a reader that returns models"),
         Framer("stream_reader_strict", "jsonl", partial(StreamReader, strict=True), "newline",
                "tersetalk.protocol.StreamReader(strict=True): frames and parses lines"),
         Framer("stream_reader_lenient", "jsonl", StreamReader, "newline",
@@ -82,6 +87,8 @@ FRAMERS: dict[str, Framer] = {
 }  # fmt: skip
 BASELINE = "sentence_regex"
 LIMIT = "newline_framer_orjson"
+#: The floor of a reader that returns line models (the limit plus unchecked assembly).
+FLOOR = "newline_framer_models"
 #: The protocol's stream readers held to a share of the limit (issue 19).
 VALIDATING = ("stream_reader_strict",)
 
@@ -196,7 +203,7 @@ def run_mb2(
     reference = parse_strict_reference(streams.jsonl)
     if parse_strict(streams.jsonl) != reference:
         raise EquivalenceError("MB-2: parse_strict disagrees with its Pydantic path")
-    for n in ("stream_reader_strict", "stream_reader_lenient"):
+    for n in (FLOOR, "stream_reader_strict", "stream_reader_lenient"):
         if n in whole and whole[n] != reference:
             raise EquivalenceError(f"MB-2: {n} disagrees with parse_strict on the JSONL stream")
     if whole[LIMIT] != [line.to_array() for line in reference]:

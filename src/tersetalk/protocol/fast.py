@@ -264,6 +264,59 @@ def _check(wrapped: Any) -> list[list[str]] | None:
     return out
 
 
+def assemble_trusted(arrays: Any) -> list[LineBase]:
+    """Models for arrays already known to be canonical lines, checking nothing at all.
+
+    The cost floor of any parser that returns line models (issue 19): what is left
+    after decoding when every check is dropped. Only the microbenchmarks use it; a
+    non-canonical array gives a wrong model or an exception, never a refusal.
+    """
+    new, set_dict, set_fields_set = _new, _set_dict, _set_fields_set
+    set_extra, set_private, free_text = _set_extra, _set_private, _FREE_TEXT
+    out: list[LineBase] = []
+    append = out.append
+    for a in arrays:
+        n = len(a)
+        if n == 2:
+            tag, x = a
+            if tag == "f":
+                line = new(FactLine)
+                set_dict(line, {"tag": "f", "text": x, "ref": None})
+                given = {"text"}
+            elif tag in free_text:
+                cls, tag = free_text[tag]
+                line = new(cls)
+                set_dict(line, {"tag": tag, "text": x})
+                given = {"text"}
+            else:
+                line = new(_SINGLE[tag])
+                set_dict(line, {"tag": tag, _SINGLE_FIELD[tag]: x})
+                given = {_SINGLE_FIELD[tag]}
+        elif n == 3:
+            tag, x, y = a
+            cls = _PAIR[tag]
+            first, second = _PAIR_FIELDS[tag]
+            line = new(cls)
+            set_dict(line, {"tag": tag, first: x, second: y})
+            given = {first, second}
+        else:
+            tag, x, y, z = a
+            line = new(OverflowLine)
+            set_dict(line, {"tag": "o", "summary": x, "ref": y, "method": z})
+            given = {"summary", "ref", "method"}
+        set_fields_set(line, given)
+        set_extra(line, None)
+        set_private(line, None)
+        append(line)
+    return out
+
+
+_SINGLE = {"r": RoleLine, "v": VerdictLine, "d": DeltaLine}
+_SINGLE_FIELD = {"r": "role", "v": "verdict", "d": "ref"}
+_PAIR = {"q": QuestionLine, "f": FactLine, "x": ContextLine}
+_PAIR_FIELDS = {"q": ("to", "text"), "f": ("text", "ref"), "x": ("key", "value")}
+
+
 # -- entry points --------------------------------------------------------------------------
 def build_line(a: Any, *, lenient: bool = False) -> LineBase | None:
     """The line model for one JSON value if it is a canonical line, else ``None``.
