@@ -112,7 +112,19 @@ assert [tuple(LINE_TYPES[t].model_fields) for t in "frqdvox"] == [
 ]
 
 
-def _assemble(wrapped: Any, ref_ok: Callable[[str], Any]) -> list[LineBase] | None:
+def _assemble(
+    wrapped: Any,
+    ref_ok: Callable[[str], Any],
+    *,
+    # bound once here, not looked up per call: most blocks of a stream are one line
+    new: Callable[..., Any] = _new,
+    set_dict: Callable[[Any, Any], None] = _set_dict,
+    set_fields_set: Callable[[Any, Any], None] = _set_fields_set,
+    set_extra: Callable[[Any, Any], None] = _set_extra,
+    set_private: Callable[[Any, Any], None] = _set_private,
+    free_text: Callable[[Any], Any] = _FREE_TEXT.get,
+    roles: frozenset[str] = _ROLES,
+) -> list[LineBase] | None:
     """Models for every ``[array]`` of ``wrapped``, or ``None`` if one is not a canonical line.
 
     ``wrapped`` comes from orjson (plain lists, exact ``str``). A wrapper that does not
@@ -120,9 +132,6 @@ def _assemble(wrapped: Any, ref_ok: Callable[[str], Any]) -> list[LineBase] | No
     that is no string matches no key or raises TypeError (unhashable): all of them
     mean "not a line" here, as does any other shape, type or value.
     """
-    new, set_dict, set_fields_set = _new, _set_dict, _set_fields_set
-    set_extra, set_private, free_text = _set_extra, _set_private, _FREE_TEXT.get
-    roles = _ROLES
     out: list[LineBase] = []
     append = out.append
     try:
@@ -378,44 +387,67 @@ def load_lines(data: str | bytes) -> list | None:
 def _load_block(data: Any) -> Any:
     """:func:`load_lines`, or a single line decoded unwrapped (the same answer, cheaper)."""
     if data.__class__ is bytes:
-        if b"\n" not in data:
-            try:
-                return ((_loads(data),),)
-            except _JSONDecodeError:
-                return None
+        nl = b"\n"
     elif data.__class__ is str:
+        nl = "\n"
+    else:
+        return None
+    if nl not in data:
+        try:
+            return ((_loads(data),),)
+        except _JSONDecodeError:
+            return None
+    return load_lines(data)
+
+
+def _load_message(data: Any) -> Any:
+    """:func:`_load_block` of a message without its final newline (``"a\\n"`` is one line)."""
+    if data.__class__ is str:
+        if data.endswith("\n"):
+            data = data[:-1]
         if "\n" not in data:
             try:
                 return ((_loads(data),),)
             except _JSONDecodeError:
                 return None
+        text = "[[" + data.replace("\n", "],\n[") + "]]"
+    elif data.__class__ is bytes:
+        if data.endswith(b"\n"):
+            data = data[:-1]
+        if b"\n" not in data:
+            try:
+                return ((_loads(data),),)
+            except _JSONDecodeError:
+                return None
+        text = b"[[" + data.replace(b"\n", b"],\n[") + b"]]"
     else:
         return None
-    return load_lines(data)
-
-
-def _message_body(data: Any) -> Any:
-    """A message without its final newline: ``"a\\n"`` is one line, not two."""
-    if data.__class__ is str:
-        return data[:-1] if data.endswith("\n") else data
-    if data.__class__ is bytes:
-        return data[:-1] if data.endswith(b"\n") else data
-    return data
+    try:
+        wrapped = _loads(text)
+    except _JSONDecodeError:
+        return None
+    return wrapped if len(wrapped) * 3 == len(text) - len(data) - 1 else None  # see load_lines
 
 
 def parse_block(data: str | bytes, *, lenient: bool = False) -> list[LineBase] | None:
     """Models for every physical line of ``data`` if all are canonical, else ``None``."""
+    if data.__class__ is bytes and b"\n" not in data:  # one line: the stream's usual block
+        try:
+            value = _loads(data)
+        except _JSONDecodeError:
+            return None
+        return _assemble(((value,),), _REF_LENIENT if lenient else _REF)
     wrapped = _load_block(data)
     return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
 def parse_message(data: str | bytes, *, lenient: bool = False) -> list[LineBase] | None:
     """Every line of a canonical message as models, or ``None`` (not decided here)."""
-    wrapped = _load_block(_message_body(data))
+    wrapped = _load_message(data)
     return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
 def check_message(data: str | bytes) -> list[list[str]] | None:
     """The validated canonical arrays of a canonical message, or ``None``."""
-    wrapped = _load_block(_message_body(data))
+    wrapped = _load_message(data)
     return None if wrapped is None else _check(wrapped)

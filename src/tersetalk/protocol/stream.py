@@ -52,13 +52,13 @@ class StreamReader:
             buffer += data
             return []
         if buffer:
-            buffer += memoryview(data)[:cut]
+            buffer += data[:cut]
             block = bytes(buffer)
             buffer.clear()
         else:
             block = data[:cut]
         if cut + 1 < len(data):
-            buffer += memoryview(data)[cut + 1 :]
+            buffer += data[cut + 1 :]
         if self._machine is None:
             lines = _fast.parse_block(block)
             if lines is not None:
