@@ -219,9 +219,14 @@ def _assemble(
     return out
 
 
-def _check(wrapped: Any) -> list[list[str]] | None:
+def _check(
+    wrapped: Any,
+    *,
+    free_text: frozenset[str] = _FREE_TEXT_TAGS,
+    roles: frozenset[str] = _ROLES,
+    ref_ok: Callable[[str], Any] = _REF,
+) -> list[list[str]] | None:
     """The arrays of ``wrapped`` if :func:`_assemble` (strict) would accept them, else ``None``."""
-    free_text, roles, ref_ok = _FREE_TEXT_TAGS, _ROLES, _REF
     out: list[list[str]] = []
     append = out.append
     try:
