@@ -8,7 +8,9 @@ One timed call is one pass over the group; the ratio is the baseline's median
 over the method's median, so a ratio above 1 means faster than the regex over
 the free-form message the ``freeform`` system sends. Beside it every row has its
 ratio to the limit (``ratio_vs_limit``: raw orjson over the whole message, which
-checks nothing) and to the regex over prose (``speedup_vs_prose``).
+checks nothing) and to the regex over prose (``speedup_vs_prose``); the
+``jsonl_models_floor`` row is the limit plus line models assembled with no check, the
+floor of any parser that returns models.
 """
 
 from __future__ import annotations

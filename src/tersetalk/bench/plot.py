@@ -4,7 +4,9 @@
 group; (b) MB-2 speedup of each framer over sentence detection, per chunk size;
 (c, d) the same methods against the limit -- raw orjson over whole messages
 (MB-1), newline framing plus orjson per line (MB-2) -- where the dash-dotted line
-is issue 19's target for the protocol's parsers (half the limit's speed); (e) MB-3
+is issue 19's target for the protocol's parsers (half the limit's speed) and the
+``*_models*`` series are the floor of any parser that returns line models (the limit
+plus models assembled with no check); (e) MB-3
 bytes on wire and (f) encode/decode time per message, per codec, on the real
 messages (or the middle synthetic size when there are none); with MB-4, (g) the
 ``M#`` memory store's speed against a plain dict / OrderedDict per operation and
