@@ -115,8 +115,8 @@ assert [tuple(LINE_TYPES[t].model_fields) for t in "frqdvox"] == [
 def _assemble(
     wrapped: Any,
     ref_ok: Callable[[str], Any],
-    *,
-    # bound once here, not looked up per call: most blocks of a stream are one line
+    # bound once, at definition (positional defaults cost nothing per call, unlike
+    # keyword-only ones or global lookups): most blocks of a stream are one line
     new: Callable[..., Any] = _new,
     set_dict: Callable[[Any, Any], None] = _set_dict,
     set_fields_set: Callable[[Any, Any], None] = _set_fields_set,
@@ -221,7 +221,6 @@ def _assemble(
 
 def _check(
     wrapped: Any,
-    *,
     free_text: frozenset[str] = _FREE_TEXT_TAGS,
     roles: frozenset[str] = _ROLES,
     ref_ok: Callable[[str], Any] = _REF,
@@ -436,13 +435,16 @@ def _load_message(data: Any) -> Any:
 
 def parse_block(data: str | bytes, *, lenient: bool = False) -> list[LineBase] | None:
     """Models for every physical line of ``data`` if all are canonical, else ``None``."""
-    if data.__class__ is bytes and b"\n" not in data:  # one line: the stream's usual block
-        try:
-            value = _loads(data)
-        except _JSONDecodeError:
-            return None
-        return _assemble(((value,),), _REF_LENIENT if lenient else _REF)
-    wrapped = _load_block(data)
+    if data.__class__ is bytes:  # a stream's block: searched for a newline once
+        if b"\n" not in data:
+            try:
+                wrapped = ((_loads(data),),)
+            except _JSONDecodeError:
+                return None
+        else:
+            wrapped = load_lines(data)
+    else:
+        wrapped = _load_block(data)
     return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
