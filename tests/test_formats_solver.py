@@ -8,8 +8,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from pathlib import Path
 
 import pytest
+import toon as toon_lib
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -26,9 +28,10 @@ from tersetalk.formats.solver import (
     decode,
     encode,
     solve,
+    table_rows_ok,
     total_value,
 )
-from tersetalk.formats.tree import Array, Object, Scalar, from_python, same_value
+from tersetalk.formats.tree import Array, Object, Scalar, from_python, same_value, to_python
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -410,3 +413,69 @@ def test_markdown_table_kept_when_its_encoding_is_not_cheaper():
     tiny = "|a|\n|-|\n|1|\n"
     m = encode_markdown(tiny)
     assert m.replaced == 0 and m.text == tiny
+
+
+# --- readability: no one-row tables ---------------------------------------------------
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "toolresponses"
+_TABLE_BLOCKS = ("csv", "markdown_table", "toon")
+
+
+def _table_rows_respected(node, plan: Plan) -> bool:
+    """Every table block of ``plan`` (nested or the root's single format) has >= 2 rows."""
+    opt = plan.option.removeprefix("single:")
+    if opt in ("csv", "markdown_table") and isinstance(node, Array) and len(node.items) < 2:
+        return False
+    if opt == "toon" and not table_rows_ok(node, "toon", toon_lib.encode(to_python(node))):
+        return False
+    for key, child in plan.children:
+        sub = node.items[key] if isinstance(node, Array) else dict(node.items)[key]
+        if not _table_rows_respected(sub, child):
+            return False
+    return True
+
+
+def test_a_one_row_array_is_not_written_as_a_table():
+    # a real API response: one collaborator, 20 fields. Written as a TOON table, the
+    # header "[1]{login,id,node_id,...}" puts "id" beside the row count and its value
+    # a dozen commas away (SmolLM2 answered "1" for the item's id); a table repeats no
+    # key when there is one row, so it bought tokens with readability alone.
+    rows = [json.loads(x) for x in (DATA / "json.jsonl").read_text().splitlines()]
+    body = next(r for r in rows if r["id"] == "e4eeecd4b0ec")["body"]
+    assert isinstance(body, list) and len(body) == 1
+    node = from_python(body)
+    old = encode(node, min_table_rows=1)
+    assert "[1]{login,id," in old.text  # the output this test guards against
+    enc = encode(node)
+    assert not re.search(r"\[1\]\{", enc.text), enc.text
+    assert re.search(r'"id":31898046\b|^ *id: 31898046$', enc.text, re.M), enc.text
+    assert same_value(decode(enc.text), body)
+    assert enc.tokens <= encode(node, "json_compact").tokens
+
+
+def test_table_rows_ok_reads_csv_markdown_and_nested_toon_tables():
+    one, two = [{"x": 1, "y": "a"}], [{"x": 1, "y": "a"}, {"x": 2, "y": "b"}]
+    assert not table_rows_ok(from_python(one), "csv", "x,y\n1,a")
+    assert table_rows_ok(from_python(two), "markdown_table", "")
+    nested = {"a": {"b": one}, "c": two}
+    text = toon_lib.encode(nested)
+    assert "b[1]{x,y}:" in text and "c[2]{x,y}:" in text
+    assert not table_rows_ok(from_python(nested), "toon", text)
+    assert table_rows_ok(from_python({"c": two}), "toon", toon_lib.encode({"c": two}))
+    # a quoted key or value that holds brackets is not a header
+    quoted = {"k[1]{": "v[1]{x}", "c": two}
+    assert table_rows_ok(from_python(quoted), "toon", toon_lib.encode(quoted))
+    assert table_rows_ok(from_python(one), "csv", "x,y\n1,a", min_rows=1)
+    with pytest.raises(ValueError, match="min_table_rows"):
+        solve(from_python(one), min_table_rows=0)
+
+
+@PROPS
+@given(json_values)
+@example([{"id": 0, "name": ":", "v": None}])  # a one-row table before min_table_rows
+def test_lossless_mckp_writes_no_one_row_table(value):
+    node = from_python(value)
+    plan = _Solver(ValueScheme(), _Costs("o200k_base"), float("inf"), True).frontier(
+        node, ("root", None), 0, ()
+    )[0]
+    assert _table_rows_respected(node, plan), plan

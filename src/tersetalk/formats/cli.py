@@ -5,6 +5,7 @@ tersetalk formats encode response.json --budget 300      # the most that fits 30
 tersetalk formats encode response.json | tersetalk formats decode   # the exact JSON again
 tersetalk formats savings a.json b.json README.md        # tokens per encoder, labelled
 tersetalk formats experiment savings --out x.parquet     # one experiment of the study
+tersetalk formats paired comprehension.parquet           # mckp vs compact JSON, per question
 """
 
 from __future__ import annotations
@@ -158,6 +159,12 @@ def _cmd_experiment(args: argparse.Namespace) -> None:
     raise SystemExit(run(args, args.parser))
 
 
+def _cmd_paired(args: argparse.Namespace) -> None:
+    from tersetalk.formats.paired import run
+
+    raise SystemExit(run(args))
+
+
 def _cmd_plot(args: argparse.Namespace) -> None:
     from tersetalk.plots.formats import run
 
@@ -243,6 +250,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     experiments.add_arguments(x)
     x.set_defaults(func=_cmd_experiment, parser=x)
+    from tersetalk.formats import paired
+
+    c = fs.add_parser(
+        "paired", help="two encoders compared question by question", description=paired.DESCRIPTION
+    )
+    paired.add_arguments(c)
+    c.set_defaults(func=_cmd_paired)
     g = fs.add_parser(
         "plot", help="the format study's figures and tables", description=plots.DESCRIPTION
     )

@@ -39,6 +39,7 @@ per distinct value), which keeps the exact solve fast enough to run over the cor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -74,6 +75,12 @@ METHODS = ("exact", "greedy", "binary")
 BLOCKS = ("csv", "markdown_table", "toon", "text")
 TRUNCATE_MIN_CHARS = 64
 TRUNCATE_KEEP = (0.5, 0.25)
+#: the fewest rows a table (csv, Markdown table, a TOON tabular array) may have; see
+#: table_rows_ok()
+MIN_TABLE_ROWS = 2
+# a TOON tabular header, ``[N]{f1,f2}:`` after an optional key or list dash: TOON quotes
+# any string holding brackets or braces, so an unquoted ``[N]{`` starts only a header
+_TOON_TABLE = re.compile(r'^\s*(?:- )?(?:"(?:[^"\\]|\\.)*"|[^\s"\[]*)\[(\d+)[^\]]*\]\{', re.M)
 
 
 class BudgetError(ValueError):
@@ -115,6 +122,26 @@ def total_value(node: Node, scheme: ValueScheme, path: Path = ()) -> float:
             total_value(v, scheme, (*path, i)) for i, v in enumerate(node.items)
         ) or scheme.leaf(path)
     return scheme.leaf(path)
+
+
+def table_rows_ok(node: Node, fmt: str, text: str, min_rows: int = MIN_TABLE_ROWS) -> bool:
+    """Whether a block of ``fmt`` holds no table with fewer than ``min_rows`` rows.
+
+    Why: a table writes each key once in its header, which pays only when two or more
+    rows would otherwise repeat it. A one-row table repeats nothing, yet puts every
+    value a header's width away from its key, so a reader must count commas to pair
+    them (and a small model answered the "[1]" of a TOON header ``[1]{id,...}`` when
+    asked for the item's ``id``). ``key: value`` lines keep each key beside its value
+    for about the same tokens. Checked on the rendered text for TOON, whose nested
+    arrays may be tables too; csv and Markdown tables have one row per item.
+    """
+    if min_rows <= 1:
+        return True
+    if fmt in ("csv", "markdown_table"):
+        return not isinstance(node, Array) or len(node.items) >= min_rows
+    if fmt == "toon":
+        return all(int(n) >= min_rows for n in _TOON_TABLE.findall(text))
+    return True
 
 
 # --- plans ------------------------------------------------------------------------
@@ -291,6 +318,7 @@ class _Solver:
     budget: float
     lossless_only: bool
     json_only: bool = False
+    min_table_rows: int = MIN_TABLE_ROWS
     _memo: dict[tuple, Frontier] = field(default_factory=dict)
 
     def value(self, node: Node, path: Path) -> float:
@@ -342,6 +370,8 @@ class _Solver:
                 if not block_ok(node, fmt):
                     continue
                 body = render_block(node, fmt)
+                if not table_rows_ok(node, fmt, body, self.min_table_rows):
+                    continue
                 lines = (
                     body.split("\n")
                     if slot[0] == "root"
@@ -362,6 +392,8 @@ class _Solver:
             for name in ROOT_SINGLES:
                 if get_encoder(name).eligible(node):
                     text = _single_text(node, name)
+                    if not table_rows_ok(node, name, text, self.min_table_rows):
+                        continue
                     points.append(Plan(f"single:{name}", self.costs.lines(text.split("\n")), value))
         if slot[0] == "root":  # the format hint counts; the text's last line has no newline
             points = [
@@ -454,7 +486,9 @@ class _Solver:
         else:
             base = 1 + self._line_head(slot, depth)
         n = len(node.items)
-        whole = _Solver(self.scheme, self.costs, float("inf"), True, self.json_only)
+        whole = _Solver(
+            self.scheme, self.costs, float("inf"), True, self.json_only, self.min_table_rows
+        )
         out: list[Plan] = []
         acc = Plan(opt, base, 0.0)
         for i, item in enumerate(node.items):
@@ -532,6 +566,7 @@ def solve(
     tokenizer: str = "o200k_base",
     scheme: ValueScheme | None = None,
     aliases: bool = True,
+    min_table_rows: int = MIN_TABLE_ROWS,
 ) -> Encoding:
     """The chosen encoding of a JSON tree: cheapest lossless without a budget, else the
     most value within ``budget`` tokens by ``method`` (exact | greedy | binary).
@@ -539,6 +574,8 @@ def solve(
     With ``aliases`` (not for ``binary``, the JSON-only baseline) the payload is also
     solved with its repeated string prefixes named once (:mod:`tersetalk.formats.aliases`)
     and the better of the two is returned: more value kept, then fewer tokens.
+    ``min_table_rows``: tables with fewer rows are not chosen (:func:`table_rows_ok`;
+    1 allows every table).
     """
     if not is_json(node):
         raise TreeError("the solver takes a JSON tree; Markdown goes through encode_markdown()")
@@ -546,6 +583,8 @@ def solve(
         raise ValueError(f"method {method!r}: use one of {', '.join(METHODS)}")
     if budget is not None and budget <= 0:
         raise BudgetError(f"budget {budget}: give a positive number of tokens")
+    if min_table_rows < 1:
+        raise ValueError(f"min_table_rows {min_table_rows}: give 1 (every table) or more")
     scheme = scheme or ValueScheme()
     costs = _Costs(tokenizer)
     table = A.choose(node, costs.text) if aliases and method != "binary" else {}
@@ -556,7 +595,7 @@ def solve(
     error: BudgetError | None = None
     for tree, prelude in candidates:
         try:
-            enc = _solve(tree, node, prelude, budget, method, costs, scheme)
+            enc = _solve(tree, node, prelude, budget, method, costs, scheme, min_table_rows)
         except BudgetError as exc:
             error = exc
             continue
@@ -576,6 +615,7 @@ def _solve(
     method: str,
     costs: _Costs,
     scheme: ValueScheme,
+    min_table_rows: int = MIN_TABLE_ROWS,
 ) -> Encoding:
     """``solve`` on ``tree`` (``original`` with its aliases applied, or itself), the
     ``prelude`` hint lines before the body and counted against the budget."""
@@ -583,7 +623,7 @@ def _solve(
     json_only = method == "binary"
     encoder = "mckp" if not json_only else "json_compact"
     if budget is None:
-        plan = _Solver(scheme, costs, float("inf"), True, json_only).frontier(
+        plan = _Solver(scheme, costs, float("inf"), True, json_only, min_table_rows).frontier(
             tree, ("root", None), 0, ()
         )[0]
         return _encoding(tree, original, prelude, plan, costs, encoder, method, None, vtotal)
@@ -592,11 +632,11 @@ def _solve(
         if target <= 0:
             break
         if method == "greedy":
-            plan = _greedy(tree, scheme, costs, target)
+            plan = _greedy(tree, scheme, costs, target, min_table_rows)
         else:
-            front = _Solver(scheme, costs, float(target), False, json_only).frontier(
-                tree, ("root", None), 0, ()
-            )
+            front = _Solver(
+                scheme, costs, float(target), False, json_only, min_table_rows
+            ).frontier(tree, ("root", None), 0, ())
             if not front:
                 raise BudgetError(_too_small(budget, costs.tokenizer))
             plan = front[-1]
@@ -670,9 +710,15 @@ def _encoding(
     )
 
 
-def _greedy(node: Node, scheme: ValueScheme, costs: _Costs, budget: float) -> Plan:
+def _greedy(
+    node: Node,
+    scheme: ValueScheme,
+    costs: _Costs,
+    budget: float,
+    min_table_rows: int = MIN_TABLE_ROWS,
+) -> Plan:
     """Drop the unit with the least value per token saved until the plan fits."""
-    whole = _Solver(scheme, costs, float("inf"), True)
+    whole = _Solver(scheme, costs, float("inf"), True, min_table_rows=min_table_rows)
     plan = whole.frontier(node, ("root", None), 0, ())[0]
     if plan.cost > budget:
         # units to drop exist inside a composite root: start from the cheapest one
@@ -760,6 +806,7 @@ def encode(
     tokenizer: str = "o200k_base",
     method: str = "exact",
     scheme: ValueScheme | None = None,
+    min_table_rows: int = MIN_TABLE_ROWS,
 ) -> Encoding:
     """A payload in one encoder: ``mckp`` (the knapsack, with string-prefix aliases
     where they save tokens), ``mckp_plain`` (the knapsack's per-subtree formats alone)
@@ -772,7 +819,7 @@ def encode(
 
     if encoder in MCKP:
         enc = solve(node, budget=budget, method=method, tokenizer=tokenizer, scheme=scheme,
-                    aliases=encoder == "mckp")  # fmt: skip
+                    aliases=encoder == "mckp", min_table_rows=min_table_rows)  # fmt: skip
         return replace(enc, encoder=encoder) if enc.encoder == "mckp" else enc
     if budget is not None:
         raise ValueError(f"--budget applies to the mckp encoder only, not {encoder!r}")
