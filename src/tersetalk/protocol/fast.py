@@ -388,42 +388,28 @@ def load_lines(data: str | bytes) -> list | None:
     return wrapped if len(wrapped) * 3 == len(text) - len(data) - 1 else None
 
 
-def _load_block(data: Any) -> Any:
-    """:func:`load_lines`, or a single line decoded unwrapped (the same answer, cheaper)."""
-    if data.__class__ is bytes:
-        nl = b"\n"
-    elif data.__class__ is str:
-        nl = "\n"
-    else:
-        return None
-    if nl not in data:
-        try:
-            return ((_loads(data),),)
-        except _JSONDecodeError:
-            return None
-    return load_lines(data)
+def _load(data: Any) -> Any:
+    """:func:`load_lines`, but a single line is decoded unwrapped (the same answer, cheaper).
 
-
-def _load_message(data: Any) -> Any:
-    """:func:`_load_block` of a message without its final newline (``"a\\n"`` is one line)."""
+    ``replace`` hands back the very object when there is no newline (CPython), which
+    saves searching the text twice; were it a copy, the wrapped read would decide alike.
+    """
     if data.__class__ is str:
-        if data.endswith("\n"):
-            data = data[:-1]
-        if "\n" not in data:
+        body = data.replace("\n", "],\n[")
+        if body is data:
             try:
                 return ((_loads(data),),)
             except _JSONDecodeError:
                 return None
-        text = "[[" + data.replace("\n", "],\n[") + "]]"
+        text = "[[" + body + "]]"
     elif data.__class__ is bytes:
-        if data.endswith(b"\n"):
-            data = data[:-1]
-        if b"\n" not in data:
+        body = data.replace(b"\n", b"],\n[")
+        if body is data:
             try:
                 return ((_loads(data),),)
             except _JSONDecodeError:
                 return None
-        text = b"[[" + data.replace(b"\n", b"],\n[") + b"]]"
+        text = b"[[" + body + b"]]"
     else:
         return None
     try:
@@ -435,26 +421,26 @@ def _load_message(data: Any) -> Any:
 
 def parse_block(data: str | bytes, *, lenient: bool = False) -> list[LineBase] | None:
     """Models for every physical line of ``data`` if all are canonical, else ``None``."""
-    if data.__class__ is bytes:  # a stream's block: searched for a newline once
-        if b"\n" not in data:
-            try:
-                wrapped = ((_loads(data),),)
-            except _JSONDecodeError:
-                return None
-        else:
-            wrapped = load_lines(data)
-    else:
-        wrapped = _load_block(data)
+    wrapped = _load(data)
     return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
+
+
+def _body(data: Any) -> Any:
+    """A message without its final newline: ``"a\\n"`` is one line, not two."""
+    if data.__class__ is str:
+        return data[:-1] if data.endswith("\n") else data
+    if data.__class__ is bytes:
+        return data[:-1] if data.endswith(b"\n") else data
+    return data
 
 
 def parse_message(data: str | bytes, *, lenient: bool = False) -> list[LineBase] | None:
     """Every line of a canonical message as models, or ``None`` (not decided here)."""
-    wrapped = _load_message(data)
+    wrapped = _load(_body(data))
     return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
 def check_message(data: str | bytes) -> list[list[str]] | None:
     """The validated canonical arrays of a canonical message, or ``None``."""
-    wrapped = _load_message(data)
+    wrapped = _load(_body(data))
     return None if wrapped is None else _check(wrapped)
