@@ -637,3 +637,12 @@ def test_merge_facts_pays_the_line_syntax_once_and_keeps_pointers():
     assert isinstance(merged[-1], QuestionLine)
     assert len(serialize(merged)) < len(serialize(each))
     assert merge_fact_lines([]) == []
+
+
+def test_a_question_without_its_mark_reads_as_a_question_in_prose():
+    from tersetalk.protocol import jsonl_to_prose
+
+    # the brief may leave the "?" to the q tag (question_mark: tag); prose puts it back
+    assert jsonl_to_prose('["q","W","Which city"]') == "Question for the Worker: Which city?"
+    assert jsonl_to_prose('["q","W","Which city?"]') == "Question for the Worker: Which city?"
+    assert jsonl_to_prose('["f","Paris is big"]') == "Fact: Paris is big."

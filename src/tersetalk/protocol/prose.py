@@ -29,16 +29,17 @@ from .tags import ROLE_NAMES, VERDICT_NAMES
 _TERMINAL = (".", "!", "?", "…", ":", ";")
 
 
-def _sentence(text: str) -> str:
-    """Trimmed text ending in punctuation, so rendered sentences do not run together."""
+def _sentence(text: str, end: str = ".") -> str:
+    """Trimmed text ending in punctuation (``end`` when it has none), so rendered
+    sentences do not run together."""
     text = " ".join(text.split())
     if not text:
         return ""
-    return text if text.endswith(_TERMINAL) else text + "."
+    return text if text.endswith(_TERMINAL) else text + end
 
 
-def _labeled(label: str, text: str) -> str:
-    body = _sentence(text)
+def _labeled(label: str, text: str, end: str = ".") -> str:
+    body = _sentence(text, end)
     return f"{label}: {body}" if body else ""
 
 
@@ -57,7 +58,8 @@ def line_to_prose(line: LineBase, *, plan_index: int | None = None) -> str:
         label = f"Plan step {plan_index}" if plan_index is not None else "Plan step"
         return _labeled(label, line.text)
     if isinstance(line, QuestionLine):
-        return _labeled(f"Question for the {ROLE_NAMES[line.to]}", line.text)
+        # a q line may leave its "?" to the tag (question_mark: tag): put it back in prose
+        return _labeled(f"Question for the {ROLE_NAMES[line.to]}", line.text, end="?")
     if isinstance(line, DeltaLine):
         return f"This refers to earlier content {line.ref}."
     if isinstance(line, VerdictLine):
