@@ -21,6 +21,9 @@ TOPOLOGY_FIGURES = [
     for name in ("selection", "tokens_accuracy", "theta")
     for ext in ("png", "pdf")
 ]
+
+
+# The study's tables and figures (results/topology/, figures/topology_*).
 rule topology:
     input:
         TOPOLOGY_TABLES,
