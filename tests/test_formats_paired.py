@@ -63,6 +63,12 @@ def test_discordant_lists_both_answers_and_by_kind_splits_them():
     assert k.loc["count", "n"] == 2
 
 
+def test_no_discordant_question_is_an_empty_list_not_an_error():
+    df = _frame([(1, 1), (0, 0)])
+    d = discordant(df, "mckp", "json_compact")
+    assert d.empty and "answer_mckp" in d.columns
+
+
 def test_refuses_an_encoder_the_run_does_not_have():
     with pytest.raises(ValueError, match="toon"):
         paired_accuracy(_frame([(1, 0)]), "toon", "json_compact")

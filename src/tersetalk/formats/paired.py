@@ -111,6 +111,9 @@ def discordant(df: pd.DataFrame, treatment: str, control: str) -> pd.DataFrame:
     """The questions exactly one of the two encoders gets right, with both answers."""
     wide = wide_correct(df, treatment, control)
     qids = wide.index[wide[treatment] != wide[control]]
+    columns = ["qid", "kind", "gold", "right", f"answer_{treatment}", f"answer_{control}"]
+    if qids.empty:
+        return pd.DataFrame(columns=columns)
     sub = df[df["qid"].isin(qids) & df["encoder"].isin([treatment, control])]
     pred = sub.pivot(index="qid", columns="encoder", values="prediction")
     first = sub.drop_duplicates("qid").set_index("qid")
