@@ -58,6 +58,15 @@ def test_scorer_rules():
     assert not answer_matches("octocat-2", "octocat")  # a neighbouring row's value
 
 
+def test_a_count_said_as_a_sentence_is_scored_by_its_number():
+    # what SmolLM2 answers to every count question, whatever the encoding
+    assert answer_matches("The top-level array has 3 items.", "3")
+    assert answer_matches("The array contains 1 element", "1")
+    assert not answer_matches("The top-level array has 1 items.", "2")
+    assert not answer_matches("The top-level array has 3 items.", "octocat")
+    assert not answer_matches("Item 3 has 2 labels.", "3")  # not a count of items
+
+
 def test_corpus_errors_name_file_and_line(tmp_path):
     (tmp_path / "json.jsonl").write_text('{"id": "a", "shape": "x", "body": 1}\n{oops\n')
     with pytest.raises(CorpusError, match=r"json.jsonl, line 2"):

@@ -194,6 +194,12 @@ def _norm(text: str) -> str:
     return _WRAP.sub("", text.strip()).lower()
 
 
+#: "has 3 items" / "contains 3 elements" / "have 1 entry": the count a sentence states
+_COUNT_SENTENCE = re.compile(
+    r"\b(?:has|have|contains|holds)\s+(\d+)\s+(?:items?|elements?|entries|entry|objects?|rows?)\b"
+)
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
@@ -207,8 +213,9 @@ def answer_matches(prediction: str, gold: str) -> bool:
     The prediction's first line, stripped of quotes, backticks, asterisks and a final
     period, must equal the gold (case-insensitive; numbers compared as numbers, so 7
     and 7.0 match; "null"/"none" match null; "yes"/"no" match true/false). A sentence
-    counts only if the gold is its last token span ("The id is 42." -> "42"): one rule,
-    strict enough that a neighbouring row's value never matches.
+    counts only if the gold is its last token span ("The id is 42." -> "42"), or, for a
+    number, the count it states ("The top-level array has 3 items."): rules strict enough
+    that a neighbouring row's value never matches.
     """
     lines = [x for x in prediction.strip().splitlines() if x.strip()]
     if not lines:
@@ -230,7 +237,11 @@ def answer_matches(prediction: str, gold: str) -> bool:
     if tail == g:
         return True
     tn = _number(tail)
-    return gn is not None and tn is not None and gn == tn
+    if gn is not None and tn is not None and gn == tn:
+        return True
+    # a count said as a sentence: "The top-level array has 3 items." -> 3
+    said = _COUNT_SENTENCE.search(cand)
+    return gn is not None and said is not None and _number(said.group(1)) == gn
 
 
 def prompt_for(question: Question, encoded_payload: str) -> str:
