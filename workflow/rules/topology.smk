@@ -37,10 +37,10 @@ rule topology_sample:
         sample_input,
     output:
         "results/topology/samples/{task}.parquet",
-    wildcard_constraints:
-        task="|".join(TOPOLOGY_LABELS),
     log:
         "results/logs/topology/sample/{task}.log",
+    wildcard_constraints:
+        task="|".join(TOPOLOGY_LABELS),
     conda:
         ENV
     resources:
@@ -64,11 +64,11 @@ rule topology_run:
         unpack(topology_run_input),
     output:
         "results/topology/runs/{task}/{system}/{variant}.parquet",
+    log:
+        "results/logs/topology/run/{task}/{system}/{variant}.log",
     wildcard_constraints:
         task="|".join(TOPOLOGY_LABELS),
         system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
-    log:
-        "results/logs/topology/run/{task}/{system}/{variant}.log",
     conda:
         ENV
     threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
