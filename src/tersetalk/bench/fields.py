@@ -228,15 +228,16 @@ def to_prose(fields: Fields) -> str:
 
 
 def prose_key(key: Key) -> Key:
-    """A comparison key of the fields with one trailing ``.`` dropped from every text.
+    """A comparison key of the fields with one trailing ``.`` dropped from every text
+    (``?`` too from a question's).
 
-    ``jsonl_to_prose`` ends each text with a period unless it already ends in
-    punctuation, so "Paris" and "Paris." render the same; prose extraction is
-    therefore compared modulo that one period (applied to both sides alike).
+    ``jsonl_to_prose`` ends each text with a period (a question with ``?``) unless it
+    already ends in punctuation, so "Paris" and "Paris." render the same; prose
+    extraction is therefore compared modulo that one mark (applied to both sides alike).
     """
 
-    def cut(text: str) -> str:
-        return text[:-1] if text.endswith(".") else text
+    def cut(text: str, marks: str = ".") -> str:
+        return text[:-1] if text.endswith(tuple(marks)) else text
 
     role, goal, facts, plan, questions, verdict = key
     return (
@@ -244,6 +245,6 @@ def prose_key(key: Key) -> Key:
         None if goal is None else cut(goal),
         tuple(cut(t) for t in facts),
         tuple(cut(t) for t in plan),
-        tuple((to, cut(t)) for to, t in questions),
+        tuple((to, cut(t, ".?")) for to, t in questions),
         verdict,
     )
