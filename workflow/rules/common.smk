@@ -73,16 +73,18 @@ def _results(wildcards):
     return results_prefix(_model(wildcards))
 
 
-def run_targets(prefix="results/runs", ext="parquet"):
+def run_targets(prefix="results/runs", ext="parquet", study=None):
     """One file per (task, enabled system that runs on it, variant that runs on it):
-    systems.<name>.tasks, narrowed by systems.<name>.variants.<variant>.tasks."""
+    systems.<name>.tasks, narrowed by systems.<name>.variants.<variant>.tasks. ``study``:
+    another study's config (the topology study's), else the main one."""
+    study = study or config
     return [
         f"{prefix}/{task}/{system}/{variant}.{ext}"
-        for task in TASKS
-        for system in SYSTEMS
-        if runs_on(config, system, task)
-        for variant in config["systems"][system]["variants"]
-        if variant_runs_on(config, system, variant, task)
+        for task in study["tasks"]
+        for system in enabled_systems(study)
+        if runs_on(study, system, task)
+        for variant in study["systems"][system]["variants"]
+        if variant_runs_on(study, system, variant, task)
     ]
 
 
@@ -389,15 +391,7 @@ def topology_study():
 
 def topology_runs(wildcards=None):
     """One run file per (study task, routed system that runs on it, variant that runs on it)."""
-    study = topology_study()
-    return [
-        f"results/topology/runs/{task}/{system}/{variant}.parquet"
-        for task in study["tasks"]
-        for system in TOPOLOGY_SYSTEMS
-        if runs_on(study, system, task)
-        for variant in study["systems"][system]["variants"]
-        if variant_runs_on(study, system, variant, task)
-    ]
+    return run_targets("results/topology/runs", study=topology_study())
 
 
 def topology_run_input(wildcards):
