@@ -128,7 +128,7 @@ def test_mb2_table(outputs):
     ("which", "limit", "held"),
     [
         ("mb1", "jsonl_orjson_whole", {"jsonl_pydantic", "jsonl_strict_arrays"}),
-        ("mb2", "newline_framer_orjson", {"stream_reader_strict"}),
+        ("mb2", "newline_framer_orjson", {"stream_reader_strict", "stream_reader_strict_arrays"}),
     ],
 )
 def test_tables_report_the_ratio_to_the_limit(outputs, which, limit, held):

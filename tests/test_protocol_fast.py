@@ -111,6 +111,7 @@ def fast_paths_off():
         mock.patch.object(fast, "parse_block", lambda data, lenient=False: None),
         mock.patch.object(fast, "parse_message", lambda data, lenient=False: None),
         mock.patch.object(fast, "check_message", lambda data: None),
+        mock.patch.object(fast, "check_block", lambda data: None),
     ):
         yield
 

@@ -226,6 +226,49 @@ def test_strict_reader_on_the_real_messages(size):
     assert len(want) > 100 and _read(chunks) == ("lines", want, len(want))
 
 
+def _read_any(chunks, *, strict: bool, arrays: bool):
+    """What a reader gives for these chunks: its lines and result, or the error."""
+    reader = StreamReader(strict=strict, arrays=arrays)
+    got: list = []
+    try:
+        for chunk in chunks:
+            got += reader.feed(chunk)
+        got += reader.close()
+    except ProtocolError as exc:
+        return ("error", type(exc), str(exc), exc.line_no, got)
+    result = reader.result()
+    return ("lines", got, result.repairs, result.canonical_lines, _states(result.lines))
+
+
+@EXAMPLES
+@given(chunkings(), st.booleans())
+def test_array_reader_gives_the_arrays_of_the_model_reader(case, strict):
+    """``arrays=True``: the same lines as arrays, the same errors at the same line and
+    the same result, for any chunking, strict or lenient; with the fast paths off too."""
+    _, chunks = case
+    got = _read_any(chunks, strict=strict, arrays=True)
+    models = _read_any(chunks, strict=strict, arrays=False)
+    assert all(a.__class__ is list for a in got[1 if got[0] == "lines" else 4])
+    if models[0] == "lines":
+        assert got == ("lines", [x.to_array() for x in models[1]], *models[2:])
+    else:
+        assert got == (*models[:4], [x.to_array() for x in models[4]])
+    with fast_paths_off():
+        assert _read_any(chunks, strict=strict, arrays=True) == got
+
+
+@pytest.mark.parametrize("size", [1, 64, 4096])
+def test_array_reader_on_the_real_messages_never_builds_a_model(size, monkeypatch):
+    data = "".join(t + "\n" for t in REAL if _outcome(parse_strict_reference, t)[0] != "error")
+    data = data.encode()
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    want = [x.to_array() for x in parse_strict_reference(data)]
+    monkeypatch.setattr(fast, "parse_block", None)  # the model path must not be reached
+    reader = StreamReader(strict=True, arrays=True)
+    got = [a for c in chunks for a in reader.feed(c)] + reader.close()
+    assert len(want) > 100 and got == want
+
+
 def test_feed_after_close_is_refused_before_the_type_is_checked():
     reader = StreamReader(strict=True)
     reader.close()

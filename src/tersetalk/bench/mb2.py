@@ -13,6 +13,8 @@ paragraphs. Each stream is cut into chunks of each size and fed to:
 * ``stream_reader_strict`` / ``stream_reader_lenient`` -- the protocol's
   :class:`~tersetalk.protocol.StreamReader`, which frames and also parses each
   line into a validated model (strict), or repairs it (lenient);
+* ``stream_reader_strict_arrays`` -- ``StreamReader(strict=True, arrays=True)``:
+  the same checks and the same lines, as canonical arrays instead of models;
 * ``sentence_regex`` (baseline) -- incremental UTF-8 decoding and the regex
   sentence splitter of :mod:`.framing` over the prose stream.
 
@@ -81,6 +83,10 @@ FRAMERS: dict[str, Framer] = {
                "the floor of a reader that returns models"),
         Framer("stream_reader_strict", "jsonl", partial(StreamReader, strict=True), "newline",
                "tersetalk.protocol.StreamReader(strict=True): frames and parses lines"),
+        Framer("stream_reader_strict_arrays", "jsonl",
+               partial(StreamReader, strict=True, arrays=True), "newline",
+               "tersetalk.protocol.StreamReader(strict=True, arrays=True): frames and checks "
+               "lines, returns their arrays"),
         Framer("stream_reader_lenient", "jsonl", StreamReader, "newline",
                "tersetalk.protocol.StreamReader(): frames, parses and repairs lines"),
     )
@@ -90,7 +96,7 @@ LIMIT = "newline_framer_orjson"
 #: The floor of a reader that returns line models (the limit plus unchecked assembly).
 FLOOR = "newline_framer_models"
 #: The protocol's stream readers held to a share of the limit (issue 19).
-VALIDATING = ("stream_reader_strict",)
+VALIDATING = ("stream_reader_strict", "stream_reader_strict_arrays")
 
 
 @dataclass(frozen=True)
@@ -206,8 +212,10 @@ def run_mb2(
     for n in (FLOOR, "stream_reader_strict", "stream_reader_lenient"):
         if n in whole and whole[n] != reference:
             raise EquivalenceError(f"MB-2: {n} disagrees with parse_strict on the JSONL stream")
-    if whole[LIMIT] != [line.to_array() for line in reference]:
-        raise EquivalenceError(f"MB-2: {LIMIT} did not decode every line of the JSONL stream")
+    arrays = [line.to_array() for line in reference]
+    for n in (LIMIT, "stream_reader_strict_arrays"):
+        if n in whole and whole[n] != arrays:
+            raise EquivalenceError(f"MB-2: {n} did not give every line of the JSONL stream")
     log.info("MB-2 stream: %d messages (%d real), %d JSONL bytes in %d lines, %d prose bytes "
              "in %d sentences", streams.n_messages, streams.n_real, len(streams.jsonl),
              streams.n_lines, len(streams.prose), len(whole[BASELINE]))  # fmt: skip

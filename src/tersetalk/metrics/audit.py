@@ -339,11 +339,11 @@ def _audit_jsonl_line(raw: str, line, ctx: _Context) -> LineAudit:
 
 def _jsonl_lines(content: str):
     """``[(raw line, parsed line)]`` when ``content`` is strict TerseTalk-JSONL, else None."""
-    from tersetalk.protocol import ProtocolError, parse_strict
+    from tersetalk.protocol import ProtocolError, validate_strict
     from tersetalk.protocol.codec import parse_line_strict, physical_lines
 
     try:
-        parse_strict(content)
+        validate_strict(content)  # the same verdict as parse_strict, without models
     except ProtocolError:
         return None
     out = []

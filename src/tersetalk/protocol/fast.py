@@ -425,6 +425,12 @@ def parse_block(data: str | bytes, *, lenient: bool = False) -> list[LineBase] |
     return None if wrapped is None else _assemble(wrapped, _REF_LENIENT if lenient else _REF)
 
 
+def check_block(data: str | bytes) -> list[list[str]] | None:
+    """The validated canonical arrays of every physical line of ``data``, or ``None``."""
+    wrapped = _load(data)
+    return None if wrapped is None else _check(wrapped)
+
+
 def _body(data: Any) -> Any:
     """A message without its final newline: ``"a\\n"`` is one line, not two."""
     if data.__class__ is str:
