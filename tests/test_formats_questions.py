@@ -104,3 +104,13 @@ def test_postmortem_questions_lost_by_a_monolithic_table_kept_by_mckp(value, kin
         assert q.gold not in naive_table(value)
         assert q.gold in encode(from_python(value)).text
         assert q.gold in encode(from_python(value), "json_compact").text
+
+
+def test_more_questions_per_kind_extend_the_smaller_set(corpus):
+    """formats.comprehension.per_kind: a larger set starts with the smaller one, so the
+    answers cached for it are reused and the paired comparison only gains questions."""
+    one, three = question_set(corpus, seed=0), question_set(corpus, seed=0, per_kind=3)
+    assert len(three) > 2 * len(one)
+    assert {q.qid: q for q in one}.items() <= {q.qid: q for q in three}.items()
+    per = Counter((q.payload_id, q.kind) for q in three)
+    assert max(per.values()) == 3 and all(n == 1 for (_, k), n in per.items() if k == "count")

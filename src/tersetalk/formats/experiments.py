@@ -212,13 +212,16 @@ def comprehension(
     seed: int = 0,
     encoders=COMPREHENSION_ENCODERS,
     max_prompt_tokens: int = 1500,
+    per_kind: int = 1,
     max_tokens: int = 32,
     tokenizer: str = "o200k_base",
 ) -> pd.DataFrame:
     """Questions with gold answers by construction, answered from each encoding.
 
     Payloads: a seeded sample of the JSON bodies whose largest encoding fits the
-    model's context (``max_prompt_tokens`` by the model's own tokenizer). One row per
+    model's context (``max_prompt_tokens`` by the model's own tokenizer), with up to
+    ``per_kind`` questions of each kind about each (the first ones are the same at any
+    ``per_kind``, so a larger set extends a smaller one). One row per
     (question, encoder): the payload's tokens in that encoding, the model's answer,
     whether it matches the gold answer. A model error is a row with ``error`` set and
     ``correct`` False; a transient server fault propagates (rerun: the call cache
@@ -240,7 +243,7 @@ def comprehension(
         longest = max(texts.values(), key=lambda e: len(e.text))
         if client.count_tokens(prompt_for(_probe(p), longest.text)) > max_prompt_tokens:
             continue
-        questions = questions_for(p, seed=seed, per_kind=1)
+        questions = questions_for(p, seed=seed, per_kind=per_kind)
         if questions:
             chosen.append((p, texts, questions))
     if not chosen:
@@ -326,7 +329,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--comprehension-json",
         default="{}",
-        help="comprehension: JSON of n_payloads, max_prompt_tokens, encoders",
+        help="comprehension: JSON of n_payloads, max_prompt_tokens, per_kind, encoders",
     )
     ap.add_argument("--cache-dir", help="comprehension: the model call cache folder")
 
