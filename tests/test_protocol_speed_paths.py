@@ -234,8 +234,8 @@ def _read_any(chunks, *, strict: bool, arrays: bool):
         for chunk in chunks:
             got += reader.feed(chunk)
         got += reader.close()
-    except ProtocolError as exc:
-        return ("error", type(exc), str(exc), exc.line_no, got)
+    except ProtocolError as exc:  # the lines before the bad one are kept
+        return ("error", type(exc), str(exc), exc.line_no, got, _states(reader.result().lines))
     result = reader.result()
     return ("lines", got, result.repairs, result.canonical_lines, _states(result.lines))
 
@@ -252,7 +252,7 @@ def test_array_reader_gives_the_arrays_of_the_model_reader(case, strict):
     if models[0] == "lines":
         assert got == ("lines", [x.to_array() for x in models[1]], *models[2:])
     else:
-        assert got == (*models[:4], [x.to_array() for x in models[4]])
+        assert got == (*models[:4], [x.to_array() for x in models[4]], models[5])
     with fast_paths_off():
         assert _read_any(chunks, strict=strict, arrays=True) == got
 

@@ -81,7 +81,7 @@ class StreamReader:
                 self._line_no += len(lines)
                 self._lines += lines
                 return lines
-        return self._emit(self._block(block))
+        return self._block(block)
 
     @staticmethod
     def _as_bytes(data: object) -> bytes:
@@ -96,40 +96,41 @@ class StreamReader:
         if self._closed:
             return []
         self._closed = True
-        out: list[LineBase] = []
+        out: list = []
         if self._buffer:
             raw = bytes(self._buffer)
             self._buffer.clear()
             out += self._line(raw)
         if self._machine is not None:
-            out += self._machine.finish()
-        return self._emit(out)
+            out += self._emit(self._machine.finish())
+        return out
 
     def _emit(self, lines: list[LineBase]) -> list:
-        """Models from the line-by-line paths, as this reader returns them (and keeps them)."""
+        """Models from the slower paths as this reader returns them, kept as they come (so
+        the lines before a bad one are kept when it raises)."""
         if self.arrays:
             lines = [line.to_array() for line in lines]
         self._lines += lines
         return lines
 
-    def _block(self, block: bytes) -> list[LineBase]:
+    def _block(self, block: bytes) -> list:
         """Complete lines (joined by ``\\n``, without the last one's newline).
 
         Strict blocks that are all canonical never get here (:meth:`feed` parses them).
         """
         if self._machine is not None:
-            return self._machine.push_block(block)
-        out: list[LineBase] = []
+            return self._emit(self._machine.push_block(block))
+        out: list = []
         for raw in block.split(b"\n"):
             out += self._line(raw)
         return out
 
-    def _line(self, raw: bytes) -> list[LineBase]:
+    def _line(self, raw: bytes) -> list:
         self._line_no += 1
         if self._machine is not None:
-            return self._machine.push_bytes(raw)
+            return self._emit(self._machine.push_bytes(raw))
         line = parse_line_strict(decode_strict(raw, self._line_no), self._line_no)
-        return [] if line is None else [line]
+        return [] if line is None else self._emit([line])
 
     @property
     def closed(self) -> bool:
