@@ -83,3 +83,20 @@ def test_cli_prints_the_comparison(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "mckp: 0.500 (3/6)" in out and "json_compact: 0.000 (0/6)" in out
     assert "3 only mckp, 0 only json_compact" in out
+
+
+def test_the_payload_interval_resamples_whole_payloads():
+    """Four questions per payload that always agree are one observation, not four: the
+    payload-clustered interval is wider than the per-question one; with one question per
+    payload the two describe the same resampling."""
+    pairs = [(1, 0)] * 12 + [(0, 1)] * 4 + [(1, 1)] * 8 + [(0, 0)] * 16
+    df = _frame(pairs).assign(payload_id=lambda d: [f"p{int(q[-3:]) // 4}" for q in d["qid"]])
+    r = paired_accuracy(df, n_resamples=4000)
+    assert r.payloads == 10 and r.diff == pytest.approx(0.2)
+    assert r.cluster_ci_low < r.diff < r.cluster_ci_high
+    assert r.cluster_ci_high - r.cluster_ci_low > 1.5 * (r.ci_high - r.ci_low)
+    one = paired_accuracy(_frame(pairs).assign(payload_id=lambda d: d["qid"]), n_resamples=4000)
+    assert one.payloads == 40
+    width, cluster_width = one.ci_high - one.ci_low, one.cluster_ci_high - one.cluster_ci_low
+    assert cluster_width == pytest.approx(width, abs=0.05)
+    assert paired_accuracy(_frame(pairs), n_resamples=500).payloads == 0  # no payload_id

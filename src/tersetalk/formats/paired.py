@@ -6,6 +6,10 @@ accuracy is the mean of ``correct(T) - correct(C)`` over the questions both answ
 with a paired percentile bootstrap interval (:func:`tersetalk.stats.bootstrap.paired_bootstrap`),
 and the exact McNemar test on the discordant pairs (under "no difference" a question
 that only one encoder gets right is equally likely to be either one: binomial, p = 1/2).
+Questions about one payload are not independent (the same text, often the same defect),
+so a second interval resamples whole payloads with all their questions (a cluster
+bootstrap of the same difference); with several questions per payload it is the one to
+read.
 The discordant questions themselves are listed, since they are where an encoding helps
 or misleads the model.
 
@@ -18,6 +22,7 @@ import argparse
 import sys
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
@@ -43,6 +48,10 @@ class PairedAccuracy:
     mcnemar_p: float  # exact, two-sided
     n_resamples: int
     seed: int
+    #: the same difference's interval with whole payloads resampled (NaN: no payload_id)
+    payloads: int = 0
+    cluster_ci_low: float = float("nan")
+    cluster_ci_high: float = float("nan")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -70,6 +79,24 @@ def mcnemar_exact(only_treatment: int, only_control: int) -> float:
     return float(sps.binomtest(only_treatment, n, 0.5).pvalue)
 
 
+def cluster_interval(
+    diff: np.ndarray, groups: np.ndarray, *, n_resamples: int, seed: int, confidence: float
+) -> tuple[float, float]:
+    """Percentile interval of ``mean(diff)`` resampling whole groups with replacement.
+
+    A resample draws as many groups as there are, and its statistic is the sum of the
+    drawn groups' differences over their number of questions (the mean over questions).
+    """
+    _, inverse = np.unique(groups, return_inverse=True)
+    sums = np.bincount(inverse, weights=diff)
+    counts = np.bincount(inverse).astype(float)
+    draws = np.random.default_rng(seed).integers(0, sums.size, size=(n_resamples, sums.size))
+    stat = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(stat, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def paired_accuracy(
     df: pd.DataFrame,
     treatment: str = "mckp",
@@ -88,6 +115,13 @@ def paired_accuracy(
     boot = paired_bootstrap(t, c, n_resamples=n_resamples, seed=seed, confidence=confidence)
     only_t = int(((t == 1) & (c == 0)).sum())
     only_c = int(((t == 0) & (c == 1)).sum())
+    cluster: dict = {}
+    if "payload_id" in df.columns:
+        groups = df.drop_duplicates("qid").set_index("qid")["payload_id"].reindex(wide.index)
+        low, high = cluster_interval(
+            t - c, groups.to_numpy(), n_resamples=n_resamples, seed=seed, confidence=confidence
+        )
+        cluster = dict(payloads=int(groups.nunique()), cluster_ci_low=low, cluster_ci_high=high)
     return PairedAccuracy(
         treatment=treatment,
         control=control,
@@ -104,6 +138,7 @@ def paired_accuracy(
         mcnemar_p=mcnemar_exact(only_t, only_c),
         n_resamples=n_resamples,
         seed=seed,
+        **cluster,
     )
 
 
@@ -184,7 +219,13 @@ def run(args: argparse.Namespace) -> int:
         f"difference {t} - {c}: {100 * r.diff:+.1f} points, 95% paired bootstrap CI "
         f"[{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}] ({r.n_resamples} resamples, "
         f"seed {r.seed})\n"
-        f"discordant: {r.only_treatment} only {t}, {r.only_control} only {c}; "
+        + (
+            f"by payload ({r.payloads} payloads, each resampled with all its questions): "
+            f"[{100 * r.cluster_ci_low:+.1f}, {100 * r.cluster_ci_high:+.1f}]\n"
+            if r.payloads
+            else ""
+        )
+        + f"discordant: {r.only_treatment} only {t}, {r.only_control} only {c}; "
         f"exact McNemar p = {r.mcnemar_p:.3g}"
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
