@@ -8,7 +8,9 @@ import platform
 from functools import lru_cache
 from importlib import metadata
 
-_PACKAGES = ("tersetalk", "orjson", "msgpack", "protobuf", "pydantic", "pydantic-core", "pandas")
+_PACKAGES = (
+    "tersetalk", "orjson", "msgspec", "msgpack", "protobuf", "pydantic", "pydantic-core", "pandas"
+)  # fmt: skip
 
 
 def cpu_model() -> str:

@@ -163,7 +163,8 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     env = mb1.iloc[0]
     fig.suptitle(
         f"TerseTalk microbenchmarks — {env['env_cpu']}, {env['env_cpus_usable']} CPUs, "
-        f"{env['env_python']}, orjson {env['env_orjson']}, msgpack {env['env_msgpack']}, "
+        f"{env['env_python']}, orjson {env['env_orjson']}, msgspec {env.get('env_msgspec', '?')}, "
+        f"msgpack {env['env_msgpack']}, "
         f"protobuf {env['env_protobuf']} ({env['env_protobuf_backend']}); "
         f"{int(env['repeats'])} repeats; load avg {env['env_loadavg_1m']}",
         fontsize=11,

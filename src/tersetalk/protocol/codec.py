@@ -187,7 +187,7 @@ def validate_strict(text: str | bytes) -> list[list[str]]:
     parse_strict(text)]``) and raises the same error for the same first bad line.
     For consumers that only read the payloads (field extraction, counting).
     """
-    arrays = _fast.check_message(text)
+    arrays = _fast.check_block(text, True)
     if arrays is not None:
         return arrays
     return [line.to_array() for line in _parse_lines(text, parse_line_strict)]
