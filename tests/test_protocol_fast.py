@@ -245,8 +245,10 @@ def test_parse_strict_equals_the_pydantic_path(text):
 
 @EXAMPLES
 @given(_strict_cases())
-# where msgspec's JSON-lines reader differs from a line split: "\r" ends a line for it,
-# blank lines are skipped, a struct may be read from an object, a field may have a default
+# where msgspec's JSON-lines reader differs from a line split (it reads values one after
+# another, whatever blanks lie between: "\r", blank lines, values side by side), where a
+# comma join alone would be fooled (a newline in a string), and msgspec's own edges (a
+# struct read from an object, a default, a str's lone surrogate)
 @example('["g","a"]\r["g","b"]')
 @example('["g","a"]\r\n["g","b"]\r')
 @example('["g","a"]\n\n["g","b"]')
@@ -262,6 +264,8 @@ def test_parse_strict_equals_the_pydantic_path(text):
 @example('["o","s","M#1","m","extra"]')
 @example('["d","M#3\\n"]')
 @example('["g","\ud800"]')
+@example('["g","a\n b"]')  # joined by a comma this would be one valid line
+@example('["g","a\nb"]\n["g","c"]')
 @example('["g","a"]\n["f","\udfff","M#1"]')
 def test_validate_strict_equals_arrays_of_the_pydantic_path(text):
     want = _outcome(lambda t: [x.to_array() for x in parse_strict_reference(t)], text)
