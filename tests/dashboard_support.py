@@ -12,10 +12,32 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from fastapi.testclient import TestClient
+
 from tersetalk.config import run_spec, validate_config
 from tersetalk.mediator import parse_mediator_config
 
 REPO = Path(__file__).resolve().parents[1]
+#: where the test clients say the dashboard is (it refuses TestClient's "testserver" Host)
+LOCAL = "http://127.0.0.1:8765"
+
+
+class LoopbackClient(TestClient):
+    """Starlette's TestClient addressing the app as ``127.0.0.1:8765``, WebSockets too.
+
+    Why: the dashboard answers only requests whose Host names a loopback address
+    (DNS rebinding), and TestClient's defaults (``testserver``, and a hard-coded
+    ``ws://testserver`` for WebSockets) name none.
+    """
+
+    def __init__(self, app, **kwargs) -> None:
+        kwargs.setdefault("base_url", LOCAL)
+        super().__init__(app, **kwargs)
+
+    def websocket_connect(self, url: str, *args, **kwargs):
+        if url.startswith("/"):
+            url = LOCAL.replace("http://", "ws://", 1) + url
+        return super().websocket_connect(url, *args, **kwargs)
 
 
 def scripted_answer(messages):

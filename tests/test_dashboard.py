@@ -8,8 +8,13 @@ import os
 import socket
 
 import pytest
-from dashboard_support import LONG_MESSAGE, REPO, build_results, offline_live_config
-from fastapi.testclient import TestClient
+from dashboard_support import (
+    LONG_MESSAGE,
+    REPO,
+    LoopbackClient,
+    build_results,
+    offline_live_config,
+)
 
 from tersetalk.dashboard.app import DashboardSettings, create_app
 from tersetalk.dashboard.live import LiveMediator
@@ -39,7 +44,7 @@ def make_app(site, attach=None, **kw):
 
 @pytest.fixture
 def client(site):
-    with TestClient(make_app(site)) as c:
+    with LoopbackClient(make_app(site)) as c:
         yield c
 
 
@@ -60,7 +65,9 @@ def test_results_api_gives_each_systems_conversation(client):
         ("freeform", "default"),
         ("mediator", "truncate"),
     }
-    examples = client.get("/api/examples", params={"task": "hotpotqa"}).json()
+    got = client.get("/api/examples", params={"task": "hotpotqa"}).json()
+    assert got["task"] == "hotpotqa" and got["warnings"] == []
+    examples = got["examples"]
     assert len(examples) == 2 and all(e["n_runs"] == 2 for e in examples)
     conv = client.get(
         "/api/conversation", params={"task": "hotpotqa", "example": examples[0]["example_id"]}
@@ -183,7 +190,7 @@ def _receive_until(ws, predicate, limit=500):
 
 def test_websocket_pushes_run_events_from_tailed_files(site, tmp_path):
     attach = tmp_path / "live-results"
-    with TestClient(make_app(site, attach=attach)) as c, c.websocket_connect("/ws") as ws:
+    with LoopbackClient(make_app(site, attach=attach)) as c, c.websocket_connect("/ws") as ws:
         snap = ws.receive_json()
         assert snap["type"] == "snapshot" and snap["progress"]["runs"] == []
         assert snap["progress"]["attached"] == str(attach)
@@ -257,7 +264,7 @@ def test_live_message_validation(client, body, code):
 
 
 def test_a_client_that_disconnects_does_not_affect_a_run(site):
-    with TestClient(make_app(site)) as c:
+    with LoopbackClient(make_app(site)) as c:
         with c.websocket_connect("/ws") as gone:
             gone.receive_json()
         with c.websocket_connect("/ws") as ws:
@@ -313,7 +320,7 @@ def test_other_sites_pages_cannot_use_the_dashboard(client):
     assert form.status_code == 415  # a form post needs no CORS preflight: JSON only
     with pytest.raises(WebSocketDisconnect), client.websocket_connect("/ws", headers=evil) as ws:
         ws.receive_json()
-    same = {"Origin": "http://testserver"}
+    same = {"Origin": "http://127.0.0.1:8765"}
     with client.websocket_connect("/ws", headers=same) as ws:
         assert ws.receive_json()["type"] == "snapshot"
     assert client.post("/api/live/message", json={"message": "hi"}, headers=same).status_code == 202
@@ -336,5 +343,5 @@ def test_the_topology_studys_runs_are_browsed_beside_the_main_ones(site, tmp_pat
         "topology/runs/hotpotqa/topology_tersetalk/chain.parquet"
     )
     assert ("freeform", "default") in runs and index.tasks() == [{"task": "hotpotqa", "n_runs": 3}]
-    example = index.examples("hotpotqa")[0]["example_id"]
+    example = index.examples("hotpotqa")["examples"][0]["example_id"]
     assert len(index.conversation("hotpotqa", example)["runs"]) == 3

@@ -7,6 +7,7 @@ it). Every test saves a screenshot under results/screenshots/ to look at.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,21 @@ class Page:
         self.context.close()
 
 
+def wait_js(pg, expression: str, timeout_ms: int = WAIT_MS) -> None:
+    """Wait until ``expression`` is truthy in the page (an error in it counts as false).
+
+    Not ``page.wait_for_function``: it evaluates its predicate with ``eval`` inside the
+    page, which the dashboard's Content-Security-Policy (no ``'unsafe-eval'``) refuses.
+    ``page.evaluate`` goes through the DevTools protocol, outside the page's CSP.
+    """
+    probe = f"(() => {{ try {{ return !!({expression}); }} catch (e) {{ return false; }} }})()"
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not pg.evaluate(probe):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never true in the page: {expression}")
+        pg.wait_for_timeout(50)
+
+
 @pytest.fixture
 def page(browser):
     p = Page(browser)
@@ -111,9 +127,10 @@ def test_page_loads_with_no_console_errors(page, offline_server):
         pg.click(f"#tab-{view}")
         pg.wait_for_selector(f"#view-{view}", state="visible")  # hashchange is asynchronous
     pg.wait_for_selector(".conv")
-    pg.wait_for_function(
+    wait_js(
+        pg,
         "document.querySelectorAll('#figures img').length > 0 && "
-        "document.querySelector('#figures img').naturalWidth > 0"
+        "document.querySelector('#figures img').naturalWidth > 0",
     )
     pg.click("#tab-live")
     page.shot("page-loads")
@@ -186,9 +203,10 @@ def test_results_browser_shows_two_systems_side_by_side(page, offline_server):
     options = pg.locator("#example-select option")
     assert options.count() == 2
     pg.select_option("#example-select", index=1)
-    pg.wait_for_function(
+    wait_js(
+        pg,
         "document.querySelector('.example-head .small').textContent.includes("
-        f"'{options.nth(1).get_attribute('value')}')"
+        f"'{options.nth(1).get_attribute('value')}')",
     )
     # the summary sorts by a clicked column, both ways
     pg.wait_for_selector("#summary-table th[data-col='system']")
@@ -235,7 +253,7 @@ def test_workflow_view_follows_a_run_and_fits_a_narrow_window(browser, site, tmp
                 }
             )
             row = "tr[data-run='runs/hotpotqa/tersetalk/default']"
-            pg.wait_for_function(f"document.querySelector(\"{row}\").textContent.includes('M→W')")
+            wait_js(pg, f"document.querySelector(\"{row}\").textContent.includes('M→W')")
             assert "running" in pg.inner_text(row)
             width = pg.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
             assert width[0] <= width[1], "the page scrolls sideways on a narrow window"
@@ -252,3 +270,30 @@ def test_workflow_view_follows_a_run_and_fits_a_narrow_window(browser, site, tmp
     finally:
         pub.close()
         p.close()
+
+
+def test_a_torn_run_file_is_a_warning_on_the_page_not_a_blank_view(page, site, tmp_path):
+    """The results view names the skipped file and still shows the other runs, and the
+    page's Content-Security-Policy blocks nothing it uses (no console error)."""
+    import shutil
+
+    from tersetalk.dashboard.live import LiveMediator
+
+    shutil.copytree(site / "results", tmp_path / "results")
+    shutil.copytree(site / "figures", tmp_path / "figures")
+    torn = tmp_path / "results" / "runs" / "hotpotqa" / "torn" / "default.parquet"
+    torn.parent.mkdir()
+    data = (
+        tmp_path / "results" / "runs" / "hotpotqa" / "freeform" / "default.parquet"
+    ).read_bytes()
+    torn.write_bytes(data[: len(data) // 2])
+    with serve(tmp_path, lambda pub: LiveMediator(offline_live_config(), pub)) as url:
+        pg = page.page
+        pg.goto(url + "#results")
+        pg.wait_for_selector(".conv")
+        pg.wait_for_selector("#results-warnings", state="visible")
+        warning = pg.inner_text("#results-warnings")
+        assert "runs/hotpotqa/torn/default.parquet" in warning and "unreadable" in warning
+        assert pg.locator(".conv").count() == 2
+        page.shot("results-torn-file")
+    assert page.errors == []

@@ -11,7 +11,10 @@ internet):
 - results: ``/api/tasks``, ``/api/examples``, ``/api/conversation``,
   ``/api/summary``, ``/api/figures`` read the workflow's outputs
   (:mod:`.results`); ``/files/{results|figures}/<path>`` serves a file from
-  inside those two folders and nowhere else.
+  inside those two folders and nowhere else (HTML, SVG and XML files as downloads).
+
+Every request must name this server in its ``Host`` header, and every response
+carries ``nosniff`` (the page also a Content-Security-Policy): see :mod:`.guard`.
 
 Every WebSocket client gets a snapshot on connect, then live messages from the
 :class:`~.hub.Hub`; a client that disconnects or breaks is dropped without
@@ -36,6 +39,7 @@ from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconn
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from tersetalk.dashboard.guard import HostGuard, allowed_names, download_only
 from tersetalk.dashboard.hub import Hub
 from tersetalk.dashboard.live import LiveMediator, Publish, default_live_config
 from tersetalk.dashboard.results import PathRefused, ResultsIndex, safe_path
@@ -51,12 +55,22 @@ MAX_MESSAGE_CHARS = 20_000
 
 @dataclass
 class DashboardSettings:
+    """What the app serves, and under which names.
+
+    ``host`` is the address the server was bound to (a wildcard such as ``0.0.0.0``
+    names no host); requests must name a loopback host, that address or one of
+    ``allowed_hosts``, with ``port`` (None: the port the request came in on).
+    """
+
     results: Path = Path("results")
     figures: Path = Path("figures")
     attach: Path | None = None
     poll_s: float = 0.5
     recent_events: int = 200
     extra: dict[str, Any] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int | None = None
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def _static_dir() -> Path:
@@ -109,6 +123,11 @@ def create_app(
 
     app = FastAPI(title="tersetalk dashboard", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.hub, app.state.live, app.state.tailer, app.state.index = hub, live, tailer, index
+    app.add_middleware(
+        HostGuard,
+        names=allowed_names(settings.host, settings.allowed_hosts),
+        port=settings.port,
+    )
     static = _static_dir()
     app.mount("/static", StaticFiles(directory=static), name="static")
 
@@ -173,14 +192,19 @@ def create_app(
         return index.tasks()
 
     @app.get("/api/examples")
-    def examples(task: str) -> list[dict[str, Any]]:
+    def examples(task: str) -> dict[str, Any]:
         return index.examples(task)
 
     @app.get("/api/conversation")
     def conversation(task: str, example: str) -> dict[str, Any]:
         conv = index.conversation(task, example)
         if not conv["runs"]:
-            raise HTTPException(404, f"no run of task {task!r} has example {example!r}")
+            skipped = "; ".join(f"{w['path']}: {w['message']}" for w in conv["warnings"])
+            raise HTTPException(
+                404,
+                f"no run of task {task!r} has example {example!r}"
+                + (f" (files skipped: {skipped})" if skipped else ""),
+            )
         return conv
 
     @app.get("/api/summary")
@@ -202,6 +226,8 @@ def create_app(
             raise HTTPException(403, str(exc)) from None
         if not target.is_file():
             raise HTTPException(404, f"{which}/{path} is not a file")
+        if download_only(target.name):  # model-made HTML/SVG must not run as this origin
+            return FileResponse(target, filename=target.name, content_disposition_type="attachment")
         return FileResponse(target)
 
     @app.exception_handler(HTTPException)

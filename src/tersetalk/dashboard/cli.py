@@ -2,7 +2,9 @@
 
 Loopback by default because the page can run the mediator on the configured
 model and serves files from the results folder: exposing that is the user's
-explicit choice (``--host 0.0.0.0``), never a default.
+explicit choice (``--host 0.0.0.0``), never a default. Requests must name the
+server by a loopback name, the ``--host`` address or an ``--allow-host`` name
+(DNS rebinding: see :mod:`tersetalk.dashboard.guard`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> None:
     import uvicorn
 
     from tersetalk.dashboard.app import DashboardSettings, create_app
+    from tersetalk.dashboard.guard import WILDCARDS
     from tersetalk.dashboard.live import LiveMediator, default_live_config
 
     results = Path(args.results)
@@ -54,16 +57,19 @@ def _cmd_dashboard(args: argparse.Namespace) -> None:
     else:
         mediator_cfg = default_live_config()
     models, seed = _live_models(args.config)
+    port = sock.getsockname()[1]
     settings = DashboardSettings(
         results=results,
         figures=Path(args.figures),
         attach=attach,
         extra={"mediator_config": args.mediator_config or "default"},
+        host=args.host,
+        port=port,
+        allowed_hosts=tuple(args.allow_host),
     )
     app = create_app(
         settings, lambda publish: LiveMediator(mediator_cfg, publish, models=models, seed=seed)
     )
-    port = sock.getsockname()[1]
     url = url_for(args.host, port)
     print(
         f"tersetalk dashboard: {url}  (results {results}/, figures {args.figures}/"
@@ -76,6 +82,14 @@ def _cmd_dashboard(args: argparse.Namespace) -> None:
             "listening on %s: anyone who reaches this address can read your results and "
             "run the mediator on your model",
             args.host,
+        )
+    if args.host in WILDCARDS and not args.allow_host:
+        print(
+            f"tersetalk dashboard: {args.host} is every interface, but requests must name "
+            "this machine as localhost or 127.0.0.1; to use it by another name or address, "
+            "add --allow-host NAME",
+            file=sys.stderr,
+            flush=True,
         )
     config = uvicorn.Config(app, log_level=args.server_log_level, ws="websockets-sansio")
     uvicorn.Server(config).run(sockets=[sock])
@@ -100,6 +114,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=DEFAULT_PORT,
         help=f"port (default: {DEFAULT_PORT}; 0: any free port)",
+    )
+    d.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests that name this server NAME (a hostname or address, "
+        "repeatable); by default only localhost, 127.0.0.1, [::1] and --host are answered, "
+        "which stops DNS-rebinding pages",
     )
     d.add_argument("--results", default="results", help="results folder (default: results)")
     d.add_argument("--figures", default="figures", help="figures folder (default: figures)")

@@ -61,6 +61,13 @@ EVENTS_SUFFIX = ".events.jsonl"
 SCHEMA_VERSION = 1
 #: a message's text is cut to this many characters in its event (the run file keeps it whole)
 MAX_CONTENT_CHARS = 4000
+#: any other text in an event (a prediction, an error, a mediator stage's text) is cut to
+#: this many characters: a model that replies with 20 MB must not put 20 MB into every
+#: dashboard's poll; the run file keeps the whole text
+MAX_FIELD_CHARS = 64 * 1024
+#: an event line longer than this (bytes) after the cuts (thousands of short keys, say)
+#: is replaced by a stub that says so
+MAX_LINE_BYTES = 1024 * 1024
 _OFF = {"0", "off", "false", "no"}
 
 
@@ -124,20 +131,24 @@ class RunPublisher(NullPublisher):
                 fh.close()
 
     def publish(self, event: str, **fields: Any) -> None:
-        """One event line; ``t`` is wall-clock seconds (what a dashboard shows)."""
+        """One event line; ``t`` is wall-clock seconds (what a dashboard shows).
+
+        Text longer than :data:`MAX_FIELD_CHARS` is cut, and ``truncated_fields`` maps
+        each cut field (``data.text``, ``prediction``) to its original length in
+        characters; a line still over :data:`MAX_LINE_BYTES` becomes a stub event."""
         if self._fh is None:
             return
         try:
-            line = json.dumps(
-                {
-                    "v": SCHEMA_VERSION,
-                    "t": time.time(),
-                    "run": self.run_id,
-                    "event": event,
-                    **fields,
-                },
-                ensure_ascii=False,
-            )
+            cut: dict[str, int] = {}
+            fields = _cap_text(fields, "", cut)
+            if cut:
+                fields["truncated_fields"] = cut
+            head = {"v": SCHEMA_VERSION, "t": time.time(), "run": self.run_id, "event": event}
+            line = json.dumps({**head, **fields}, ensure_ascii=False)
+            if len(line) > MAX_LINE_BYTES // 4 and len(line.encode()) > MAX_LINE_BYTES:
+                stub = {"example_id": fields.get("example_id"), "dropped": True}
+                stub["bytes"] = len(line.encode())
+                line = json.dumps({**head, **stub}, ensure_ascii=False)
             with self._lock:
                 self._fh.write(line + "\n")
                 self._fh.flush()
@@ -176,6 +187,7 @@ class RunPublisher(NullPublisher):
             bytes=msg.get("bytes"),
             content=content[:MAX_CONTENT_CHARS],
             truncated=len(content) > MAX_CONTENT_CHARS,
+            content_chars=len(content),
         )
 
     def pipeline(self, data: dict) -> None:
@@ -235,6 +247,21 @@ class RunPublisher(NullPublisher):
         if fh is not None:
             with contextlib.suppress(Exception):
                 fh.close()
+
+
+def _cap_text(value: Any, where: str, cut: dict[str, int]) -> Any:
+    """``value`` with every string over :data:`MAX_FIELD_CHARS` cut, at any depth;
+    ``cut`` collects each cut field's dotted path and original length."""
+    if isinstance(value, str):
+        if len(value) <= MAX_FIELD_CHARS:
+            return value
+        cut[where] = len(value)
+        return value[:MAX_FIELD_CHARS]
+    if isinstance(value, dict):
+        return {k: _cap_text(v, f"{where}.{k}" if where else str(k), cut) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_cap_text(v, f"{where}[{i}]", cut) for i, v in enumerate(value)]
+    return value
 
 
 def open_publisher(out: str | Path, spec: dict, enabled: bool | None = None) -> NullPublisher:

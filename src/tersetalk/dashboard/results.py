@@ -4,6 +4,8 @@ Everything is read from the workflow's own outputs (``results/runs/<task>/
 <system>/<variant>.parquet``, ``results/summary.parquet``, ``figures/*.png``), so
 the browser shows exactly what the paper's numbers come from. Run files are read
 once per modification time and kept (a run file is small and written atomically).
+A run file that cannot be read, or a symlink that leads out of the results folder,
+is skipped with a warning in the response, and the other runs still show.
 
 :func:`safe_path` is the only way a request turns into a file: the path must be
 relative, free of ``..`` and of backslashes, and its resolved target (symlinks
@@ -13,12 +15,15 @@ followed) must stay inside the folder it was asked of.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 __all__ = ["PathRefused", "ResultsIndex", "safe_path"]
+
+log = logging.getLogger(__name__)
 
 #: the columns of a run file the conversation view needs
 _CONVERSATION_COLUMNS = [
@@ -45,6 +50,10 @@ FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
 
 class PathRefused(ValueError):
     """A requested path that would leave its folder (or is not a plain relative path)."""
+
+
+class UnreadableRun(ValueError):
+    """A run file that exists but cannot be read as one (torn, not Parquet, wrong columns)."""
 
 
 def safe_path(root: str | Path, relative: str) -> Path:
@@ -74,53 +83,114 @@ def _clean(value: Any) -> Any:
 
 
 class ResultsIndex:
-    """Reads a results folder and a figures folder for the browser."""
+    """Reads a results folder and a figures folder for the browser.
+
+    A run file that cannot be read (torn by a crash, half-copied, not Parquet) and a
+    symlink that leads out of the results folder are skipped, each with a warning
+    that is logged once and returned beside the data (``warnings``), so one bad file
+    never hides the other runs' examples.
+    """
 
     def __init__(self, results: str | Path, figures: str | Path) -> None:
         self.results = Path(results)
         self.figures = Path(figures)
-        self._cache: dict[Path, tuple[float, Any]] = {}
+        #: path -> ((mtime, size), frame or the reason it could not be read)
+        self._cache: dict[Path, tuple[tuple[float, int], Any]] = {}
         self._lock = threading.Lock()
+        self._logged: set[tuple[str, str]] = set()
+
+    def _warn(self, rel: str, message: str) -> dict[str, str]:
+        """A warning for the response; logged the first time it is seen."""
+        with self._lock:
+            first = (rel, message) not in self._logged
+            if first and len(self._logged) < 10_000:
+                self._logged.add((rel, message))
+        if first:
+            log.warning("results browser: %s: %s", rel, message)
+        return {"path": rel, "message": message}
 
     # -- run files ---------------------------------------------------------------
-    def runs(self) -> list[dict[str, Any]]:
-        """Every finished run file: task, system, variant, rows, path relative to results.
+    def _scan(self) -> tuple[list[tuple[dict[str, Any], Path]], list[dict[str, str]]]:
+        """Every run file inside the results folder, with its real path; and what was skipped.
 
-        The main study's (``runs/``) and the topology study's (``topology/runs/``, its
-        routed systems beside the main systems on a task both studies sample)."""
-        found = []
+        ``glob`` follows symlinked folders and files, so each hit's real path is checked
+        to lie inside the results folder's real path; one that leaves it is not read."""
+        found: list[tuple[dict[str, Any], Path]] = []
+        warnings: list[dict[str, str]] = []
+        root = self.results.resolve()
         paths = [
             *sorted((self.results / "runs").glob("*/*/*.parquet")),
             *sorted((self.results / "topology" / "runs").glob("*/*/*.parquet")),
         ]
         for path in paths:
+            rel = path.relative_to(self.results).as_posix()
+            real = path.resolve()
+            if root not in real.parents:
+                warnings.append(
+                    self._warn(rel, "skipped: a symlink that leads outside the results folder")
+                )
+                continue
+            try:
+                mtime = real.stat().st_mtime
+            except OSError as exc:  # a dangling link, or removed since the glob
+                warnings.append(self._warn(rel, f"skipped: cannot stat ({exc.strerror or exc})"))
+                continue
             task, system_, variant = path.parts[-3], path.parts[-2], path.stem
-            found.append(
-                {
-                    "task": task,
-                    "system": system_,
-                    "variant": variant,
-                    "path": path.relative_to(self.results).as_posix(),
-                    "mtime": path.stat().st_mtime,
-                }
-            )
-        return found
+            run = {"task": task, "system": system_, "variant": variant, "path": rel, "mtime": mtime}
+            found.append((run, real))
+        return found, warnings
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every finished run file: task, system, variant, rows, path relative to results.
+
+        The main study's (``runs/``) and the topology study's (``topology/runs/``, its
+        routed systems beside the main systems on a task both studies sample)."""
+        return [run for run, _ in self._scan()[0]]
 
     def _frame(self, path: Path):
+        """The run file's columns the browser needs; raises if the file cannot be read
+        (the failure is remembered until the file changes, so it is read once)."""
         import pandas as pd
         import pyarrow.parquet as pq
 
-        mtime = path.stat().st_mtime
+        st = path.stat()
+        stamp = (st.st_mtime, st.st_size)
         with self._lock:
             hit = self._cache.get(path)
-            if hit and hit[0] == mtime:
-                return hit[1]
-        names = set(pq.read_schema(path).names)
-        df = pd.read_parquet(path, columns=[c for c in _CONVERSATION_COLUMNS if c in names])
-        df["example_id"] = df["example_id"].astype(str)
+        if hit and hit[0] == stamp:
+            if isinstance(hit[1], str):
+                raise UnreadableRun(hit[1])
+            return hit[1]
+        try:
+            names = set(pq.read_schema(path).names)
+            if "example_id" not in names:
+                raise ValueError("no example_id column: not a run file")
+            df = pd.read_parquet(path, columns=[c for c in _CONVERSATION_COLUMNS if c in names])
+            df["example_id"] = df["example_id"].astype(str)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds for a torn file
+            why = f"{type(exc).__name__}: {exc}"[:500]
+            with self._lock:
+                self._cache[path] = (stamp, why)
+            raise UnreadableRun(why) from exc
         with self._lock:
-            self._cache[path] = (mtime, df)
+            self._cache[path] = (stamp, df)
         return df
+
+    def _task_frames(self, task: str) -> tuple[list[tuple[dict[str, Any], Any]], list[dict]]:
+        """Each readable run file of ``task`` with its frame; warnings for what was skipped."""
+        found, warnings = self._scan()
+        frames = []
+        for run, real in found:
+            if run["task"] != task:
+                continue
+            try:
+                frames.append((run, self._frame(real)))
+            except UnreadableRun as exc:  # one bad file must not hide the others
+                warnings.append(self._warn(run["path"], f"skipped: unreadable run file ({exc})"))
+            except OSError as exc:  # removed or replaced since the scan
+                why = exc.strerror or str(exc)
+                warnings.append(self._warn(run["path"], f"skipped: cannot read ({why})"))
+        return frames, warnings
 
     def tasks(self) -> list[dict[str, Any]]:
         counts: dict[str, int] = {}
@@ -128,13 +198,12 @@ class ResultsIndex:
             counts[run["task"]] = counts.get(run["task"], 0) + 1
         return [{"task": t, "n_runs": n} for t, n in sorted(counts.items())]
 
-    def examples(self, task: str) -> list[dict[str, Any]]:
-        """The task's examples over all its runs, in sample order, with their question."""
+    def examples(self, task: str) -> dict[str, Any]:
+        """The task's examples over all its runs, in sample order, with their question;
+        ``warnings`` names the files skipped (unreadable, or leading outside)."""
         seen: dict[str, dict[str, Any]] = {}
-        for run in self.runs():
-            if run["task"] != task:
-                continue
-            df = self._frame(self.results / run["path"])
+        frames, warnings = self._task_frames(task)
+        for _, df in frames:
             for row in df.itertuples(index=False):
                 ex = seen.setdefault(
                     row.example_id,
@@ -146,22 +215,21 @@ class ResultsIndex:
                     },
                 )
                 ex["n_runs"] += 1
-        return sorted(seen.values(), key=lambda e: (e["position"] or 0, e["example_id"]))
+        ordered = sorted(seen.values(), key=lambda e: (e["position"] or 0, e["example_id"]))
+        return {"task": task, "examples": ordered, "warnings": warnings}
 
     def conversation(self, task: str, example_id: str) -> dict[str, Any]:
         """Every run's record of one example: messages with tokens, verdict, prediction, score."""
         runs = []
         question = gold = None
-        for run in self.runs():
-            if run["task"] != task:
-                continue
-            df = self._frame(self.results / run["path"])
+        frames, warnings = self._task_frames(task)
+        for run, df in frames:
             rows = df[df["example_id"] == str(example_id)]
             if rows.empty:
                 continue
             row = {k: _clean(v) for k, v in rows.iloc[0].to_dict().items()}
             try:
-                messages = json.loads(row.pop("messages") or "[]")
+                messages = json.loads(row.pop("messages", None) or "[]")
             except (TypeError, ValueError):
                 messages = []
             question = question or row.get("question")
@@ -179,6 +247,7 @@ class ResultsIndex:
             "question": question,
             "gold": gold,
             "runs": runs,
+            "warnings": warnings,
         }
 
     # -- summary and figures -------------------------------------------------------
@@ -186,16 +255,27 @@ class ResultsIndex:
         """``results/summary.parquet`` as columns and rows (``missing`` when not built yet)."""
         import pandas as pd
 
-        path = self.results / "summary.parquet"
+        empty = {"path": "summary.parquet", "missing": False, "columns": [], "rows": []}
+        try:
+            path = safe_path(self.results, "summary.parquet")
+        except PathRefused:
+            warning = self._warn("summary.parquet", "skipped: it leads outside the results folder")
+            return {**empty, "warnings": [warning]}
         if not path.is_file():
-            return {"path": "summary.parquet", "missing": True, "columns": [], "rows": []}
-        df = pd.read_parquet(path)
+            return {**empty, "missing": True, "warnings": []}
+        try:
+            df = pd.read_parquet(path)
+        except Exception as exc:  # noqa: BLE001 - a torn summary is a warning, not a 500
+            why = f"{type(exc).__name__}: {exc}"[:500]
+            warning = self._warn("summary.parquet", f"skipped: unreadable ({why})")
+            return {**empty, "warnings": [warning]}
         rows = [[_clean(v) for v in rec] for rec in df.itertuples(index=False, name=None)]
         return {
             "path": "summary.parquet",
             "missing": False,
             "columns": list(df.columns),
             "rows": rows,
+            "warnings": [],
         }
 
     def figure_list(self) -> list[dict[str, str]]:

@@ -9,7 +9,10 @@ poll, never half-parsed. A file that shrank was replaced (a rerun after cleaning
 so it is read again from the start.
 
 The walk skips ``cache`` folders (the call cache holds thousands of files) and
-hidden ones, and looks for new files only every ``rescan_s`` seconds.
+hidden ones, and looks for new files only every ``rescan_s`` seconds. It does not
+descend into symlinked folders, and an event file that is a symlink leading out of
+the followed folder is skipped with a warning: the dashboard shows what is under
+the folder it was given, nothing else on the machine.
 """
 
 from __future__ import annotations
@@ -152,6 +155,7 @@ class EventTailer:
     rescan_s: float = 2.0
     _files: dict[Path, _Followed] = field(default_factory=dict)
     _last_scan: float = float("-inf")
+    _refused: set[Path] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -165,13 +169,21 @@ class EventTailer:
         self._last_scan = time.monotonic()
         if not self.root.is_dir():
             return
-        for dirpath, dirnames, filenames in os.walk(self.root):
+        real_root = self.root.resolve()
+        for dirpath, dirnames, filenames in os.walk(self.root):  # symlinked folders: not entered
             dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
             for name in filenames:
                 if name.endswith(EVENTS_SUFFIX):
                     path = Path(dirpath) / name
-                    if path not in self._files:
-                        self._files[path] = _Followed(path, RunState(key=self._key(path)))
+                    if path in self._files or path in self._refused:
+                        continue
+                    if real_root not in path.resolve().parents:
+                        self._refused.add(path)
+                        log.warning(
+                            "not following %s: a symlink that leads outside %s", path, self.root
+                        )
+                        continue
+                    self._files[path] = _Followed(path, RunState(key=self._key(path)))
 
     def poll(self) -> list[tuple[RunState, dict[str, Any]]]:
         """New events, in file order per run, each with its run's state after applying it."""

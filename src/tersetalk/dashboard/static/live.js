@@ -99,7 +99,7 @@ function addTimelineRow(d) {
   const width = state.original ? Math.max(2, Math.round((120 * d.output_tokens) / state.original)) : 0;
   body.append(el("tr", { "data-pass": d.index },
     el("td", { text: `#${d.index}` }),
-    el("td", {}, `${d.input_tokens} → ${d.output_tokens} `, el("span", { class: "tbar", style: `width:${width}px` })),
+    el("td", {}, `${d.input_tokens} → ${d.output_tokens} `, el("span", { class: "tbar", style: { width: `${width}px` } })),
     el("td", { class: "mono", text: fmtNum(d.ratio, 2) }),
     el("td", { class: d.accepted ? "" : "rejected", text: d.accepted ? "kept" : "rejected" })));
 }

@@ -7,6 +7,19 @@ const SUMMARY_DEFAULT = ["task", "system", "variant", "n", "n_errors", "accuracy
 let loaded = false;
 let summary = null;
 let sortState = { col: null, dir: 1 };
+// files skipped by the server (unreadable, or a link out of results/), per source
+const skipped = { examples: [], conversation: [], summary: [] };
+
+function renderWarnings() {
+  const seen = new Map();
+  for (const w of [...skipped.examples, ...skipped.conversation, ...skipped.summary]) {
+    seen.set(`${w.path}\u0000${w.message}`, w);
+  }
+  const box = $("results-warnings");
+  box.replaceChildren(...[...seen.values()].map((w) =>
+    el("li", {}, el("b", { text: w.path }), ` ${w.message}`)));
+  box.hidden = seen.size === 0;
+}
 
 function verdictBadge(run) {
   if (run.error) return el("span", { class: "badge bad", text: "error" });
@@ -41,7 +54,10 @@ async function loadConversation() {
   const example = $("example-select").value;
   if (!task || !example) return;
   try {
-    renderConversation(await getJSON(`/api/conversation?task=${encodeURIComponent(task)}&example=${encodeURIComponent(example)}`));
+    const conv = await getJSON(`/api/conversation?task=${encodeURIComponent(task)}&example=${encodeURIComponent(example)}`);
+    skipped.conversation = conv.warnings || [];
+    renderWarnings();
+    renderConversation(conv);
   } catch (err) {
     $("conversations").replaceChildren(el("p", { class: "muted", text: err.message }));
   }
@@ -49,7 +65,11 @@ async function loadConversation() {
 
 async function loadExamples() {
   const task = $("task-select").value;
-  const examples = task ? await getJSON(`/api/examples?task=${encodeURIComponent(task)}`) : [];
+  const got = task ? await getJSON(`/api/examples?task=${encodeURIComponent(task)}`) : { examples: [], warnings: [] };
+  const examples = got.examples;
+  skipped.examples = got.warnings || [];
+  skipped.conversation = [];
+  renderWarnings();
   $("example-select").replaceChildren(...examples.map((e) => el("option", { value: e.example_id,
     text: `#${e.position} ${e.question.slice(0, 110)}` })));
   await loadConversation();
@@ -107,6 +127,8 @@ export async function showResults() {
     if (!tasks.length) $("conversations").replaceChildren(el("p", { class: "muted", text: "no run files under results/runs/ yet" }));
     await loadExamples();
     summary = await getJSON("/api/summary");
+    skipped.summary = summary.warnings || [];
+    renderWarnings();
     renderSummary();
     await loadFigures();
   } catch (err) {

@@ -31,7 +31,7 @@ function renderRuns() {
     return el("tr", { "data-run": r.key },
       el("td", {}, el("span", { class: `status ${r.status}`, text: r.status })),
       el("td", { text: r.task }), el("td", { text: r.system }), el("td", { text: r.variant }),
-      el("td", {}, `${r.n_done} / ${r.n_examples}`, el("div", { class: "bar" }, el("div", { class: "bar-fill", style: `width:${100 * frac}%` }))),
+      el("td", {}, `${r.n_done} / ${r.n_examples}`, el("div", { class: "bar" }, el("div", { class: "bar-fill", style: { width: `${100 * frac}%` } }))),
       el("td", { text: r.n_errors + r.n_transient ? `${r.n_errors} + ${r.n_transient} retry` : "0" }),
       el("td", { text: r.n_scored ? `${r.n_correct} / ${r.n_scored}` : "–" }),
       el("td", { class: "mono", text: fmtNum(r.tokens) }),
