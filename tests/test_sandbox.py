@@ -1,7 +1,16 @@
-"""The HumanEval sandbox: real child processes, real limits, real tests (issue 16 item 2)."""
+"""The HumanEval sandbox against hostile code: real bubblewrap, real processes (issue 28).
 
+Each escape and each way of forging a verdict that was found against the earlier
+sandbox (an audit hook inside the candidate's own interpreter) has a test here. They run
+against the real sandbox where bubblewrap runs (CI installs Debian's package) and skip
+with the reason elsewhere.
+"""
+
+import json
 import os
-import socket
+import signal
+import textwrap
+import time
 from collections import Counter
 
 import pytest
@@ -11,181 +20,358 @@ from tersetalk.tasks.loading import load_records
 from tersetalk.tasks.sandbox import (
     REASONS,
     SandboxLimits,
-    network_isolation,
+    SandboxUnavailableError,
+    bubblewrap_status,
+    require,
+    run_check,
     run_many,
     run_program,
+    seccomp_filter,
 )
 
-QUICK = SandboxLimits(timeout_s=3.0)
+BWRAP, WHY = bubblewrap_status()
+needs_bwrap = pytest.mark.skipif(
+    BWRAP is None, reason=f"bubblewrap cannot run here ({WHY}); `apt-get install bubblewrap`"
+)
+QUICK = SandboxLimits(timeout_s=5.0)
 
 
 @pytest.fixture(scope="module")
 def problems(request):
     recs = load_records("humaneval", data_dir=request.config.rootpath / "data")
-    return [(r, humaneval.gold_of(r)) for r in recs]
+    return {r["id"]: (r, humaneval.gold_of(r)) for r in recs}
 
 
+def contained(source: str, limits: SandboxLimits = QUICK):
+    """Run a hostile program whose own asserts say the escape failed; it must pass."""
+    r = run_program(textwrap.dedent(source), limits)
+    assert r.passed, (r.reason, r.detail)
+    return r
+
+
+# -- the score: canonical solutions pass, empty bodies fail -------------------------------
+
+
+@needs_bwrap
 def test_canonical_solutions_pass_all_164_and_an_empty_body_fails_all(problems):
     assert len(problems) == 164
-    canonical = run_many([humaneval.program(r["canonical_solution"], g) for r, g in problems])
-    pairs = zip(problems, canonical, strict=True)
-    failed = [(r["id"], res.reason, res.detail) for (r, _), res in pairs if not res.passed]
-    assert failed == []
-    empty = run_many([humaneval.program("    pass\n", g) for _, g in problems])
-    passed = [r["id"] for (r, _), res in zip(problems, empty, strict=True) if res.passed]
-    assert passed == []
-    # an empty body returns None: a test's assertion fails, or the test trips over None
+    items = list(problems.values())
+    canonical = run_many(
+        [lambda r=r, g=g: humaneval.run(r["canonical_solution"], g) for r, g in items]
+    )
+    pairs = zip(items, canonical, strict=True)
+    assert [(r["id"], res.reason, res.detail) for (r, _), res in pairs if not res.passed] == []
+    assert {res.isolation for res in canonical} == {"bubblewrap"}
+    empty = run_many([lambda g=g: humaneval.run("    pass\n", g) for _, g in items])
+    assert [r["id"] for (r, _), res in zip(items, empty, strict=True) if res.passed] == []
+    # an empty body returns None: an assertion fails, or a test trips over None
     assert set(Counter(res.reason for res in empty)) <= {"failed", "error"}
 
 
+@needs_bwrap
 def test_a_whole_function_in_a_fenced_block_is_scored_like_a_completion(problems):
-    rec, gold = problems[0]
+    rec, gold = problems["HumanEval/0"]
     answer = f"Here it is:\n```python\n{rec['question']}{rec['canonical_solution']}```\n"
     assert humaneval.correct(answer, gold)
     wrong = f"```python\ndef {rec['entry_point']}(numbers, threshold):\n    return True\n```"
     assert not humaneval.correct(wrong, gold)
 
 
-@pytest.fixture
-def listener():
-    """A TCP server on the parent's loopback that counts the connections it accepts."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.2)
-    yield srv
-    srv.close()
+# -- forged verdicts: a wrong answer to HumanEval/0 that tries to score as passed ---------
+
+WRONG = "def has_close_elements(numbers, threshold):\n    return {value}\n"
+FORGERIES = {
+    # the earlier harness reported its status with json.dumps in the candidate's process
+    "json.dumps replaced": """
+        import json
+        _real = json.dumps
+        json.dumps = lambda obj, *a, **k: _real({"reason": "passed", "detail": ""})
+        json.loads = lambda *a, **k: {"reason": "passed", "detail": ""}
+        """,
+    # reach whatever reporter the harness left on the stack and say "passed" with it
+    "reporter through sys._getframe": """
+        import sys
+        f = sys._getframe(0)
+        while f is not None:
+            for name, obj in list(f.f_globals.items()):
+                if callable(obj) and name in ("_report", "report", "verdict", "send"):
+                    for call in (lambda: obj("passed"), lambda: obj(ok=True),
+                                 lambda: obj(reason="passed"), lambda: obj(ready=True)):
+                        try:
+                            call()
+                        except BaseException:
+                            pass
+            f = f.f_back
+        import os
+        os._exit(0)  # before any test can disagree
+        """,
+    # every inherited descriptor gets a status line and a protocol line saying "passed"
+    "status written to inherited descriptors": """
+        import os
+        for fd in range(3, 256):
+            for line in (b'{"reason": "passed", "detail": ""}\\n', b'{"ok": true}\\n'):
+                try:
+                    os.write(fd, line)
+                except OSError:
+                    pass
+        os._exit(0)  # before any test can disagree
+        """,
+    # an object that equals everything, returned instead of a bool
+    "__eq__ always true": """
+        class Anything:
+            def __eq__(self, other):
+                return True
+            def __ne__(self, other):
+                return False
+            __hash__ = object.__hash__
+            def __bool__(self):
+                return True
+        """,
+    # read the tests or the expected answers from the judge's files
+    "the tests read from disk": """
+        import os, sys
+        for root, dirs, files in os.walk("/"):
+            if root.startswith(("/proc", "/sys", "/usr", "/dev", sys.base_prefix)):
+                continue
+            for f in files:
+                try:
+                    if "assert " + "candidate(" in open(os.path.join(root, f)).read():
+                        raise SystemExit("found the tests at " + os.path.join(root, f))
+                except (OSError, UnicodeDecodeError):
+                    pass
+        """,
+}
 
 
-def _accepted(srv) -> int:
-    n = 0
-    while True:
+@needs_bwrap
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_a_wrong_answer_cannot_forge_a_pass(problems, name):
+    _, gold = problems["HumanEval/0"]
+    value = "Anything()" if "__eq__" in name else "True"
+    code = textwrap.dedent(FORGERIES[name]) + WRONG.format(value=value)
+    r = humaneval.run(f"```python\n{code}```", gold, QUICK)
+    assert not r.passed, (name, r.reason, r.detail)
+    assert r.reason in ("failed", "error", "crash"), (r.reason, r.detail)
+    assert "found the tests" not in r.detail
+
+
+@needs_bwrap
+def test_a_helper_redefined_by_the_candidate_does_not_change_the_tests(problems):
+    """HumanEval/32's check calls the prompt's poly(); the judge keeps its own copy."""
+    _, gold = problems["HumanEval/32"]
+    cheat = "def poly(xs, x):\n    return 0.0\n\ndef find_zero(xs):\n    return 12345.0\n"
+    r = humaneval.run(cheat, gold, QUICK)
+    assert r.reason == "failed", r.detail
+
+
+def test_values_cross_as_exact_builtins_only():
+    from tersetalk.tasks.sandbox_box import wire
+
+    value = {"a": [1, 2.5, None, True], (1, "x"): {frozenset({3}), b"\x00"}, "c": 1j}
+    assert wire.loads(wire.dumps(value)) == value
+    back = wire.loads(wire.dumps((1, [2])))
+    assert type(back) is tuple and type(back[1]) is list
+    with pytest.raises(wire.WireError):
+        wire.dumps(object())
+    for hostile in (b'{"a": 1}', b'["x", 1]', b'["s", ["l"]]', b"[" * 5000, b'["d", [1]]', b"\xff"):
+        with pytest.raises(wire.WireError):
+            wire.loads(hostile)
+
+
+# -- escapes -----------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_no_write_reaches_outside_the_sandbox(tmp_path):
+    target = tmp_path / "escaped"
+    contained(f"""
+        import os
+        blocked = 0
+        for attempt in (
+            lambda: open({str(target)!r}, "w"),
+            lambda: os.open("escaped", os.O_CREAT | os.O_WRONLY,
+                            dir_fd=os.open({str(tmp_path)!r}, os.O_RDONLY)),
+            lambda: os.rename("/tmp/a", "escaped", dst_dir_fd=os.open("/", os.O_RDONLY)),
+            lambda: open("/x", "w"), lambda: open("/dev/x", "w"), lambda: open("/usr/x", "w"),
+            lambda: open("/dev/shm/x", "w"), lambda: open("/box/program.py", "a"),
+        ):
+            open("/tmp/a", "w").close()
+            try:
+                attempt()
+            except OSError:
+                blocked += 1
+        assert blocked == 8, blocked
+        """)
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+@needs_bwrap
+def test_the_runners_environment_and_files_are_out_of_reach(monkeypatch, tmp_path):
+    canary = "sk-canary-" + os.urandom(8).hex()
+    monkeypatch.setenv("TERSETALK_TEST_KEY", canary)
+    r = contained(f"""
+        import os
+        assert set(os.environ) <= {{"LANG", "HOME", "LC_CTYPE", "PWD"}}, dict(os.environ)
+        seen = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                seen.append(pid)
+                try:
+                    assert b"sk-canary" not in open("/proc/%s/environ" % pid, "rb").read()
+                except PermissionError:
+                    pass
+        assert seen and set(seen) <= {{"1", "2"}}, seen  # its own pid namespace
+        for secret in ("/etc/shadow", "/etc/passwd", {str(tmp_path)!r}, "/work", "/home"):
+            assert not os.path.exists(secret), secret
+        # the interpreter's own install is there, read-only, and nothing beside it
+        import sys
+        path = "/"
+        for part in sys.base_prefix.strip("/").split("/")[:-1]:
+            assert os.listdir(path) == [part] or path == "/", (path, os.listdir(path))
+            path = os.path.join(path, part)
+        """)
+    assert canary not in r.detail
+
+
+@needs_bwrap
+def test_no_process_can_be_started_or_outlive_the_run():
+    marker = "tersetalk-outlive-" + os.urandom(6).hex()
+    contained(f"""
+        import os, sys, importlib, importlib.util
+        failed = 0
+        def try_(fn):
+            global failed
+            try:
+                fn()
+            except OSError:
+                failed += 1
+        try_(os.fork)
+        import subprocess
+        try_(lambda: subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
+                                       {marker!r}], start_new_session=True))
+        spec = importlib.util.find_spec("_posixsubprocess")
+        mod = importlib.util.module_from_spec(spec)  # a second copy, under no name of its own
+        spec.loader.exec_module(mod)
+        subprocess._fork_exec = mod.fork_exec
+        try_(lambda: subprocess.Popen([sys.executable, "-c", "pass", {marker!r}]))
+        try_(lambda: os.posix_spawn(sys.executable, [sys.executable, {marker!r}], {{}}))
+        assert failed == 4, failed
+        """)
+    time.sleep(0.2)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            conn, _ = srv.accept()
-        except (TimeoutError, OSError):
-            return n
-        conn.close()
-        n += 1
+            assert marker.encode() not in open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            pass
 
 
-def test_each_misbehaviour_is_contained_with_its_own_reason(tmp_path, listener):
-    outside = tmp_path / "outside.txt"
-    port = listener.getsockname()[1]
-    programs = {
-        "infinite loop": "while True:\n    pass\n",
-        "fork loop": "import os\nwhile True:\n    os.fork()\n",
-        "10 GB allocation": "x = bytearray(10 * 1024**3)\n",
-        "write outside": f"open({str(outside)!r}, 'w').write('escaped')\n",
-        "network": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n",
-    }
-    expected = {
-        "infinite loop": "timeout",
-        "fork loop": "fork_blocked",
-        "10 GB allocation": "memory",
-        "write outside": "write_blocked",
-        "network": "network_blocked",
-    }
-    results = {name: run_program(src, QUICK) for name, src in programs.items()}
-    assert {name: r.reason for name, r in results.items()} == expected
-    assert len(set(expected.values())) == len(expected)  # each reason distinct
-    assert not any(r.passed for r in results.values())
-    assert not outside.exists()
-    assert _accepted(listener) == 0
-    assert results["infinite loop"].duration_s >= QUICK.timeout_s
-    for r in results.values():
-        assert r.reason in REASONS and r.detail
-        assert r.network_isolation in ("netns", "netns+userns", "none")
+@needs_bwrap
+def test_the_runner_cannot_be_signalled():
+    me = os.getpid()
+    contained(f"""
+        import os, signal
+        refused = 0
+        for attempt in (lambda: os.kill({me}, signal.SIGKILL),
+                        lambda: signal.pidfd_send_signal(os.pidfd_open({me}), signal.SIGKILL),
+                        lambda: os.kill(os.getppid(), signal.SIGKILL)):
+            try:
+                attempt()
+            except (OSError, ValueError):
+                refused += 1
+        assert refused >= 2, refused  # the parent inside is the sandbox's own init
+        """)
+    assert os.getpid() == me  # still here
 
 
+@needs_bwrap
+def test_the_disk_limit_is_a_total_not_per_file():
+    limits = SandboxLimits(timeout_s=10.0, disk_mb=8, max_file_mb=4)
+    contained(
+        """
+        import os
+        written = 0
+        for i in range(100):
+            try:
+                with open("/tmp/f%d" % i, "wb") as fh:
+                    for _ in range(4):
+                        written += fh.write(b"x" * 1024 * 1024)
+            except OSError:
+                break
+        assert written <= 8 * 1024 * 1024, written
+        """,
+        limits,
+    )
+
+
+@needs_bwrap
+def test_the_network_is_unreachable():
+    contained("""
+        import socket
+        for addr in (("127.0.0.1", 22), ("10.0.0.1", 80), ("8.8.8.8", 53)):
+            try:
+                socket.create_connection(addr, timeout=2)
+                raise AssertionError("connected to %r" % (addr,))
+            except OSError:
+                pass
+        """)
+
+
+@needs_bwrap
 @pytest.mark.parametrize(
     ("source", "reason"),
     [
-        ("import subprocess\nsubprocess.run(['true'])\n", "fork_blocked"),
-        ("import multiprocessing\nmultiprocessing.Process(target=print).start()\n", "fork_blocked"),
-        ("import os\nos.system('true')\n", "fork_blocked"),
-        ("import os\nos.remove('/etc/hostname')\n", "write_blocked"),
-        (
-            "import os\nopen('a', 'w').close()\nos.rename('a', '/tmp/tersetalk-escaped')\n",
-            "write_blocked",
-        ),  # fmt: skip
-        ("open('../outside', 'w')\n", "write_blocked"),
-        (
-            "import pathlib\npathlib.Path('/tmp/tersetalk-escaped').write_text('x')\n",
-            "write_blocked",
-        ),  # fmt: skip
-        ("import ctypes\n", "forbidden"),
-        ("import os\nos.kill(1, 0)\n", "forbidden"),
-        ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (-1, -1))\n", "forbidden"),
-        # a refusal ends the child at once: catching it does not help
-        (
-            "try:\n    open('/tmp/tersetalk-escaped', 'w')\nexcept BaseException:\n    pass\n",
-            "write_blocked",
-        ),  # fmt: skip
+        ("while True:\n    pass\n", "timeout"),
+        ("x = bytearray(10 * 1024**3)\n", "memory"),
         ("assert 1 + 1 == 3, 'arithmetic'\n", "failed"),
         ("def f(:\n", "error"),
-        ("raise SystemExit(0)\n", "error"),
-        ("import os\nos._exit(0)\n", "crash"),
-        ("import faulthandler\nfaulthandler._sigsegv()\n", "crash"),
+        ("import os\nos._exit(0)\n", "passed"),  # program mode: the program's own word
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "crash"),
     ],
 )
-def test_outcomes_are_results_never_exceptions(source, reason):
-    r = run_program(source, QUICK)
-    assert (r.reason, r.passed) == (reason, False), r.detail
-    assert not os.path.exists("/tmp/tersetalk-escaped")
+def test_each_end_of_a_program_has_its_reason(source, reason):
+    r = run_program(source, SandboxLimits(timeout_s=3.0))
+    assert r.reason == reason, r.detail
+    assert r.reason in REASONS and r.isolation == "bubblewrap"
 
 
-def test_writes_inside_the_working_directory_are_allowed_and_it_is_removed(tmp_path, monkeypatch):
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    src = (
-        "import os, shutil\n"
-        "open('a.txt', 'w').write('x')\n"
-        "os.mkdir('d')\n"
-        "os.rename('a.txt', 'd/a.txt')\n"
-        "shutil.rmtree('d')\n"
-        "raise RuntimeError(os.getcwd())\n"
-    )
-    r = run_program(src, QUICK)
-    assert r.reason == "error"
-    assert r.detail == "RuntimeError: <sandbox>/work"  # the same text on every run
-    assert list(tmp_path.iterdir()) == []  # the temporary directory is gone
+@needs_bwrap
+def test_a_candidate_that_hangs_or_dies_is_a_failed_result_in_time(problems):
+    _, gold = problems["HumanEval/0"]
+    hang = humaneval.run("    while True:\n        pass\n", gold, SandboxLimits(timeout_s=2.0))
+    assert hang.reason == "timeout" and hang.duration_s < 30
+    die = humaneval.run("    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n", gold)
+    assert die.reason == "crash" and "SIGKILL" in die.detail
+    huge = humaneval.run("    return 'x' * (5 * 1024 * 1024)\n", gold)
+    assert huge.reason == "error" and "more than" in huge.detail
 
 
-def test_the_child_inherits_no_secrets(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    monkeypatch.setenv("HF_TOKEN", "hf-secret")
-    src = (
-        "import os\n"
-        "leaked = [k for k, v in os.environ.items() if 'secret' in v]\n"
-        "assert not leaked, leaked\n"
-        "assert set(os.environ) <= {'PATH', 'HOME', 'TMPDIR', 'LANG', 'LC_CTYPE'}, os.environ\n"
-    )
-    r = run_program(src, QUICK)
-    assert r.passed, r.detail
+def test_seccomp_program_shape():
+    prog = seccomp_filter("x86_64")
+    assert prog is not None and len(prog) % 8 == 0
+    assert seccomp_filter("s390x") is None
 
 
-def test_the_network_namespace_alone_isolates_when_the_kernel_allows_it(listener):
-    prefix, mechanism = network_isolation()
-    if mechanism == "none":
-        pytest.skip("no network namespace on this machine: the audit hook is the only guard")
-    port = listener.getsockname()[1]
-    src = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-    r = run_program(src, SandboxLimits(timeout_s=5.0, network_hook=False))
-    assert r.network_guard == "none" and r.network_isolation == mechanism
-    assert r.reason == "error" and "OSError" in r.detail  # unreachable, not connected
-    assert _accepted(listener) == 0
-    # the same program outside the sandbox does connect: the listener is reachable
-    socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    assert _accepted(listener) == 1
+def test_without_bubblewrap_humaneval_stops_with_how_to_install(monkeypatch):
+    import tersetalk.tasks.sandbox as sb
+
+    monkeypatch.setattr(sb, "bubblewrap_status", lambda: (None, "`bwrap` is not on PATH"))
+    with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap"):
+        require("bubblewrap")
+    require("process")  # the opt-in weaker isolation needs nothing
+    from tersetalk.tasks.registry import preflight
+
+    with pytest.raises(SandboxUnavailableError, match="isolation: process"):
+        preflight("humaneval", {})
+    preflight("humaneval", {"sandbox": {"isolation": "process"}})
+    preflight("boolq", {})
 
 
-def test_every_limit_was_set_and_the_guards_are_recorded():
-    r = run_program("print('hello')\n", QUICK)
-    assert r.passed and r.reason == "passed" and r.notes == ""
-    assert r.write_guard == "audit_hook" and r.network_guard == "audit_hook"
-    assert r.fork_guard.startswith("audit_hook")
-    assert '"timeout_s": 3.0' in r.limits
+def test_the_weaker_isolation_keeps_the_judge_split_and_says_so(problems):
+    rec, gold = problems["HumanEval/0"]
+    ok = humaneval.run(rec["canonical_solution"], gold, QUICK, isolation="process")
+    assert ok.passed and ok.isolation == "process"
+    forged = textwrap.dedent(FORGERIES["json.dumps replaced"]) + WRONG.format(value="True")
+    assert not humaneval.run(forged, gold, QUICK, isolation="process").passed
 
 
 def test_a_sandbox_that_cannot_start_is_a_failed_result(monkeypatch):
@@ -195,6 +381,13 @@ def test_a_sandbox_that_cannot_start_is_a_failed_result(monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tempfile, "mkdtemp", no_space)
-    r = run_program("print('hello')\n", QUICK)
-    assert (r.passed, r.reason) == (False, "sandbox_error")
-    assert "No space left" in r.detail
+    r = run_check("def f(): return 1\n", "f", "def check(c):\n    assert c() == 1\n", QUICK,
+                  isolation="process")  # fmt: skip
+    assert (r.passed, r.reason) == (False, "sandbox_error") and "No space left" in r.detail
+
+
+def test_limits_are_recorded():
+    r = run_check("def f(): return 1\n", "f", "def check(c):\n    assert c() == 1\n", QUICK,
+                  isolation="process")  # fmt: skip
+    assert r.passed and json.loads(r.limits)["timeout_s"] == 5.0
+    assert signal.SIGXCPU  # the CPU limit's signal exists here

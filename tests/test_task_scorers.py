@@ -12,6 +12,7 @@ import pytest
 from tersetalk.tasks import boolq, humaneval, multiple_choice, registry
 from tersetalk.tasks.labels import CHAIN, DIRECT
 from tersetalk.tasks.loading import DATASETS, load_records, sample
+from tersetalk.tasks.sandbox import bubblewrap_status
 from tersetalk.tasks.scoring import ScoringError
 
 NEW_TASKS = ("boolq", "commonsenseqa", "socialiqa", "humaneval")
@@ -160,6 +161,10 @@ def test_humaneval_gold_is_checked():
         humaneval.parse_gold("def f(): pass")
 
 
+# the real sandbox where bubblewrap runs (CI installs it), else the recorded weaker one
+ISOLATION = "bubblewrap" if bubblewrap_status()[0] else "process"
+
+
 def test_records_and_summary_use_the_official_scorers(request):
     """The run step's ``correct`` and the summary's accuracy, through the real dispatch."""
     from tersetalk.agents.topology import STAR
@@ -184,7 +189,8 @@ def test_records_and_summary_use_the_official_scorers(request):
         records = []
         for i, (pred, gold) in enumerate(rows):
             ex = {"example_id": f"e{i}", "position": i, "question": "q", "gold": gold}
-            spec = {"task": task, "system": "freeform", "variant": "default", "seed": 0}
+            spec = {"task": task, "system": "freeform", "variant": "default", "seed": 0,
+                    "task_options": {"sandbox": {"isolation": ISOLATION}}}  # fmt: skip
             records.append(build_record(
                 ex, spec, layout=STAR.layout, prediction=pred, raw_answer=pred, messages=[],
                 calls=[], outcome={"verdict": "accept", "verdict_explicit": True, "revisions": 0},
@@ -195,7 +201,7 @@ def test_records_and_summary_use_the_official_scorers(request):
         assert list(df["correct"]) == expected
         assert run_metrics(df).iloc[0]["accuracy"] == pytest.approx(df["correct"].mean())
     assert list(df["sandbox_reason"]) == ["passed", "failed", "error"]
-    assert set(df["sandbox_network"]) <= {"netns", "netns+userns", "none"}
+    assert set(df["sandbox_isolation"]) == {ISOLATION}
     assert "t_sandbox_s" in df.columns
     assert score("boolq", "", "no")["correct"] == 0.0  # an empty prediction is wrong
 

@@ -113,16 +113,17 @@ def deterministic_columns(df: pd.DataFrame) -> list[str]:
     ]
 
 
-def score(task: str, prediction: str, gold: str) -> dict[str, float]:
+def score(task: str, prediction: str, gold: str, options: dict | None = None) -> dict[str, float]:
     """Per-example scores with the official definitions.
 
     ``correct`` is the task's accuracy: exact match for HotpotQA, numeric equality
     of the final answer for GSM8K, the format study's answer check for toolqa; BoolQ,
     CommonsenseQA, Social IQa and HumanEval through ``tersetalk.tasks.registry`` (which
-    adds HumanEval's sandbox columns).
+    adds HumanEval's sandbox columns; ``options`` is the task's config section, which
+    holds HumanEval's sandbox settings).
     """
     if scored_here(task):
-        return score_columns(task, prediction, gold)
+        return score_columns(task, prediction, gold, options)
     if task == "toolqa":
         from tersetalk.tasks.toolqa import correct
 
@@ -198,7 +199,7 @@ def build_record(
         "gold": example["gold"],
         "prediction": prediction,
         "raw_answer": raw_answer,
-        **score(task, prediction, example["gold"]),
+        **score(task, prediction, example["gold"], spec.get("task_options")),
     }
     for f in layout.outcome:
         rec[f.name] = f.on_error if outcome is None else outcome[f.name]

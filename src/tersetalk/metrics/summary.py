@@ -73,11 +73,15 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
         row.update(em=agg["em"], f1=agg["f1"], precision=agg["precision"], recall=agg["recall"])
         row["accuracy"] = agg["em"]
     else:
-        if scored_here(task):  # boolq, commonsenseqa, socialiqa, humaneval (pass@1)
-            check = partial(registry_correct, task)
+        if task == "humaneval":  # pass@1 as the run scored it: model code runs once, sandboxed
+            passed = dict(zip(df["example_id"], df["correct"] == 1.0, strict=True))
+            hits = [i in preds and bool(passed[i]) for i in golds]
         else:
-            check = toolqa_correct if task == "toolqa" else gsm8k_correct
-        hits = [bool(preds.get(i)) and check(preds[i], golds[i]) for i in golds]
+            if scored_here(task):  # boolq, commonsenseqa, socialiqa
+                check = partial(registry_correct, task)
+            else:
+                check = toolqa_correct if task == "toolqa" else gsm8k_correct
+            hits = [bool(preds.get(i)) and check(preds[i], golds[i]) for i in golds]
         row["accuracy"] = sum(hits) / len(golds)
         row.update(em=row["accuracy"], f1=float("nan"), precision=float("nan"), recall=float("nan"))
     ok = df[df["error"].isna()]

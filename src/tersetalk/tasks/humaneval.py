@@ -7,11 +7,14 @@ model) and ``answer`` (the canonical solution: the record's reference answer).
 
 The sample's ``gold`` is JSON ``{"task_id", "prompt", "entry_point", "test"}``: what the
 official harness needs to score a completion, so a run file can be scored on its own.
-The prediction is code. Scoring is pass@1 with one sample per problem: the program
-``prompt + completion + test + check(entry_point)`` runs in :mod:`tersetalk.tasks.sandbox`
-and passes when it runs to its end. This is the official harness's program; ours also
-accepts a completion that repeats the whole function (chat models usually do): it
-follows the prompt's docstring-only function and redefines it. A fenced Markdown block
+The prediction is code. Scoring is pass@1 with one sample per problem, as the official
+harness defines it (``prompt + completion``, then ``check(entry_point)``), with one
+difference that matters for hostile code: the completion and the tests never share a
+process. :func:`tersetalk.tasks.sandbox.run_check` loads ``prompt + completion`` in the
+candidate's sandbox and runs ``prompt + test`` in the judge's, which calls the
+candidate's function by message and compares the plain values it gets back. A
+completion that repeats the whole function (chat models usually do) follows the
+prompt's docstring-only function and redefines it. A fenced Markdown block
 (```python ... ```) is unwrapped first.
 """
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 
-from tersetalk.tasks.sandbox import SandboxLimits, SandboxResult, run_program
+from tersetalk.tasks.sandbox import SandboxLimits, SandboxResult, run_check
 
 GOAL = "Complete the Python function so that it passes its hidden tests."
 WORKER_SYSTEM = (
@@ -78,19 +81,42 @@ def extract_code(prediction: str) -> str:
     return m.group(1) if m else (prediction or "")
 
 
-def program(prediction: str, gold: str) -> str:
-    """The program the sandbox runs: prompt, completion, the tests and the check call."""
+def candidate_source(prediction: str, gold: str) -> str:
+    """What the candidate's sandbox loads: the prompt, then the model's completion."""
+    prompt = parse_gold(gold)["prompt"]
+    return f"{prompt if prompt.endswith(chr(10)) else prompt + chr(10)}{extract_code(prediction)}\n"
+
+
+def tests_source(gold: str) -> str:
+    """What the judge's sandbox runs: the prompt (its helpers) and the task's check().
+
+    A prompt that ends in a signature without a body (no docstring) gets ``pass`` as
+    its body, so the judge can define the prompt's helpers; the stub itself is replaced
+    by the candidate's stand-in.
+    """
     g = parse_gold(gold)
-    code = extract_code(prediction)
-    prompt = g["prompt"]
-    if not prompt.endswith("\n"):
-        prompt += "\n"
-    return f"{prompt}{code}\n\n{g['test']}\n\ncheck({g['entry_point']})\n"
+    prompt = g["prompt"] if g["prompt"].endswith("\n") else g["prompt"] + "\n"
+    for body in ("", "    pass\n"):
+        text = f"{prompt}{body}\n\n{g['test']}\n"
+        try:
+            compile(text, "tests.py", "exec")  # compiling runs nothing
+        except (SyntaxError, ValueError):
+            continue
+        return text
+    return f"{prompt}\n\n{g['test']}\n"  # the judge reports the SyntaxError
 
 
-def run(prediction: str, gold: str, limits: SandboxLimits | None = None) -> SandboxResult:
-    """Run the task's own tests on the prediction in the sandbox."""
-    return run_program(program(prediction, gold), limits)
+def run(
+    prediction: str,
+    gold: str,
+    limits: SandboxLimits | None = None,
+    isolation: str = "bubblewrap",
+) -> SandboxResult:
+    """The task's own tests on the prediction: check() in the judge, the code in its own box."""
+    g = parse_gold(gold)
+    return run_check(
+        candidate_source(prediction, gold), g["entry_point"], tests_source(gold), limits, isolation
+    )
 
 
 def correct(prediction: str, gold: str) -> bool:

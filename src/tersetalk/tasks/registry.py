@@ -4,7 +4,8 @@
 BoolQ, CommonsenseQA, Social IQa and HumanEval (HotpotQA, GSM8K and toolqa keep their
 own branches in ``records.score`` and ``metrics.summary``, which predate this table and
 compute EM/F1 as well). :func:`score_columns` adds the provenance a scorer has: for
-HumanEval, how the sandbox ended (``sandbox_reason``) and which isolation was in force.
+HumanEval, how the sandbox ended (``sandbox_reason``) and which isolation was in force;
+:func:`preflight` stops a run that cannot score its task (HumanEval without bubblewrap).
 
 :func:`brief_parts` says what the Manager's brief holds for these tasks (goal, facts,
 question) and :data:`WORKER_SYSTEM` the Worker's instruction, for the dialogue engine's
@@ -21,6 +22,7 @@ import tersetalk.tasks.boolq as _boolq
 import tersetalk.tasks.humaneval as _humaneval
 import tersetalk.tasks.multiple_choice as _mc
 from tersetalk.tasks.labels import topology_label
+from tersetalk.tasks.sandbox import SandboxLimits, require
 
 
 @dataclass(frozen=True)
@@ -125,21 +127,44 @@ def correct(task: str, prediction: str, gold: str) -> bool:
     return scoring.correct(prediction or "", gold)
 
 
-def score_columns(task: str, prediction: str, gold: str) -> dict:
+def sandbox_settings(options: dict | None) -> tuple[SandboxLimits, str]:
+    """HumanEval's sandbox limits and isolation from the task's config section.
+
+    ``options`` is the ``humaneval:`` config section (the run spec's ``task_options``);
+    its ``sandbox`` mapping may set ``isolation`` (``bubblewrap``, the default, or the
+    weaker ``process``) and any field of :class:`~tersetalk.tasks.sandbox.SandboxLimits`.
+    """
+    sandbox = dict((options or {}).get("sandbox") or {})
+    isolation = sandbox.pop("isolation", "bubblewrap")
+    return SandboxLimits(**sandbox), isolation
+
+
+def preflight(task: str, options: dict | None = None) -> None:
+    """Stop before the first example when a task cannot be scored here.
+
+    HumanEval without its sandbox raises
+    :class:`~tersetalk.tasks.sandbox.SandboxUnavailableError` saying how to install it.
+    """
+    if task == "humaneval":
+        require(sandbox_settings(options)[1])
+
+
+def score_columns(task: str, prediction: str, gold: str, options: dict | None = None) -> dict:
     """A record's score columns (``em``/``f1``/``precision``/``recall`` equal ``correct``).
 
     HumanEval adds ``sandbox_reason`` (one of ``tersetalk.tasks.sandbox.REASONS``),
-    ``sandbox_detail``, ``sandbox_network`` (the isolation in force: ``netns``,
-    ``netns+userns`` or ``none``) and ``t_sandbox_s`` (a timing column).
+    ``sandbox_detail``, ``sandbox_isolation`` (``bubblewrap`` or the weaker
+    ``process``, with any limit that could not be set) and ``t_sandbox_s`` (timing).
     """
     extra: dict = {}
     if task == "humaneval":
-        result = _humaneval.run(prediction or "", gold)
+        limits, isolation = sandbox_settings(options)
+        result = _humaneval.run(prediction or "", gold, limits, isolation)
         ok = float(result.passed)
         extra = {
             "sandbox_reason": result.reason,
             "sandbox_detail": result.detail,
-            "sandbox_network": result.network_isolation,
+            "sandbox_isolation": f"{isolation}; {result.notes}" if result.notes else isolation,
             "t_sandbox_s": result.duration_s,
         }
     else:

@@ -1,49 +1,36 @@
-"""Run untrusted Python (a model's HumanEval answer and the task's tests) in a child process.
+"""Run model-written code where it can neither escape nor write its own verdict.
 
-The candidate never runs in the workflow's interpreter. Each call starts a fresh
-``sys.executable -I -S`` (isolated mode, no site-packages: HumanEval needs the standard
-library only, and the project's packages stay out of reach) in a new session, inside a
-fresh temporary directory that is removed afterwards, with a minimal environment
-(``PATH``, ``HOME``/``TMPDIR`` pointing at the working directory, ``LANG``: no API keys or
-tokens of the parent). Whatever happens inside, :func:`run_program` returns a
-:class:`SandboxResult` (``passed``, ``reason``, ``detail``, ``duration_s`` and the
-isolation in force); it never raises because of the candidate.
+**Threat model.** A HumanEval answer is code a model wrote, run on the researcher's
+machine with the researcher's keys in the environment. It is treated as hostile: it may
+try to read secrets, write outside its directory, start processes that outlive the run,
+signal the workflow, fill the disk or memory, or make a wrong answer score as passed.
 
-What contains what:
+**Isolation** (``isolation="bubblewrap"``, the default) is the kernel's, set up by
+`bubblewrap <https://github.com/containers/bubblewrap>`_ (Debian's ``bubblewrap``;
+it needs no daemon). Each program runs as uid 65534 in new user, pid, network, ipc,
+uts, cgroup and mount namespaces, with an empty environment; the file system holds
+read-only binds of ``/usr`` (and ``/lib*``), the interpreter's own install, and a
+read-only folder with the program, nothing else (no project files, no host ``/proc``,
+no ``/etc``); the root and ``/dev`` are remounted read-only and the only writable place
+is a tmpfs ``/tmp`` of ``disk_mb`` (a total, not per file). A seccomp filter refuses
+every new process (fork, vfork, clone without ``CLONE_THREAD``; clone3 answers ENOSYS
+so the C library falls back to clone); rlimits bound CPU seconds, address space, file
+size and open files. The whole tree dies at the deadline (the host kills bubblewrap;
+``--die-with-parent`` takes the namespace with it) and when the workflow dies.
 
-* **Wall clock**: the parent waits ``timeout_s`` and then kills the whole process group
-  (reason ``timeout``).
-* **CPU and memory** (kernel, ``setrlimit`` in the child before the candidate runs):
-  ``RLIMIT_CPU`` one second above the wall-clock timeout (so a busy loop is reported as
-  ``timeout``; the CPU limit is the backstop, reason ``cpu_limit``), ``RLIMIT_AS``
-  (``memory_mb``; an allocation beyond it raises MemoryError, reason ``memory``),
-  ``RLIMIT_FSIZE`` (no file above ``max_file_mb``), ``RLIMIT_CORE`` 0, ``RLIMIT_NOFILE``.
-* **Processes**: ``RLIMIT_NPROC`` is set, but the kernel does not apply it to root, which
-  is what this project's machines run as; the audit hook below is what stops a fork
-  (reason ``fork_blocked``). The parent kills the child's process group at the end.
-* **Network**: a new network namespace (``unshare --net``, or ``unshare --user
-  --map-root-user --net`` for a non-root user) where the kernel allows it: the child sees
-  only a loopback device that is down, so no address is reachable. Whether it was in force
-  is in ``network_isolation`` (``netns``, ``netns+userns`` or ``none``). In every case the
-  audit hook refuses ``connect``/``sendto``/``sendmsg`` (reason ``network_blocked``): a
-  network namespace does not cover Unix-domain sockets in the file system.
-* **Writes**: a ``sys.addaudithook`` hook, installed by the bootstrap before the candidate
-  is compiled, refuses opening for writing, creating, removing, renaming, linking or
-  changing the mode of any path outside the working directory (reason
-  ``write_blocked``), refuses fork, exec, spawn and ``_posixsubprocess`` (what
-  ``subprocess`` and ``multiprocessing`` start processes with; reason ``fork_blocked``),
-  and refuses ``ctypes``, ``os.kill`` of other processes and ``resource.setrlimit``
-  (reason ``forbidden``). A refused action ends the
-  child at once (``os._exit``), so the candidate cannot catch it and carry on.
+**The verdict** (:func:`run_check`): the dataset's trusted tests run in a second sandbox,
+the *judge*, never in the candidate's process. The candidate's process loads the model's
+code and answers calls; the judge's ``check(candidate)`` receives a stand-in that sends
+each call's arguments across a pipe as plain data and decodes the reply into builtin
+values of its own (``sandbox_box/wire.py``: checked by type, never by ``==``). The
+candidate holds no reference to the judge, its reporter or the descriptor the verdict
+travels on, and it cannot see the tests. What the candidate can do is answer calls.
 
-What it cannot stop, honestly: the audit hook runs in the candidate's own interpreter.
-It is a guard against the accidents and misbehaviour of model-written code, not a
-security boundary against code written to escape: such code could write to file
-descriptors it already holds, reach memory through modules the hook does not know, or
-forge the status line the parent reads. The kernel parts (rlimits, the network
-namespace, the separate process and its cleanup) hold regardless. We run as root, so
-file permissions protect nothing; a real boundary for hostile code needs a container or
-a VM (e.g. gVisor, Firecracker) around this.
+``isolation="process"`` is a weaker fallback a config key may opt into where bubblewrap
+is missing: separate processes, rlimits, an empty environment, a temporary directory,
+the judge split kept, but no namespaces, no read-only file system and no process limit
+for root. It is recorded in every row (``sandbox_isolation``); it is never chosen
+silently: without bubblewrap, :func:`require` stops the run with how to install it.
 """
 
 from __future__ import annotations
@@ -52,55 +39,79 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from importlib import resources
+from pathlib import Path
 
 __all__ = [
+    "ISOLATIONS",
     "REASONS",
     "SandboxLimits",
     "SandboxResult",
-    "network_isolation",
+    "SandboxUnavailableError",
+    "bubblewrap_status",
+    "require",
+    "run_check",
     "run_many",
     "run_program",
 ]
 
+ISOLATIONS = ("bubblewrap", "process")
+
 #: every reason a result can carry; ``passed`` is the only one with ``passed=True``
 REASONS = (
-    "passed",  # the program ran to its end (for HumanEval: check() returned)
+    "passed",  # the program ran to its end (for HumanEval: the judge's check() returned)
     "failed",  # an AssertionError: a test did not hold
-    "error",  # any other exception (SyntaxError, NameError, SystemExit, ...)
-    "timeout",  # wall-clock limit; the process group was killed
+    "error",  # any other exception, in the candidate or in a test tripping over its value
+    "timeout",  # wall-clock limit; everything was killed
     "cpu_limit",  # RLIMIT_CPU: the kernel's SIGXCPU/SIGKILL
     "memory",  # MemoryError under RLIMIT_AS
-    "fork_blocked",  # fork/exec/spawn/subprocess refused by the audit hook
-    "write_blocked",  # a write, create, remove or rename outside the working directory
-    "network_blocked",  # connect/sendto/sendmsg refused by the audit hook
-    "forbidden",  # ctypes, killing other processes, setrlimit
-    "crash",  # killed by another signal, or exited without saying how it ended
-    "sandbox_error",  # the sandbox itself could not start (no temp dir, no interpreter)
+    "crash",  # the candidate's process died by a signal or exited without saying how
+    "sandbox_error",  # the sandbox itself could not start (no temp dir, bubblewrap failed)
 )
 
-_STATUS_FILE = "status.jsonl"
-_PROGRAM_FILE = "program.py"
-_VIOLATION_EXIT = 86
+_BOX_FILES = ("candidate.py", "judge.py", "limits.py", "wire.py")
+_INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install "
+    "bubblewrap`; it needs unprivileged user namespaces or root), or accept a weaker sandbox "
+    "for code you trust by setting `humaneval: {sandbox: {isolation: process}}` in the "
+    "config (recorded in every row as sandbox_isolation)"
+)
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The configured isolation cannot run here; the message says how to fix it."""
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
     """The limits of one run; the defaults suit a HumanEval problem (all finish in < 1 s)."""
 
-    timeout_s: float = 10.0
-    memory_mb: int = 1024
-    max_file_mb: int = 16
+    timeout_s: float = 10.0  # wall clock for the whole run, judge and candidate
+    memory_mb: int = 1024  # address space of each process
+    disk_mb: int = 32  # the writable tmpfs, in total
+    max_file_mb: int = 16  # any one file (also what it writes to stderr)
     max_open_files: int = 64
-    max_processes: int = 1
-    network_hook: bool = True  # off only to test that the namespace alone isolates
+    max_reply_kb: int = 1024  # one value the candidate returns
+
+    def child(self, nproc: int = 0) -> dict:
+        """What the programs inside read (``sandbox_box/limits.py``)."""
+        return {
+            "cpu_s": int(self.timeout_s) + 1,
+            "memory_mb": self.memory_mb,
+            "max_file_mb": self.max_file_mb,
+            "max_open_files": self.max_open_files,
+            "max_reply_kb": self.max_reply_kb,
+            "nproc": nproc,
+        }
 
 
 @dataclass(frozen=True)
@@ -110,307 +121,365 @@ class SandboxResult:
     detail: str
     duration_s: float
     returncode: int | None
-    network_isolation: str  # netns | netns+userns | none
-    network_guard: str  # audit_hook | none
-    write_guard: str  # audit_hook
-    fork_guard: str  # audit_hook (+ RLIMIT_NPROC when not root)
+    isolation: str  # bubblewrap | process
     limits: str  # JSON of the SandboxLimits used
-    notes: str = ""  # limits the child could not set ("; "-joined), e.g. a refused setrlimit
+    notes: str = ""  # limits that could not be set ("; "-joined)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-# The child's bootstrap: limits, then the audit hook, then the candidate. It imports only
-# what it needs before the hook is in place (no subprocess, no ctypes), so the hook's
-# refusal of those modules is not bypassed by an already imported copy.
-_BOOTSTRAP = r"""
-import os, sys, json, resource
-status_path, workdir, limits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-status = open(status_path, "a", buffering=1)
+# -- bubblewrap ---------------------------------------------------------------------------
 
-def _report(reason, detail=""):
-    status.write(json.dumps({"reason": reason, "detail": str(detail)[:500]}) + "\n")
-    status.flush()
+# seccomp-BPF: refuse new processes, allow threads. struct seccomp_data: nr at 0, arch at
+# 4, args[0] at 16 (its low half on little-endian machines, which both arches here are).
+_ARCH = {"x86_64": (0xC000003E, 56, (57, 58)), "aarch64": (0xC00000B7, 220, ())}
+_CLONE3 = 435
+_CLONE_THREAD = 0x00010000
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _KILL = 0x7FFF0000, 0x80000000
+_EPERM, _ENOSYS = 0x00050000 | 1, 0x00050000 | 38
 
-def _limit(name, soft, hard=None):
-    try:
-        resource.setrlimit(name, (soft, soft if hard is None else hard))
-    except (ValueError, OSError) as exc:
-        _report("note", "setrlimit %s: %s" % (name, exc))
 
-mb = 1024 * 1024
-_limit(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1)
-_limit(resource.RLIMIT_AS, limits["memory_mb"] * mb)
-_limit(resource.RLIMIT_FSIZE, limits["max_file_mb"] * mb)
-_limit(resource.RLIMIT_CORE, 0)
-_limit(resource.RLIMIT_NOFILE, limits["max_open_files"])
-_limit(resource.RLIMIT_NPROC, limits["max_processes"])
-os.chdir(workdir)
-root = os.path.realpath(workdir)
-program_path = os.path.join(os.path.dirname(root), "program.py")
-with open(program_path, encoding="utf-8") as fh:
-    source = fh.read()
-pid = os.getpid()
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The BPF program (``struct sock_filter[]``) bubblewrap loads before the interpreter.
 
-def _deny(reason, what):
-    try:
-        _report(reason, what)
-    finally:
-        os._exit(86)
-
-def _resolve(path, dir_fd=None):
-    if isinstance(path, int):
+    None on an architecture without a table here; the result then says so in ``notes``.
+    """
+    table = _ARCH.get(machine or os.uname().machine)
+    if table is None:
         return None
-    path = os.fsdecode(path)
-    if dir_fd is not None and dir_fd >= 0 and not os.path.isabs(path):
-        path = os.path.join(os.readlink("/proc/self/fd/%d" % dir_fd), path)
-    return os.path.realpath(path)
-
-def _inside(path, dir_fd=None):
-    real = _resolve(path, dir_fd)
-    return real is None or real == root or real.startswith(root + os.sep) or real == os.devnull
-
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-PATH_EVENTS = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 2, "os.chmod": 2, "os.chown": 3,
-               "os.truncate": 0, "os.utime": 3, "os.mkfifo": 2, "os.mknod": 3,
-               "shutil.rmtree": 1}
-TWO_PATH_EVENTS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.copytree",
-                   "shutil.move"}
-FORK_EVENTS = {"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
-               "subprocess.Popen", "os.startfile", "pty.spawn"}
-NET_EVENTS = {"socket.connect", "socket.sendto", "socket.sendmsg"}
-FORBIDDEN_MODULES = {"ctypes", "_ctypes"}
-
-def _hook(event, args):
-    if event == "open":
-        path, mode, flags = (tuple(args) + (None, None))[:3]
-        writing = (mode is not None and any(c in str(mode) for c in "wax+")) or (
-            flags is not None and flags & WRITE_FLAGS)
-        if writing and not _inside(path):
-            _deny("write_blocked", "open %r for writing" % (path,))
-    elif event in PATH_EVENTS:
-        i = PATH_EVENTS[event]
-        dir_fd = args[i] if 0 < i < len(args) and isinstance(args[i], int) else None
-        if not _inside(args[0], dir_fd):
-            _deny("write_blocked", "%s %r" % (event, args[0]))
-    elif event in TWO_PATH_EVENTS:
-        for p in args[:2]:
-            if isinstance(p, (str, bytes, os.PathLike)) and not _inside(p):
-                _deny("write_blocked", "%s %r" % (event, p))
-    elif event in FORK_EVENTS:
-        _deny("fork_blocked", event)
-    elif event in NET_EVENTS and limits["network_hook"]:
-        _deny("network_blocked", "%s %r" % (event, args[1:2]))
-    elif event == "import" and args[0] == "_posixsubprocess":
-        _deny("fork_blocked", "import _posixsubprocess (subprocess, multiprocessing)")
-    elif event == "import" and args[0] in FORBIDDEN_MODULES:
-        _deny("forbidden", "import " + args[0])
-    elif event in ("os.kill", "os.killpg", "signal.pthread_kill") and args[0] != pid:
-        _deny("forbidden", "%s %r" % (event, args[0]))
-    elif event in ("resource.setrlimit", "resource.prlimit"):
-        _deny("forbidden", event)
-
-sys.addaudithook(_hook)
-del resource
-try:
-    code = compile(source, "program.py", "exec")
-    exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
-except AssertionError as exc:
-    _report("failed", "AssertionError: %s" % (exc,))
-except MemoryError:
-    _report("memory", "MemoryError")
-except BaseException as exc:
-    _report("error", "%s: %s" % (type(exc).__name__, exc))
-else:
-    _report("passed")
-"""
+    arch, clone, forks = table
+    # (code, jump if true, jump if false, k); a jump is a label resolved below
+    ops: list[tuple] = [
+        (_LD_W_ABS, 0, 0, 4),
+        (_JEQ, 0, "kill", arch),
+        (_LD_W_ABS, 0, 0, 0),
+        (_JGE, "kill", 0, 0x40000000),  # x32 syscalls on x86_64; none on aarch64
+        *((_JEQ, "eperm", 0, nr) for nr in forks),
+        (_JEQ, "enosys", 0, _CLONE3),
+        (_JEQ, 0, "allow", clone),
+        (_LD_W_ABS, 0, 0, 16),
+        (_JSET, "allow", "eperm", _CLONE_THREAD),
+    ]
+    returns = {"allow": _ALLOW, "eperm": _EPERM, "enosys": _ENOSYS, "kill": _KILL}
+    at = {name: len(ops) + i for i, name in enumerate(returns)}
+    ops += [(_RET, 0, 0, k) for k in returns.values()]
+    prog = []
+    for i, (code, jt, jf, k) in enumerate(ops):
+        jt, jf = (at[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf))
+        prog.append((code, jt, jf, k))
+    return b"".join(struct.pack("HBBI", *op) for op in prog)
 
 
-def _effective_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
+def _system_binds() -> list[str]:
+    """Read-only views of what an interpreter needs: /usr, the /lib* and /bin links."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    return args
+
+
+def interpreter() -> tuple[str, list[str]]:
+    """The real Python binary (not a venv's link) and the folders it must see."""
+    exe = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    roots = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.base_exec_prefix)}
+    return exe, sorted(r for r in roots if not (r + "/").startswith("/usr/"))
+
+
+def _bwrap_command(bwrap: str, box: str, disk_mb: int, seccomp_fd: int | None) -> list[str]:
+    exe, roots = interpreter()
+    cmd = [
+        bwrap,
+        "--unshare-user", "--unshare-all", "--disable-userns", "--die-with-parent",
+        "--new-session", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL",
+        "--clearenv", "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/tmp",
+        *_system_binds(),
+    ]  # fmt: skip
+    for root in roots:
+        cmd += ["--ro-bind", root, root]
+    cmd += [
+        "--ro-bind", box, "/box", "--proc", "/proc", "--dev", "/dev",
+        "--size", str(disk_mb * 1024 * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp",
+        "--remount-ro", "/dev", "--remount-ro", "/",
+    ]  # fmt: skip
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    return [*cmd, "--", exe, "-I", "-S", "-B"]
 
 
 @lru_cache(maxsize=1)
-def network_isolation() -> tuple[tuple[str, ...], str]:
-    """The command prefix that puts the child in a new network namespace, and its name.
+def bubblewrap_status() -> tuple[str | None, str]:
+    """``(path, "")`` when bubblewrap runs a sandboxed interpreter here, else ``(None, why)``.
 
-    Probed once per process by running ``true`` under it: ``unshare --net`` as root,
-    ``unshare --user --map-root-user --net`` otherwise; ``((), "none")`` when neither
-    works here (no ``unshare``, or the kernel or a seccomp policy refuses namespaces).
+    Probed once per process with the real arguments, so a kernel that refuses user
+    namespaces is found at startup, not as 164 failed examples.
     """
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return (), "none"
-    candidates = [((unshare, "--net"), "netns")] if _effective_root() else []
-    candidates.append(((unshare, "--user", "--map-root-user", "--net"), "netns+userns"))
-    for prefix, name in candidates:
-        try:
-            done = subprocess.run(
-                [*prefix, "--", "true"], capture_output=True, timeout=10, env={"PATH": "/bin"}
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if done.returncode == 0:
-            return prefix, name
-    return (), "none"
-
-
-def _read_status(path: str) -> list[dict]:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None, "the `bwrap` command (bubblewrap) is not on PATH"
+    box = tempfile.mkdtemp(prefix="tersetalk-probe-")
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
+        os.chmod(box, 0o755)
+        cmd = _bwrap_command(bwrap, box, 1, None) + ["-c", "import os; print(os.getuid())"]
+        done = subprocess.run(cmd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"bubblewrap did not start: {exc}"
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
+    if done.returncode != 0 or done.stdout.strip() != b"65534":
+        err = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        return None, f"bubblewrap failed here (exit {done.returncode}): {err}"
+    return bwrap, ""
+
+
+def require(isolation: str) -> None:
+    """Raise :class:`SandboxUnavailableError` unless ``isolation`` can run here."""
+    if isolation not in ISOLATIONS:
+        raise SandboxUnavailableError(
+            f"sandbox isolation {isolation!r} is not one of {list(ISOLATIONS)}"
+        )
+    if isolation == "bubblewrap":
+        path, why = bubblewrap_status()
+        if path is None:
+            raise SandboxUnavailableError(
+                f"HumanEval runs model-written code, which needs a sandbox: {why}. "
+                f"To fix: {_INSTALL_HINT}"
+            )
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def _make_box(base: str, name: str, files: dict[str, str]) -> str:
+    """A folder with the sandbox programs and ``files``, readable by uid 65534."""
+    box = os.path.join(base, name)
+    os.mkdir(box)
+    src = resources.files("tersetalk.tasks.sandbox_box")
+    for fname in _BOX_FILES:
+        Path(box, fname).write_text(src.joinpath(fname).read_text("utf-8"), "utf-8")
+    for fname, text in files.items():
+        Path(box, fname).write_text(text, "utf-8", errors="replace")
+    for p in (box, *(os.path.join(box, f) for f in os.listdir(box))):
+        os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
+    return box
+
+
+class _Launcher:
+    """Starts a sandbox's program under the chosen isolation, with descriptors passed on."""
+
+    def __init__(self, isolation: str, limits: SandboxLimits, base: str) -> None:
+        require(isolation)
+        self.isolation, self.limits, self.base = isolation, limits, base
+        self.notes: list[str] = []
+        self.seccomp = seccomp_filter() if isolation == "bubblewrap" else None
+        if isolation == "bubblewrap" and self.seccomp is None:
+            self.notes.append(f"no seccomp table for {os.uname().machine}: no process limit")
+        os.chmod(base, 0o755)
+
+    def start(
+        self, box: str, script: str, args: list[str], fds: tuple[int, ...], **io
+    ) -> subprocess.Popen:
+        nproc = 1 if self.isolation == "process" else 0
+        limits = json.dumps(self.limits.child(nproc))
+        if self.isolation == "process":
+            work = tempfile.mkdtemp(dir=self.base, prefix="work-")
+            cmd = [sys.executable, "-I", "-S", "-B", os.path.join(box, script), box, limits]
+            env = {"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8"}
+            return subprocess.Popen(
+                [*cmd, *args], cwd=work, env=env, pass_fds=fds, start_new_session=True, **io
+            )
+        bwrap, _ = bubblewrap_status()
+        sfd = None
+        if self.seccomp is not None:
+            sfd = os.memfd_create("tersetalk-seccomp", 0)
+            os.write(sfd, self.seccomp)
+            os.lseek(sfd, 0, os.SEEK_SET)
         try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return [s for s in out if s.get("reason") in (*REASONS, "note")]
+            cmd = _bwrap_command(bwrap, box, self.limits.disk_mb, sfd)
+            cmd += [f"/box/{script}", "/box", limits, *args]
+            return subprocess.Popen(
+                cmd, env={}, pass_fds=fds + ((sfd,) if sfd is not None else ()),
+                start_new_session=True, **io,
+            )  # fmt: skip
+        finally:
+            if sfd is not None:
+                os.close(sfd)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen | None) -> None:
+    if proc is None:
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    proc.wait()
 
 
-def _tail(path: str, n: int = 300) -> str:
+def _tail(path: str, n: int = 400) -> str:
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - n))
+            fh.seek(max(0, fh.tell() - n))
             return fh.read().decode("utf-8", "replace").strip()
     except OSError:
         return ""
 
 
-def run_program(source: str, limits: SandboxLimits | None = None) -> SandboxResult:
-    """Run ``source`` as a Python program in the sandbox; see the module docstring.
-
-    ``passed`` is true only when the whole program ran to its end with no exception and
-    no refused action. The reason of any other end is one of :data:`REASONS`, with a short
-    ``detail`` (the exception, the refused action, the signal or the stderr's tail).
-    """
-    limits = limits or SandboxLimits()
-    prefix, isolation = network_isolation()
-    guards = {
-        "network_isolation": isolation,
-        "network_guard": "audit_hook" if limits.network_hook else "none",
-        "write_guard": "audit_hook",
-        "fork_guard": "audit_hook" if _effective_root() else "audit_hook+rlimit_nproc",
-        "limits": json.dumps(asdict(limits), sort_keys=True),
-    }
-    start = time.perf_counter()
-    try:
-        return _run(source, limits, prefix, guards)
-    except OSError as exc:  # the sandbox could not start: the example fails, the run goes on
-        return SandboxResult(
-            passed=False,
-            reason="sandbox_error",
-            detail=f"{type(exc).__name__}: {exc}",
-            duration_s=time.perf_counter() - start,
-            returncode=None,
-            **guards,
-        )
+def _signal_reason(returncode: int | None) -> tuple[str, str] | None:
+    """The reason a process ended by a signal (bubblewrap reports it as 128 + N)."""
+    if returncode is None:
+        return None
+    sig = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if sig <= 0:
+        return None
+    name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
+    return ("cpu_limit" if sig == signal.SIGXCPU else "crash"), f"killed by {name}"
 
 
-def _run(
-    source: str, limits: SandboxLimits, prefix: tuple[str, ...], guards: dict
+def _sandboxed(
+    isolation: str, limits: SandboxLimits, body: Callable[[_Launcher, str, float], tuple]
 ) -> SandboxResult:
-    child_limits = {
-        "cpu_s": int(limits.timeout_s) + 1,
-        "memory_mb": limits.memory_mb,
-        "max_file_mb": limits.max_file_mb,
-        "max_open_files": limits.max_open_files,
-        "max_processes": limits.max_processes,
-        "network_hook": limits.network_hook,
-    }
-    base = tempfile.mkdtemp(prefix="tersetalk-sandbox-")
+    """Shared set-up and clean-up: the temporary folder, timing, and start failures."""
+    start = time.perf_counter()
+    base = None
     try:
-        workdir = os.path.join(base, "work")
-        os.mkdir(workdir)
-        with open(os.path.join(base, _PROGRAM_FILE), "w", encoding="utf-8") as fh:
-            fh.write(source)
-        status_path = os.path.join(base, _STATUS_FILE)
-        out_path, err_path = os.path.join(base, "stdout"), os.path.join(base, "stderr")
-        env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
-        cmd = [*prefix, "--", sys.executable, "-I", "-S", "-c", _BOOTSTRAP]
-        if not prefix:
-            cmd = cmd[1:]
-        cmd += [status_path, workdir, json.dumps(child_limits)]
-        start = time.perf_counter()
-        timed_out = False
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=workdir,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
-            try:
-                proc.wait(timeout=limits.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc)
-                proc.wait()
-        duration = time.perf_counter() - start
-        statuses = _read_status(status_path)
-        notes = "; ".join(s.get("detail", "") for s in statuses if s["reason"] == "note")
-        reason, detail = _classify(proc.returncode, timed_out, statuses, limits)
-        if reason in ("crash", "error") and not detail.strip():
-            detail = _tail(err_path)
-        elif reason == "crash":
-            detail = f"{detail}; stderr: {_tail(err_path)}" if _tail(err_path) else detail
-        detail = detail.replace(base, "<sandbox>")  # the same text on every run
+        base = tempfile.mkdtemp(prefix="tersetalk-sandbox-")
+        launcher = _Launcher(isolation, limits, base)
+        reason, detail, rc, notes = body(launcher, base, start + limits.timeout_s)
+        notes = [*launcher.notes, *notes]
+        detail = detail.replace(base, "<sandbox>")
+    except OSError as exc:  # the sandbox could not start: the example fails, the run goes on
+        reason, detail, rc, notes = "sandbox_error", f"{type(exc).__name__}: {exc}", None, []
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
     return SandboxResult(
         passed=reason == "passed",
         reason=reason,
         detail=detail,
-        duration_s=duration,
-        returncode=proc.returncode,
-        notes=notes,
-        **guards,
+        duration_s=time.perf_counter() - start,
+        returncode=rc,
+        isolation=isolation,
+        limits=json.dumps(asdict(limits), sort_keys=True),
+        notes="; ".join(notes),
     )
 
 
-def _classify(
-    returncode: int, timed_out: bool, statuses: list[dict], limits: SandboxLimits
-) -> tuple[str, str]:
-    """The reason a run ended, from the wall clock, the status lines and the exit code."""
-    if timed_out:
-        return "timeout", f"wall-clock limit of {limits.timeout_s:g} s"
-    final = [s for s in statuses if s["reason"] != "note"]
-    if final:
-        last = final[-1]
-        if last["reason"] == "passed" and returncode != 0:
-            return "crash", f"exit code {returncode} after the program finished"
-        return last["reason"], last.get("detail", "")
-    if returncode < 0:
-        sig = -returncode
-        name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
-        return ("cpu_limit" if sig == signal.SIGXCPU else "crash"), f"killed by {name}"
-    return "crash", f"exit code {returncode} without a status"
+def run_program(
+    source: str, limits: SandboxLimits | None = None, isolation: str = "bubblewrap"
+) -> SandboxResult:
+    """Run ``source`` as a whole program in the sandbox; its exit says how it ended.
 
-
-def run_many(sources: Iterable[str], limits: SandboxLimits | None = None, workers: int = 2):
-    """:func:`run_program` over many programs, ``workers`` at a time, results in order.
-
-    Threads suffice: each one only waits on its child process.
+    This is the program's own verdict (it could exit 0 whatever happened): use it to
+    contain code, and :func:`run_check` to score it. Never raises because of the program.
     """
-    sources = list(sources)
-    if workers <= 1 or len(sources) <= 1:
-        return [run_program(s, limits) for s in sources]
+    limits = limits or SandboxLimits()
+
+    def body(launcher: _Launcher, base: str, deadline: float) -> tuple:
+        box = _make_box(base, "program", {"program.py": source})
+        err_path = os.path.join(base, "stderr")
+        with open(err_path, "wb") as err:
+            proc = launcher.start(
+                box, "candidate.py", ["-"], (), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                return "timeout", f"wall-clock limit of {limits.timeout_s:g} s", None, []
+            finally:
+                _kill(proc)
+        tail = _tail(err_path)
+        notes = [ln[6:] for ln in tail.splitlines() if ln.startswith("note: ")]
+        last = tail.splitlines()[-1] if tail else ""
+        rc = proc.returncode
+        by_code = {0: "passed", 1: "failed", 2: "error", 3: "memory"}
+        if rc in by_code:
+            return by_code[rc], "" if rc == 0 else last, rc, notes
+        sig = _signal_reason(rc)
+        if sig:
+            return sig[0], sig[1], rc, notes
+        return "crash", f"exit code {rc}: {last}", rc, notes
+
+    return _sandboxed(isolation, limits, body)
+
+
+def run_check(
+    candidate_source: str,
+    entry_point: str,
+    tests_source: str,
+    limits: SandboxLimits | None = None,
+    isolation: str = "bubblewrap",
+) -> SandboxResult:
+    """Score ``entry_point`` of ``candidate_source`` with ``tests_source``'s ``check``.
+
+    Two sandboxes joined by two pipes: the candidate's (model-written code) and the
+    judge's (the trusted tests); the verdict is the judge's alone (module docstring).
+    """
+    limits = limits or SandboxLimits()
+
+    def body(launcher: _Launcher, base: str, deadline: float) -> tuple:
+        cbox = _make_box(base, "candidate", {"program.py": candidate_source})
+        jbox = _make_box(base, "judge", {"tests.py": tests_source})
+        j2c_r, j2c_w = os.pipe()
+        c2j_r, c2j_w = os.pipe()
+        cand = judge = None
+        err_path = os.path.join(base, "candidate.stderr")
+        try:
+            with open(err_path, "wb") as err:
+                cand = launcher.start(
+                    cbox, "candidate.py", [entry_point, str(j2c_r), str(c2j_w)], (j2c_r, c2j_w),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                )  # fmt: skip
+            judge = launcher.start(
+                jbox, "judge.py", [entry_point, str(c2j_r), str(j2c_w)], (c2j_r, j2c_w),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            for fd in (j2c_r, j2c_w, c2j_r, c2j_w):
+                os.close(fd)
+            j2c_r = j2c_w = c2j_r = c2j_w = -1
+            try:
+                out, jerr = judge.communicate(timeout=max(0.0, deadline - time.perf_counter()))
+            except subprocess.TimeoutExpired:
+                return "timeout", f"wall-clock limit of {limits.timeout_s:g} s", None, []
+        finally:
+            _kill(cand)
+            _kill(judge)
+            for fd in (j2c_r, j2c_w, c2j_r, c2j_w):
+                if fd >= 0:
+                    os.close(fd)
+        try:
+            verdict = json.loads(out.decode("utf-8").splitlines()[-1])
+            reason, detail, notes = verdict["reason"], verdict["detail"], verdict["notes"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            jtail = jerr.decode("utf-8", "replace").strip()[-400:]
+            return "sandbox_error", f"the judge gave no verdict: {jtail}", judge.returncode, []
+        ctail = _tail(err_path)
+        notes = [*notes, *(ln[6:] for ln in ctail.splitlines() if ln.startswith("note: "))]
+        if reason == "crash":
+            sig = _signal_reason(cand.returncode)
+            if sig:
+                reason, detail = sig
+            elif ctail:
+                detail = f"{detail}; stderr: {ctail[-200:]}"
+        return reason, detail, cand.returncode, notes
+
+    return _sandboxed(isolation, limits, body)
+
+
+def run_many(jobs: Iterable[Callable[[], SandboxResult]], workers: int = 2) -> list[SandboxResult]:
+    """Run sandbox jobs (zero-argument callables), ``workers`` at a time, results in order.
+
+    Threads suffice: each one only waits on its child processes.
+    """
+    jobs = list(jobs)
+    if workers <= 1 or len(jobs) <= 1:
+        return [job() for job in jobs]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda s: run_program(s, limits), sources))
+        return list(pool.map(lambda job: job(), jobs))

@@ -1,0 +1,6 @@
+"""The programs that run inside a sandbox (standard library only; see ``tasks/sandbox.py``).
+
+They are copied into each sandbox as files, never imported by the workflow: ``wire``
+(plain data across the boundary), ``candidate`` (loads model-written code and answers
+calls) and ``judge`` (runs the dataset's trusted tests against calls to the candidate).
+"""
