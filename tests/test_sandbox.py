@@ -391,3 +391,12 @@ def test_limits_are_recorded():
                   isolation="process")  # fmt: skip
     assert r.passed and json.loads(r.limits)["timeout_s"] == 5.0
     assert signal.SIGXCPU  # the CPU limit's signal exists here
+
+
+def test_the_cost_benchmark_runs_and_reports_a_ratio(capsys, request):
+    from tersetalk.bench.sandbox import main
+
+    data = str(request.config.rootpath / "data")
+    assert main(["--n", "2", "--rounds", "1", "--isolation", "process", "--data-dir", data]) == 0
+    out = capsys.readouterr().out
+    assert "process" in out and "1.00x" in out
