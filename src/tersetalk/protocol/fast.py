@@ -535,6 +535,13 @@ def check_block(data: str | bytes, message: bool = False) -> list[list[str]] | N
             return None
     except (*_MsError, _JSONDecodeError, UnicodeEncodeError):  # a str's lone surrogate
         return None
+    except (RecursionError, UnicodeDecodeError):
+        # msgspec's own refusals of hostile input (issue 28): deep nesting (``[[[...``
+        # after a valid line) raises RecursionError, not a DecodeError as orjson's bound
+        # does, and invalid UTF-8 in bytes raises UnicodeDecodeError. Not decided here:
+        # the line-by-line parser raises the package's error for the first bad line
+        # (InvalidJSONError "deeper than MAX_DEPTH", EncodingError naming the line).
+        return None
     return arrays or None  # blanks only: the line-by-line parser's error
 
 
