@@ -40,13 +40,15 @@ def _read(source: str) -> str:
 def _parse(text: str, name: str):
     """A JSON tree, or None for Markdown (text that is not JSON but holds a GFM table)."""
     from tersetalk.formats.markdown import table_spans
-    from tersetalk.formats.tree import TreeError, parse_json
+    from tersetalk.formats.tree import TreeDepthError, TreeError, parse_json
 
     try:
         return parse_json(text)
     except TreeError as exc:
         if table_spans(text):
             return None
+        if isinstance(exc, TreeDepthError):
+            _fail(f"{name}: {exc}")
         _fail(f"{name} is neither JSON nor Markdown with a table ({exc})")
 
 

@@ -35,7 +35,16 @@ from typing import Any
 import toon
 
 from tersetalk.formats.encoders import FormatDecodeError
-from tersetalk.formats.tree import Array, Node, Scalar, records_keys, same_value, to_python
+from tersetalk.formats.tree import (
+    MAX_DEPTH,
+    Array,
+    Node,
+    Scalar,
+    json_depth_exceeds,
+    records_keys,
+    same_value,
+    to_python,
+)
 
 INDENT = " "
 
@@ -63,6 +72,8 @@ def parse_inline(text: str) -> Any:
     if _NUMBER.fullmatch(text):
         return json.loads(text)
     if text[:1] in ('"', "{", "["):
+        if json_depth_exceeds(text):
+            raise FormatDecodeError(f"mckp: inline JSON {text[:40]!r}... nests too deep")
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -187,6 +198,8 @@ def _md_split(line: str) -> list[str]:
 def parse_block(text: str, fmt: str) -> Any:
     """A monolithic block back to its JSON value."""
     if fmt == "json_pretty":
+        if json_depth_exceeds(text):
+            raise FormatDecodeError(f"mckp: json_pretty block nests deeper than {MAX_DEPTH}")
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -254,7 +267,16 @@ def _strip(lines: list[str], depth: int) -> str:
 
 
 def parse_container(lines: list[str], fmt: str, depth: int = 0) -> Any:
-    """Decode the block ``lines`` (already cut to the block, indent ``depth``) in ``fmt``."""
+    """Decode the block ``lines`` (already cut to the block, indent ``depth``) in ``fmt``.
+
+    Each nested block is one recursive call, so blocks deeper than ``MAX_DEPTH`` (more
+    than any encoded payload has) are refused before they could exhaust the stack.
+    """
+    if depth > MAX_DEPTH:
+        raise FormatDecodeError(
+            f"mckp: blocks nest deeper than {MAX_DEPTH} levels, more than any encoded payload; "
+            "decode only what `tersetalk formats encode` wrote"
+        )
     if fmt not in ("kv", "list"):
         return parse_block(_strip(lines, depth), fmt)
     prefix = INDENT * depth

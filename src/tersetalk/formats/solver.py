@@ -58,12 +58,14 @@ from tersetalk.formats.container import (
     render_block,
 )
 from tersetalk.formats.tree import (
+    MAX_DEPTH,
     Array,
     Node,
     Object,
     Scalar,
     TreeError,
     is_json,
+    json_depth_exceeds,
     records_keys,
     same_value,
     to_python,
@@ -841,17 +843,32 @@ class LossyEncodingError(ValueError):
 
 
 def decode(text: str) -> Any:
-    """The exact JSON value of a lossless encoding (any encoder, mckp included)."""
+    """The exact JSON value of a lossless encoding (any encoder, mckp included).
+
+    Raises FormatDecodeError for text that is no valid encoding, including a format
+    hint no decoder knows and nesting beyond ``tree.MAX_DEPTH`` (issue 28: a crafted
+    document must get a clear refusal, not a KeyError or RecursionError).
+    """
+    from tersetalk.formats.encoders import FormatDecodeError
+
     found, _ = H.split_hints(text)
     table = dict(filter(None, (A.parse(h.body) for h in found if h.family == "alias")))
-    value = _decode_body(text)
-    return A.expand(value, table) if table else value
+    try:
+        value = _decode_body(text)
+        return A.expand(value, table) if table else value
+    except RecursionError:
+        # A backstop: the depth checks below refuse deep JSON and deep containers
+        # before they are read, but a library decoder (toon) may still recurse.
+        raise FormatDecodeError(
+            f"the encoding nests too deep to decode (the limit is {MAX_DEPTH} levels); "
+            "it was not written by `tersetalk formats encode`"
+        ) from None
 
 
 def _decode_body(text: str) -> Any:
     """The JSON value of the body, aliases (if any) still in its strings."""
     from tersetalk.formats.container import parse_container
-    from tersetalk.formats.encoders import FormatDecodeError, get_encoder
+    from tersetalk.formats.encoders import ENCODERS, FormatDecodeError, get_encoder
 
     found, body = H.split_hints(text)
     lost = [h for h in found if h.family == "overflow"]
@@ -868,7 +885,17 @@ def _decode_body(text: str) -> Any:
         )
     named = [h.body.split(" | ") for h in found if h.family == "encoded"]
     fmt = named[0][0] if named else "json_compact"
+    if fmt != "mckp" and fmt not in ENCODERS:
+        raise FormatDecodeError(
+            f"the format hint '> [encoded: {named[0][0]}]' names no known encoding; "
+            f"known: mckp, {', '.join(ENCODERS)} (the hint must be the one the encoder wrote)"
+        )
     joined = "\n".join(body)
+    if fmt in ("json_compact", "json_pretty") and json_depth_exceeds(joined):
+        raise FormatDecodeError(
+            f"{fmt}: the body nests deeper than {MAX_DEPTH} levels of arrays/objects, the "
+            "most an encoding of a payload can (`tersetalk formats encode` refuses deeper)"
+        )
     if fmt == "mckp":
         if len(named[0]) > 1:
             return parse_container(body, named[0][1])

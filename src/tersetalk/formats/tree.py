@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -24,6 +25,67 @@ JSONScalar: TypeAlias = str | int | float | bool | None
 
 class TreeError(ValueError):
     """A payload that cannot become a tree (not JSON data, a non-finite number, ...)."""
+
+
+class TreeDepthError(TreeError):
+    """JSON nested deeper than :data:`MAX_DEPTH`: refused before anything recurses on it."""
+
+
+#: How deep a JSON payload may nest (arrays and objects). The tree, the solver, the
+#: encoders and Python's JSON decoder all recurse once or more per level, so without a
+#: fixed bound a payload a few hundred levels deep ends in RecursionError, at a depth
+#: that depends on the caller's stack (issue 28). Every encoder handles this bound with
+#: room to spare (measured: the first failures are near 250 levels); real API payloads
+#: nest about ten levels.
+MAX_DEPTH = 100
+
+# Strings (possibly unterminated) are matched whole so brackets inside them do not count.
+_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[{]+|[\]}]+', re.S)
+
+
+def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
+    """True when brackets outside strings in ``text`` nest deeper than ``limit``.
+
+    A linear scan without recursion, run before a recursive decoder sees the text. For
+    text that ``json.loads`` accepts it is exactly the value's nesting depth; for
+    anything else a deterministic estimate (the decoder then refuses it anyway).
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _NESTING.finditer(text):
+        first = text[match.start()]
+        if first in "[{":
+            depth += match.end() - match.start()
+            if depth > limit:
+                return True
+        elif first != '"':
+            depth = max(0, depth - (match.end() - match.start()))
+    return False
+
+
+def _value_depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when a Python JSON value nests lists/dicts deeper than ``limit`` (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            children = v.values()
+        elif isinstance(v, list | tuple):
+            children = v
+        else:
+            continue
+        if d > limit:
+            return True
+        stack.extend((c, d + 1) for c in children)
+    return False
+
+
+def _too_deep(what: str) -> TreeDepthError:
+    return TreeDepthError(
+        f"{what} nests deeper than {MAX_DEPTH} levels of arrays/objects, the most the "
+        "format encoders follow; flatten the payload or send its deep part as a JSON string"
+    )
 
 
 # --- JSON nodes ------------------------------------------------------------------
@@ -132,8 +194,14 @@ def from_python(value: Any) -> JSONNode:
     """The tree of a JSON value (what ``json.loads`` returns).
 
     Raises TreeError for anything JSON cannot hold: NaN/infinity, non-string keys,
-    tuples, sets or other objects.
+    tuples, sets or other objects; TreeDepthError beyond :data:`MAX_DEPTH`.
     """
+    if _value_depth_exceeds(value):
+        raise _too_deep("the value")
+    return _from_python(value)
+
+
+def _from_python(value: Any) -> JSONNode:
     if value is None or isinstance(value, bool | int | str):
         return Scalar(value)
     if isinstance(value, float):
@@ -144,14 +212,19 @@ def from_python(value: Any) -> JSONNode:
         for k in value:
             if not isinstance(k, str):
                 raise TreeError(f"object key {k!r} is not a string; JSON keys are strings")
-        return Object(tuple((k, from_python(v)) for k, v in value.items()))
+        return Object(tuple((k, _from_python(v)) for k, v in value.items()))
     if isinstance(value, list):
-        return Array(tuple(from_python(v) for v in value))
+        return Array(tuple(_from_python(v) for v in value))
     raise TreeError(f"{type(value).__name__} is not JSON data; pass what json.loads returns")
 
 
 def parse_json(text: str) -> JSONNode:
-    """Parse JSON text into a tree (NaN/Infinity literals are refused)."""
+    """Parse JSON text into a tree (NaN/Infinity literals are refused).
+
+    Nesting beyond :data:`MAX_DEPTH` raises TreeDepthError before ``json.loads`` runs.
+    """
+    if text.lstrip(" \t\n\r")[:1] in ("[", "{") and json_depth_exceeds(text):
+        raise _too_deep("the JSON")
 
     def _refuse(const: str) -> Any:
         raise TreeError(f"{const} is not JSON; the payload must be standard JSON")
