@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas loads on first use: tokens.py writes its cache files here too
+    import pandas as pd
 
 __all__ = [
     "METADATA_KEY",
@@ -25,6 +27,9 @@ __all__ = [
     "read_parquet",
     "read_run_spec",
     "run_metadata",
+    "unique_tmp",
+    "write_atomic",
+    "write_bytes_atomic",
     "write_csv_atomic",
     "write_parquet_atomic",
     "write_text_atomic",
@@ -40,6 +45,8 @@ class InputFileError(ValueError):
 
 def read_parquet(path: str | Path, what: str = "input") -> pd.DataFrame:
     """Read a Parquet file; any failure names the file, the cause and the fix."""
+    import pandas as pd
+
     path = Path(path)
     if not path.exists():
         raise InputFileError(f"{what} file {path} does not exist")
@@ -53,15 +60,30 @@ def read_parquet(path: str | Path, what: str = "input") -> pd.DataFrame:
         ) from exc
 
 
-def _atomic(out: str | Path, write: Callable[[Path], None]) -> Path:
+def unique_tmp(out: str | Path) -> Path:
+    """A temporary path beside ``out`` that no other writer uses (not yet created).
+
+    Why not ``out + ".tmp"``: two writers of one file (a rerun while a job still runs,
+    two processes merging the same side files) would write into the same temporary file
+    and one would rename the other's half-written bytes into place (issue 28). The
+    process id and 64 random bits keep the names apart; beside ``out`` keeps the rename
+    on one file system. The writer creates the file, so it gets the usual permissions
+    (``mkstemp`` would make it owner-only).
+    """
+    out = Path(out)
+    return out.with_name(f"{out.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+
+
+def write_atomic(out: str | Path, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp)`` on a temporary file beside ``out``, then rename it over ``out``.
 
     The rename is atomic on one file system, so ``out`` is either the old file or the
-    complete new one; a write that fails leaves no temporary file behind.
+    complete new one; each writer has its own temporary file (:func:`unique_tmp`), and a
+    write that fails leaves no temporary file behind.
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = unique_tmp(out)
     try:
         write(tmp)
         os.replace(tmp, out)
@@ -69,6 +91,14 @@ def _atomic(out: str | Path, write: Callable[[Path], None]) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return out
+
+
+_atomic = write_atomic  # the name the tests and older callers use
+
+
+def write_bytes_atomic(data: bytes, out: str | Path) -> Path:
+    """Write ``data`` to ``out``, atomically."""
+    return write_atomic(out, lambda tmp: tmp.write_bytes(data))
 
 
 def write_parquet_atomic(df: pd.DataFrame, out: str | Path, metadata: dict | None = None) -> Path:
@@ -85,17 +115,17 @@ def write_parquet_atomic(df: pd.DataFrame, out: str | Path, metadata: dict | Non
         meta = dict(table.schema.metadata or {})
         meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True, default=str).encode()
         table = table.replace_schema_metadata(meta)
-    return _atomic(out, lambda tmp: pq.write_table(table, tmp))
+    return write_atomic(out, lambda tmp: pq.write_table(table, tmp))
 
 
 def write_csv_atomic(df: pd.DataFrame, out: str | Path, *, index: bool = False) -> Path:
     """``df.to_csv(out, index=index)``, atomically."""
-    return _atomic(out, lambda tmp: df.to_csv(tmp, index=index))
+    return write_atomic(out, lambda tmp: df.to_csv(tmp, index=index))
 
 
 def write_text_atomic(text: str, out: str | Path) -> Path:
     """Write ``text`` (UTF-8) to ``out``, atomically: LaTeX tables, YAML documents."""
-    return _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return write_atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def run_metadata(spec: dict, digest: str, client: Any) -> dict:

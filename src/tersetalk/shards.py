@@ -22,7 +22,7 @@ import math
 import re
 from pathlib import Path
 
-from tersetalk.io import InputFileError
+from tersetalk.io import InputFileError, write_atomic
 
 log = logging.getLogger("tersetalk.shards")
 
@@ -203,12 +203,14 @@ def merge_side_files(shards: list[str | Path], out: str | Path) -> list[Path]:
             log.warning("merging %s from %d of %d shards; none from: %s", suffix,
                         len(present), len(parts), ", ".join(missing))  # fmt: skip
         target = _side(out, suffix)
-        tmp = target.with_name(target.name + ".tmp")
-        with tmp.open("wb") as fh:
-            for part in present:
-                data = part.read_bytes()
-                fh.write(data if not data or data.endswith(b"\n") else data + b"\n")
-        tmp.replace(target)
+
+        def concatenate(tmp: Path, present: list[Path] = present) -> None:
+            with tmp.open("wb") as fh:
+                for part in present:
+                    data = part.read_bytes()
+                    fh.write(data if not data or data.endswith(b"\n") else data + b"\n")
+
+        write_atomic(target, concatenate)  # a temporary file of its own (two mergers)
         written.append(target)
     return written
 

