@@ -155,6 +155,11 @@ _NUMBER = re.compile(
     r"(?:\$\s?(?P<sign2>[-\u2212])?)?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?)"
 )
+# A TerseTalk memory pointer (``M#1``, ``M#12``; protocol.tags.REF_PATTERN) is the id of
+# an overflowed text, not a number: a prediction that names one must not be read as 1
+# (issue 28). Matched whole, so "M#12" hides 12 and not only its 1; a word glued before
+# the "M" ("HM#1") is no pointer.
+_MEMORY_POINTER = re.compile(r"(?<![A-Za-z0-9_])M#[0-9]+")
 # "The answer is", "Final answer:", "**Answer:**", "answer = ".
 _ANSWER_PHRASE = re.compile(r"\banswer(?:\s+is\b|\s*\**\s*[:=])", re.IGNORECASE)
 # LaTeX final answers, as many instruction-tuned models emit them.
@@ -226,9 +231,12 @@ def extract_number(text: str) -> str | None:
     4. the last number anywhere in the text.
 
     Handles ``1,234``, ``-3``, ``3.50``, ``$18``, a sentence-final ``.``
-    and trailing ``%`` or units.  Returns a canonical string (``"1234"``,
-    ``"-3"``, ``"3.5"``) or None when the text has no number.
+    and trailing ``%`` or units.  Memory pointers of the TerseTalk protocol
+    (``M#1``) are not numbers and are skipped everywhere.  Returns a canonical
+    string (``"1234"``, ``"-3"``, ``"3.5"``) or None when the text has no number.
     """
+    if "M#" in text:
+        text = _MEMORY_POINTER.sub(" ", text)
     if "####" in text:
         found = _first_number(text.rpartition("####")[2])
         if found is not None:
