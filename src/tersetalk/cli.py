@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -39,6 +40,71 @@ def _setup_logging(level: str) -> None:
     )
 
 
+def _json_option(text: str, option: str, kind: type, example: str) -> Any:
+    """The JSON value of a command-line option, or a ConfigError naming the option.
+
+    Why not ``json.loads`` alone: a shell-quoting slip or a wrong shape would end in a
+    traceback (issue 28); this says which option, what is wrong and what to pass.
+    """
+    from tersetalk.config import ConfigError
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ConfigError(
+            f"{option} is not valid JSON ({reason}; got {text[:80]!r}); pass {example}, "
+            "quoted for the shell"
+        ) from None
+    if not isinstance(value, kind):
+        raise ConfigError(
+            f"{option} must be a JSON {_JSON_KINDS[kind]}, got {_json_kind(value)}; pass {example}"
+        )
+    return value
+
+
+_JSON_KINDS = {dict: "object", list: "array", str: "string", int: "integer"}
+
+
+def _json_kind(value: object) -> str:
+    """The JSON name of a decoded value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, float):
+        return "number"
+    return _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+#: the keys of a run spec (what :func:`tersetalk.config.run_spec` writes) and their types
+_SPEC_KEYS: dict[str, type] = {"task": str, "system": str, "variant": str,
+                               "variant_settings": dict, "seed": int, "models": dict,
+                               "generation": dict, "pipeline": dict, "task_options": dict,
+                               "cache_dir": str}  # fmt: skip
+_SPEC_OPTIONAL_KEYS: dict[str, type] = {"calibration_file": str, "sensitivity_model": str}
+
+
+def _spec_from_json(text: str) -> dict:
+    """The run spec of ``--spec-json``, its keys and their types checked before the run."""
+    from tersetalk.config import ConfigError
+
+    example = "the run spec Snakemake passes (a JSON object, see config.run_spec)"
+    spec = _json_option(text, "--spec-json", dict, example)
+    missing = [k for k in _SPEC_KEYS if k not in spec]
+    if missing:
+        raise ConfigError(f"--spec-json lacks key(s) {', '.join(missing)}; pass {example}")
+    for key, kind in {**_SPEC_KEYS, **_SPEC_OPTIONAL_KEYS}.items():
+        if key in spec and (
+            not isinstance(spec[key], kind) or (kind is int and isinstance(spec[key], bool))
+        ):
+            raise ConfigError(
+                f"--spec-json key {key!r} must be a JSON {_JSON_KINDS[kind]}, got "
+                f"{_json_kind(spec[key])}; pass {example}"
+            )
+    return spec
+
+
 def _cmd_sample(args: argparse.Namespace) -> None:
     from tersetalk.config import load_config
     from tersetalk.io import write_parquet_atomic
@@ -52,7 +118,11 @@ def _cmd_sample(args: argparse.Namespace) -> None:
     data_dir = args.data_dir or cfg.get("data", {}).get("dir", "data")
     if n is None:
         raise SystemExit("error: give --n or a --config that sets n_eval")
-    options = json.loads(args.task_options) if args.task_options else cfg.get(args.task, {})
+    if args.task_options:
+        example = "a JSON object such as '{\"max_payload_tokens\": 1000}'"
+        options = _json_option(args.task_options, "--task-options", dict, example)
+    else:
+        options = cfg.get(args.task, {})
     records = load_records(args.task, source=source, data_dir=data_dir, options=options)
     ev, cal = sample(args.task, records, n=n, calibration_n=cal_n, seed=seed)
     meta = {"task": args.task, "n": n, "calibration_n": cal_n, "seed": seed, "source": source,
@@ -73,9 +143,10 @@ def _cmd_sample(args: argparse.Namespace) -> None:
 def _cmd_run(args: argparse.Namespace) -> None:
     from tersetalk.config import load_config, run_spec
     from tersetalk.runner import run
+    from tersetalk.tasks.loading import read_sample
 
     if args.spec_json:
-        spec = json.loads(args.spec_json)
+        spec = _spec_from_json(args.spec_json)
     else:
         if not (args.task and args.system):
             raise SystemExit("error: give --task and --system (or --spec-json)")
@@ -86,6 +157,9 @@ def _cmd_run(args: argparse.Namespace) -> None:
         given = getattr(args, key)
         if given and given != spec[key]:
             raise SystemExit(f"error: --{key} {given} disagrees with the spec ({spec[key]})")
+    # Before any model loads: a sample of another task would run to the end and write rows
+    # labelled with this task, scored by its scorer (issue 28).
+    read_sample(args.sample, task=spec["task"])
     df = run(spec, args.sample, args.out, limit=args.limit, progress=not args.no_progress,
              events=args.events)  # fmt: skip
     logging.info("wrote %s (%d rows, %d errors)", args.out, len(df), int(df["error"].notna().sum()))
@@ -203,6 +277,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _nonnegative_int(text: str) -> int:
+    """A count that may be 0 (``--calibration-n 0``: no calibration shard) but not negative.
+
+    Why refuse at parse time: a negative shard size slices the permutation from its end
+    and silently writes an empty or wrong shard (issue 28).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tersetalk",
@@ -238,8 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n", type=int, help="evaluation examples (default: config n_eval)")
     s.add_argument(
         "--calibration-n",
-        type=int,
-        help="calibration examples, disjoint from the evaluation ones (default: config)",
+        type=_nonnegative_int,
+        help="calibration examples, disjoint from the evaluation ones; 0: none (default: config)",
     )
     s.add_argument("--seed", type=int, help="sampling seed (default: config seed)")
     s.add_argument("--source", choices=["local", "hub"], help="local shipped files or the HF hub")

@@ -230,7 +230,7 @@ def parse_json(text: str) -> JSONNode:
         raise TreeError(f"{const} is not JSON; the payload must be standard JSON")
 
     try:
-        return from_python(json.loads(text, parse_constant=_refuse))
+        return _from_python(json.loads(text, parse_constant=_refuse))  # depth: checked above
     except json.JSONDecodeError as exc:
         raise TreeError(f"not JSON: {exc}") from exc
 

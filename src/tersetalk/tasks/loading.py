@@ -306,6 +306,8 @@ def sample(
     total = len(records)
     if n < 1:
         raise TaskDataError("n must be at least 1")
+    if calibration_n < 0:  # a negative count would slice the permutation from its end
+        raise TaskDataError(f"calibration_n must be 0 or more, got {calibration_n}")
     if n + calibration_n > total:
         raise TaskDataError(
             f"{task} has {total} examples but n={n} + calibration_n={calibration_n} were "
@@ -337,8 +339,15 @@ def sample(
     return frames["eval"], frames["calibration"]
 
 
-def read_sample(path: str | Path) -> list[dict]:
-    """Rows of a sample Parquet file, each with its original record decoded."""
+def read_sample(path: str | Path, task: str | None = None) -> list[dict]:
+    """Rows of a sample Parquet file, each with its original record decoded.
+
+    With ``task``, every row must belong to it: a run of one task over another task's
+    sample would score every answer with the wrong scorer and label the rows with the
+    wrong task, and still finish (issue 28). Example ids must be unique in any case:
+    checkpoints, resumption and per-example metrics are keyed on them, so a repeated id
+    would silently merge two examples.
+    """
     from tersetalk.io import InputFileError, read_parquet
 
     try:
@@ -350,6 +359,27 @@ def read_sample(path: str | Path) -> list[dict]:
     missing = set(SAMPLE_COLUMNS) - set(df.columns)
     if missing:
         raise TaskDataError(f"sample file {path} lacks columns {sorted(missing)}")
+    if task is not None:
+        tasks = sorted(set(df["task"].astype(str)))
+        if tasks != [task]:
+            held = " and ".join(tasks)
+            raise TaskDataError(
+                f"sample file {path} holds {held} examples, not {task}: give the sample of "
+                f"{task} (`tersetalk sample --task {task}` writes it), or --task {held}"
+                if len(tasks) == 1
+                else f"sample file {path} mixes tasks {held}; `tersetalk sample` writes one "
+                f"task per file: rerun it for {task}"
+            )
+    repeated = df["example_id"][df["example_id"].duplicated()]
+    if not repeated.empty:
+        first = repeated.iloc[0]
+        rows_of = [int(i) for i in df.index[df["example_id"] == first]]
+        raise TaskDataError(
+            f"sample file {path} repeats example id {first!r} (rows {rows_of}"
+            f"{f'; {repeated.nunique()} ids repeat in all' if repeated.nunique() > 1 else ''}); "
+            "runs, checkpoints and metrics are keyed on the id: rerun `tersetalk sample`, "
+            "or give each example its own id"
+        )
     rows = df.to_dict("records")
     for i, row in enumerate(rows):
         try:
