@@ -1,0 +1,283 @@
+"""Hostile input gets a clear refusal, never a traceback or a quietly wrong result (issue 28).
+
+Each test is one reported case, run the way a user meets it: the protocol's strict
+checkers, the ``tersetalk`` and ``tersetalk formats`` commands (a clean ``error:``
+line and exit code 2), the sample reader, the atomic writers and the GSM8K scorer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tersetalk.cli import main
+from tersetalk.protocol import (
+    EncodingError,
+    InvalidJSONError,
+    ProtocolError,
+    StreamReader,
+    parse_strict,
+    validate_strict,
+)
+from tersetalk.protocol.codec import MAX_DEPTH
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = str(REPO / "config" / "config.yaml")
+
+
+def outcome(fn, *args):
+    """What ``fn`` raised, as (type, line, problem); anything but a ProtocolError escapes."""
+    try:
+        fn(*args)
+    except ProtocolError as exc:
+        return type(exc), exc.line_no, exc.problem
+    return None
+
+
+def stream_arrays(data: bytes) -> None:
+    reader = StreamReader(strict=True, arrays=True)
+    reader.feed(data)
+    reader.close()
+
+
+# -- 1. the strict checkers: the protocol's own errors ------------------------------------
+DEEP_AFTER_A_LINE = '["f","a"]\n' + "[" * 5000 + "]" * 5000 + "\n"  # msgspec recursed
+DEEP_ON_ONE_LINE = '["f","a"] ' + "[" * 100_000 + "\n"
+BAD_UTF8 = [b'["f","a"]\n["f","\xff"]\n', b'["f","\xc3"]\n', b'["f","a\xed\xa0\x80"]\n']
+
+
+@pytest.mark.parametrize("text", [DEEP_AFTER_A_LINE, DEEP_ON_ONE_LINE], ids=["line2", "line1"])
+def test_deep_nesting_is_an_invalid_json_error_in_validate_strict_and_the_array_reader(text):
+    expected = outcome(parse_strict, text)
+    assert expected[0] is InvalidJSONError and f"deeper than {MAX_DEPTH}" in expected[2]
+    assert expected[1] == (2 if text.startswith('["f","a"]\n') else 1)
+    for data in (text, text.encode()):
+        assert outcome(validate_strict, data) == expected
+    assert outcome(stream_arrays, text.encode()) == expected
+
+
+@pytest.mark.parametrize("data", BAD_UTF8)
+def test_invalid_utf8_is_an_encoding_error_naming_the_line(data):
+    expected = outcome(parse_strict, data)
+    assert expected[0] is EncodingError
+    assert outcome(validate_strict, data) == expected
+    assert outcome(stream_arrays, data) == expected
+
+
+# -- 2. tersetalk formats encode / decode --------------------------------------------------
+def tt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tersetalk", *args], input=stdin,
+                          capture_output=True, text=True, cwd=REPO, timeout=300)  # fmt: skip
+
+
+def assert_refused(res: subprocess.CompletedProcess, *words: str) -> None:
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert "error:" in last
+    for word in words:
+        assert word in last
+
+
+def test_formats_encode_refuses_json_nested_250_deep(tmp_path):
+    for i, text in enumerate(["[" * 250 + "1" + "]" * 250, '{"a":' * 1000 + "1" + "}" * 1000]):
+        path = tmp_path / f"deep{i}.json"
+        path.write_text(text)
+        assert_refused(tt("formats", "encode", str(path)), f"deep{i}.json", "deeper than 100")
+    assert_refused(tt("formats", "savings", str(path)), "deeper than 100")
+
+
+def test_formats_round_trip_still_works_at_the_depth_bound(tmp_path):
+    value = json.loads('{"a":[' * 49 + '{"b":[1,2,"x"]}' + "]}" * 49)  # exactly 100 levels
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(value))
+    enc = tt("formats", "encode", str(path))
+    assert enc.returncode == 0, enc.stderr
+    dec = tt("formats", "decode", stdin=enc.stdout)
+    assert dec.returncode == 0, dec.stderr
+    assert json.loads(dec.stdout) == value
+
+
+def test_formats_decode_refuses_crafted_deep_documents():
+    deep_json = "[" * 100_000 + "1" + "]" * 100_000
+    assert_refused(tt("formats", "decode", stdin=deep_json), "deeper than 100")
+    containers = "> [encoded: mckp]\n" + "".join(" " * i + "a (kv):\n" for i in range(3000))
+    assert_refused(tt("formats", "decode", stdin=containers), "deeper than 100")
+    inline = "> [encoded: mckp]\na: " + "[" * 5000 + "]" * 5000 + "\n"
+    assert_refused(tt("formats", "decode", stdin=inline), "too deep")
+
+
+def test_formats_decode_names_an_unknown_encoder_hint():
+    res = tt("formats", "decode", stdin="> [encoded: bogus]\n1\n")
+    assert_refused(res, "bogus", "known: mckp")
+    from tersetalk.formats.encoders import FormatDecodeError
+    from tersetalk.formats.solver import decode
+
+    with pytest.raises(FormatDecodeError, match="names no known encoding"):
+        decode("> [encoded: ]\n1")
+
+
+# -- 3. malformed JSON options and a negative calibration size -----------------------------
+SPEC_CASES = [
+    ("{", "not valid JSON"),
+    ("[1]", "must be a JSON object, got array"),
+    ('{"task": "gsm8k"}', "lacks key(s) system"),
+]
+
+
+@pytest.mark.parametrize(("given", "said"), SPEC_CASES)
+def test_malformed_spec_json_is_an_error_naming_the_option(tmp_path, capsys, given, said):
+    code = main(["run", "--spec-json", given, "--sample", str(tmp_path / "s.parquet"),
+                 "--out", str(tmp_path / "r.parquet")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("tersetalk run: error: --spec-json") and said in err
+
+
+def test_spec_json_with_a_wrongly_typed_key_is_refused(tmp_path, capsys):
+    from tersetalk.config import load_config, run_spec
+
+    spec = run_spec(load_config(CONFIG), "gsm8k", "freeform", "default")
+    spec["seed"] = "zero"
+    code = main(["run", "--spec-json", json.dumps(spec), "--sample", str(tmp_path / "s.parquet"),
+                 "--out", str(tmp_path / "r.parquet")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--spec-json key 'seed' must be a JSON integer, got string" in err
+
+
+@pytest.mark.parametrize(("given", "said"), [("{", "not valid JSON"), ("[1]", "got array")])
+def test_malformed_task_options_is_an_error_naming_the_option(tmp_path, capsys, given, said):
+    data = str(REPO / "data")
+    code = main(["sample", "--task", "toolqa", "--n", "1", "--task-options", given,
+                 "--data-dir", data, "--out", str(tmp_path / "s.parquet")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "tersetalk sample: error: --task-options" in err and said in err
+
+
+def test_negative_calibration_n_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["sample", "--task", "gsm8k", "--n", "1", "--calibration-n", "-3",
+              "--out", str(tmp_path / "s.parquet")])  # fmt: skip
+    assert info.value.code == 2
+    assert "argument --calibration-n: must be 0 or more, got -3" in capsys.readouterr().err
+    from tersetalk.tasks.loading import TaskDataError, sample
+
+    records = [{"question": f"q{i}", "answer": f"#### {i}"} for i in range(5)]
+    with pytest.raises(TaskDataError, match="calibration_n must be 0 or more"):
+        sample("gsm8k", records, n=1, calibration_n=-3, seed=0)
+    ev, cal = sample("gsm8k", records, n=1, calibration_n=0, seed=0)  # 0: no shard, still fine
+    assert len(ev) == 1 and cal.empty
+
+
+# -- 4. a sample of another task, and repeated example ids ---------------------------------
+def write_sample(path: Path, task: str, ids: list[str]) -> Path:
+    from tersetalk.tasks.loading import SAMPLE_COLUMNS
+
+    hotpot = {"question": "Who?", "answer": "Ann", "id": "x", "context": [],
+              "supporting_facts": []}  # fmt: skip
+    record = hotpot if task == "hotpotqa" else {"question": "1+1?", "answer": "#### 2"}
+    rows = [{"example_id": i, "task": task, "split": "eval", "position": k, "row": k,
+             "question": record["question"], "gold": "Ann" if task == "hotpotqa" else "2",
+             "record": json.dumps(record)} for k, i in enumerate(ids)]  # fmt: skip
+    pd.DataFrame(rows, columns=SAMPLE_COLUMNS).to_parquet(path)
+    return path
+
+
+def test_run_refuses_a_sample_of_another_task(tmp_path, capsys):
+    sample = write_sample(tmp_path / "hotpot.parquet", "hotpotqa", ["h1", "h2"])
+    out = tmp_path / "run.parquet"
+    code = main(["run", "--task", "gsm8k", "--system", "freeform", "--config", CONFIG,
+                 "--sample", str(sample), "--out", str(out), "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "holds hotpotqa examples, not gsm8k" in err
+    assert not out.exists()
+
+
+def test_a_sample_with_a_repeated_example_id_is_refused_at_read(tmp_path, capsys):
+    from tersetalk.tasks.loading import TaskDataError, read_sample
+
+    sample = write_sample(tmp_path / "dup.parquet", "gsm8k", ["g1", "g2", "g1"])
+    with pytest.raises(TaskDataError, match=r"repeats example id 'g1' \(rows \[0, 2\]"):
+        read_sample(sample)
+    code = main(["run", "--task", "gsm8k", "--system", "freeform", "--config", CONFIG,
+                 "--sample", str(sample), "--out", str(tmp_path / "r.parquet")])  # fmt: skip
+    assert code == 2 and "repeats example id 'g1'" in capsys.readouterr().err
+
+
+# -- 5. two writers of one file never share a temporary file -------------------------------
+def test_two_writers_of_one_parquet_do_not_share_a_temporary_file(tmp_path):
+    from tersetalk.io import _atomic, write_parquet_atomic
+
+    out = tmp_path / "t.parquet"
+    df = pd.DataFrame({"a": [1, 2]})
+
+    def slow_writer(tmp: Path) -> None:
+        tmp.write_bytes(b"first half, ")
+        write_parquet_atomic(df, out)  # a second writer starts and finishes meanwhile
+        with open(tmp, "ab") as fh:
+            fh.write(b"second half")
+
+    _atomic(out, slow_writer)  # the last rename wins, with its whole content
+    assert out.read_bytes() == b"first half, second half"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temporary left
+
+
+def test_merging_side_files_and_seeding_tiktoken_leave_another_writers_temp_alone(
+    tmp_path, monkeypatch
+):
+    from tersetalk import tokens
+    from tersetalk.io import write_parquet_atomic
+    from tersetalk.shards import merge_side_files
+
+    out = tmp_path / "t.parquet"
+    (tmp_path / "t.parquet.tmp").write_text("another writer's")
+    write_parquet_atomic(pd.DataFrame({"a": [1]}), out)
+    assert (tmp_path / "t.parquet.tmp").read_text() == "another writer's"
+
+    shards = [tmp_path / f"s{i}.parquet" for i in range(2)]
+    for i, shard in enumerate(shards):
+        shard.with_name(f"s{i}.trace.jsonl").write_text(f'{{"shard": {i}}}\n')
+    merged = tmp_path / "m.parquet"
+    (tmp_path / "m.trace.jsonl.tmp").write_text("another writer's")
+    assert merge_side_files(shards, merged) == [tmp_path / "m.trace.jsonl"]
+    assert (tmp_path / "m.trace.jsonl").read_text() == '{"shard": 0}\n{"shard": 1}\n'
+    assert (tmp_path / "m.trace.jsonl.tmp").read_text() == "another writer's"
+
+    cache = tmp_path / "tiktoken"
+    cache.mkdir()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    import hashlib
+
+    for name in tokens.ENCODINGS:  # another process's temporary file at the old fixed name
+        key = hashlib.sha1((tokens._BLOB_BASE + f"{name}.tiktoken").encode()).hexdigest()
+        (cache / f"{key}.tmp").write_text("another writer's")
+    tokens.ensure_offline_tiktoken()
+    assert sorted(p.name for p in cache.iterdir() if p.suffix != ".tmp") == sorted(
+        hashlib.sha1((tokens._BLOB_BASE + f"{n}.tiktoken").encode()).hexdigest()
+        for n in tokens.ENCODINGS
+    )
+    assert all(p.read_text() == "another writer's" for p in cache.glob("*.tmp"))
+    assert len(list(cache.glob("*.tmp"))) == len(tokens.ENCODINGS)
+
+
+# -- 6. a memory pointer is not a number ---------------------------------------------------
+def test_gsm8k_scorer_does_not_read_a_memory_pointer_as_a_number():
+    from tersetalk.tasks.scoring import extract_number, gsm8k_correct
+
+    assert extract_number("The answer is M#1") is None
+    assert not gsm8k_correct("The answer is M#1", "#### 1")
+    assert not gsm8k_correct("see M#12", "12")
+    assert extract_number("See M#1 for the steps. The answer is 18.") == "18"
+    assert extract_number("Total: 5 apples (details in M#3)") == "5"
+    assert extract_number("answer: M#1\nso 7 in all") == "7"
+    # GSM8K's own "#### " convention is unchanged, pointer or not
+    assert extract_number("M#2 says 3 + 4\n#### 7") == "7"
+    assert gsm8k_correct("3 + 4 = 7\n#### 7", "Natalia ... #### 7")
+    assert extract_number("#### 1,234 (M#9)") == "1234"
