@@ -9,7 +9,19 @@ well or badly, for the reliability tests (stdlib ``http.server`` in a thread).
 - ``empty_stream``: a well-formed stream whose content is empty;
 - ``truncated``: an event stream cut off before its ``finish_reason``;
 - ``500``: HTTP 500; ``429``: HTTP 429 with ``Retry-After: <retry_after>``;
-- ``slow``: the right answer after ``delay_s`` seconds.
+- ``slow``: the right answer after ``delay_s`` seconds;
+- ``401``/``403``: the server refuses the API key (also on ``GET``, e.g. Ollama's
+  ``/api/tags``);
+- ``bad_json``: HTTP 200, ``Content-Type: application/json``, a body cut off mid-JSON;
+- ``trickle``: a well-formed answer of ``trickle_n`` words, written in ``trickle_n``
+  pieces ``trickle_s`` seconds apart (one word per event when streaming); with
+  ``trickle_n=2`` and a long ``trickle_s`` it sends a first piece and then hangs;
+- ``huge``: a well-formed answer of about ``huge_bytes`` bytes (built once by
+  :meth:`FakeServer.prepare_huge`, so building it is not counted as the client's).
+
+``chunked`` sends every body with chunked transfer encoding, without a
+``Content-Length``. ``sent`` records, per body written, how many bytes went out and
+whether all of them did (a client that stops reading makes a write fail).
 
 ``fail_if`` (a substring) limits the bad modes to requests whose messages contain it;
 other requests get ``ok``. ``modes`` (a list) overrides ``mode`` one request at a
@@ -34,8 +46,15 @@ class FakeServer:
         self.fail_if: str | None = None
         self.retry_after = "3"
         self.delay_s = 2.0
+        self.chunked = False
+        self.trickle_s = 1.0
+        self.trickle_n = 60
+        self.huge_bytes = 20 * 2**20
+        self._huge: dict[bool, bytes] = {}
+        self.sent: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -45,7 +64,12 @@ class FakeServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                if server.mode in ("401", "403"):
+                    server.respond(self, server.mode, {})
+                elif self.path.startswith("/api/tags"):  # Ollama's native model listing
+                    self._json(200, {"models": [{"name": "fake:latest", "model": "fake:latest"}]})
+                else:
+                    self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -70,17 +94,11 @@ class FakeServer:
                 server.respond(self, mode, request)
 
             def _json(self, status: int, obj: Any, headers: dict | None = None) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
+                server.send(self, status, "application/json", json.dumps(obj).encode(), headers)
 
         self.Handler = Handler
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.fake = self  # type: ignore[attr-defined]  # for the static helpers
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -96,6 +114,7 @@ class FakeServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # a trickling or hanging handler gives up at once
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -103,12 +122,83 @@ class FakeServer:
     def _content(self, request: dict[str, Any]) -> str:
         rf = request.get("response_format")
         if rf and rf.get("type") in ("json_schema", "json_object"):
-            return json.dumps({"answer": self.answer})
+            # ensure_ascii=False: a surrogate in the answer reaches the client as one
+            # JSON escape in the body, as a server's encoder would send it
+            return json.dumps({"answer": self.answer}, ensure_ascii=False)
         return self.answer
+
+    def prepare_huge(self, n_bytes: int | None = None) -> None:
+        """Build the ``huge`` answers (streamed and not) of about ``n_bytes`` bytes."""
+        n = n_bytes or self.huge_bytes
+        piece = "word " * 200  # 1000 characters per event
+        events = [self._chunk(piece, None) for _ in range(max(1, n // 1200))]
+        events.append(self._chunk(None, "stop"))
+        body = "".join(f"data: {json.dumps(c)}\n\n" for c in events) + "data: [DONE]\n\n"
+        self._huge[True] = body.encode()
+        self._huge[False] = json.dumps({
+            "id": "c1", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "word " * (n // 5)}}],
+        }).encode()  # fmt: skip
+
+    def send(
+        self,
+        h: Any,
+        status: int,
+        content_type: str,
+        data: bytes,
+        headers: dict | None = None,
+        pieces: list[bytes] | None = None,
+        pause_s: float = 0.0,
+    ) -> None:
+        """Write one response: whole, or ``pieces`` with ``pause_s`` between them."""
+        h.send_response(status)
+        h.send_header("Content-Type", content_type)
+        if self.chunked:
+            h.send_header("Transfer-Encoding", "chunked")
+        else:
+            h.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        record = {"bytes": len(data), "written": 0, "complete": False}
+        with self._lock:
+            self.sent.append(record)
+        view = memoryview(data)
+        parts = pieces or [view[i : i + 65536] for i in range(0, len(data), 65536)]
+        try:
+            for i, part in enumerate(parts):
+                if i and pause_s and self._stopping.wait(pause_s):
+                    return
+                if self.chunked:
+                    h.wfile.write(f"{len(part):x}\r\n".encode() + bytes(part) + b"\r\n")
+                else:
+                    h.wfile.write(part)
+                h.wfile.flush()
+                record["written"] += len(part)
+            if self.chunked:
+                h.wfile.write(b"0\r\n\r\n")
+                h.wfile.flush()
+            record["complete"] = True
+        except OSError:  # the client stopped reading and went away
+            h.close_connection = True
 
     def respond(self, h: Any, mode: str, request: dict[str, Any]) -> None:
         stream = bool(request.get("stream"))
-        if mode == "500":
+        if mode in ("401", "403"):
+            h._json(int(mode), {"error": {
+                "message": "Incorrect API key provided (fake)", "type": "invalid_request_error",
+                "code": "invalid_api_key"}})  # fmt: skip
+        elif mode == "bad_json":
+            self.send(h, 200, "application/json", b'{"id": "c1", "choices": [{"index": 0, "mes')
+        elif mode == "trickle":
+            self._trickle(h, stream, request)
+        elif mode == "huge":
+            if stream not in self._huge:
+                self.prepare_huge()
+            kind = "text/event-stream" if stream else "application/json"
+            self.send(h, 200, kind, self._huge[stream])
+        elif mode == "500":
             h._json(500, {"error": {"message": "internal error (fake)"}})
         elif mode == "429":
             h._json(429, {"error": {"message": "slow down (fake)"}},
@@ -124,6 +214,25 @@ class FakeServer:
             self._stream(h, [self._chunk("Par", None)], done=False)
         else:
             self._answer(h, stream, self._content(request))
+
+    def _trickle(self, h: Any, stream: bool, request: dict[str, Any]) -> None:
+        words = [f"w{i} " for i in range(self.trickle_n)]
+        if stream:
+            events = [self._chunk(w, None) for w in words[:-1]]
+            events.append(self._chunk(words[-1], "stop"))
+            pieces = [f"data: {json.dumps(c)}\n\n".encode() for c in events]
+            pieces[-1] += b"data: [DONE]\n\n"
+            kind = "text/event-stream"
+        else:
+            body = json.dumps({
+                "id": "c1", "object": "chat.completion", "created": 0, "model": "fake",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "".join(words)}}],
+            }).encode()  # fmt: skip
+            step = max(1, -(-len(body) // self.trickle_n))
+            pieces = [body[i : i + step] for i in range(0, len(body), step)]
+            kind = "application/json"
+        self.send(h, 200, kind, b"".join(pieces), pieces=pieces, pause_s=self.trickle_s)
 
     @staticmethod
     def _chunk(text: str | None, finish: str | None) -> dict[str, Any]:
@@ -155,9 +264,4 @@ class FakeServer:
         body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
         if done:
             body += "data: [DONE]\n\n"
-        data = body.encode()
-        h.send_response(200)
-        h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        h.wfile.write(data)
+        h.server.fake.send(h, 200, "text/event-stream", body.encode())

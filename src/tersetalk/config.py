@@ -81,8 +81,12 @@ def validate_config(config: dict) -> dict:
             "models.api_key_env to the name of an environment variable (e.g. OPENAI_API_KEY) "
             "and export that variable with your key"
         )
-    from tersetalk.models import ModelError, max_in_flight
+    from tersetalk.models import ModelError, check_base_url, max_in_flight
 
+    try:
+        check_base_url(config["models"].get("base_url"))
+    except ModelError as exc:
+        raise ConfigError(f"config key 'models.base_url': {exc}") from None
     try:
         max_in_flight(config["models"])
     except ModelError as exc:

@@ -14,8 +14,12 @@ What a failure does:
   on with the other examples and then fails with :class:`RunIncompleteError`, so no
   run file is written and Snakemake does not take the job as done. Running the same
   command again redoes only those examples;
-- a server that is down or a missing model (:class:`ModelUnavailableError`) stops
-  the run at once, keeping what is finished.
+- a server that is down, a missing model, or a refused API key (HTTP 401/403,
+  :class:`~tersetalk.models.ModelAuthError`, a kind of :class:`ModelUnavailableError`)
+  stops the run at once, keeping what is finished and writing no run file: a wrong
+  key fails every example alike, and error rows for all of them would make a run
+  that looks finished but holds nothing (``tersetalk run`` exits 2, naming the key's
+  environment variable).
 
 Several examples in flight (``models.max_concurrency`` > 1, server backends only, see
 :func:`tersetalk.models.max_in_flight`): each example runs from start to end on one
@@ -185,7 +189,7 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
         down = caused_by(exc, ModelUnavailableError)
         if down is not None:
-            raise down from exc  # server down or model missing: stop, keep what is finished
+            raise down from exc  # server down, model missing, key refused: stop, keep the rest
         if is_transient(exc):
             raise  # a passing server fault: run() leaves the example for the next run
         log.error("example %s failed: %s\n%s", example["example_id"], exc, traceback.format_exc())

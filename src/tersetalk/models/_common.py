@@ -5,6 +5,7 @@ Kept private: the public surface is :mod:`tersetalk.models.base`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,54 @@ import pydantic
 
 from .base import ModelCallError, ModelError, StructuredOutputError
 
-__all__ = ["StructuredOutcome", "run_instructor", "stream_timing", "usage_of"]
+__all__ = [
+    "REPLACEMENT_CHAR",
+    "StructuredOutcome",
+    "replace_lone_surrogates",
+    "run_instructor",
+    "stream_timing",
+    "usage_of",
+]
+
+#: what a lone surrogate in a reply becomes (the Unicode replacement character)
+REPLACEMENT_CHAR = "\ufffd"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
+    """``value`` with every lone surrogate (in strings, dict keys and values, lists)
+    replaced by U+FFFD, and how many were replaced.
+
+    Why: a JSON reply may carry an escaped half of a surrogate pair (``"\\ud800"``);
+    Python decodes it into a ``str`` that cannot be encoded as UTF-8, so the call cache,
+    the run checkpoint and the Parquet file would all fail to write the answer. A pair
+    whose halves arrived in two stream chunks is joined into its character first; each
+    surrogate still alone is replaced by exactly one U+FFFD, the same way in every
+    backend and in the cache, so a cached answer equals the one first returned.
+    """
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:  # the common case: nothing to do
+            return value, 0
+        # first join pairs split across stream chunks (two decoded halves side by side)
+        joined = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        return _SURROGATE.subn(REPLACEMENT_CHAR, joined)
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        total = 0
+        for k, v in value.items():
+            k2, n1 = replace_lone_surrogates(k)
+            v2, n2 = replace_lone_surrogates(v)
+            out[k2] = v2
+            total += n1 + n2
+        return (out, total) if total else (value, 0)
+    if isinstance(value, list | tuple):
+        items = [replace_lone_surrogates(v) for v in value]
+        total = sum(n for _, n in items)
+        if not total:
+            return value, 0
+        return type(value)(v for v, _ in items), total
+    return value, 0
 
 
 def stream_timing(

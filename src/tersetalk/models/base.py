@@ -19,6 +19,7 @@ import pydantic
 __all__ = [
     "CallResult",
     "GenerationConfig",
+    "ModelAuthError",
     "ModelCallError",
     "ModelClient",
     "ModelError",
@@ -40,6 +41,18 @@ class ModelError(Exception):
 
 class ModelUnavailableError(ModelError):
     """The model cannot be reached at all: server down, model not pulled, file missing."""
+
+
+class ModelAuthError(ModelUnavailableError):
+    """The server refused our credentials (HTTP 401 or 403).
+
+    A subclass of :class:`ModelUnavailableError` on purpose: a wrong or missing key
+    fails every call the same way, so each place that stops on an unreachable model
+    (the runner, the mediator, the MSP codec, the format study) stops on it too,
+    instead of turning every example into an error row of a run that looks finished.
+    The message names the environment variable the key was read from
+    (``models.api_key_env``), or says that none is set.
+    """
 
 
 class ModelCallError(ModelError):

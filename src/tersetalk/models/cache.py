@@ -7,7 +7,14 @@ where the model lives (server URL, or the model file's name and size), the
 messages, the generation parameters, the schema and the kind of call. Each entry
 is one JSON file ``cache_dir/ab/abcdef....json`` written atomically (temp file +
 ``os.replace``), so a crash never leaves a half-written entry; an unreadable entry
-is a miss (with a warning) and is overwritten.
+is a miss (with a warning) and is overwritten. So is an entry whose fields have the
+wrong types (``text: null``, ``prompt_tokens: "abc"``): every field is type-checked
+on read, so a hand-edited or foreign entry never reaches a record.
+
+The answer of a call is never lost to the cache: a lone surrogate in a reply is
+replaced by U+FFFD (counted in ``extra["surrogates_replaced"]``) before the answer is
+both stored and returned, and any other failure to write an entry is a warning, with
+the answer still returned.
 
 A success entry is ``{"key", "request", "result"}``. A structured call whose answer
 failed (:class:`StructuredOutputError`: schema-invalid after every retry, or cut off
@@ -23,6 +30,7 @@ entries still load.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -35,6 +43,7 @@ from typing import Any
 
 import pydantic
 
+from ._common import replace_lone_surrogates
 from .base import (
     CallResult,
     GenerationConfig,
@@ -86,6 +95,47 @@ def cache_identity(client: ModelClient) -> dict[str, Any]:
     return ident
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_seconds(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+#: the type every stored CallResult field must have (None where the field may be unknown)
+_RESULT_CHECKS: dict[str, tuple[str, Any]] = {
+    "text": ("a string", lambda v: isinstance(v, str)),
+    "parsed": ("an object or null", lambda v: v is None or isinstance(v, dict)),
+    "prompt_tokens": ("an integer", _is_int),
+    "completion_tokens": ("an integer", _is_int),
+    "ttft_s": ("seconds or null", lambda v: v is None or _is_seconds(v)),
+    "itl_s": ("seconds or null", lambda v: v is None or _is_seconds(v)),
+    "total_s": ("seconds", _is_seconds),
+    "attempts": ("an integer", _is_int),
+    "cache_hit": ("true or false", lambda v: isinstance(v, bool)),
+    "backend": ("a string", lambda v: isinstance(v, str)),
+    "model": ("a string", lambda v: isinstance(v, str)),
+    "extra": ("an object", lambda v: isinstance(v, dict)),
+}
+
+
+def _result_from_entry(result: Any) -> CallResult:
+    """The stored :class:`CallResult` of a success entry, its field types checked.
+
+    Why check: ``CallResult.from_dict`` only checks that fields are present, and a
+    wrong type (``text: null``, ``prompt_tokens: "abc"``) would otherwise fail later,
+    in every rerun, as an error row or a traceback far from the cache. Raises
+    ``TypeError`` naming the field, which the caller treats as corrupt (a miss).
+    """
+    if not isinstance(result, dict):
+        raise TypeError(f"'result' must be an object, got {type(result).__name__}")
+    for name, (want, ok) in _RESULT_CHECKS.items():
+        if name in result and not ok(result[name]):
+            raise TypeError(f"field {name!r} must be {want}, got {result[name]!r:.80}")
+    return CallResult.from_dict(result)
+
+
 def _error_from_entry(error: Any) -> StructuredOutputError:
     """The stored failure of a failure entry, replayed as a cache hit.
 
@@ -98,6 +148,27 @@ def _error_from_entry(error: Any) -> StructuredOutputError:
     if not isinstance(message, str) or not isinstance(attempts, int) or attempts < 0:
         raise TypeError("stored error needs a string message and an int attempts")
     return StructuredOutputError(message, attempts=attempts, cache_hit=True)
+
+
+def _without_lone_surrogates(result: CallResult) -> CallResult:
+    """``result`` with lone surrogates in ``text`` and ``parsed`` replaced by U+FFFD.
+
+    The backends already do this for what they receive; doing it here too covers any
+    other client, so whatever the cache returns is what it can store.
+    """
+    text, n_text = replace_lone_surrogates(result.text)
+    parsed, n_parsed = replace_lone_surrogates(result.parsed)
+    if not n_text + n_parsed:
+        return result
+    extra = dict(result.extra)
+    extra["surrogates_replaced"] = int(extra.get("surrogates_replaced", 0)) + n_text + n_parsed
+    log.warning(
+        "%s/%s: %d lone surrogate(s) in the reply replaced by U+FFFD",
+        result.backend,
+        result.model,
+        n_text + n_parsed,
+    )
+    return dataclasses.replace(result, text=text, parsed=parsed, extra=extra)
 
 
 class CachedClient(ModelClient):
@@ -157,7 +228,9 @@ class CachedClient(ModelClient):
         }
 
     def key(self, material: dict[str, Any]) -> str:
-        return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
+        # surrogatepass: a prompt holding a lone surrogate still gets a key (text without
+        # one encodes exactly as before, so existing keys are unchanged)
+        return hashlib.sha256(canonical_json(material).encode("utf-8", "surrogatepass")).hexdigest()
 
     def path_for(self, key: str) -> Path:
         return self.cache_dir / key[:2] / f"{key}.json"
@@ -165,7 +238,7 @@ class CachedClient(ModelClient):
     def _load(self, key: str) -> CallResult | StructuredOutputError | None:
         path = self.path_for(key)
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -174,11 +247,11 @@ class CachedClient(ModelClient):
             )
             return None
         try:
-            entry = json.loads(raw)
+            entry = json.loads(raw.decode("utf-8"))  # not UTF-8: corrupt, like bad JSON
             if entry.get("key") != key:
                 raise ValueError("entry belongs to another key")
             if "result" in entry:
-                return CallResult.from_dict(entry["result"])
+                return _result_from_entry(entry["result"])
             return _error_from_entry(entry["error"])
         except (ValueError, KeyError, TypeError, AttributeError, ModelError) as exc:
             warnings.warn(
@@ -247,6 +320,7 @@ class CachedClient(ModelClient):
             # errors (transport, timeout, server) propagate unstored, to be retried.
             self._try_store(key, material, StructuredOutputError(str(exc), exc.attempts))
             raise
+        result = _without_lone_surrogates(result)
         # Store a copy marked as a miss: cache_hit is a property of a lookup, not of the answer.
         self._try_store(
             key, material, CallResult.from_dict({**result.to_dict(), "cache_hit": False})
@@ -256,11 +330,20 @@ class CachedClient(ModelClient):
     def _try_store(
         self, key: str, material: dict[str, Any], outcome: CallResult | StructuredOutputError
     ) -> None:
+        """Store ``outcome``; a failure is a warning, never the loss of the answer.
+
+        Any error counts, not only ``OSError``: the answer was paid for and received,
+        and a cache that cannot keep it (a full disk, text it cannot encode) must not
+        turn it into an error row. The call is then simply asked again on a rerun.
+        """
         try:
             self._store(key, material, outcome)
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - the answer matters more than the entry
+            log.warning("model-call cache: could not write %s: %s", self.path_for(key), exc)
             warnings.warn(
-                f"model-call cache: could not write {self.path_for(key)}: {exc}", stacklevel=4
+                f"model-call cache: could not write {self.path_for(key)} "
+                f"({type(exc).__name__}: {exc}); the answer is used but not cached",
+                stacklevel=4,
             )
 
     # -- ModelClient ----------------------------------------------------------------

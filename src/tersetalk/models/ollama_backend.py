@@ -4,6 +4,13 @@ Why both: Ollama's OpenAI-compatible ``/v1`` API gives the same streaming, usage
 structured-output path as every other server (see :mod:`.openai_compat`), while the
 native client can tell "server not running" from "model not pulled" up front, so a
 run fails at startup with the exact command that fixes it instead of mid-way.
+
+An Ollama behind an authenticating proxy gets its key from ``models.api_key_env``
+like any server (sent as a Bearer token on both APIs); a refused key (HTTP 401/403)
+stops the run at that first check with :class:`ModelAuthError`, not with the
+misleading "not running". Everything the OpenAI-compatible path guards against (a
+body that is not JSON, a trickling reply, an oversized reply) is guarded here too,
+since the calls go through it.
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .base import ModelError, ModelUnavailableError
+from .base import ModelAuthError, ModelError, ModelUnavailableError
+from .credentials import check_base_url
 from .openai_compat import OpenAICompatClient, StructuredFormat
 
 __all__ = ["DEFAULT_OLLAMA_HOST", "OllamaClient"]
@@ -54,21 +62,27 @@ class OllamaClient(OpenAICompatClient):
         tokenizer: Callable[[str], int] | None = None,
         tokenizer_gguf: str | Path | None = None,
         max_wait_s: float = 120.0,
+        deadline_s: float | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
     ) -> None:
         if not model:
             raise ModelError(
                 "the Ollama backend needs a model name: set models.model (e.g. mistral:instruct)"
             )
+        check_base_url(host)  # before it is printed anywhere
         host = (host or DEFAULT_OLLAMA_HOST).rstrip("/")
         if host.endswith("/v1"):
             host = host[: -len("/v1")]
         self.host = host
+        self._api_key = api_key or None
+        self.api_key_env = api_key_env or None
         if check:
             self.check(model, timeout_s)
         super().__init__(
             base_url=f"{host}/v1",
             model=model,
-            api_key="ollama",
+            api_key=self._api_key or "ollama",
             timeout_s=timeout_s,
             max_retries=max_retries,
             backoff_s=backoff_s,
@@ -77,12 +91,15 @@ class OllamaClient(OpenAICompatClient):
             tokenizer=tokenizer,
             tokenizer_gguf=tokenizer_gguf,
             max_wait_s=max_wait_s,
+            deadline_s=deadline_s,
+            api_key_env=api_key_env,
         )
 
     def _native(self, timeout_s: float) -> Any:
         import ollama
 
-        return ollama.Client(host=self.host, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
+        return ollama.Client(host=self.host, timeout=timeout_s, headers=headers)
 
     def check(self, model: str, timeout_s: float = 10.0) -> None:
         """Raise :class:`ModelUnavailableError` unless Ollama runs and has ``model``."""
@@ -92,7 +109,14 @@ class OllamaClient(OpenAICompatClient):
         client = self._native(min(timeout_s, 10.0))
         try:
             listing = client.list()
-        except (ConnectionError, httpx.HTTPError, ollama.ResponseError, OSError) as exc:
+        except ollama.ResponseError as exc:
+            if exc.status_code in (401, 403):
+                raise ModelAuthError(self._refused(exc.status_code, str(exc.error))) from exc
+            raise ModelUnavailableError(
+                f"Ollama is not running at {self.host}: start it with `ollama serve` "
+                f"(and `ollama pull {model}`), or fix models.base_url ({exc})"
+            ) from exc
+        except (ConnectionError, httpx.HTTPError, OSError) as exc:
             raise ModelUnavailableError(
                 f"Ollama is not running at {self.host}: start it with `ollama serve` "
                 f"(and `ollama pull {model}`), or fix models.base_url ({exc})"
@@ -104,6 +128,21 @@ class OllamaClient(OpenAICompatClient):
                 f"model {model!r} is not pulled in the Ollama at {self.host}: run "
                 f"`ollama pull {model}` (models present: {have})"
             )
+
+    def _refused(self, status: int, detail: str) -> str:
+        """The message of a refused key at the startup check (see ``_auth_message``)."""
+        said = f"HTTP {status}: {detail[:200]}"
+        if self.api_key_env:
+            return (
+                f"Ollama at {self.host} refused the API key ({said}). The key is read from "
+                f"the environment variable {self.api_key_env} (models.api_key_env): check "
+                f"that it holds a valid key, e.g. export {self.api_key_env}=<your key>"
+            )
+        return (
+            f"Ollama at {self.host} wants an API key ({said}) and none is set "
+            "(models.api_key_env is not set): set models.api_key_env to the name of an "
+            "environment variable, e.g. OLLAMA_API_KEY, and export OLLAMA_API_KEY=<your key>"
+        )
 
     def _gguf_blob(self) -> Path | None:
         import httpx

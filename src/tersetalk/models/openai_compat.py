@@ -17,10 +17,22 @@ not retried: it raises :class:`ModelUnavailableError` at once with the hint to s
 one.
 
 A reply is well-formed when it has a choice and a ``finish_reason``: a body that is
-not an event stream on a streamed request, a stream cut off before its last chunk,
-or a completion without choices is the server's fault, never an empty answer. An
-empty ``content`` is retried too; if the model keeps answering nothing, the call
-fails with :class:`ModelCallError` (an error row; not cached).
+not an event stream on a streamed request, a body that is not JSON on a non-streamed
+one, a stream cut off before its last chunk, or a completion without choices is the
+server's fault, never an empty answer. An empty ``content`` is retried too; if the
+model keeps answering nothing, the call fails with :class:`ModelCallError` (an error
+row; not cached).
+
+Every request is guarded (see :class:`_GuardedHTTPClient`): ``timeout_s`` bounds it
+from sending to the last byte of the reply, streamed or not, so a server that trickles
+a chunk a second cannot hold a call open (a watchdog closes the socket at the
+deadline); ``deadline_s``, when set, bounds the whole call, retries and waits
+included. The reply may hold at most :func:`reply_byte_cap` bytes for the request's
+``max_tokens``; reading stops as soon as it is exceeded. Both are transient faults
+(retried, then :class:`TransientModelError`). HTTP 401/403 raise
+:class:`ModelAuthError`, naming the environment variable the key came from: a wrong
+key fails every call alike, so the run stops instead of recording error rows. Lone
+surrogates in a reply are replaced by U+FFFD (``extra["surrogates_replaced"]``).
 
 Structured output goes through Instructor's JSON_SCHEMA mode. Servers disagree on
 how to ask for schema-constrained decoding: the OpenAI form
@@ -34,20 +46,27 @@ llama.cpp form for the rest of the client's life.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
 import logging
+import math
+import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
 
-from ._common import run_instructor, stream_timing, usage_of
+from ._common import replace_lone_surrogates, run_instructor, stream_timing, usage_of
 from .base import (
     CallResult,
     GenerationConfig,
+    ModelAuthError,
     ModelCallError,
     ModelClient,
     ModelError,
@@ -55,9 +74,28 @@ from .base import (
     TransientModelError,
     check_messages,
 )
-from .http import retry_after_s
+from .credentials import check_base_url
+from .http import error_chain, retry_after_s
 
-__all__ = ["OpenAICompatClient"]
+__all__ = ["REPLY_BYTES_PER_TOKEN", "REPLY_SLACK_BYTES", "OpenAICompatClient", "reply_byte_cap"]
+
+#: bytes of reply allowed per requested token: a streamed token costs one event of
+#: some 200-300 bytes (id, model, choices, delta), a non-streamed one a few bytes, so
+#: 2 KiB is generous for any honest server
+REPLY_BYTES_PER_TOKEN = 2048
+#: bytes allowed on top, for the envelope, usage and the final events
+REPLY_SLACK_BYTES = 256 * 1024
+
+
+def reply_byte_cap(max_tokens: int) -> int:
+    """The most bytes a reply to a request for ``max_tokens`` tokens may hold.
+
+    Why a cap: a broken or hostile server could otherwise send megabytes (a 20 MB
+    completion against ``max_tokens: 160`` took 1.5 GB of memory to parse). At 160
+    tokens the cap is about 0.6 MB; at 4096 tokens about 8 MB.
+    """
+    return REPLY_SLACK_BYTES + REPLY_BYTES_PER_TOKEN * max(1, int(max_tokens))
+
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +136,149 @@ class _EmptyAnswer(Exception):
     """A well-formed completion whose content is empty."""
 
 
+class _ReplyTooLarge(Exception):
+    """The reply went over :func:`reply_byte_cap`; reading stopped there."""
+
+
+class _DeadlineExceeded(Exception):
+    """The request ran past its deadline (``timeout_s``, or what ``deadline_s`` left)."""
+
+
+@dataclass
+class _Guard:
+    """The limits of one request: its deadline (``time.monotonic()``) and byte cap."""
+
+    deadline: float
+    cap: int
+    timeout_s: float
+    expired: bool = False
+
+
+class _GuardedStream:
+    """A response body that stops at the request's byte cap and deadline.
+
+    Checking between chunks is not enough against a server that sends a chunk and then
+    hangs: a read would block for up to the read timeout. So a watchdog timer shuts the
+    connection's socket down at the deadline, which ends a blocked read at once; the
+    error that read raises is then reported as the deadline it was.
+    """
+
+    def __init__(self, inner: Any, guard: _Guard, response: Any) -> None:
+        self._inner = inner
+        self._guard = guard
+        self._response = response
+        self._n = 0
+        self._timer = threading.Timer(max(0.0, guard.deadline - time.monotonic()), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        self._guard.expired = True
+        stream = self._response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _late(self) -> _DeadlineExceeded:
+        return _DeadlineExceeded(
+            f"the reply was still arriving after {self._guard.timeout_s:g}s "
+            f"({self._n} bytes so far)"
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._inner:
+                if self._guard.expired or time.monotonic() > self._guard.deadline:
+                    raise self._late()
+                self._n += len(chunk)
+                if self._n > self._guard.cap:
+                    raise _ReplyTooLarge(
+                        f"the reply went over {self._guard.cap} bytes (the cap for this "
+                        "request's max_tokens); reading stopped there"
+                    )
+                yield chunk
+        except (_ReplyTooLarge, _DeadlineExceeded):
+            raise
+        except Exception as exc:
+            if self._guard.expired:  # the watchdog ended a blocked read
+                raise self._late() from exc
+            raise
+        finally:
+            self._timer.cancel()
+
+    def close(self) -> None:
+        self._timer.cancel()
+        self._inner.close()
+
+
+@functools.cache
+def _guarded_client_class() -> type:
+    """The openai client's HTTP client, made to enforce :class:`_Guard` limits.
+
+    Built on first use so that importing this module does not import openai. It wraps
+    ``send`` (not the transport) so the guard also holds behind a proxy from the
+    environment, which httpx routes through a transport of its own.
+    """
+    import httpx2
+    import openai
+
+    # httpx only iterates a body that is one of its own stream types
+    byte_stream = type("_GuardedByteStream", (_GuardedStream, httpx2.SyncByteStream), {})
+
+    class _GuardedHTTPClient(openai.DefaultHttpxClient):  # type: ignore[misc, valid-type]
+        def __init__(self, guard_of: Callable[[], _Guard | None], **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self._guard_of = guard_of
+
+        def send(self, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+            guard = self._guard_of()
+            if guard is None:
+                return super().send(request, stream=stream, **kwargs)
+            remaining = guard.deadline - time.monotonic()
+            if remaining <= 0:
+                raise _DeadlineExceeded("no time was left for this request")
+            # connecting and waiting for the headers may not outlast the deadline either
+            timeouts = dict(request.extensions.get("timeout") or {})
+            request.extensions["timeout"] = {
+                k: remaining if timeouts.get(k) is None else min(timeouts[k], remaining)
+                for k in ("connect", "read", "write", "pool")
+            }
+            response = super().send(request, stream=True, **kwargs)
+            try:
+                declared = int(response.headers.get("content-length") or 0)
+            except ValueError:
+                declared = 0
+            if declared > guard.cap:  # refused before a byte of the body is read
+                response.close()
+                raise _ReplyTooLarge(
+                    f"the reply declares {declared} bytes, over the {guard.cap} allowed "
+                    "for this request's max_tokens"
+                )
+            response.stream = byte_stream(response.stream, guard, response)
+            if not stream:
+                try:
+                    response.read()
+                except BaseException:
+                    response.close()
+                    raise
+            return response
+
+    return _GuardedHTTPClient
+
+
+def _create(create: Callable[..., Any], **kwargs: Any) -> Any:
+    """``create(**kwargs)``, with a non-streamed body that is not JSON as a bad reply.
+
+    The openai client parses a JSON-typed body with ``json.loads`` and lets the error
+    out raw; it is the server's fault, like a stream that is not an event stream.
+    """
+    try:
+        return create(**kwargs)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _BadReply(f"a body that is not valid JSON ({exc})") from exc
+
+
 def _check_completion(resp: Any) -> None:
     """Raise unless ``resp`` (a non-streamed completion) has a choice, a finish_reason
     and some content (text or tool calls)."""
@@ -116,7 +297,11 @@ class OpenAICompatClient(ModelClient):
     """Chat model behind an OpenAI-compatible HTTP API.
 
     ``max_retries`` bounds both the transport retries of one request and Instructor's
-    re-asks after a schema-invalid answer. ``tokenizer`` (a callable ``str -> int``) or
+    re-asks after a schema-invalid answer. ``timeout_s`` bounds each request, from
+    sending it to the last byte of its reply; ``deadline_s`` (None: unbounded) bounds
+    a whole ``chat``/``structured`` call, retries, backoff and re-asks included.
+    ``api_key_env`` is only the *name* of the variable the key came from, for the
+    message of a refused key. ``tokenizer`` (a callable ``str -> int``) or
     ``tokenizer_gguf`` (the model's GGUF file, loaded vocab-only) count tokens with the
     model's own tokenizer; without them ``count_tokens`` asks the server's tokenize
     endpoint (llama-cpp-python's ``/extras/tokenize`` or llama.cpp's ``/tokenize``).
@@ -139,6 +324,8 @@ class OpenAICompatClient(ModelClient):
         tokenizer_gguf: str | Path | None = None,
         max_wait_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
+        deadline_s: float | None = None,
+        api_key_env: str | None = None,
     ) -> None:
         import openai
 
@@ -149,6 +336,13 @@ class OpenAICompatClient(ModelClient):
             )
         if not model:
             raise ModelError("OpenAI-compatible backend needs a model name: set models.model")
+        check_base_url(base_url)
+        if not (timeout_s > 0 and math.isfinite(timeout_s)):
+            raise ModelError(f"models.timeout_s must be a positive number, got {timeout_s!r}")
+        if deadline_s is not None and not (deadline_s > 0 and math.isfinite(deadline_s)):
+            raise ModelError(
+                f"models.deadline_s must be a positive number or null, got {deadline_s!r}"
+            )
         if structured_format not in ("auto", "json_schema", "json_object_schema"):
             raise ModelError(
                 f"structured_format must be auto, json_schema or json_object_schema, "
@@ -160,6 +354,8 @@ class OpenAICompatClient(ModelClient):
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.max_wait_s = float(max_wait_s)
+        self.deadline_s = None if deadline_s is None else float(deadline_s)
+        self.api_key_env = api_key_env or None
         self._sleep = sleep
         self.stream = stream
         self.structured_format: StructuredFormat = structured_format
@@ -168,18 +364,24 @@ class OpenAICompatClient(ModelClient):
         self._tokenize_route: str | None = None
         self._contacted = False
         self._stream_usage_seen: bool | None = None
+        # A run with models.max_concurrency > 1 calls one client from several threads:
+        # the openai client (one httpx connection pool) is thread-safe; what one call
+        # counts, and the limits of the request in flight, are kept per thread.
+        self._per_thread = threading.local()
         self._client = openai.OpenAI(
             base_url=self.base_url,
             api_key=api_key or "not-needed",
             timeout=self.timeout_s,
             max_retries=0,  # retries are ours: typed errors, backoff, first-contact rule
+            http_client=_guarded_client_class()(
+                lambda: getattr(self._per_thread, "guard", None),
+                timeout=self.timeout_s,
+                # the byte cap counts what arrives: ask for it uncompressed
+                headers={"Accept-Encoding": "identity"},
+            ),
         )
         self._transport_errors = _transport_error_types()
-        # A run with models.max_concurrency > 1 calls one client from several threads:
-        # the openai client (one httpx connection pool) is thread-safe; what one call
-        # counts is kept per thread, and the lazily loaded tokenizer is built once.
-        self._per_thread = threading.local()
-        self._tokenizer_lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()  # the lazily loaded tokenizer is built once
 
     @property
     def _transport_tries(self) -> int:
@@ -195,6 +397,22 @@ class OpenAICompatClient(ModelClient):
     def _where(self) -> str:
         return f"{self.backend} model {self.model!r} at {self.base_url}"
 
+    def _auth_message(self, status: int, detail: str) -> str:
+        """What to do about a refused key: name the variable it came from, or say none is set."""
+        said = f"HTTP {status}: {detail[:200]}"
+        if self.api_key_env:
+            return (
+                f"{self._where()}: the server refused the API key ({said}). The key is read "
+                f"from the environment variable {self.api_key_env} (models.api_key_env): "
+                f"check that it holds a valid key for this server, e.g. export "
+                f"{self.api_key_env}=<your key>"
+            )
+        return (
+            f"{self._where()}: the server wants an API key ({said}) and none is set "
+            "(models.api_key_env is not set): set models.api_key_env to the name of an "
+            "environment variable, e.g. OPENAI_API_KEY, and export OPENAI_API_KEY=<your key>"
+        )
+
     def _down_message(self) -> str:
         return (
             f"no OpenAI-compatible server at {self.base_url}: start one (e.g. "
@@ -208,6 +426,11 @@ class OpenAICompatClient(ModelClient):
         """Turn a library error into ours, or into a _RetryableError to back off and retry."""
         import openai
 
+        for e in error_chain(exc):  # our guard's verdicts, however the client wrapped them
+            if isinstance(e, _DeadlineExceeded):
+                return _RetryableError("timeout", e)
+            if isinstance(e, _ReplyTooLarge):
+                return _RetryableError("oversized reply", e)
         if isinstance(exc, openai.APITimeoutError):
             return _RetryableError("timeout", exc)
         if isinstance(exc, openai.APIConnectionError):
@@ -226,11 +449,8 @@ class OpenAICompatClient(ModelClient):
                     "server serves this model (`ollama pull <model>`, or `--model_alias` for "
                     "llama_cpp.server) and that models.base_url ends with /v1"
                 )
-            if status in (401, 403):
-                return ModelCallError(
-                    f"{self._where()}: HTTP {status} ({exc.message}); set the API key the "
-                    "server expects"
-                )
+            if status in (401, 403):  # a wrong key fails every call alike: stop the run
+                return ModelAuthError(self._auth_message(status, str(exc.message)))
             if status >= 500 or status in (408, 429):
                 return _RetryableError(f"HTTP {status}", exc)
             return ModelCallError(f"{self._where()}: HTTP {status}: {exc.message}")
@@ -244,15 +464,42 @@ class OpenAICompatClient(ModelClient):
             return exc
         return ModelCallError(f"{self._where()}: {type(exc).__name__}: {exc}")
 
-    def _with_retries(self, fn: Callable[[], Any], structured: bool = False) -> tuple[Any, int]:
+    def _start_call(self) -> None:
+        """Start the clock of one ``chat``/``structured`` call (for ``deadline_s``)."""
+        self._per_thread.call_deadline = (
+            None if self.deadline_s is None else time.monotonic() + self.deadline_s
+        )
+
+    def _call_deadline(self) -> float | None:
+        return getattr(self._per_thread, "call_deadline", None)
+
+    def _out_of_time(self, cause: BaseException, kind: str) -> TransientModelError:
+        return TransientModelError(
+            f"{self._where()}: {kind}, and the call has used up models.deadline_s="
+            f"{self.deadline_s:g}s ({cause}); raise models.deadline_s, or check the server"
+        )
+
+    def _with_retries(
+        self, fn: Callable[[], Any], structured: bool = False, max_tokens: int | None = None
+    ) -> tuple[Any, int]:
         """Run ``fn`` (a whole request, stream consumed) with backoff; returns (value, tries).
 
-        With ``structured``, a server's rejection of ``response_format`` is raised as
-        ``_ResponseFormatRejected`` so the caller can switch formats.
+        With ``max_tokens``, each try is guarded: it must end within ``timeout_s`` (and
+        what ``deadline_s`` leaves of the call) and its reply stay under
+        :func:`reply_byte_cap`. With ``structured``, a server's rejection of
+        ``response_format`` is raised as ``_ResponseFormatRejected`` so the caller can
+        switch formats.
         """
         attempt = 0
         while True:
             attempt += 1
+            call_deadline = self._call_deadline()
+            if max_tokens is not None:
+                deadline = time.monotonic() + self.timeout_s
+                if call_deadline is not None:
+                    deadline = min(deadline, call_deadline)
+                self._per_thread.guard = _Guard(deadline, reply_byte_cap(max_tokens),
+                                                deadline - time.monotonic())  # fmt: skip
             try:
                 value = fn()
                 self._contacted = True
@@ -263,6 +510,8 @@ class OpenAICompatClient(ModelClient):
                     raise
                 if not isinstance(err, _RetryableError):
                     raise err from exc
+            finally:
+                self._per_thread.guard = None
             if attempt > self.max_retries:
                 if err.kind == "connection":
                     raise ModelUnavailableError(
@@ -276,11 +525,14 @@ class OpenAICompatClient(ModelClient):
                         "budget"
                     ) from err.cause
                 fix = {
-                    "timeout": f"raise models.timeout_s (now {self.timeout_s}) or "
-                    "models.max_retries",
+                    "timeout": f"raise models.timeout_s (now {self.timeout_s:g}s for each "
+                    "request, to the last byte of the reply) or models.max_retries",
                     "malformed reply": "check that models.base_url points at an "
                     "OpenAI-compatible server (a proxy can break event streams), or set "
                     "models.stream: false",
+                    "oversized reply": "the server sent far more than max_tokens allows; "
+                    "check that it honours max_tokens and that models.base_url points at "
+                    "an OpenAI-compatible server",
                 }.get(
                     err.kind, "see the server's log; raise models.max_retries if it is overloaded"
                 )
@@ -297,6 +549,8 @@ class OpenAICompatClient(ModelClient):
                         f"{self.max_wait_s:g}; run again later or raise models.max_wait_s"
                     ) from err.cause
                 delay = max(delay, asked)  # the server knows when it can take us again
+            if call_deadline is not None and time.monotonic() + delay >= call_deadline:
+                raise self._out_of_time(err.cause, err.kind) from err.cause
             log.warning(
                 "%s: %s; retry %d/%d in %.1fs", self._where(), err, attempt, self.max_retries, delay
             )
@@ -325,9 +579,10 @@ class OpenAICompatClient(ModelClient):
         finish = None
         n_chunks = 0
         t0 = time.perf_counter()
-        stream = self._client.chat.completions.create(
+        stream = _create(
+            self._client.chat.completions.create,
             model=self.model,
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             stream=True,
             stream_options={"include_usage": True},
             **self._sampling(gen),
@@ -369,11 +624,12 @@ class OpenAICompatClient(ModelClient):
         self, messages: list[dict[str, Any]], gen: GenerationConfig
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
-        resp = self._client.chat.completions.create(
+        resp = _create(
+            self._client.chat.completions.create,
             model=self.model,
             messages=messages,
             stream=False,
-            **self._sampling(gen),  # type: ignore[arg-type]
+            **self._sampling(gen),
         )
         _check_completion(resp)
         choice = resp.choices[0]
@@ -389,9 +645,17 @@ class OpenAICompatClient(ModelClient):
     def chat(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> CallResult:
         messages = check_messages(messages)
         once = self._stream_once if self.stream else self._complete_once
+        self._start_call()
         t0 = time.perf_counter()
-        out, tries = self._with_retries(lambda: once(messages, gen))
+        out, tries = self._with_retries(lambda: once(messages, gen), max_tokens=gen.max_tokens)
         total = time.perf_counter() - t0
+        text, n_surrogates = replace_lone_surrogates(out["text"])
+        if n_surrogates:
+            log.warning(
+                "%s: %d lone surrogate(s) in the reply replaced by U+FFFD",
+                self._where(),
+                n_surrogates,
+            )
         usage = out["usage"]
         prompt_tokens, completion_tokens = usage_of(out["response"])
         if self.stream:
@@ -404,8 +668,14 @@ class OpenAICompatClient(ModelClient):
                     stacklevel=2,
                 )
         ttft, itl = stream_timing(out["times"], completion_tokens)
+        extra: dict[str, Any] = {
+            "finish_reason": out["finish"],
+            "usage_source": "server" if usage is not None else "unavailable",
+        }
+        if n_surrogates:
+            extra["surrogates_replaced"] = n_surrogates
         return CallResult(
-            text=out["text"],
+            text=text,
             parsed=None,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -416,10 +686,7 @@ class OpenAICompatClient(ModelClient):
             cache_hit=False,
             backend=self.backend,
             model=self.model,
-            extra={
-                "finish_reason": out["finish"],
-                "usage_source": "server" if usage is not None else "unavailable",
-            },
+            extra=extra,
         )
 
     # -- structured -----------------------------------------------------------------
@@ -430,9 +697,15 @@ class OpenAICompatClient(ModelClient):
         is_schema = isinstance(rf, dict) and rf.get("type") == "json_schema"
 
         def send(request: dict[str, Any]) -> Any:
-            resp = self._client.chat.completions.create(model=self.model, **request)
+            resp = _create(self._client.chat.completions.create, model=self.model, **request)
             _check_completion(resp)  # a malformed reply is the server's, not the schema's
+            message = resp.choices[0].message
+            if message.content:  # before Instructor parses it: its JSON parser refuses them
+                message.content, n = replace_lone_surrogates(message.content)
+                self._per_thread.surrogates = getattr(self._per_thread, "surrogates", 0) + n
             return resp
+
+        max_tokens = int(kwargs.get("max_tokens") or 1)
 
         def rewrite(request: dict[str, Any]) -> dict[str, Any]:
             schema = (request["response_format"].get("json_schema") or {}).get("schema")
@@ -442,7 +715,9 @@ class OpenAICompatClient(ModelClient):
         if is_schema and self.structured_format == "json_object_schema":
             request = rewrite(request)
         try:
-            resp, tries = self._with_retries(lambda: send(request), structured=True)
+            resp, tries = self._with_retries(
+                lambda: send(request), structured=True, max_tokens=max_tokens
+            )
         except _ResponseFormatRejected as exc:
             if not (is_schema and self.structured_format == "auto"):
                 raise ModelCallError(
@@ -456,7 +731,9 @@ class OpenAICompatClient(ModelClient):
             self.structured_format = "json_object_schema"
             request = rewrite(request)
             try:
-                resp, tries = self._with_retries(lambda: send(request), structured=True)
+                resp, tries = self._with_retries(
+                    lambda: send(request), structured=True, max_tokens=max_tokens
+                )
             except _ResponseFormatRejected as exc2:
                 raise ModelCallError(
                     f"{self._where()}: the server accepts neither json_schema nor "
@@ -476,6 +753,8 @@ class OpenAICompatClient(ModelClient):
     ) -> CallResult:
         messages = check_messages(messages)
         self._transport_tries = 0
+        self._per_thread.surrogates = 0
+        self._start_call()
         t0 = time.perf_counter()
         outcome = run_instructor(
             self._raw_create,
@@ -487,9 +766,27 @@ class OpenAICompatClient(ModelClient):
         )
         total = time.perf_counter() - t0
         prompt_tokens, completion_tokens = outcome.usage()
+        # most were replaced in send(), before parsing; the rest came JSON-escaped
+        text, n_text = replace_lone_surrogates(outcome.text)
+        parsed, n_parsed = replace_lone_surrogates(outcome.obj.model_dump(mode="json"))
+        n_replaced = self._per_thread.surrogates + n_text + n_parsed
+        extra: dict[str, Any] = {
+            "usage_source": "server (summed over attempts)"
+            if prompt_tokens >= 0
+            else "unavailable",
+            "response_format": self.structured_format,
+            "transport_tries": self._transport_tries,
+        }
+        if n_replaced:
+            extra["surrogates_replaced"] = n_replaced
+            log.warning(
+                "%s: %d lone surrogate(s) in the reply replaced by U+FFFD",
+                self._where(),
+                n_replaced,
+            )
         return CallResult(
-            text=outcome.text,
-            parsed=outcome.obj.model_dump(mode="json"),
+            text=text,
+            parsed=parsed,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             ttft_s=None,
@@ -499,13 +796,7 @@ class OpenAICompatClient(ModelClient):
             cache_hit=False,
             backend=self.backend,
             model=self.model,
-            extra={
-                "usage_source": "server (summed over attempts)"
-                if prompt_tokens >= 0
-                else "unavailable",
-                "response_format": self.structured_format,
-                "transport_tries": self._transport_tries,
-            },
+            extra=extra,
         )
 
     # -- tokens ---------------------------------------------------------------------
@@ -579,6 +870,7 @@ class OpenAICompatClient(ModelClient):
             "model": self.model,
             "base_url": self.base_url,
             "timeout_s": self.timeout_s,
+            "deadline_s": self.deadline_s,
             "max_retries": self.max_retries,
             "stream": self.stream,
             "structured_format": self.structured_format,
