@@ -400,3 +400,29 @@ def test_the_cost_benchmark_runs_and_reports_a_ratio(capsys, request):
     assert main(["--n", "2", "--rounds", "1", "--isolation", "process", "--data-dir", data]) == 0
     out = capsys.readouterr().out
     assert "process" in out and "1.00x" in out
+
+
+def test_a_humaneval_run_without_bubblewrap_stops_before_its_first_example(
+    monkeypatch, tmp_path, base_config, repo
+):
+    import tersetalk.tasks.sandbox as sb
+    from tersetalk.config import ConfigError, run_spec
+    from tersetalk.models import ScriptedClient
+    from tersetalk.runner import run
+    from tersetalk.tasks.loading import sample
+
+    ev, _ = sample("humaneval", load_records("humaneval", data_dir=repo / "data"), n=1,
+                   calibration_n=0, seed=0)  # fmt: skip
+    ev.to_parquet(tmp_path / "sample.parquet")
+    monkeypatch.setattr(sb, "bubblewrap_status", lambda: (None, "`bwrap` is not on PATH"))
+    calls = []
+    client = ScriptedClient(lambda messages, gen: calls.append(messages) or "    return 1\n")
+    spec = run_spec(base_config, "humaneval", "freeform", "default")
+    with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
+        run(spec, tmp_path / "sample.parquet", tmp_path / "run.parquet", client=client,
+            progress=False)  # fmt: skip
+    assert calls == [] and not (tmp_path / "run.parquet").exists()
+    spec["task_options"] = {"sandbox": {"isolation": "process"}}  # the recorded opt-in
+    df = run(spec, tmp_path / "sample.parquet", tmp_path / "run.parquet", client=client,
+             progress=False)  # fmt: skip
+    assert list(df["sandbox_isolation"]) == ["process"] and calls

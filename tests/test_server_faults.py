@@ -138,8 +138,9 @@ def gsm8k_sample(tmp_path, repo):
     return path
 
 
+@pytest.mark.parametrize("system", ["freeform", "mediator", "msp"])
 def test_tersetalk_run_against_a_401_server_exits_2_naming_the_key_and_writes_no_run(
-    server, tmp_path, repo, gsm8k_sample
+    server, tmp_path, repo, gsm8k_sample, system
 ):
     from tersetalk.runner import checkpoint_path
 
@@ -151,7 +152,7 @@ def test_tersetalk_run_against_a_401_server_exits_2_naming_the_key_and_writes_no
         "cache_dir": str(tmp_path / "cache"),
     }))  # fmt: skip
     out = tmp_path / "run.parquet"
-    proc = tersetalk("run", "--task", "gsm8k", "--system", "freeform", "--config",
+    proc = tersetalk("run", "--task", "gsm8k", "--system", system, "--config",
                      str(repo / "config" / "config.yaml"), str(layer), "--sample",
                      str(gsm8k_sample), "--out", str(out), "--no-progress",
                      cwd=repo, env={"TERSETALK_TEST_KEY": SECRET})  # fmt: skip

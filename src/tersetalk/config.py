@@ -346,7 +346,8 @@ def run_spec(config: dict, task: str, system: str, variant: str, model: str | No
         "models": config["models"],
         "generation": config["generation"],
         "pipeline": config["pipeline"],
-        "task_options": config.get(task, {}) if task == "hotpotqa" else {},
+        # the task's own config section: HotpotQA's facts, HumanEval's sandbox
+        "task_options": config.get(task, {}) if task in ("hotpotqa", "humaneval") else {},
         "cache_dir": config.get("cache_dir", "results/cache"),
     }
     if variant_settings.get("calibrated"):

@@ -67,6 +67,8 @@ from tersetalk.models import (
 from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
+from tersetalk.tasks.registry import preflight
+from tersetalk.tasks.sandbox import SandboxUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +244,11 @@ def run(
     out = Path(out)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive number of examples, got {limit!r}")
-    examples = read_sample(sample_path)
+    examples = read_sample(sample_path, task=spec["task"])
+    try:  # a task that cannot be scored here stops before the first example
+        preflight(spec["task"], spec.get("task_options"))
+    except SandboxUnavailableError as exc:
+        raise ConfigError(str(exc)) from None
     if limit is not None:
         examples = examples[:limit]
     if spec.get("calibration_file"):

@@ -79,7 +79,7 @@ class PipelineError:
 
         return cls(stage=stage, error_type=type(exc).__name__, message=str(exc),
                    recoverable=recoverable, transient=is_transient(exc),
-                   unavailable=caused_by(exc, ModelUnavailableError))  # fmt: skip
+                   unavailable=caused_by(exc, ModelUnavailableError) is not None)  # fmt: skip
 
     @property
     def server_fault(self) -> bool:
