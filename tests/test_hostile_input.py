@@ -160,6 +160,22 @@ def test_malformed_task_options_is_an_error_naming_the_option(tmp_path, capsys, 
     assert "tersetalk sample: error: --task-options" in err and said in err
 
 
+def test_other_json_options_and_missing_run_options_exit_2_with_an_error_line(tmp_path, capsys):
+    out = str(tmp_path / "x.parquet")
+    cases = [
+        (["stats", out, "--comparisons", "[[", "--out", out], "--comparisons is not valid JSON"),
+        (["stats", out, "--comparisons", "[]", "--planned", "[1]", "--out", out],
+         "--planned must be a JSON object"),
+        (["plot-ablation", out, "--system", "tersetalk", "--variants", "a", "--setting", "x",
+          "--values", "{", "--out-stem", out], "--values is not valid JSON"),
+        (["run", "--sample", out, "--out", out], "give --task and --system"),
+    ]  # fmt: skip
+    for argv, said in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"tersetalk {argv[0]}: error: " in err and said in err, err
+
+
 def test_negative_calibration_n_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["sample", "--task", "gsm8k", "--n", "1", "--calibration-n", "-3",

@@ -106,7 +106,7 @@ def _spec_from_json(text: str) -> dict:
 
 
 def _cmd_sample(args: argparse.Namespace) -> None:
-    from tersetalk.config import load_config
+    from tersetalk.config import ConfigError, load_config
     from tersetalk.io import write_parquet_atomic
     from tersetalk.tasks.loading import load_records, sample
 
@@ -117,7 +117,7 @@ def _cmd_sample(args: argparse.Namespace) -> None:
     source = args.source or cfg.get("data", {}).get("source", "local")
     data_dir = args.data_dir or cfg.get("data", {}).get("dir", "data")
     if n is None:
-        raise SystemExit("error: give --n or a --config that sets n_eval")
+        raise ConfigError("give --n or a --config that sets n_eval")
     if args.task_options:
         example = "a JSON object such as '{\"max_payload_tokens\": 1000}'"
         options = _json_option(args.task_options, "--task-options", dict, example)
@@ -141,7 +141,7 @@ def _cmd_sample(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from tersetalk.config import load_config, run_spec
+    from tersetalk.config import ConfigError, load_config, run_spec
     from tersetalk.runner import run
     from tersetalk.tasks.loading import read_sample
 
@@ -149,14 +149,14 @@ def _cmd_run(args: argparse.Namespace) -> None:
         spec = _spec_from_json(args.spec_json)
     else:
         if not (args.task and args.system):
-            raise SystemExit("error: give --task and --system (or --spec-json)")
+            raise ConfigError("give --task and --system (or --spec-json)")
         spec = run_spec(
             load_config(*args.config), args.task, args.system, args.variant or "default"
         )
     for key in ("task", "system", "variant"):
         given = getattr(args, key)
         if given and given != spec[key]:
-            raise SystemExit(f"error: --{key} {given} disagrees with the spec ({spec[key]})")
+            raise ConfigError(f"--{key} {given} disagrees with the spec ({spec[key]})")
     # Before any model loads: a sample of another task would run to the end and write rows
     # labelled with this task, scored by its scorer (issue 28).
     read_sample(args.sample, task=spec["task"])
@@ -197,18 +197,22 @@ def _cmd_aggregate(args: argparse.Namespace) -> None:
 
 
 def _cmd_stats(args: argparse.Namespace) -> None:
+    from tersetalk.config import ConfigError
     from tersetalk.io import read_parquet, write_csv_atomic, write_parquet_atomic, write_text_atomic
     from tersetalk.stats import StatsError, noninferiority_table, noninferiority_tex
 
     levels = dict(margin=args.margin, alpha=args.alpha, n_resamples=args.n_resamples,
                   seed=args.seed)  # fmt: skip
+    comparisons = _json_option(args.comparisons, "--comparisons", list,
+                               '\'[["tersetalk/default", "freeform/default"]]\'')  # fmt: skip
+    planned = (_json_option(args.planned, "--planned", dict,
+                            '\'{"hotpotqa": ["freeform/default"]}\'')
+               if args.planned else None)  # fmt: skip
     frames = [read_parquet(p, "per-example metrics") for p in args.records]
     try:
-        df, skipped = noninferiority_table(frames, json.loads(args.comparisons),
-                                           planned=json.loads(args.planned) if args.planned
-                                           else None, **levels)  # fmt: skip
+        df, skipped = noninferiority_table(frames, comparisons, planned=planned, **levels)
     except StatsError as exc:
-        raise SystemExit(f"tersetalk stats: {exc}") from None
+        raise ConfigError(str(exc)) from None
     write_parquet_atomic(df, Path(args.out))
     if args.csv:
         write_csv_atomic(df, args.csv)
@@ -252,18 +256,14 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 
 
 def _cmd_plot_ablation(args: argparse.Namespace) -> None:
-
     from tersetalk.metrics.summary import aggregate
     from tersetalk.plots.figures import ablation
 
+    values = _json_option(args.values, "--values", dict, "'{\"caps_small\": 16}'")
     paths = ablation(
-        aggregate(args.scores),
-        args.system,
-        args.variants.split(","),
-        args.setting,
-        json.loads(args.values),
+        aggregate(args.scores), args.system, args.variants.split(","), args.setting, values,
         args.out_stem,
-    )
+    )  # fmt: skip
     logging.info("wrote %s", ", ".join(map(str, paths)))
 
 

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -151,27 +152,32 @@ def prepare_compressor(
     # LLMLingua matches decoded text against its input; the default clean-up turns
     # " ?" into "?" on decode and breaks that match for HotpotQA's questions.
     tokenizer.clean_up_tokenization_spaces = False
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    fresh.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    if verify:
-        _verify(tmp, gguf_model, tokenizer)
-    manifest = {
-        "prepare_version": PREPARE_VERSION,
-        "source": str(src),
-        "source_sha256": _sha256(src),
-        "architecture": arch,
-        "parameters": sum(p.numel() for p in fresh.parameters()),
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    # a folder of this writer's own: two preparers of one model must not share one
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    os.chmod(tmp, 0o755)  # as a folder made by mkdir (mkdtemp's is owner-only)
+    try:
+        fresh.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if verify:
+            _verify(tmp, gguf_model, tokenizer)
+        manifest = {
+            "prepare_version": PREPARE_VERSION,
+            "source": str(src),
+            "source_sha256": _sha256(src),
+            "architecture": arch,
+            "parameters": sum(p.numel() for p in fresh.parameters()),
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:  # a failed or interrupted preparation leaves nothing
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     log.info(
         "prepared %s (%s, %d parameters) in %.1f s",
         out,
