@@ -426,3 +426,54 @@ def test_a_humaneval_run_without_bubblewrap_stops_before_its_first_example(
     df = run(spec, tmp_path / "sample.parquet", tmp_path / "run.parquet", client=client,
              progress=False)  # fmt: skip
     assert list(df["sandbox_isolation"]) == ["process"] and calls
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (R, S, Z, ...) from /proc/<pid>/stat."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def _descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (by the parent pid in /proc/<pid>/stat)."""
+    parents = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            parents[int(pid)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+@needs_bwrap
+def test_the_sandbox_dies_with_the_workflow(tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "from tersetalk.tasks.sandbox import run_program, SandboxLimits\n"
+        "run_program('import time\\ntime.sleep(120)\\n', SandboxLimits(timeout_s=120))\n"
+    )
+    runner = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(_descendants(runner.pid)) < 3:
+            time.sleep(0.1)  # bwrap, its init and the sandboxed interpreter
+        sandboxed = _descendants(runner.pid)
+        assert len(sandboxed) >= 3, sandboxed
+    finally:
+        runner.kill()  # the workflow dies without cleaning up
+        runner.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in sandboxed):
+        time.sleep(0.1)
+    left = [p for p in sandboxed if os.path.exists(f"/proc/{p}")]
+    zombies = [p for p in left if _state(p) == "Z"]
+    assert left == zombies, left  # nothing sandboxed runs on
