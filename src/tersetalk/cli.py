@@ -267,14 +267,18 @@ def _cmd_plot_ablation(args: argparse.Namespace) -> None:
     logging.info("wrote %s", ", ".join(map(str, paths)))
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(text: str, low: int, said: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {said}, got {value}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "at least 1")
 
 
 def _nonnegative_int(text: str) -> int:
@@ -283,13 +287,7 @@ def _nonnegative_int(text: str) -> int:
     Why refuse at parse time: a negative shard size slices the permutation from its end
     and silently writes an empty or wrong shard (issue 28).
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return _int_at_least(text, 0, "0 or more")
 
 
 def build_parser() -> argparse.ArgumentParser:

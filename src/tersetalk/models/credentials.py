@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from .base import ModelError
 
-__all__ = ["SECRET_QUERY_KEYS", "check_base_url", "redact_url"]
+__all__ = ["SECRET_QUERY_KEYS", "check_base_url", "redact_url", "refused_key_message"]
 
 #: query parameters that carry a secret (compared lower-case, without ``-`` and ``_``)
 SECRET_QUERY_KEYS = frozenset(
@@ -62,4 +62,23 @@ def check_base_url(url: str | None, where: str = "models.base_url") -> None:
         f"so keys never go in it. Remove them from the URL, set {env_key} to the name of "
         "an environment variable (e.g. OPENAI_API_KEY) and export OPENAI_API_KEY=<your key>; "
         "the key is then sent as a Bearer token"
+    )
+
+
+def refused_key_message(
+    where: str, api_key_env: str | None, status: int, detail: str, example_env: str
+) -> str:
+    """What to do about a refused key (HTTP 401/403): name the variable it came from, or
+    say that none is set and how to set one (``example_env``, e.g. ``OPENAI_API_KEY``)."""
+    said = f"HTTP {status}: {detail[:200]}"
+    if api_key_env:
+        return (
+            f"{where}: the server refused the API key ({said}). The key is read from the "
+            f"environment variable {api_key_env} (models.api_key_env): check that it holds "
+            f"a valid key for this server, e.g. export {api_key_env}=<your key>"
+        )
+    return (
+        f"{where}: the server wants an API key ({said}) and none is set "
+        "(models.api_key_env is not set): set models.api_key_env to the name of an "
+        f"environment variable, e.g. {example_env}, and export {example_env}=<your key>"
     )

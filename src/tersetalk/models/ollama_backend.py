@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import ModelAuthError, ModelError, ModelUnavailableError
-from .credentials import check_base_url
+from .credentials import check_base_url, refused_key_message
 from .openai_compat import OpenAICompatClient, StructuredFormat
 
 __all__ = ["DEFAULT_OLLAMA_HOST", "OllamaClient"]
@@ -111,7 +111,10 @@ class OllamaClient(OpenAICompatClient):
             listing = client.list()
         except ollama.ResponseError as exc:
             if exc.status_code in (401, 403):
-                raise ModelAuthError(self._refused(exc.status_code, str(exc.error))) from exc
+                raise ModelAuthError(refused_key_message(
+                    f"Ollama at {self.host}", self.api_key_env, exc.status_code, str(exc.error),
+                    "OLLAMA_API_KEY",
+                )) from exc  # fmt: skip
             raise ModelUnavailableError(
                 f"Ollama is not running at {self.host}: start it with `ollama serve` "
                 f"(and `ollama pull {model}`), or fix models.base_url ({exc})"
@@ -128,21 +131,6 @@ class OllamaClient(OpenAICompatClient):
                 f"model {model!r} is not pulled in the Ollama at {self.host}: run "
                 f"`ollama pull {model}` (models present: {have})"
             )
-
-    def _refused(self, status: int, detail: str) -> str:
-        """The message of a refused key at the startup check (see ``_auth_message``)."""
-        said = f"HTTP {status}: {detail[:200]}"
-        if self.api_key_env:
-            return (
-                f"Ollama at {self.host} refused the API key ({said}). The key is read from "
-                f"the environment variable {self.api_key_env} (models.api_key_env): check "
-                f"that it holds a valid key, e.g. export {self.api_key_env}=<your key>"
-            )
-        return (
-            f"Ollama at {self.host} wants an API key ({said}) and none is set "
-            "(models.api_key_env is not set): set models.api_key_env to the name of an "
-            "environment variable, e.g. OLLAMA_API_KEY, and export OLLAMA_API_KEY=<your key>"
-        )
 
     def _gguf_blob(self) -> Path | None:
         import httpx

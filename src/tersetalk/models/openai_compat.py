@@ -74,7 +74,7 @@ from .base import (
     TransientModelError,
     check_messages,
 )
-from .credentials import check_base_url
+from .credentials import check_base_url, refused_key_message
 from .http import error_chain, retry_after_s
 
 __all__ = ["REPLY_BYTES_PER_TOKEN", "REPLY_SLACK_BYTES", "OpenAICompatClient", "reply_byte_cap"]
@@ -397,22 +397,6 @@ class OpenAICompatClient(ModelClient):
     def _where(self) -> str:
         return f"{self.backend} model {self.model!r} at {self.base_url}"
 
-    def _auth_message(self, status: int, detail: str) -> str:
-        """What to do about a refused key: name the variable it came from, or say none is set."""
-        said = f"HTTP {status}: {detail[:200]}"
-        if self.api_key_env:
-            return (
-                f"{self._where()}: the server refused the API key ({said}). The key is read "
-                f"from the environment variable {self.api_key_env} (models.api_key_env): "
-                f"check that it holds a valid key for this server, e.g. export "
-                f"{self.api_key_env}=<your key>"
-            )
-        return (
-            f"{self._where()}: the server wants an API key ({said}) and none is set "
-            "(models.api_key_env is not set): set models.api_key_env to the name of an "
-            "environment variable, e.g. OPENAI_API_KEY, and export OPENAI_API_KEY=<your key>"
-        )
-
     def _down_message(self) -> str:
         return (
             f"no OpenAI-compatible server at {self.base_url}: start one (e.g. "
@@ -450,7 +434,9 @@ class OpenAICompatClient(ModelClient):
                     "llama_cpp.server) and that models.base_url ends with /v1"
                 )
             if status in (401, 403):  # a wrong key fails every call alike: stop the run
-                return ModelAuthError(self._auth_message(status, str(exc.message)))
+                return ModelAuthError(refused_key_message(
+                    self._where(), self.api_key_env, status, str(exc.message), "OPENAI_API_KEY"
+                ))  # fmt: skip
             if status >= 500 or status in (408, 429):
                 return _RetryableError(f"HTTP {status}", exc)
             return ModelCallError(f"{self._where()}: HTTP {status}: {exc.message}")
