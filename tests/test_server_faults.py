@@ -398,3 +398,133 @@ def test_a_malformed_cache_entry_is_a_miss_and_is_rewritten(tmp_path, damage):
     assert not res.cache_hit and res.text == "Paris" and isinstance(res.prompt_tokens, int)
     assert (cached.hits, cached.misses) == (0, 2) and len(inner.calls) == 2
     assert cached.chat(MSGS, GEN).cache_hit  # rewritten whole: the next lookup hits
+
+
+# -- found in review: headers that never end, compressed bombs, content that is not text -
+
+
+def _raw_server(reply) -> tuple[str, object]:
+    """A loopback HTTP server whose every connection gets ``reply(sock)`` after the request."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def handle(conn):
+        buf = b""
+        with conn:
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            head, body = buf.split(b"\r\n\r\n", 1)
+            n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0]
+                    .split(b":")[1])  # fmt: skip
+            while len(body) < n:
+                body += conn.recv(65536)
+            try:
+                reply(conn)
+            except OSError:
+                pass
+
+    def accept():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}/v1", srv
+
+
+def _completion(content) -> bytes:
+    return json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                 "total_tokens": 2}}).encode()  # fmt: skip
+
+
+def _raw_client(url: str, **kw):
+    from tersetalk.models import OpenAICompatClient
+
+    client = OpenAICompatClient(url, "m", backoff_s=0.01, sleep=lambda s: None, **kw)
+    client._contacted = True
+    return client
+
+
+def test_interim_responses_before_the_headers_cannot_hold_a_call_open():
+    def processing_for_ever(conn):
+        for _ in range(240):
+            conn.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
+            time.sleep(0.25)
+
+    url, srv = _raw_server(processing_for_ever)
+    try:
+        client = _raw_client(url, timeout_s=1.5, max_retries=0, stream=False)
+        t0 = time.monotonic()
+        with pytest.raises(TransientModelError, match="timeout"):
+            client.chat(MSGS, GEN)
+        assert time.monotonic() - t0 < 1.5 + MARGIN_S
+    finally:
+        srv.close()
+
+
+def test_a_compressed_reply_is_refused_before_it_is_inflated():
+    import gzip
+
+    bomb = gzip.compress(_completion("a" * 20_000_000))
+
+    def gzipped(conn):
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(bomb) + bomb
+        )
+
+    url, srv = _raw_server(gzipped)
+    try:
+        client = _raw_client(url, max_retries=0, stream=False)
+        with pytest.raises(TransientModelError, match="oversized reply.*gzip"):
+            client.chat(MSGS, GEN)
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_content_that_is_not_text_is_a_malformed_reply_not_an_answer(stream):
+    def number_as_content(conn):
+        if stream:
+            event = json.dumps(
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop", "delta": {"content": 5}}],
+                }
+            )
+            body = f"data: {event}\n\ndata: [DONE]\n\n".encode()
+            kind = b"text/event-stream"
+        else:
+            body, kind = _completion(5), b"application/json"
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+                     % (kind, len(body)) + body)  # fmt: skip
+
+    url, srv = _raw_server(number_as_content)
+    try:
+        client = _raw_client(url, max_retries=1, stream=stream)
+        with pytest.raises(TransientModelError, match="malformed reply"):
+            client.chat(MSGS, GEN)
+    finally:
+        srv.close()
+
+
+def test_a_finished_calls_deadline_does_not_cut_a_later_request_short(server):
+    client, _ = client_for(server, max_retries=2, deadline_s=0.5)
+    client.chat(MSGS, GEN)
+    time.sleep(0.6)  # the finished call's deadline has passed
+    server.modes = ["500"]  # the next request fails once, then succeeds
+    assert client.chat(MSGS, GEN).text  # a fresh call has a fresh deadline
+    assert client._call_deadline() is None

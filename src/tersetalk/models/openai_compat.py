@@ -154,31 +154,51 @@ class _Guard:
     expired: bool = False
 
 
-class _GuardedStream:
-    """A response body that stops at the request's byte cap and deadline.
+class _Watchdog:
+    """Ends one request at its deadline, however the server stalls.
 
-    Checking between chunks is not enough against a server that sends a chunk and then
-    hangs: a read would block for up to the read timeout. So a watchdog timer shuts the
+    A read timeout alone does not bound a request: a server can keep each read short
+    (a chunk a second, or an interim ``102 Processing`` every moment before the headers)
+    and never finish. So a timer started before the request is sent shuts the
     connection's socket down at the deadline, which ends a blocked read at once; the
-    error that read raises is then reported as the deadline it was.
+    error that read raises is then reported as the deadline it was. The socket is taken
+    from httpcore's trace of the connection being opened: requests under a watchdog ask
+    for ``Connection: close``, so each one has a connection of its own (a pooled one
+    could be in another request's hands when the timer fires).
     """
 
-    def __init__(self, inner: Any, guard: _Guard, response: Any) -> None:
-        self._inner = inner
-        self._guard = guard
-        self._response = response
-        self._n = 0
+    _OPENED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
+
+    def __init__(self, guard: _Guard) -> None:
+        self.guard = guard
+        self._stream: Any = None
         self._timer = threading.Timer(max(0.0, guard.deadline - time.monotonic()), self._expire)
         self._timer.daemon = True
         self._timer.start()
 
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if name in self._OPENED and info.get("return_value") is not None:
+            self._stream = info["return_value"]
+
     def _expire(self) -> None:
-        self._guard.expired = True
-        stream = self._response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
+        self.guard.expired = True
+        sock = self._stream.get_extra_info("socket") if self._stream is not None else None
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class _GuardedStream:
+    """A response body that stops at the request's byte cap and deadline (its watchdog's)."""
+
+    def __init__(self, inner: Any, watchdog: _Watchdog) -> None:
+        self._inner = inner
+        self._watchdog = watchdog
+        self._guard = watchdog.guard
+        self._n = 0
 
     def _late(self) -> _DeadlineExceeded:
         return _DeadlineExceeded(
@@ -198,6 +218,8 @@ class _GuardedStream:
                         "request's max_tokens); reading stopped there"
                     )
                 yield chunk
+            if self._guard.expired:  # a shut-down socket can look like the body's end
+                raise self._late()
         except (_ReplyTooLarge, _DeadlineExceeded):
             raise
         except Exception as exc:
@@ -205,10 +227,10 @@ class _GuardedStream:
                 raise self._late() from exc
             raise
         finally:
-            self._timer.cancel()
+            self._watchdog.cancel()
 
     def close(self) -> None:
-        self._timer.cancel()
+        self._watchdog.cancel()
         self._inner.close()
 
 
@@ -244,18 +266,46 @@ def _guarded_client_class() -> type:
                 k: remaining if timeouts.get(k) is None else min(timeouts[k], remaining)
                 for k in ("connect", "read", "write", "pool")
             }
-            response = super().send(request, stream=True, **kwargs)
+            watchdog = _Watchdog(guard)
+            outer_trace = request.extensions.get("trace")
+
+            def trace(name: str, info: dict[str, Any]) -> None:
+                watchdog.trace(name, info)
+                if outer_trace is not None:
+                    outer_trace(name, info)
+
+            request.extensions["trace"] = trace
+            request.headers["Connection"] = "close"  # a connection of this request's own
+            try:
+                response = super().send(request, stream=True, **kwargs)
+            except BaseException as exc:
+                watchdog.cancel()
+                if guard.expired:
+                    raise _DeadlineExceeded(
+                        f"no reply headers within {guard.timeout_s:g}s"
+                    ) from exc
+                raise
             try:
                 declared = int(response.headers.get("content-length") or 0)
             except ValueError:
                 declared = 0
+            refused = None
             if declared > guard.cap:  # refused before a byte of the body is read
-                response.close()
-                raise _ReplyTooLarge(
+                refused = _ReplyTooLarge(
                     f"the reply declares {declared} bytes, over the {guard.cap} allowed "
                     "for this request's max_tokens"
                 )
-            response.stream = byte_stream(response.stream, guard, response)
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):  # the cap counts bytes as they arrive
+                refused = _ReplyTooLarge(
+                    f"the reply is {encoding}-encoded although the request asked for "
+                    "identity; its size after decoding cannot be bounded as it arrives"
+                )
+            if refused is not None:
+                watchdog.cancel()
+                response.close()
+                raise refused
+            response.stream = byte_stream(response.stream, watchdog)
             if not stream:
                 try:
                     response.read()
@@ -289,6 +339,8 @@ def _check_completion(resp: Any) -> None:
     if getattr(choice, "finish_reason", None) is None:
         raise _BadReply("a completion without finish_reason (not a well-formed reply)")
     message = getattr(choice, "message", None)
+    if message is not None and not isinstance(message.content, (str, type(None))):
+        raise _BadReply(f"content that is not text ({type(message.content).__name__})")
     if message is None or not (message.content or getattr(message, "tool_calls", None)):
         raise _EmptyAnswer(f"empty content (finish_reason {choice.finish_reason!r})")
 
@@ -450,11 +502,17 @@ class OpenAICompatClient(ModelClient):
             return exc
         return ModelCallError(f"{self._where()}: {type(exc).__name__}: {exc}")
 
-    def _start_call(self) -> None:
-        """Start the clock of one ``chat``/``structured`` call (for ``deadline_s``)."""
+    @contextlib.contextmanager
+    def _call_clock(self) -> Iterator[None]:
+        """The clock of one ``chat``/``structured`` call (for ``deadline_s``), stopped when
+        the call ends, so a later request on this thread (``ping``) never inherits it."""
         self._per_thread.call_deadline = (
             None if self.deadline_s is None else time.monotonic() + self.deadline_s
         )
+        try:
+            yield
+        finally:
+            self._per_thread.call_deadline = None
 
     def _call_deadline(self) -> float | None:
         return getattr(self._per_thread, "call_deadline", None)
@@ -583,6 +641,8 @@ class OpenAICompatClient(ModelClient):
                     continue
                 choice = chunk.choices[0]
                 content = choice.delta.content if choice.delta is not None else None
+                if not isinstance(content, (str, type(None))):
+                    raise _BadReply(f"an event whose content is not text ({content!r:.80})")
                 if content:
                     times.append(time.perf_counter() - t0)
                     parts.append(content)
@@ -631,9 +691,9 @@ class OpenAICompatClient(ModelClient):
     def chat(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> CallResult:
         messages = check_messages(messages)
         once = self._stream_once if self.stream else self._complete_once
-        self._start_call()
         t0 = time.perf_counter()
-        out, tries = self._with_retries(lambda: once(messages, gen), max_tokens=gen.max_tokens)
+        with self._call_clock():
+            out, tries = self._with_retries(lambda: once(messages, gen), max_tokens=gen.max_tokens)
         total = time.perf_counter() - t0
         text, n_surrogates = replace_lone_surrogates(out["text"])
         if n_surrogates:
@@ -740,16 +800,16 @@ class OpenAICompatClient(ModelClient):
         messages = check_messages(messages)
         self._transport_tries = 0
         self._per_thread.surrogates = 0
-        self._start_call()
         t0 = time.perf_counter()
-        outcome = run_instructor(
-            self._raw_create,
-            messages,
-            schema,
-            self._sampling(gen),
-            self.max_retries,
-            self._where(),
-        )
+        with self._call_clock():
+            outcome = run_instructor(
+                self._raw_create,
+                messages,
+                schema,
+                self._sampling(gen),
+                self.max_retries,
+                self._where(),
+            )
         total = time.perf_counter() - t0
         prompt_tokens, completion_tokens = outcome.usage()
         # most were replaced in send(), before parsing; the rest came JSON-escaped
