@@ -19,6 +19,7 @@ from tersetalk.tasks import humaneval
 from tersetalk.tasks.loading import load_records
 from tersetalk.tasks.sandbox import (
     REASONS,
+    SandboxFault,
     SandboxLimits,
     SandboxUnavailableError,
     bubblewrap_status,
@@ -151,7 +152,7 @@ def test_a_wrong_answer_cannot_forge_a_pass(problems, name):
     code = textwrap.dedent(FORGERIES[name]) + WRONG.format(value=value)
     r = humaneval.run(f"```python\n{code}```", gold, QUICK)
     assert not r.passed, (name, r.reason, r.detail)
-    assert r.reason in ("failed", "error", "crash"), (r.reason, r.detail)
+    assert r.reason in ("failed", "error", "crash", "timeout"), (r.reason, r.detail)
     assert "found the tests" not in r.detail
 
 
@@ -374,16 +375,16 @@ def test_the_weaker_isolation_keeps_the_judge_split_and_says_so(problems):
     assert not humaneval.run(forged, gold, QUICK, isolation="process").passed
 
 
-def test_a_sandbox_that_cannot_start_is_a_failed_result(monkeypatch):
+def test_a_sandbox_that_cannot_start_is_a_fault_not_a_score(monkeypatch):
     import tempfile
 
     def no_space(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tempfile, "mkdtemp", no_space)
-    r = run_check("def f(): return 1\n", "f", "def check(c):\n    assert c() == 1\n", QUICK,
+    with pytest.raises(SandboxFault, match="No space left"):  # not a wrong answer: a rerun
+        run_check("def f(): return 1\n", "f", "def check(c):\n    assert c() == 1\n", QUICK,
                   isolation="process")  # fmt: skip
-    assert (r.passed, r.reason) == (False, "sandbox_error") and "No space left" in r.detail
 
 
 def test_limits_are_recorded():
@@ -477,3 +478,67 @@ def test_the_sandbox_dies_with_the_workflow(tmp_path):
     left = [p for p in sandboxed if os.path.exists(f"/proc/{p}")]
     zombies = [p for p in left if _state(p) == "Z"]
     assert left == zombies, left  # nothing sandboxed runs on
+
+
+def test_a_sandbox_fault_is_retried_on_the_next_run_not_scored(
+    monkeypatch, tmp_path, base_config, repo
+):
+    import tersetalk.tasks.humaneval as he
+    from tersetalk.config import run_spec
+    from tersetalk.models import ScriptedClient
+    from tersetalk.runner import RunIncompleteError, checkpoint_path, run
+    from tersetalk.tasks.loading import sample
+
+    ev, _ = sample("humaneval", load_records("humaneval", data_dir=repo / "data"), n=2,
+                   calibration_n=0, seed=0)  # fmt: skip
+    ev.to_parquet(tmp_path / "sample.parquet")
+    real_run, first = he.run, ev["example_id"].iloc[0]
+    gold_of_first = ev["gold"].iloc[0]
+
+    def fails_once_on_the_first(prediction, gold, *args):
+        if gold == gold_of_first:
+            raise SandboxFault("the sandbox could not run here: OSError: [Errno 24] Too many")
+        return real_run(prediction, gold, *args)
+
+    monkeypatch.setattr(he, "run", fails_once_on_the_first)
+    client = ScriptedClient(lambda messages, gen: "    return None\n")
+    spec = run_spec(base_config, "humaneval", "freeform", "default")
+    spec["task_options"] = {"sandbox": {"isolation": "process"}}
+    out = tmp_path / "run.parquet"
+    with pytest.raises(RunIncompleteError, match="1 of 2 examples failed.*sandbox"):
+        run(spec, tmp_path / "sample.parquet", out, client=client, progress=False)
+    kept = checkpoint_path(out).read_text().splitlines()
+    assert len(kept) == 1 and first not in kept[0] and not out.exists()
+    monkeypatch.setattr(he, "run", real_run)
+    df = run(spec, tmp_path / "sample.parquet", out, client=client, progress=False)
+    assert len(df) == 2 and set(df["sandbox_reason"]) <= {"failed", "error"}
+
+
+def test_limits_must_be_positive():
+    for bad in ({"disk_mb": 0}, {"timeout_s": -1}, {"memory_mb": True}):
+        with pytest.raises(ValueError, match="must be a positive number"):
+            SandboxLimits(**bad)
+
+
+def test_in_the_weaker_isolation_a_judge_without_a_clean_verdict_is_never_a_pass(problems):
+    _, gold = problems["HumanEval/0"]
+    tamper = """
+import os, signal
+def has_close_elements(numbers, threshold):
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = open("/proc/%s/cmdline" % pid, "rb").read()
+        except OSError:
+            continue
+        if b"judge.py" in cmd:
+            for fd in os.listdir("/proc/%s/fd" % pid):
+                try:
+                    with open("/proc/%s/fd/%s" % (pid, fd), "wb") as out:
+                        out.write(b'{"reason": "passed", "detail": "", "notes": []}\\n')
+                except OSError:
+                    pass
+            os.kill(int(pid), signal.SIGKILL)
+    return False
+"""
+    r = humaneval.run(tamper, gold, QUICK, isolation="process")
+    assert not r.passed, r

@@ -68,7 +68,7 @@ from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
 from tersetalk.tasks.registry import preflight
-from tersetalk.tasks.sandbox import SandboxUnavailableError
+from tersetalk.tasks.sandbox import SandboxFault, SandboxUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ def run(
             def finish(ex: dict, outcome: dict | Exception) -> None:
                 """Keep one example's outcome (on this thread); raise what stops the run."""
                 if isinstance(outcome, Exception):
-                    if not is_transient(outcome):
+                    if not (is_transient(outcome) or isinstance(outcome, SandboxFault)):
                         raise outcome
                     log.error("example %s: %s; not checkpointed, retried on the next run",
                               ex["example_id"], outcome)  # fmt: skip
@@ -355,8 +355,9 @@ def run(
         pub.close()
         first_id, first_cause = failed[0]
         raise RunIncompleteError(
-            f"{len(failed)} of {len(examples)} examples failed because the model server did "
-            f"not answer properly (first: example {first_id}: {first_cause[:600]}). The other "
+            f"{len(failed)} of {len(examples)} examples failed for a passing reason: the "
+            "model server did not answer properly, or the code sandbox could not run "
+            f"(first: example {first_id}: {first_cause[:600]}). The other "
             f"{len(done)} are checkpointed in {ckpt}; run the same command again (or "
             "`snakemake` again) to retry only the failed ones. No run file was written"
         )

@@ -27,10 +27,15 @@ candidate holds no reference to the judge, its reporter or the descriptor the ve
 travels on, and it cannot see the tests. What the candidate can do is answer calls.
 
 ``isolation="process"`` is a weaker fallback a config key may opt into where bubblewrap
-is missing: separate processes, rlimits, an empty environment, a temporary directory,
-the judge split kept, but no namespaces, no read-only file system and no process limit
-for root. It is recorded in every row (``sandbox_isolation``); it is never chosen
-silently: without bubblewrap, :func:`require` stops the run with how to install it.
+is missing, for code you trust: separate processes, rlimits, an empty environment, a
+temporary directory and the judge split kept (so an accident or a lying ``__eq__``
+cannot pass), but no namespaces, no read-only file system, no process limit for root
+and no death with the workflow; code written to attack the host or the judge (through
+``/proc``, say) is not held by it. It is recorded in every row (``sandbox_isolation``);
+it is never chosen silently: without bubblewrap, :func:`require` stops the run with how
+to install it. A failure of the host rather than of the code (no space, no descriptors,
+a judge without a verdict under bubblewrap) raises :class:`SandboxFault`, which the
+runner treats like a server's passing fault: the example is redone on the next run.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from pathlib import Path
 __all__ = [
     "ISOLATIONS",
     "REASONS",
+    "SandboxFault",
     "SandboxLimits",
     "SandboxResult",
     "SandboxUnavailableError",
@@ -75,7 +81,6 @@ REASONS = (
     "cpu_limit",  # RLIMIT_CPU: the kernel's SIGXCPU/SIGKILL
     "memory",  # MemoryError under RLIMIT_AS
     "crash",  # the candidate's process died by a signal or exited without saying how
-    "sandbox_error",  # the sandbox itself could not start (no temp dir, bubblewrap failed)
 )
 
 _BOX_FILES = ("candidate.py", "judge.py", "limits.py", "wire.py")
@@ -91,6 +96,13 @@ class SandboxUnavailableError(RuntimeError):
     """The configured isolation cannot run here; the message says how to fix it."""
 
 
+class SandboxFault(RuntimeError):
+    """The sandbox failed on this host (no temporary folder, no file descriptors, a
+    judge that gave no verdict under bubblewrap), not the code in it: the example is
+    not scored, and the runner leaves it for the next run like a server's passing fault.
+    """
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """The limits of one run; the defaults suit a HumanEval problem (all finish in < 1 s)."""
@@ -101,6 +113,11 @@ class SandboxLimits:
     max_file_mb: int = 16  # any one file (also what it writes to stderr)
     max_open_files: int = 64
     max_reply_kb: int = 1024  # one value the candidate returns
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():  # --size 0 would be an unlimited tmpfs
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"sandbox limit {name} must be a positive number, got {value!r}")
 
     def child(self, nproc: int = 0) -> dict:
         """What the programs inside read (``sandbox_box/limits.py``)."""
@@ -172,6 +189,17 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     return b"".join(struct.pack("HBBI", *op) for op in prog)
 
 
+def _seccomp_fd(program: bytes | None) -> int | None:
+    """A memory file holding ``program`` for bubblewrap's ``--seccomp FD`` (the caller
+    closes it once the child has started)."""
+    if program is None:
+        return None
+    fd = os.memfd_create("tersetalk-seccomp")
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _system_binds() -> list[str]:
     """Read-only views of what an interpreter needs: /usr, the /lib* and /bin links."""
     args = ["--ro-bind", "/usr", "/usr"]
@@ -222,14 +250,19 @@ def bubblewrap_status() -> tuple[str | None, str]:
     if bwrap is None:
         return None, "the `bwrap` command (bubblewrap) is not on PATH"
     box = tempfile.mkdtemp(prefix="tersetalk-probe-")
-    try:
+    sfd = None
+    try:  # the real command, seccomp filter included: a kernel that refuses it fails here
         os.chmod(box, 0o755)
-        cmd = _bwrap_command(bwrap, box, 1, None) + ["-c", "import os; print(os.getuid())"]
-        done = subprocess.run(cmd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        sfd = _seccomp_fd(seccomp_filter())
+        cmd = _bwrap_command(bwrap, box, 1, sfd) + ["-c", "import os; print(os.getuid())"]
+        done = subprocess.run(cmd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL,
+                              pass_fds=() if sfd is None else (sfd,))  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"bubblewrap did not start: {exc}"
     finally:
         shutil.rmtree(box, ignore_errors=True)
+        if sfd is not None:
+            os.close(sfd)
     if done.returncode != 0 or done.stdout.strip() != b"65534":
         err = done.stderr.decode("utf-8", "replace").strip()[-300:]
         return None, f"bubblewrap failed here (exit {done.returncode}): {err}"
@@ -293,11 +326,7 @@ class _Launcher:
                 [*cmd, *args], cwd=work, env=env, pass_fds=fds, start_new_session=True, **io
             )
         bwrap, _ = bubblewrap_status()
-        sfd = None
-        if self.seccomp is not None:
-            sfd = os.memfd_create("tersetalk-seccomp", 0)
-            os.write(sfd, self.seccomp)
-            os.lseek(sfd, 0, os.SEEK_SET)
+        sfd = _seccomp_fd(self.seccomp)
         try:
             cmd = _bwrap_command(bwrap, box, self.limits.disk_mb, sfd)
             cmd += [f"/box/{script}", "/box", limits, *args]
@@ -311,7 +340,8 @@ class _Launcher:
 
 
 def _kill(proc: subprocess.Popen | None) -> None:
-    if proc is None:
+    """Kill ``proc``'s process group, unless it was already reaped (its id may be reused)."""
+    if proc is None or proc.poll() is not None:
         return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -344,7 +374,11 @@ def _signal_reason(returncode: int | None) -> tuple[str, str] | None:
 def _sandboxed(
     isolation: str, limits: SandboxLimits, body: Callable[[_Launcher, str, float], tuple]
 ) -> SandboxResult:
-    """Shared set-up and clean-up: the temporary folder, timing, and start failures."""
+    """Shared set-up and clean-up: the temporary folder, timing, and start failures.
+
+    A failure of the host (an OSError: no space, no descriptors, a process that could
+    not start) raises :class:`SandboxFault`: it says nothing of the code under test.
+    """
     start = time.perf_counter()
     base = None
     try:
@@ -353,8 +387,8 @@ def _sandboxed(
         reason, detail, rc, notes = body(launcher, base, start + limits.timeout_s)
         notes = [*launcher.notes, *notes]
         detail = detail.replace(base, "<sandbox>")
-    except OSError as exc:  # the sandbox could not start: the example fails, the run goes on
-        reason, detail, rc, notes = "sandbox_error", f"{type(exc).__name__}: {exc}", None, []
+    except OSError as exc:
+        raise SandboxFault(f"the sandbox could not run here: {type(exc).__name__}: {exc}") from exc
     finally:
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)
@@ -391,7 +425,6 @@ def run_program(
             try:
                 proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
             except subprocess.TimeoutExpired:
-                _kill(proc)
                 return "timeout", f"wall-clock limit of {limits.timeout_s:g} s", None, []
             finally:
                 _kill(proc)
@@ -454,12 +487,18 @@ def run_check(
             for fd in (j2c_r, j2c_w, c2j_r, c2j_w):
                 if fd >= 0:
                     os.close(fd)
-        try:
-            verdict = json.loads(out.decode("utf-8").splitlines()[-1])
+        try:  # exactly one verdict line from a judge that ended well
+            (line,) = out.decode("utf-8").splitlines()
+            verdict = json.loads(line)
             reason, detail, notes = verdict["reason"], verdict["detail"], verdict["notes"]
-        except (ValueError, IndexError, KeyError, TypeError):
-            jtail = jerr.decode("utf-8", "replace").strip()[-400:]
-            return "sandbox_error", f"the judge gave no verdict: {jtail}", judge.returncode, []
+            if judge.returncode != 0 or reason not in REASONS:
+                raise ValueError(f"judge exit code {judge.returncode}, reason {reason!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            jtail = jerr.decode("utf-8", "replace").strip()[-300:]
+            said = f"the judge gave no clean verdict ({exc}): {jtail}"
+            if launcher.isolation == "bubblewrap":  # the candidate cannot reach the judge
+                raise SandboxFault(said) from None
+            return "error", said, judge.returncode, []  # tampering is possible: never a pass
         ctail = _tail(err_path)
         notes = [*notes, *(ln[6:] for ln in ctail.splitlines() if ln.startswith("note: "))]
         if reason == "crash":
