@@ -528,3 +528,21 @@ def test_a_finished_calls_deadline_does_not_cut_a_later_request_short(server):
     server.modes = ["500"]  # the next request fails once, then succeeds
     assert client.chat(MSGS, GEN).text  # a fresh call has a fresh deadline
     assert client._call_deadline() is None
+
+
+def test_a_server_that_echoes_the_refused_key_does_not_put_it_in_the_message():
+    body = json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}"}}).encode()
+
+    def echo_401(conn):
+        conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+
+    url, srv = _raw_server(echo_401)
+    try:
+        client = _raw_client(url, max_retries=0, api_key=SECRET, api_key_env="TT_KEY")
+        with pytest.raises(ModelAuthError) as info:
+            client.chat(MSGS, GEN)
+    finally:
+        srv.close()
+    assert "TT_KEY" in str(info.value) and "Incorrect API key provided: ***" in str(info.value)
+    assert SECRET not in str(info.value)

@@ -66,10 +66,21 @@ def check_base_url(url: str | None, where: str = "models.base_url") -> None:
 
 
 def refused_key_message(
-    where: str, api_key_env: str | None, status: int, detail: str, example_env: str
+    where: str,
+    api_key_env: str | None,
+    status: int,
+    detail: str,
+    example_env: str,
+    key: str | None = None,
 ) -> str:
     """What to do about a refused key (HTTP 401/403): name the variable it came from, or
-    say that none is set and how to set one (``example_env``, e.g. ``OPENAI_API_KEY``)."""
+    say that none is set and how to set one (``example_env``, e.g. ``OPENAI_API_KEY``).
+
+    The server's own words are quoted with ``key`` masked: some proxies echo the key
+    they refuse, and this message goes to the logs and the terminal.
+    """
+    if key:
+        detail = detail.replace(key, "***")
     said = f"HTTP {status}: {detail[:200]}"
     if api_key_env:
         return (

@@ -113,7 +113,7 @@ class OllamaClient(OpenAICompatClient):
             if exc.status_code in (401, 403):
                 raise ModelAuthError(refused_key_message(
                     f"Ollama at {self.host}", self.api_key_env, exc.status_code, str(exc.error),
-                    "OLLAMA_API_KEY",
+                    "OLLAMA_API_KEY", self._api_key,
                 )) from exc  # fmt: skip
             raise ModelUnavailableError(
                 f"Ollama is not running at {self.host}: start it with `ollama serve` "

@@ -487,7 +487,8 @@ class OpenAICompatClient(ModelClient):
                 )
             if status in (401, 403):  # a wrong key fails every call alike: stop the run
                 return ModelAuthError(refused_key_message(
-                    self._where(), self.api_key_env, status, str(exc.message), "OPENAI_API_KEY"
+                    self._where(), self.api_key_env, status, str(exc.message), "OPENAI_API_KEY",
+                    self._client.api_key,
                 ))  # fmt: skip
             if status >= 500 or status in (408, 429):
                 return _RetryableError(f"HTTP {status}", exc)
