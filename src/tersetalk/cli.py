@@ -143,7 +143,6 @@ def _cmd_sample(args: argparse.Namespace) -> None:
 def _cmd_run(args: argparse.Namespace) -> None:
     from tersetalk.config import ConfigError, load_config, run_spec
     from tersetalk.runner import run
-    from tersetalk.tasks.loading import read_sample
 
     if args.spec_json:
         spec = _spec_from_json(args.spec_json)
@@ -157,9 +156,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
         given = getattr(args, key)
         if given and given != spec[key]:
             raise ConfigError(f"--{key} {given} disagrees with the spec ({spec[key]})")
-    # Before any model loads: a sample of another task would run to the end and write rows
-    # labelled with this task, scored by its scorer (issue 28).
-    read_sample(args.sample, task=spec["task"])
+    # run() reads the sample with task=spec["task"] before any model loads: a sample of
+    # another task would otherwise run to the end with rows labelled with this task
     df = run(spec, args.sample, args.out, limit=args.limit, progress=not args.no_progress,
              events=args.events)  # fmt: skip
     logging.info("wrote %s (%d rows, %d errors)", args.out, len(df), int(df["error"].notna().sum()))
