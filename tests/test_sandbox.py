@@ -542,3 +542,11 @@ def has_close_elements(numbers, threshold):
 """
     r = humaneval.run(tamper, gold, QUICK, isolation="process")
     assert not r.passed, r
+
+
+@needs_bwrap
+def test_tests_that_do_not_load_are_an_error_not_a_fault():
+    r = run_check("def f():\n    return 1\n", "f", "def check(c):\n    assert c( == 1\n", QUICK)
+    assert (r.passed, r.reason) == (False, "error") and "did not load" in r.detail
+    r = run_check("def f():\n    return 1\n", "f", "x = 1\n", QUICK)
+    assert r.reason == "error" and "KeyError" in r.detail

@@ -507,7 +507,8 @@ def run_check(
                 reason, detail = sig
             elif ctail:
                 detail = f"{detail}; stderr: {ctail[-200:]}"
-        return reason, detail, cand.returncode, notes
+        rc = cand.returncode if reason in ("crash", "cpu_limit") else judge.returncode
+        return reason, detail, rc, notes
 
     return _sandboxed(isolation, limits, body)
 

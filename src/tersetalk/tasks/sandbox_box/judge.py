@@ -87,10 +87,14 @@ def main():
     if first != {"ready": True}:
         verdict("error", "candidate: not ready")
     space = {"__name__": "judge"}
-    exec(compile(tests, "tests.py", "exec"), space)
+    try:
+        exec(compile(tests, "tests.py", "exec"), space)
+        check = space["check"]
+    except BaseException as exc:  # noqa: BLE001 - the task's own tests do not load
+        verdict("error", f"the task's tests did not load: {type(exc).__name__}: {exc}")
     space[entry] = candidate  # the prompt's stub must not answer for the candidate
     try:
-        space["check"](candidate)
+        check(candidate)
     except AssertionError as exc:
         verdict("failed", f"AssertionError: {exc}")
     except CandidateGone as exc:
