@@ -133,6 +133,7 @@ FORGERIES = {
         import os, sys
         for root, dirs, files in os.walk("/"):
             if root.startswith(("/proc", "/sys", "/usr", "/dev", sys.base_prefix)):
+                dirs[:] = []  # not below these either
                 continue
             for f in files:
                 try:
@@ -152,7 +153,7 @@ def test_a_wrong_answer_cannot_forge_a_pass(problems, name):
     code = textwrap.dedent(FORGERIES[name]) + WRONG.format(value=value)
     r = humaneval.run(f"```python\n{code}```", gold, QUICK)
     assert not r.passed, (name, r.reason, r.detail)
-    assert r.reason in ("failed", "error", "crash", "timeout"), (r.reason, r.detail)
+    assert r.reason in ("failed", "error", "crash"), (r.reason, r.detail)
     assert "found the tests" not in r.detail
 
 
