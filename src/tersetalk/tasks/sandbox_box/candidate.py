@@ -81,8 +81,9 @@ while True:
         msg = wire.loads_message(line)
         args, kwargs = wire.decode(msg["args"]), wire.decode(msg["kwargs"])
         result = fn(*args, **kwargs)
-        reply = wire.encode(result)
+        reply = wire.dumps_message(ok=wire.encode(result))  # e.g. an int too long to print
     except BaseException as exc:  # noqa: BLE001
         send(**{"raise": _describe(exc)})
     else:
-        send(ok=reply)
+        out.write(reply)
+        out.flush()
