@@ -546,3 +546,43 @@ def test_a_server_that_echoes_the_refused_key_does_not_put_it_in_the_message():
         srv.close()
     assert "TT_KEY" in str(info.value) and "Incorrect API key provided: ***" in str(info.value)
     assert SECRET not in str(info.value)
+
+
+def test_an_escaped_lone_surrogate_in_a_structured_answer_is_replaced_not_cached_as_an_error(
+    tmp_path,
+):
+    content = '{"answer": "Par\\ud800is"}'  # the six characters \ud800, as a model writes them
+
+    def escaped(conn):
+        body = _completion(content)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+
+    url, srv = _raw_server(escaped)
+    try:
+        client = _raw_client(url, max_retries=0, stream=False, structured_format="json_schema")
+        cached = CachedClient(client, tmp_path / "calls")
+        first = cached.structured(MSGS, Answer, GEN)
+        assert first.parsed == {"answer": "Par\ufffdis"}
+        assert first.extra["surrogates_replaced"] == 1
+        assert cached.structured(MSGS, Answer, GEN).cache_hit
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "n"),
+    [
+        ('{"a": "x\\ud800y"}', '{"a": "x\\ufffdy"}', 1),
+        ('{"a": "\\ud83d\\ude00"}', '{"a": "\\ud83d\\ude00"}', 0),  # a pair is one character
+        ('{"a": "\\\\ud800"}', '{"a": "\\\\ud800"}', 0),  # an escaped backslash, then text
+        ('{"a": "\\\\\\ud800"}', '{"a": "\\\\\\ufffd"}', 1),
+        ('{"a": "\\udc00\\ud800"}', '{"a": "\\ufffd\\ufffd"}', 2),  # halves in the wrong order
+        ('{"a": "\\u00e9"}', '{"a": "\\u00e9"}', 0),
+    ],
+)
+def test_escaped_lone_surrogates_are_found_by_reading_escapes_in_order(text, expected, n):
+    from tersetalk.models._common import replace_escaped_lone_surrogates
+
+    assert replace_escaped_lone_surrogates(text) == (expected, n)
+    json.loads(expected)

@@ -17,6 +17,7 @@ from .base import ModelCallError, ModelError, StructuredOutputError
 __all__ = [
     "REPLACEMENT_CHAR",
     "StructuredOutcome",
+    "replace_escaped_lone_surrogates",
     "replace_lone_surrogates",
     "run_instructor",
     "stream_timing",
@@ -27,6 +28,8 @@ __all__ = [
 REPLACEMENT_CHAR = "\ufffd"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: one JSON escape: ``\\uXXXX`` (group 1) or a backslash and any other character
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.S)
 
 
 def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
@@ -204,3 +207,37 @@ def run_instructor(
     if not responses:
         raise ModelCallError(f"{where}: Instructor returned without calling the model")
     return StructuredOutcome(obj=obj, text=_content(responses[-1]), responses=responses)
+
+
+def replace_escaped_lone_surrogates(text: str) -> tuple[str, int]:
+    """JSON ``text`` with every escaped lone surrogate (``\\ud800`` as six characters, not
+    followed or preceded by its other half) written ``\\ufffd`` instead, and how many.
+
+    Why: a structured answer is JSON text the model wrote; pydantic's JSON parser
+    refuses an escaped lone surrogate ("unexpected end of hex escape"), so the answer
+    would fail as schema-invalid and be cached as the model's error, although the same
+    text with a raw surrogate is repaired by :func:`replace_lone_surrogates`. Escapes
+    are read left to right, so an escaped backslash (``\\\\ud800``) is not taken for one.
+    """
+    if "\\u" not in text:
+        return text, 0
+    escapes = [m for m in _JSON_ESCAPE.finditer(text) if m.group(1)]
+    parts: list[str] = []
+    last = n = i = 0
+    while i < len(escapes):
+        m = escapes[i]
+        cp = int(m.group(1), 16)
+        nxt = escapes[i + 1] if i + 1 < len(escapes) else None
+        if (
+            0xD800 <= cp <= 0xDBFF
+            and nxt is not None
+            and nxt.start() == m.end()
+            and (0xDC00 <= int(nxt.group(1), 16) <= 0xDFFF)
+        ):
+            i += 2  # a pair: one character
+            continue
+        if 0xD800 <= cp <= 0xDFFF:
+            parts += [text[last : m.start()], "\\ufffd"]
+            last, n = m.end(), n + 1
+        i += 1
+    return ("".join([*parts, text[last:]]), n) if n else (text, 0)

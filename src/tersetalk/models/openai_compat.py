@@ -62,7 +62,13 @@ from typing import Any, Literal
 
 import pydantic
 
-from ._common import replace_lone_surrogates, run_instructor, stream_timing, usage_of
+from ._common import (
+    replace_escaped_lone_surrogates,
+    replace_lone_surrogates,
+    run_instructor,
+    stream_timing,
+    usage_of,
+)
 from .base import (
     CallResult,
     GenerationConfig,
@@ -749,7 +755,10 @@ class OpenAICompatClient(ModelClient):
             message = resp.choices[0].message
             if message.content:  # before Instructor parses it: its JSON parser refuses them
                 message.content, n = replace_lone_surrogates(message.content)
-                self._per_thread.surrogates = getattr(self._per_thread, "surrogates", 0) + n
+                message.content, n_escaped = replace_escaped_lone_surrogates(message.content)
+                self._per_thread.surrogates = (
+                    getattr(self._per_thread, "surrogates", 0) + n + n_escaped
+                )
             return resp
 
         max_tokens = int(kwargs.get("max_tokens") or 1)
