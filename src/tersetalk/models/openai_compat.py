@@ -822,7 +822,8 @@ class OpenAICompatClient(ModelClient):
             )
         total = time.perf_counter() - t0
         prompt_tokens, completion_tokens = outcome.usage()
-        # most were replaced in send(), before parsing; the rest came JSON-escaped
+        # replaced in send() before parsing (raw and escaped); kept here as the backstop
+        # for text that reached the result another way (a re-ask, a tool call)
         text, n_text = replace_lone_surrogates(outcome.text)
         parsed, n_parsed = replace_lone_surrogates(outcome.obj.model_dump(mode="json"))
         n_replaced = self._per_thread.surrogates + n_text + n_parsed
