@@ -18,8 +18,8 @@ from dashboard_support import (
 
 from tersetalk.dashboard.app import DashboardSettings, create_app
 from tersetalk.dashboard.live import LiveMediator
-from tersetalk.dashboard.publish import RunPublisher
 from tersetalk.dashboard.results import PathRefused, safe_path
+from tersetalk.events import RunPublisher
 
 
 @pytest.fixture(scope="module")

@@ -225,7 +225,7 @@ def test_results_browser_shows_two_systems_side_by_side(page, offline_server):
 
 def test_workflow_view_follows_a_run_and_fits_a_narrow_window(browser, site, tmp_path):
     from tersetalk.dashboard.live import LiveMediator
-    from tersetalk.dashboard.publish import RunPublisher
+    from tersetalk.events import RunPublisher
 
     attach = tmp_path / "attached"
     pub = RunPublisher(

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tersetalk import events as publish
 from tersetalk.config import run_spec, validate_config
-from tersetalk.dashboard import publish
-from tersetalk.dashboard.publish import RunPublisher, events_path, publishing
 from tersetalk.dashboard.tail import EventTailer
+from tersetalk.events import RunPublisher, events_path, publishing
 from tersetalk.models import ScriptedClient, TransientModelError
 from tersetalk.records import deterministic_columns
 from tersetalk.runner import RunIncompleteError, run
@@ -107,9 +107,9 @@ def test_an_unwritable_sink_is_disabled_with_one_warning(spec, sample_path, tmp_
     )
     out = tmp_path / "blocked.parquet"
     events_path(out).mkdir()  # a folder where the event file should go: open() fails
-    with caplog.at_level(logging.WARNING, logger="tersetalk.dashboard.publish"):
+    with caplog.at_level(logging.WARNING, logger="tersetalk.events"):
         df = run(spec, sample_path, out, client=ScriptedClient(answer), progress=False, events=True)
-    warnings = [r for r in caplog.records if r.name == "tersetalk.dashboard.publish"]
+    warnings = [r for r in caplog.records if r.name == "tersetalk.events"]
     assert len(warnings) == 1 and "run events disabled" in warnings[0].getMessage()
     cols = [c for c in deterministic_columns(df) if c != "spec_hash"]
     assert df[cols].equals(plain[cols])
@@ -138,7 +138,7 @@ def test_a_sink_failing_mid_run_stops_publishing_not_the_run(
 
     monkeypatch.setattr(publish, "open", DiesAfter, raising=False)
     out = tmp_path / "full.parquet"
-    with caplog.at_level(logging.WARNING, logger="tersetalk.dashboard.publish"):
+    with caplog.at_level(logging.WARNING, logger="tersetalk.events"):
         df = run(spec, sample_path, out, client=ScriptedClient(answer), progress=False, events=True)
     assert len(df) == 3 and df["error"].isna().all()
     assert len([r for r in caplog.records if "run events disabled" in r.getMessage()]) == 1

@@ -24,9 +24,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from tersetalk.dashboard.app import DashboardSettings, create_app
 from tersetalk.dashboard.live import LiveMediator
-from tersetalk.dashboard.publish import MAX_FIELD_CHARS, RunPublisher
 from tersetalk.dashboard.results import ResultsIndex
 from tersetalk.dashboard.tail import EventTailer
+from tersetalk.events import MAX_FIELD_CHARS, RunPublisher
 
 STATIC = REPO / "src" / "tersetalk" / "dashboard" / "static"
 RUN = "runs/hotpotqa/freeform/default.parquet"

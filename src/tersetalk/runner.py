@@ -51,7 +51,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.config import ConfigError, spec_hash
-from tersetalk.dashboard.publish import open_publisher, publishing
+from tersetalk.events import open_publisher, publishing
 from tersetalk.inflight import InFlight
 from tersetalk.io import run_metadata, write_parquet_atomic
 from tersetalk.models import (
@@ -239,7 +239,7 @@ def run(
 
     ``events`` publishes progress to ``<out>.events.jsonl`` for ``tersetalk dashboard
     --attach`` (None: the ``TERSETALK_EVENTS`` default, on); see
-    :mod:`tersetalk.dashboard.publish`. Publishing never fails a run.
+    :mod:`tersetalk.events`. Publishing never fails a run.
     """
     out = Path(out)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tersetalk.dashboard.publish import on_message_sent
+from tersetalk.events import on_message_sent
 from tersetalk.models import CallResult, GenerationConfig, ModelClient
 from tersetalk.models.base import StructuredOutputError
 from tersetalk.tokens import count_tokens

@@ -58,7 +58,7 @@ def _timed_run(spec: dict, sample: Path, out: Path, client, limit: int | None, e
 
 def _hook_costs(repeats: int, seed: int, workdir: Path) -> list[dict]:
     """Nanoseconds per call of the message hook, off and on (a real file sink)."""
-    from tersetalk.dashboard.publish import RunPublisher, on_message_sent, publishing
+    from tersetalk.events import RunPublisher, on_message_sent, publishing
 
     pub = RunPublisher(workdir / "hook.events.jsonl", task="t", system="s", variant="v")
     pub.run_started(n_examples=1)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tersetalk.dashboard.publish import EVENTS_SUFFIX
+from tersetalk.events import EVENTS_SUFFIX
 
 __all__ = ["EventTailer", "RunState"]
 

@@ -1,5 +1,9 @@
 """Progress events of a run, appended as JSON lines beside the run's output file.
 
+A core service (standard library only): the runner, the dialogue engine and the
+mediator write through it; the dashboard (:mod:`tersetalk.dashboard.tail`) only
+reads what it writes.
+
 Why a file and not an in-memory bus: Snakemake runs every (task, system, variant)
 as its own process, so nothing in memory can reach a dashboard started elsewhere
 (or later). Each run appends one JSON object per line to
