@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from tersetalk.mediator.errors import JudgeError, MediatorConfigError
 from tersetalk.mediator.keys import SemanticKey, render_keys
+from tersetalk.models.embedding import LazyEmbedder
 
 __all__ = [
     "EmbeddingJudge",
@@ -213,16 +214,12 @@ class EmbeddingJudge(Judge):
         if not 0.0 <= threshold <= 1.0:
             raise MediatorConfigError(f"judge.threshold must be in [0, 1], got {threshold}")
         self.threshold = threshold
-        self._embedder = embedder
-        self._model_path = model_path
+        self._embedder = LazyEmbedder(model_path, embedder)
 
     @property
     def embedder(self):
-        if self._embedder is None:
-            from tersetalk.metrics.embedding import Embedder
-
-            self._embedder = Embedder(self._model_path)
-        return self._embedder
+        """MiniLM, loaded on first use (a load failure surfaces in :meth:`evaluate`)."""
+        return self._embedder.get()
 
     def evaluate(self, original: str, keys: list[SemanticKey]) -> JudgeResult:
         issues, critical = fidelity_issues(original, keys)

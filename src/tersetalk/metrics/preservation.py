@@ -18,7 +18,7 @@ import re
 from functools import lru_cache
 
 import tersetalk.tasks.registry as _registry
-from tersetalk.metrics.embedding import minilm_path
+from tersetalk.models.embedding import minilm_path
 from tersetalk.tasks.scoring import normalize_answer
 
 log = logging.getLogger(__name__)

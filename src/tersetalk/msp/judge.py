@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tersetalk.models.embedding import LazyEmbedder
 from tersetalk.msp.errors import JudgeError, MSPConfigError
 from tersetalk.msp.schema import INTENTS, MinimalSignal, MSPJudgeResult
 
@@ -93,19 +94,15 @@ class SemanticJudge:
         if not 0.0 <= threshold <= 1.0:
             raise MSPConfigError(f"judge threshold must be in [0, 1], got {threshold}")
         self.threshold = threshold
-        self._embedder = embedder
-        self._model_path = model_path
+        self._embedder = LazyEmbedder(model_path, embedder)
 
     @property
     def embedder(self):
-        if self._embedder is None:
-            from tersetalk.metrics.embedding import Embedder
-
-            try:
-                self._embedder = Embedder(self._model_path)
-            except Exception as exc:  # noqa: BLE001 - the design's message, with the cause
-                raise JudgeError(f"Sentence transformer model not available: {exc}") from exc
-        return self._embedder
+        """MiniLM, loaded on first use; a load failure is the design's :class:`JudgeError`."""
+        try:
+            return self._embedder.get()
+        except Exception as exc:  # noqa: BLE001 - the design's message, with the cause
+            raise JudgeError(f"Sentence transformer model not available: {exc}") from exc
 
     def score(self, similarity: float, found: Mentions | None = None) -> MSPJudgeResult:
         """The verdict for a raw similarity (clamped into [0, 1]) and, when checked, the

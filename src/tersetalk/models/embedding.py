@@ -1,8 +1,10 @@
 """Sentence embeddings with the local all-MiniLM-L6-v2 (shipped in a wheel, offline).
 
-Shared by the mediator's embedding judge, MSP's semantic judge and semantic
-preservation (BERTScore, :mod:`tersetalk.metrics.preservation`, finds the model with
-:func:`minilm_path`). The model is loaded once per (folder, process) and kept;
+A model backend, so it lives beside the chat backends: the mediator's embedding
+judge and MSP's semantic judge both hold a :class:`LazyEmbedder` (the model is
+loaded on the first similarity asked for, not when a judge is built), and semantic
+preservation (BERTScore, :mod:`tersetalk.metrics.preservation`) finds the model
+with :func:`minilm_path`. The model is loaded once per (folder, process) and kept;
 cosine similarity is computed on normalised embeddings and rounded, so records stay
 comparable across runs.
 """
@@ -14,7 +16,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["Embedder", "EmbeddingUnavailableError", "minilm_path"]
+__all__ = ["Embedder", "EmbeddingUnavailableError", "LazyEmbedder", "minilm_path"]
 
 
 class EmbeddingUnavailableError(RuntimeError):
@@ -66,3 +68,28 @@ class Embedder:
         emb = self.model.encode([a, b], normalize_embeddings=True, convert_to_numpy=True,
                                 show_progress_bar=False)  # fmt: skip
         return round(float((emb[0] * emb[1]).sum()), 6)
+
+
+class LazyEmbedder:
+    """An :class:`Embedder` built on first use (or the one given, e.g. a test double).
+
+    Why lazy: a judge is built with its system, before any example runs, and most
+    runs (every system but ``mediator`` and ``msp`` with a judge on) never ask for a
+    similarity; loading sentence-transformers and MiniLM costs seconds. A failed
+    load raises :class:`EmbeddingUnavailableError` (or the loader's error) at each
+    :meth:`get` until one succeeds; the caller words it for its own errors.
+    """
+
+    def __init__(self, model_path: str | Path | None = None, embedder=None) -> None:
+        self.model_path = model_path
+        self._embedder = embedder
+
+    def get(self):
+        """The embedder, loading it now if this is the first use."""
+        if self._embedder is None:
+            self._embedder = Embedder(self.model_path)
+        return self._embedder
+
+    def similarity(self, a: str, b: str) -> float:
+        """:meth:`Embedder.similarity` of the (now loaded) embedder."""
+        return self.get().similarity(a, b)
