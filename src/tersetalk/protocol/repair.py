@@ -57,6 +57,20 @@ _PARTIAL_U_ESCAPE_RE = re.compile(r"\\u[0-9a-fA-F]{0,3}$")
 _KEY_VALUE_RE = re.compile(r"^([A-Za-z][A-Za-z _-]{0,30}?)(?:\s+\d{1,3})?\s*:\s*(\S.*)$", re.S)
 _QUESTION_FOR_RE = re.compile(r"^question\s+(?:for|to)\s+(?:the\s+)?([a-z]+)$")
 
+# The one JSON string scanner: a string runs from its quote to the next quote that no
+# backslash escapes, or to the end of the text (unterminated; ``close`` then holds a
+# trailing lone backslash, the start of an escape cut off, or nothing). Outside strings
+# a quote always opens one, so the strings of a text are its successive matches.
+# Possessive quantifiers: linear time on any input.
+_ESCAPE = r"(\\.)"  # a backslash and the character it escapes, whatever it is
+_STRING = rf'"(?:[^"\\]++|{_ESCAPE})*+(?P<close>"|\\?)'
+_JSON_STRING_RE = re.compile(_STRING, re.S)
+#: one bracket outside strings, or a run of strings and other text between brackets
+#: (``close`` is then its last string's: only the text's last string can be open)
+_JSON_TOKEN_RE = re.compile(rf'[\[\]{{}}]|(?:{_STRING}|[^\[\]{{}}"]++)++', re.S)
+_ESCAPE_RE = re.compile(_ESCAPE, re.S)
+_CONTROL_ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)}
+
 _OK, _INCOMPLETE, _INVALID = "ok", "incomplete", "invalid"
 _NONE: Any = object()
 _MAX_LITERAL_CHARS = 20_000
@@ -145,23 +159,18 @@ def _complete(text: str) -> Any:
     """Close an unterminated string and open brackets; the value, or ``_NONE``."""
     stack: list[str] = []
     in_str = escaped = False
-    for ch in text:
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
+    for token in _JSON_TOKEN_RE.finditer(text):
+        ch = token.group()
+        if ch in ("[", "{"):
             stack.append("]" if ch == "[" else "}")
             if len(stack) > MAX_DEPTH:
                 return _NONE  # too deep to close (its parse would be refused anyway)
-        elif ch in "]}":
+        elif ch in ("]", "}"):
             if not stack or stack.pop() != ch:
                 return _NONE
+        else:
+            close = token.group("close")
+            in_str, escaped = close not in (None, '"'), close == "\\"
     if not stack and not in_str:
         return _NONE
     out = text
@@ -184,23 +193,15 @@ def _escape_controls(text: str) -> str:
     """Escape raw control characters that sit inside JSON strings."""
     if not _CONTROL_RE.search(text):
         return text
-    out: list[str] = []
-    in_str = escaped = False
-    for ch in text:
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-            elif ord(ch) < 0x20:
-                out.append(f"\\u{ord(ch):04x}")
-                continue
-        elif ch == '"':
-            in_str = True
-        out.append(ch)
-    return "".join(out)
+    return _JSON_STRING_RE.sub(_escape_string_controls, text)
+
+
+def _escape_string_controls(string: re.Match[str]) -> str:
+    """One string's raw control characters as ``\\u00XX``; its escapes kept as they are
+    (a control character after a backslash too: that is invalid JSON, left so)."""
+    parts = _ESCAPE_RE.split(string.group())  # text, escape, text, ..., text
+    parts[::2] = [part.translate(_CONTROL_ESCAPES) for part in parts[::2]]
+    return "".join(parts)
 
 
 def _from_python(value: Any) -> Any:
