@@ -5,6 +5,7 @@ import pandas as pd
 from tersetalk.agents.topology import STAR
 from tersetalk.metrics.summary import aggregate, run_metrics
 from tersetalk.records import build_record, records_frame
+from tersetalk.systems import pooled_rates
 
 DIRECTIONS = STAR.layout.directions
 STAR_OUTCOME = {"verdict": "accept", "verdict_explicit": True, "revisions": 0}
@@ -49,12 +50,16 @@ def test_protocol_rates_are_pooled_and_absent_counters_are_nan(tmp_path):
         _rec(0, "a", "a", counters={"overflow_total": 1, "lines_total": 4}, system="tersetalk"),
         _rec(1, "a", "a", counters={"overflow_total": 0, "lines_total": 6}, system="tersetalk"),
     ])  # fmt: skip
-    m = run_metrics(df).iloc[0]
+    # the rates come in as data: `tersetalk score` looks them up in the system registry
+    rates = pooled_rates("tersetalk")
+    m = run_metrics(df, rates=rates).iloc[0]
     assert m["overflow_rate"] == 0.1 and m["c_lines_total_mean"] == 5
-    plain = run_metrics(star_frame([_rec(0, "a", "a")])).iloc[0]
+    assert "overflow_rate" not in run_metrics(df).columns  # none given, none pooled
+    plain = run_metrics(star_frame([_rec(0, "a", "a")]), rates=pooled_rates("freeform")).iloc[0]
     assert "overflow_rate" not in plain.index
     paths = []
-    for i, frame in enumerate([run_metrics(df), run_metrics(star_frame([_rec(0, "a", "b")]))]):
+    frames = [run_metrics(df, rates=rates), run_metrics(star_frame([_rec(0, "a", "b")]))]
+    for i, frame in enumerate(frames):
         p = tmp_path / f"{i}.parquet"
         frame.to_parquet(p)
         paths.append(p)
@@ -181,3 +186,19 @@ def test_summary_means_tokens_per_direction_under_every_tokenizer():
             assert m[f"tokens_{d}_{t}_mean"] == pr[f"tokens_{d}_{t}"].iloc[0]
         assert m[f"tokens_{d}_cl100k_mean"] == m[f"tokens_{d}_mean"]
     assert m["tokens_M_W_model_mean"] == 33 and m["tokens_W_M_o200k_mean"] == 24
+
+
+def test_score_command_pools_the_rates_the_runs_system_declares(tmp_path):
+    """`tersetalk score` reads the registry (the CLI is the top floor) and passes the rates
+    down, so metrics/summary never imports the systems."""
+    from tersetalk.cli import main
+
+    run = star_frame([
+        _rec(0, "a", "a", counters={"overflow_total": 1, "lines_total": 4}, system="tersetalk"),
+        _rec(1, "a", "a", counters={"overflow_total": 0, "lines_total": 6}, system="tersetalk"),
+    ])  # fmt: skip
+    run.to_parquet(tmp_path / "run.parquet")
+    assert main(["score", "--run", str(tmp_path / "run.parquet"),
+                 "--out", str(tmp_path / "score.parquet")]) == 0  # fmt: skip
+    m = pd.read_parquet(tmp_path / "score.parquet").iloc[0]
+    assert m["overflow_rate"] == 0.1

@@ -10,6 +10,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from tersetalk.plots import figures  # noqa: E402
+from tersetalk.systems import ablation_axis  # noqa: E402
 
 
 def _summary() -> pd.DataFrame:
@@ -38,9 +39,11 @@ def test_ablation_figure(tmp_path, monkeypatch, setting, n_axes):
 
     monkeypatch.setattr(figures, "save_figure", spy)
     values = {"caps_baseline": "schema", "enforce_json": "json", "enforce_posthoc": "posthoc"}
+    axis = ablation_axis("tersetalk", setting)  # what `tersetalk plot-ablation` passes in
     paths = figures.ablation(
-        _summary(), "tersetalk", list(values), setting, values, tmp_path / "abl"
-    )
+        _summary(), "tersetalk", list(values), setting, values, tmp_path / "abl",
+        axis_label=axis.label, axis_panels=axis.panels,
+    )  # fmt: skip
     assert sorted(p.suffix for p in paths) == [".pdf", ".png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     assert len(seen["axes"]) == n_axes

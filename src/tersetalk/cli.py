@@ -167,6 +167,7 @@ def _cmd_score(args: argparse.Namespace) -> None:
     from tersetalk.io import read_parquet, write_parquet_atomic
     from tersetalk.metrics.per_record import per_record_metrics
     from tersetalk.metrics.summary import run_metrics
+    from tersetalk.systems import pooled_rates
     from tersetalk.tasks.loading import read_sample
 
     run = read_parquet(args.run, "run")
@@ -177,7 +178,9 @@ def _cmd_score(args: argparse.Namespace) -> None:
         per_record = per_record_metrics(run, reference, samples)
         if args.out_records:
             write_parquet_atomic(per_record, Path(args.out_records))
-    metrics = run_metrics(run, per_record)
+    # the pooled rates the run's system declares: the top floor reads the registry
+    rates = pooled_rates(str(run["system"].iloc[0])) if len(run) else {}
+    metrics = run_metrics(run, per_record, rates)
     write_parquet_atomic(metrics, Path(args.out))
     logging.info("%s", metrics.iloc[0][["task", "system", "variant", "n", "accuracy"]].to_dict())
 
@@ -256,11 +259,14 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 def _cmd_plot_ablation(args: argparse.Namespace) -> None:
     from tersetalk.metrics.summary import aggregate
     from tersetalk.plots.figures import ablation
+    from tersetalk.systems import ablation_axis
 
     values = _json_option(args.values, "--values", dict, "'{\"caps_small\": 16}'")
+    summary = aggregate(args.scores)
+    axis = ablation_axis(args.system, args.setting)  # how the system draws this setting
     paths = ablation(
-        aggregate(args.scores), args.system, args.variants.split(","), args.setting, values,
-        args.out_stem,
+        summary, args.system, args.variants.split(","), args.setting, values, args.out_stem,
+        axis_label=axis.label, axis_panels=axis.panels,
     )  # fmt: skip
     logging.info("wrote %s", ", ".join(map(str, paths)))
 

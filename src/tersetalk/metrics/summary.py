@@ -13,6 +13,7 @@ Usage (the backend's own token counts) can be unknown for an example; see
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
@@ -46,11 +47,18 @@ MEAN_COLUMNS = (
 )
 
 
-def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.DataFrame:
+def run_metrics(
+    df: pd.DataFrame,
+    per_record: pd.DataFrame | None = None,
+    rates: Mapping[str, tuple[str, str]] | None = None,
+) -> pd.DataFrame:
     """One row of metrics for one (task, system, variant) run.
 
     ``per_record`` (from :func:`per_record_metrics`) adds the paired and
     preservation metrics; answered examples only, like the token means.
+    ``rates`` are the pooled rates the run's system declares (see
+    :func:`protocol_rates`); the caller looks them up (``tersetalk score`` asks
+    the system registry), so this module needs no system.
     """
     if df.empty:
         raise ValueError("run file has no records")
@@ -103,7 +111,7 @@ def run_metrics(df: pd.DataFrame, per_record: pd.DataFrame | None = None) -> pd.
     row["t_ttft_mean_s"] = float(df["t_ttft_mean_s"].mean())
     row["t_itl_mean_s"] = float(df["t_itl_mean_s"].mean())
     row["tokens_per_s"] = usage["tokens_per_s"]
-    row.update(protocol_rates(ok, first["system"]))
+    row.update(protocol_rates(ok, rates or {}))
     row.update(lingua_rate_distribution(ok))
     if per_record is not None:
         pr = per_record[per_record["error"].isna()]
@@ -161,19 +169,18 @@ def usage_summary(df: pd.DataFrame) -> dict[str, float | int | str]:
     return out
 
 
-def protocol_rates(ok: pd.DataFrame, system: str) -> dict[str, float]:
+def protocol_rates(ok: pd.DataFrame, rates: Mapping[str, tuple[str, str]]) -> dict[str, float]:
     """Means of every numeric protocol counter (``c_*``) and the system's pooled rates.
 
-    The rates are the ones the system declares (``systems.register(rates=...)``).
-    Systems without a counter simply lack its column; the summary then has NaN
-    there rather than a made-up zero.
+    ``rates`` (``rate name: (numerator counter, denominator counter)``) are the ones
+    the system declares (``systems.register(rates=...)``, read with
+    ``systems.pooled_rates``), passed in as data. Systems without a counter simply
+    lack its column; the summary then has NaN there rather than a made-up zero.
     """
-    from tersetalk.systems import pooled_rates
-
     out: dict[str, float] = {}
     for col in sorted(c for c in ok.columns if c.startswith("c_")):
         out[f"{col}_mean"] = float(pd.to_numeric(ok[col]).mean())
-    for name, (num, den) in pooled_rates(system).items():
+    for name, (num, den) in rates.items():
         if f"c_{num}" in ok.columns and f"c_{den}" in ok.columns:
             total = float(ok[f"c_{den}"].sum())
             out[name] = float(ok[f"c_{num}"].sum()) / total if total else float("nan")

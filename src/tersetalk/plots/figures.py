@@ -6,6 +6,7 @@ and says in its title which model produced it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -249,16 +250,18 @@ def ablation(
     setting: str,
     values: dict[str, object],
     out_stem: str | Path,
+    axis_label: str | None = None,
+    axis_panels: Sequence[str] = (),
 ) -> list[Path]:
     """Tokens and accuracy against one setting, plus the panels the system's axis adds;
     accuracy against overflow rate when the runs overflow.
 
     The system declares how its setting is drawn (``systems.register(ablation=...)``):
-    the axis label and extra summary columns (e.g. the enforcement mode's compliance).
+    the x axis' label ``axis_label`` (default: the setting's name) and extra summary
+    columns ``axis_panels`` (e.g. the enforcement mode's compliance). The caller passes them in
+    (``tersetalk plot-ablation`` reads ``systems.ablation_axis``), so this module
+    needs no system.
     """
-    from tersetalk.systems import ablation_axis
-
-    axis = ablation_axis(system, setting)
     _theme()
     sub = summary[(summary["system"] == system) & summary["variant"].isin(variants)].copy()
     if sub.empty:
@@ -268,7 +271,7 @@ def ablation(
     numeric = all(isinstance(v, int | float) for v in order)
     sub = sub.sort_values("value" if numeric else "variant")
     panels = ["tokens_total_cl100k_mean", "accuracy"]
-    panels += [p for p in axis.panels if p in sub]
+    panels += [p for p in axis_panels if p in sub]
     if "overflow_rate" in sub and sub["overflow_rate"].notna().any():
         panels.append("overflow")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0), squeeze=False)
@@ -298,7 +301,7 @@ def ablation(
             fmt = "%.0f" if panel.startswith("tokens") else "%.2f"
             for bars in ax.containers:  # a value of 0 stays readable as a number
                 ax.bar_label(bars, fmt=fmt, fontsize=8, padding=2)
-        ax.set_xlabel(axis.label or setting)
+        ax.set_xlabel(axis_label or setting)
         if panel.startswith("tokens"):
             ax.set_ylabel("tokens per example")
         elif panel.startswith("compliance"):
