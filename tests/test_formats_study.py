@@ -179,7 +179,7 @@ def test_cli_and_figures(tmp_path):
         }
     )
     comp.to_parquet(out / "comprehension.parquet")
-    from tersetalk.plots.formats import main as plots
+    from tersetalk.formats.plot import main as plots
 
     figs, tabs = tmp_path / "figures", tmp_path / "tables"
     assert (

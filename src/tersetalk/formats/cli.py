@@ -168,7 +168,7 @@ def _cmd_paired(args: argparse.Namespace) -> None:
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
-    from tersetalk.plots.formats import run
+    from tersetalk.formats.plot import run
 
     raise SystemExit(run(args))
 
@@ -245,7 +245,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_cmd_savings)
 
     from tersetalk.formats import experiments
-    from tersetalk.plots import formats as plots
+    from tersetalk.formats import plot as plots
 
     x = fs.add_parser(
         "experiment", help="one experiment of the format study", description=experiments.DESCRIPTION

@@ -11,7 +11,10 @@ file, and is one rule of ``workflow/rules/formats.smk``:
 - ``dedup``: a seeded replay of repeated tool calls through the L0 cache: hit rate
   and the dedup / encoder / combined savings against each baseline.
 
-Run one with ``tersetalk formats experiment <name> --out FILE``.
+Run one with ``tersetalk formats experiment <name> --out FILE``. The study's tables
+(savings by shape, the knapsack and dedup summaries, comprehension per encoder) are
+computed here too, from those files (:func:`summary_tables`); ``tersetalk formats
+plot`` (:mod:`tersetalk.formats.plot`) writes them and draws the figures.
 """
 
 from __future__ import annotations
@@ -107,6 +110,11 @@ def savings_by_shape(df: pd.DataFrame, tokenizer: str = "o200k_base") -> pd.Data
     out["savings_vs_json_compact_pct"] = 100 * (1 - out["tokens"] / out["json_compact"])
     out["tokenizer"] = tokenizer
     return out
+
+
+def savings_tables(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`savings_by_shape` under every tokenizer of the savings run, stacked."""
+    return pd.concat([savings_by_shape(df, t) for t in sorted(df["tokenizer"].unique())])
 
 
 def knapsack(
@@ -291,6 +299,91 @@ def _probe(payload):
 
 
 EXPERIMENTS = {"savings": savings, "knapsack": knapsack, "dedup": dedup_replay}
+
+
+def knapsack_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean value kept and tokens per (budget, method); the greedy's gap to exact."""
+    s = df.groupby(["tokenizer", "budget_fraction", "method"], as_index=False).agg(
+        n=("item_id", "size"),
+        value_share=("value_share", "mean"),
+        tokens=("tokens", "mean"),
+        infeasible=("error", lambda e: int(e.notna().sum())),
+        t_solve_s_median=("t_solve_s", "median"),
+    )
+    exact = df[df["method"] == "exact"].set_index(["item_id", "budget_fraction"])["value_share"]
+    gaps = []
+    for m in ("greedy", "binary"):
+        other = df[df["method"] == m].set_index(["item_id", "budget_fraction"])["value_share"]
+        gap = (exact - other).groupby(level="budget_fraction").agg(["mean", "max"])
+        gap["method"] = m
+        gaps.append(gap.reset_index())
+    g = pd.concat(gaps).rename(columns={"mean": "gap_to_exact_mean", "max": "gap_to_exact_max"})
+    return s.merge(g, on=["budget_fraction", "method"], how="left")
+
+
+def dedup_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per encoder and baseline: hit rate and the dedup / encoder / combined savings (%).
+
+    ``dedup_savings_pct``: tokens the reference hints saved, over the baseline's tokens
+    for every call; ``encoder_savings_pct``: the encoder against the baseline on the
+    calls that missed the cache; ``combined_savings_pct``: everything the encoder with
+    L0 dedup sent, against the baseline sending every call in full.
+    """
+    rows = []
+    for base in BASELINES:
+        b = df[df["encoder"] == base].set_index(["session", "call"])
+        for enc, e in df.groupby("encoder"):
+            e = e.set_index(["session", "call"])
+            base_all = b["tokens_full"].sum()
+            miss = ~e["hit"]
+            rows.append(
+                {
+                    "encoder": enc,
+                    "baseline": base,
+                    "tokenizer": e["tokenizer"].iloc[0],
+                    "calls": len(e),
+                    "hit_rate": e["hit"].mean(),
+                    "dedup_savings_pct": 100
+                    * (e.loc[~miss, "tokens_full"] - e.loc[~miss, "tokens_sent"]).sum()
+                    / e["tokens_full"].sum(),
+                    "encoder_savings_pct": 100
+                    * (1 - e.loc[miss, "tokens_full"].sum() / b.loc[miss, "tokens_full"].sum()),
+                    "combined_savings_pct": 100 * (1 - e["tokens_sent"].sum() / base_all),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def comprehension_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy and mean payload tokens per encoder; paired difference to compact JSON."""
+    s = df.groupby("encoder", as_index=False).agg(
+        n_questions=("qid", "size"),
+        accuracy=("correct", "mean"),
+        payload_tokens_mean=("payload_tokens", "mean"),
+        errors=("error", lambda e: int(e.notna().sum())),
+    )
+    s["tokenizer"] = df["tokenizer"].iloc[0]
+    ref = df[df["encoder"] == "json_compact"].set_index("qid")["correct"].astype(float)
+    diffs = {}
+    for enc, g in df.groupby("encoder"):
+        d = g.set_index("qid")["correct"].astype(float) - ref
+        diffs[enc] = 100 * d.mean()
+    s["accuracy_minus_json_compact_pts"] = s["encoder"].map(diffs)
+    return s
+
+
+def summary_tables(
+    savings: pd.DataFrame, knapsack: pd.DataFrame, dedup: pd.DataFrame, comprehension: pd.DataFrame
+) -> dict[str, pd.DataFrame]:
+    """The study's tables, by CSV name (``results/formats/<name>.csv``), from the four
+    experiments' rows: computed here, beside the experiments, once; the plot draws from
+    them (:mod:`tersetalk.formats.plot`)."""
+    return {
+        "savings_by_shape": savings_tables(savings),
+        "knapsack_summary": knapsack_summary(knapsack),
+        "dedup_summary": dedup_summary(dedup),
+        "comprehension_summary": comprehension_summary(comprehension),
+    }
 
 
 DESCRIPTION = (

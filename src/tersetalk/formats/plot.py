@@ -1,4 +1,5 @@
-"""Figures and tables of the format study (issue 15) from its Parquet files.
+"""Figures and tables of the format study (issue 15) from its Parquet files
+(``tersetalk formats plot``).
 
 - ``formats_savings``: saving against compact JSON per shape and encoder, per tokenizer;
 - ``formats_knapsack``: value kept against the budget for exact, greedy and binary;
@@ -6,7 +7,9 @@
 
 Tables (CSV, every number labelled with its baseline and tokenizer): savings by shape,
 the knapsack summary with the greedy's optimality gap, the dedup replay's savings, and
-comprehension accuracy per encoder with the paired difference to compact JSON.
+comprehension accuracy per encoder with the paired difference to compact JSON. They
+are computed beside the experiments (:func:`tersetalk.formats.experiments.summary_tables`),
+once; this module writes them and draws the figures from them.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.formats.experiments import BASELINES, savings_by_shape  # noqa: E402
+from tersetalk.formats.experiments import summary_tables  # noqa: E402
 from tersetalk.io import read_metadata, read_parquet, write_csv_atomic  # noqa: E402
 from tersetalk.plots.figures import _theme, save_figure  # noqa: E402
 
@@ -39,10 +42,10 @@ ENCODER_ORDER = [
 ]
 
 
-def savings_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
+def savings_figure(shapes: pd.DataFrame, out_stem: str | Path) -> list[Path]:
+    """``shapes``: the savings-by-shape table of every tokenizer (``summary_tables``)."""
     _theme()
-    tables = pd.concat([savings_by_shape(df, t) for t in sorted(df["tokenizer"].unique())])
-    tables = tables[tables["encoder"] != "json_compact"]
+    tables = shapes[shapes["encoder"] != "json_compact"]
     order = [e for e in ENCODER_ORDER if e in set(tables["encoder"])]
     g = sns.catplot(
         data=tables,
@@ -70,26 +73,6 @@ def savings_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     return save_figure(g.figure, out_stem)
 
 
-def knapsack_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean value kept and tokens per (budget, method); the greedy's gap to exact."""
-    s = df.groupby(["tokenizer", "budget_fraction", "method"], as_index=False).agg(
-        n=("item_id", "size"),
-        value_share=("value_share", "mean"),
-        tokens=("tokens", "mean"),
-        infeasible=("error", lambda e: int(e.notna().sum())),
-        t_solve_s_median=("t_solve_s", "median"),
-    )
-    exact = df[df["method"] == "exact"].set_index(["item_id", "budget_fraction"])["value_share"]
-    gaps = []
-    for m in ("greedy", "binary"):
-        other = df[df["method"] == m].set_index(["item_id", "budget_fraction"])["value_share"]
-        gap = (exact - other).groupby(level="budget_fraction").agg(["mean", "max"])
-        gap["method"] = m
-        gaps.append(gap.reset_index())
-    g = pd.concat(gaps).rename(columns={"mean": "gap_to_exact_mean", "max": "gap_to_exact_max"})
-    return s.merge(g, on=["budget_fraction", "method"], how="left")
-
-
 def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     _theme()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -112,60 +95,11 @@ def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     return save_figure(fig, out_stem)
 
 
-def dedup_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per encoder and baseline: hit rate and the dedup / encoder / combined savings (%).
-
-    ``dedup_savings_pct``: tokens the reference hints saved, over the baseline's tokens
-    for every call; ``encoder_savings_pct``: the encoder against the baseline on the
-    calls that missed the cache; ``combined_savings_pct``: everything the encoder with
-    L0 dedup sent, against the baseline sending every call in full.
-    """
-    rows = []
-    for base in BASELINES:
-        b = df[df["encoder"] == base].set_index(["session", "call"])
-        for enc, e in df.groupby("encoder"):
-            e = e.set_index(["session", "call"])
-            base_all = b["tokens_full"].sum()
-            miss = ~e["hit"]
-            rows.append(
-                {
-                    "encoder": enc,
-                    "baseline": base,
-                    "tokenizer": e["tokenizer"].iloc[0],
-                    "calls": len(e),
-                    "hit_rate": e["hit"].mean(),
-                    "dedup_savings_pct": 100
-                    * (e.loc[~miss, "tokens_full"] - e.loc[~miss, "tokens_sent"]).sum()
-                    / e["tokens_full"].sum(),
-                    "encoder_savings_pct": 100
-                    * (1 - e.loc[miss, "tokens_full"].sum() / b.loc[miss, "tokens_full"].sum()),
-                    "combined_savings_pct": 100 * (1 - e["tokens_sent"].sum() / base_all),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def comprehension_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy and mean payload tokens per encoder; paired difference to compact JSON."""
-    s = df.groupby("encoder", as_index=False).agg(
-        n_questions=("qid", "size"),
-        accuracy=("correct", "mean"),
-        payload_tokens_mean=("payload_tokens", "mean"),
-        errors=("error", lambda e: int(e.notna().sum())),
-    )
-    s["tokenizer"] = df["tokenizer"].iloc[0]
-    ref = df[df["encoder"] == "json_compact"].set_index("qid")["correct"].astype(float)
-    diffs = {}
-    for enc, g in df.groupby("encoder"):
-        d = g.set_index("qid")["correct"].astype(float) - ref
-        diffs[enc] = 100 * d.mean()
-    s["accuracy_minus_json_compact_pts"] = s["encoder"].map(diffs)
-    return s
-
-
-def comprehension_figure(df: pd.DataFrame, out_stem: str | Path, model: str = "") -> list[Path]:
+def comprehension_figure(
+    df: pd.DataFrame, s: pd.DataFrame, out_stem: str | Path, model: str = ""
+) -> list[Path]:
+    """``df``: the comprehension rows; ``s``: their ``comprehension_summary``."""
     _theme()
-    s = comprehension_summary(df)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     # 95% Wilson intervals: a few dozen questions leave wide ones, and the figure says so
     from scipy.stats import norm
@@ -223,16 +157,16 @@ def run(args: argparse.Namespace) -> int:
     kn = read_parquet(args.knapsack)
     dd = read_parquet(args.dedup)
     co = read_parquet(args.comprehension)
-    shapes = pd.concat([savings_by_shape(sav, t) for t in sorted(sav["tokenizer"].unique())])
-    write_csv_atomic(shapes, tab / "savings_by_shape.csv")
-    write_csv_atomic(knapsack_summary(kn), tab / "knapsack_summary.csv")
-    write_csv_atomic(dedup_summary(dd), tab / "dedup_summary.csv")
-    write_csv_atomic(comprehension_summary(co), tab / "comprehension_summary.csv")
-    savings_figure(sav, fig / "formats_savings")
+    tables = summary_tables(sav, kn, dd, co)
+    for name, table in tables.items():
+        write_csv_atomic(table, tab / f"{name}.csv")
+    savings_figure(tables["savings_by_shape"], fig / "formats_savings")
     knapsack_figure(kn, fig / "formats_knapsack")
     model = read_metadata(args.comprehension).get("model", {})
     label = " ".join(str(model.get(k, "")) for k in ("backend", "model")).strip()
-    comprehension_figure(co, fig / "formats_comprehension", model=label)
+    comprehension_figure(
+        co, tables["comprehension_summary"], fig / "formats_comprehension", model=label
+    )
     print("formats figures and tables written", file=sys.stderr)
     return 0
 
