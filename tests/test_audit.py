@@ -87,12 +87,12 @@ def test_escapes_are_counted_apart_from_the_payload():
 def test_a_hotpotqa_title_repeated_in_its_sentence_is_overhead():
     fact = "Paul Kantner: Paul Lorin Kantner was an American rock musician."
     sentence = "Paul Lorin Kantner was an American rock musician."
-    assert strip_title(fact) == sentence
+    assert strip_title("hotpotqa", fact) == sentence
     r = only(audit_message(serialize([FactLine(text=fact)]), kind="brief", task="hotpotqa"))
     assert r["oh_title"] == tok(fact) - tok(sentence)
     assert r["payload"] == tok(sentence)
     # a title that says something the sentence does not is payload; GSM8K has no titles
-    assert strip_title("Kantner (album): He was a rock musician.") is None
+    assert strip_title("hotpotqa", "Kantner (album): He was a rock musician.") is None
     r = only(audit_message(serialize([FactLine(text=fact)]), kind="brief", task="gsm8k"))
     assert r["oh_title"] == 0 and r["payload"] == tok(fact)
 
@@ -129,7 +129,7 @@ def test_a_prose_brief_has_its_scaffolding_as_overhead():
     assert by_tag["Facts:"][0]["oh_syntax"] == by_tag["Facts:"][0]["total"]
     kantner, cats = by_tag["-"]
     assert kantner["total"] == tok(f"- {fact}")
-    assert kantner["oh_title"] == tok(fact) - tok(strip_title(fact))
+    assert kantner["oh_title"] == tok(fact) - tok(strip_title("hotpotqa", fact))
     assert cats["payload"] == tok("Two cats.")
     assert cats["oh_syntax"] == tok("- Two cats.") - tok("Two cats.")
     q = by_tag["Question:"][0]

@@ -16,7 +16,7 @@ from tersetalk.config import ConfigError, load_config, run_spec, validate_config
 from tersetalk.models import ScriptedClient
 from tersetalk.runner import run
 from tersetalk.systems import system, validate_variant
-from tersetalk.systems.freeform import COD_INSTRUCTION, COD_WORKER_SYSTEM, read_cod_answer
+from tersetalk.systems.freeform import COD_INSTRUCTION, cod_worker_system, read_cod_answer
 from tersetalk.tasks.loading import load_records, sample
 from tersetalk.tasks.schedule import planned_runs, task_runs, variant_tasks
 
@@ -48,9 +48,10 @@ def test_read_cod_answer(task, text, want):
 
 def test_cod_prompt_is_chain_of_draft_for_both_tasks():
     assert "5 words at most" in COD_INSTRUCTION and "####" in COD_INSTRUCTION
-    assert set(COD_WORKER_SYSTEM) == {"hotpotqa", "gsm8k"}
-    for prompt in COD_WORKER_SYSTEM.values():
-        assert COD_INSTRUCTION in prompt
+    offered = {t: cod_worker_system(t) for t in ("hotpotqa", "gsm8k", "boolq", "humaneval")}
+    assert {t for t, p in offered.items() if p is not None} == {"hotpotqa", "gsm8k"}
+    for prompt in filter(None, offered.values()):
+        assert COD_INSTRUCTION in prompt and prompt.startswith("You are the Worker.")
 
 
 # -- settings and scheduling ------------------------------------------------------------
@@ -127,7 +128,7 @@ def _run(tmp_path, task, variant, worker_replies):
 def test_cod_run_reads_marker_and_counts_fallback(tmp_path):
     df, prompts = _run(tmp_path, "gsm8k", "cod", ["x=3*4\n#### 12", "no marker, Answer: 7"])
     assert df["error"].isna().all()
-    assert COD_WORKER_SYSTEM["gsm8k"] in prompts
+    assert cod_worker_system("gsm8k") in prompts
     assert list(df["prediction"]) == ["12", "7"]
     assert list(df["c_cod_marker"]) == [1, 0]
     assert list(df["c_cod_fallback"]) == [0, 1]

@@ -1,10 +1,10 @@
 from tersetalk.agents.roles import (
     build_brief,
     extract_prediction,
-    hotpot_facts,
     parse_verdict,
     render_brief,
 )
+from tersetalk.tasks.hotpotqa import hotpot_facts
 
 HOTPOT = {
     "question": "Were Scott Derrickson and Ed Wood of the same nationality?",

@@ -35,7 +35,7 @@ from tersetalk.models import ScriptedClient
 from tersetalk.protocol import TAGS
 from tersetalk.runner import run
 from tersetalk.systems import system
-from tersetalk.tasks.labels import TOPOLOGY_LABELS
+from tersetalk.tasks.registry import topology_labels
 from tersetalk.tasks.loading import load_records, sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +141,7 @@ def test_policies():
     assert policy_route("star", task="gsm8k", **kw) == "star"
     assert policy_route("chain", task="boolq", **kw) == "chain"
     assert policy_route("adaptive", task="boolq", **kw) == "chain"
-    for task, label in TOPOLOGY_LABELS.items():
+    for task, label in topology_labels().items():
         want = "star" if label == "direct" else "chain"
         assert policy_route("oracle", task=task, **kw) == want == label_route(task)
     with pytest.raises(KeyError, match="no topology label"):

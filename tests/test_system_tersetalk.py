@@ -362,7 +362,7 @@ def test_the_default_brief_repeats_nothing_the_wire_or_the_prompt_already_carrie
 
 
 def test_fact_titles_are_dropped_only_when_the_sentence_names_them():
-    from tersetalk.agents.codecs.tersetalk import dedup_title
+    from tersetalk.tasks.hotpotqa import dedup_title
 
     assert dedup_title("Paul Kantner: Paul Lorin Kantner was a musician.") == (
         "Paul Lorin Kantner was a musician."
@@ -376,7 +376,7 @@ def test_fact_titles_are_dropped_only_when_the_sentence_names_them():
 
 
 def test_loose_title_names_fold_accents_first_names_and_legal_suffixes():
-    from tersetalk.agents.codecs.tersetalk import dedup_title, names_title
+    from tersetalk.tasks.hotpotqa import dedup_title, names_title
 
     # a short first name the sentence spells out, an accent, a company's legal form
     for title, sentence in [
@@ -403,7 +403,7 @@ def test_loose_title_names_fold_accents_first_names_and_legal_suffixes():
 
 
 def test_paragraph_titles_say_a_title_once_per_run_of_its_sentences():
-    from tersetalk.agents.codecs.tersetalk import paragraph_titles
+    from tersetalk.tasks.hotpotqa import paragraph_titles
 
     facts = [
         "Genny Light: Genny Light is a beer.",
@@ -488,7 +488,7 @@ RESIDUE = [
 
 
 def test_markup_residue_goes_and_nothing_else_changes():
-    from tersetalk.agents.codecs.tersetalk import strip_residue
+    from tersetalk.tasks.hotpotqa import strip_residue
 
     for raw, clean in RESIDUE:
         assert strip_residue(raw) == clean
@@ -508,7 +508,7 @@ _RESIDUE_TEXT = st.lists(
 def test_stripping_residue_keeps_the_normalised_text_the_checks_read(text):
     # gold-reaches-Worker and facts-reaching-Worker compare normalised text: stripping
     # must remove nothing a reader of it could see, nor glue two words together
-    from tersetalk.agents.codecs.tersetalk import strip_residue
+    from tersetalk.tasks.hotpotqa import strip_residue
     from tersetalk.tasks.scoring import normalize_answer
 
     assert normalize_answer(strip_residue(text)) == normalize_answer(text)

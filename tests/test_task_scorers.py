@@ -9,9 +9,10 @@ import json
 
 import pytest
 
+from tersetalk.agents.roles import build_brief
 from tersetalk.tasks import boolq, humaneval, multiple_choice, registry
-from tersetalk.tasks.labels import CHAIN, DIRECT
-from tersetalk.tasks.loading import DATASETS, load_records, sample
+from tersetalk.tasks.base import CHAIN, DIRECT
+from tersetalk.tasks.loading import load_records, sample
 from tersetalk.tasks.sandbox import bubblewrap_status
 from tersetalk.tasks.scoring import ScoringError
 
@@ -30,9 +31,8 @@ def golds(request):
 
 
 def _accuracy(task, predictions, golds):
-    return sum(registry.correct(task, p, g) for p, g in zip(predictions, golds, strict=True)) / len(
-        golds
-    )
+    check = registry.get(task).correct
+    return sum(check(p or "", g) for p, g in zip(predictions, golds, strict=True)) / len(golds)
 
 
 @pytest.mark.parametrize("task", ["boolq", "commonsenseqa", "socialiqa"])
@@ -79,16 +79,21 @@ def test_a_constant_answer_scores_the_share_of_its_gold(task, constant, expected
 
 
 def test_each_task_declares_its_label_metric_and_shipped_file():
-    assert {t: registry.SCORING[t].label for t in NEW_TASKS} == {
+    assert registry.topology_labels() == {
         "boolq": DIRECT,
         "commonsenseqa": DIRECT,
         "socialiqa": DIRECT,
         "humaneval": CHAIN,
+        "hotpotqa": CHAIN,
+        "gsm8k": CHAIN,
     }
-    assert registry.SCORING["humaneval"].metric == "pass@1"
+    assert registry.get("humaneval").metric.name == "pass@1"
+    assert registry.get("hotpotqa").metric.name == "exact match"
     for t in NEW_TASKS:
-        assert DATASETS[t].hub_path and len(DATASETS[t].sha256) == 64
-    assert not registry.scored_here("hotpotqa")  # the older tasks keep their own scorers
+        spec = registry.get(t).dataset
+        assert spec.hub_path and len(spec.sha256) == 64
+    with pytest.raises(KeyError, match="unknown task 'mmlu'.*known tasks: hotpotqa"):
+        registry.get("mmlu")
 
 
 @pytest.mark.parametrize(
@@ -208,7 +213,7 @@ def test_records_and_summary_use_the_official_scorers(request):
 
 def test_brief_parts_and_gold_text_for_each_task(golds, request):
     recs, gold = golds["socialiqa"]
-    parts = registry.brief_parts("socialiqa", recs[0])
+    parts = build_brief("socialiqa", recs[0])
     assert parts.facts == [
         "Tracy didn't go home that evening and resisted Riley's attacks.",
         "A: make a new plan",
@@ -216,17 +221,16 @@ def test_brief_parts_and_gold_text_for_each_task(golds, request):
         "C: Find somewhere to go",
     ]
     assert parts.question == "What does Tracy need to do before this?"
-    bq = registry.brief_parts("boolq", golds["boolq"][0][0])
+    bq = build_brief("boolq", golds["boolq"][0][0])
     assert bq.question == "does ethanol take more energy make that produces?"
     assert len(bq.facts) > 1 and " ".join(bq.facts) == golds["boolq"][0][0]["passage"].strip()
     he = load_records("humaneval", data_dir=request.config.rootpath / "data")[0]
-    assert registry.brief_parts("humaneval", he).question == he["question"]
-    assert registry.gold_text("commonsenseqa", json.dumps({"label": "C", "options": OPTIONS})) == (
-        "department store"
-    )
-    assert registry.gold_text("boolq", "no") == "no"
-    assert registry.gold_text("humaneval", humaneval.gold_of(he)) is None
-    assert set(registry.WORKER_SYSTEM) == set(NEW_TASKS)
+    assert build_brief("humaneval", he).question == he["question"]
+    gold = json.dumps({"label": "C", "options": OPTIONS})
+    assert registry.get("commonsenseqa").answer_text(gold) == "department store"
+    assert registry.get("boolq").answer_text("no") == "no"
+    assert registry.get("humaneval").answer_text(humaneval.gold_of(he)) is None
+    assert all(registry.get(t).worker_system.startswith("You are the Worker") for t in NEW_TASKS)
 
 
 def test_hub_rows_map_to_the_shipped_layout(monkeypatch):
@@ -276,7 +280,7 @@ def test_hub_rows_map_to_the_shipped_layout(monkeypatch):
 
     def fake_load(path, name=None, split=None):
         seen.append((path, split))
-        task = {spec.hub_path: t for t, spec in DATASETS.items()}[path]
+        task = {registry.get(t).dataset.hub_path: t for t in registry.names()}[path]
         return FakeDataset(hub_rows[task])
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)

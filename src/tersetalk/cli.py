@@ -307,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging verbosity (default: INFO)",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from tersetalk.tasks.registry import names as task_names
 
     s = sub.add_parser(
         "sample",
@@ -317,8 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--task",
         required=True,
-        choices=["hotpotqa", "gsm8k", "toolqa", "boolq", "commonsenseqa", "socialiqa", "humaneval"],
-        help="which dataset",
+        choices=task_names(),
+        help="which task (the registered ones: built-ins and TERSETALK_TASKS plug-ins)",
     )
     s.add_argument(
         "--config",

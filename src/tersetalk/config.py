@@ -91,6 +91,7 @@ def validate_config(config: dict) -> dict:
         max_in_flight(config["models"])
     except ModelError as exc:
         raise ConfigError(f"config key 'models.max_concurrency': {exc}") from None
+    _check_tasks(config)
     _check_systems(config["systems"], "systems")
     _check_topology(config)
     _check_evaluation(config)
@@ -100,6 +101,26 @@ def validate_config(config: dict) -> dict:
             "(run from the repository root, or set data.dir)"
         )
     return config
+
+
+def _check_tasks(config: dict) -> None:
+    """Every task the config names is registered (a built-in or a ``TERSETALK_TASKS`` plug-in)."""
+    from tersetalk.tasks.registry import names
+
+    known = names()
+    named = [("tasks", config["tasks"]), ("topology.tasks", config["topology"]["tasks"])]
+    for name, system in config["systems"].items():
+        named.append((f"systems.{name}.tasks", system.get("tasks") or []))
+        for variant, settings in system["variants"].items():
+            tasks = (settings or {}).get("tasks") or []
+            named.append((f"systems.{name}.variants.{variant}.tasks", tasks))
+    for key, tasks in named:
+        unknown = [t for t in tasks if t not in known]
+        if unknown:
+            raise ConfigError(
+                f"config key '{key}': unknown task(s) {unknown}; registered tasks are {known} "
+                "(a task of your own: README 'Adding a task')"
+            )
 
 
 def _check_systems(systems: dict, key: str) -> None:
@@ -125,14 +146,16 @@ def _check_topology(config: dict) -> None:
     router's), each running on at least one of the study's tasks."""
     from tersetalk.agents.router import Routed
     from tersetalk.systems import system as registered_system
-    from tersetalk.tasks.labels import TOPOLOGY_LABELS
+    from tersetalk.tasks.registry import topology_labels
+
+    labels = topology_labels()
 
     study = config["topology"]
-    unlabelled = [t for t in study["tasks"] if t not in TOPOLOGY_LABELS]
+    unlabelled = [t for t in study["tasks"] if t not in labels]
     if unlabelled:
         raise ConfigError(
             f"config key 'topology.tasks': {unlabelled} have no topology label (direct or "
-            f"chain); the study runs on {sorted(TOPOLOGY_LABELS)}"
+            f"chain); the study runs on {sorted(labels)}"
         )
     systems = study.get("systems") or {}
     _check_systems(systems, "topology.systems")
@@ -325,6 +348,8 @@ def run_spec(config: dict, task: str, system: str, variant: str, model: str | No
     the name (``sensitivity_model``); None is the default model, whose spec has no
     such key (so its runs and checkpoints are what they were before the study existed).
     """
+    from tersetalk.tasks.registry import get as task_spec
+
     if model is not None:
         spec = run_spec(with_model(config, model), task, system, variant)
         spec["sensitivity_model"] = model
@@ -347,21 +372,12 @@ def run_spec(config: dict, task: str, system: str, variant: str, model: str | No
         "generation": config["generation"],
         "pipeline": config["pipeline"],
         # the task's own config section: HotpotQA's facts, HumanEval's sandbox
-        "task_options": config.get(task, {}) if task in ("hotpotqa", "humaneval") else {},
+        "task_options": config.get(task, {}) if task_spec(task).run_options else {},
         "cache_dir": config.get("cache_dir", "results/cache"),
     }
     if variant_settings.get("calibrated"):
         spec["calibration_file"] = calibration_file(task)
     return spec
-
-
-def results_prefix(model: str | None = None) -> str:
-    """Where a model's results live: ``results/`` (default model) or ``results/models/<name>/``."""
-    return "results/" if model is None else f"results/models/{model}/"
-
-
-def calibration_file(task: str, model: str | None = None) -> str:
-    return f"{results_prefix(model)}calibration/{task}.yaml"
 
 
 def calibration_points(config: dict, system: str) -> dict[str, dict]:

@@ -20,8 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from tersetalk.tasks.registry import score_columns, scored_here
-from tersetalk.tasks.scoring import gsm8k_correct, hotpot_em, hotpot_f1
+from tersetalk.tasks.registry import score_columns
 
 TOKENIZERS = ("cl100k", "o200k", "model")
 
@@ -114,27 +113,12 @@ def deterministic_columns(df: pd.DataFrame) -> list[str]:
 
 
 def score(task: str, prediction: str, gold: str, options: dict | None = None) -> dict[str, float]:
-    """Per-example scores with the official definitions.
-
-    ``correct`` is the task's accuracy: exact match for HotpotQA, numeric equality
-    of the final answer for GSM8K, the format study's answer check for toolqa; BoolQ,
-    CommonsenseQA, Social IQa and HumanEval through ``tersetalk.tasks.registry`` (which
-    adds HumanEval's sandbox columns; ``options`` is the task's config section, which
-    holds HumanEval's sandbox settings).
+    """Per-example scores with the task's official definitions (its ``score`` in
+    :mod:`tersetalk.tasks`): ``em``, ``f1``, ``precision``, ``recall`` and ``correct``
+    (the task's accuracy), plus any provenance columns its scorer adds (HumanEval's
+    sandbox). ``options`` is the task's config section (HumanEval's sandbox settings).
     """
-    if scored_here(task):
-        return score_columns(task, prediction, gold, options)
-    if task == "toolqa":
-        from tersetalk.tasks.toolqa import correct
-
-        ok = float(correct(prediction, gold))
-        return {"em": ok, "f1": ok, "precision": ok, "recall": ok, "correct": ok}
-    if task == "hotpotqa":
-        f1, p, r = hotpot_f1(prediction, gold)
-        em = hotpot_em(prediction, gold)
-        return {"em": em, "f1": f1, "precision": p, "recall": r, "correct": em}
-    ok = float(gsm8k_correct(prediction, gold)) if prediction else 0.0
-    return {"em": ok, "f1": ok, "precision": ok, "recall": ok, "correct": ok}
+    return score_columns(task, prediction, gold, options)
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -27,7 +27,7 @@ the example id, so the counts no longer mean what the tags said.
 
 Policies (the study's six are these five on the two codecs): ``star`` and ``chain``
 (fixed), ``random`` (seeded 50/50 per example), ``oracle`` (the task's label,
-:func:`tersetalk.tasks.labels.topology_label`) and ``adaptive`` (the rule above). Every
+:func:`tersetalk.tasks.registry.topology_label`) and ``adaptive`` (the rule above). Every
 policy computes and records the signals, the score and what the rule would say
 (``route_rule``), so a fixed-policy run also tells how the router would have routed.
 """
@@ -51,7 +51,7 @@ from tersetalk.agents.roles import split_sentences
 from tersetalk.agents.topology import CHAIN, STAR, Outcome, Topology
 from tersetalk.protocol import TAGS, parse_lenient
 from tersetalk.records import OutcomeField, RecordLayout
-from tersetalk.tasks.labels import TOPOLOGY_LABELS, topology_label
+from tersetalk.tasks.registry import topology_label, topology_labels
 
 __all__ = [
     "DEFAULT_THETA",
@@ -83,7 +83,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 DEFAULT_THETA = 3.0
 POLICIES: tuple[str, ...] = ("star", "chain", "random", "oracle", "adaptive")
 FEATURES: tuple[str, ...] = ("typed", "prose")
-#: a task label (tersetalk.tasks.labels) -> the topology that serves it
+#: a task's topology label (``Task.topology``) -> the topology that serves it
 TOPOLOGY_OF_LABEL: dict[str, str] = {"direct": "star", "chain": "chain"}
 
 _COUNTED_TAGS = {"f": "facts", "p": "plans", "q": "questions", "u": "assumptions"}
@@ -343,7 +343,7 @@ class Routed(Topology):
         route = policy_route(rs.policy, rule=rule, task=task, seed=seed, example_id=example_id)
         elapsed = time.perf_counter() - start
         outcome = (CHAIN if route == "chain" else STAR).run(_BriefWritten(d, brief))
-        label = TOPOLOGY_LABELS.get(task)
+        label = topology_labels().get(task)
         outcome.fields.update(
             route=route,
             route_policy=rs.policy,

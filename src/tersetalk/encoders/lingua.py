@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tersetalk.encoders.errors import CompressionError, CompressorUnavailableError
 from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared
+from tersetalk.tasks.registry import get as get_task
 from tersetalk.tokens import count_tokens, ensure_offline_tiktoken
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,9 @@ class LinguaSettings(CompressorSettings):
 
     def forces(self, task: str) -> bool:
         """Whether some spans are kept verbatim (digits for GSM8K, or entities)."""
-        digits = self.force_digits == "always" or (self.force_digits == "auto" and task == "gsm8k")
+        digits = self.force_digits == "always" or (
+            self.force_digits == "auto" and get_task(task).numeric_answers
+        )
         return digits or self.force_entities
 
 

@@ -78,6 +78,8 @@ from functools import lru_cache
 
 import pandas as pd
 
+from tersetalk.tasks.registry import get as get_task
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -152,32 +154,25 @@ def _words(text: str) -> list[str]:
 def brief_question(task: str, question: str | None) -> str:
     """The question line the Manager's brief carries for a record's question text.
 
+    The task's own rule (``Task.brief_question``, the one its brief builder uses):
     HotpotQA sends the question as is; GSM8K sends the problem's last sentence (the
-    other sentences are the facts), as :func:`tersetalk.agents.roles.build_brief` does.
+    other sentences are the facts).
     """
     if not question:
         return ""
-    if task == "gsm8k":
-        from tersetalk.agents.roles import split_sentences
-
-        sentences = split_sentences(question)
-        return sentences[-1] if sentences else question.strip()
-    return question.strip()
+    return get_task(task).brief_question(question)
 
 
-def strip_title(fact: str) -> str | None:
-    """The sentence of a ``Title: sentence`` fact whose title words all recur in it.
+def strip_title(task: str, fact: str) -> str | None:
+    """The sentence of a ``Title: sentence`` fact whose sentence already names its title.
 
-    ``None`` when the fact has no title or the title says something the sentence does
-    not (then the title is payload, not overhead).
+    The rule TerseTalk's brief uses to drop a title (``titled_facts.dedup_title``, exact
+    words, a parenthetical aside such as "(album)" not part of the name). ``None`` when
+    the task's facts have no titles, the fact has none, or the title says something the
+    sentence does not (then the title is payload, not overhead).
     """
-    if ": " not in fact:
-        return None
-    title, sentence = fact.split(": ", 1)
-    title_words = set(_words(title))
-    if title_words and title_words <= set(_words(sentence)):
-        return sentence
-    return None
+    titled = get_task(task).titled_facts
+    return titled.title_overhead(fact) if titled is not None else None
 
 
 class _Repeats:
@@ -278,8 +273,8 @@ def _split_value(value: str, ctx: _Context, line: LineAudit, *, title: bool) -> 
     """Add ``value``'s tokens to ``line``: payload, less title, question and echo cuts."""
     count = ctx.count
     current = value
-    if title and ctx.task == "hotpotqa":
-        sentence = strip_title(current)
+    if title and ctx.task:
+        sentence = strip_title(ctx.task, current)
         if sentence is not None:
             line.overhead["title"] += count(current) - count(sentence)
             current = sentence

@@ -17,8 +17,8 @@ import logging
 import re
 from functools import lru_cache
 
-import tersetalk.tasks.registry as _registry
 from tersetalk.models.embedding import minilm_path
+from tersetalk.tasks.registry import get as get_task
 from tersetalk.tasks.scoring import normalize_answer
 
 log = logging.getLogger(__name__)
@@ -90,22 +90,21 @@ def _contains(haystack: str, needle: str) -> bool:
 
 def supporting_texts(task: str, record: dict) -> list[str]:
     """The facts whose arrival we check: HotpotQA supporting sentences, GSM8K sentences."""
-    from tersetalk.agents.roles import build_brief
-
-    return build_brief(task, record, {"facts": "supporting"}).facts
+    return get_task(task).brief(record, {"facts": "supporting"}).facts
 
 
 def answer_preservation(task: str, record: dict, gold: str, received: str) -> dict[str, float]:
     """Whether the gold string and each supporting fact reach the Worker (normalised match).
 
-    The gold string is the answer's text: for CommonsenseQA and Social IQa the gold
-    option's text (their gold holds the label and the options), and none for HumanEval.
+    The gold string is the answer's text (the task's ``gold_text``): for CommonsenseQA
+    and Social IQa the gold option's text (their gold holds the label and the options),
+    and none for HumanEval. Of a fact, what must arrive is the task's ``fact_text`` (a
+    HotpotQA fact is "Title: sentence"; the sentence must arrive).
     """
-    facts = supporting_texts(task, record)
-    # a fact is "Title: sentence"; the sentence is what must arrive
-    sentences = [f.split(": ", 1)[1] if task == "hotpotqa" and ": " in f else f for f in facts]
+    spec = get_task(task)
+    sentences = [spec.fact_payload(f) for f in supporting_texts(task, record)]
     reached = [_contains(received, s) for s in sentences]
-    answer = _registry.gold_text(task, gold) if _registry.scored_here(task) else gold
+    answer = spec.answer_text(gold)
     return {
         # HumanEval's gold is its tests: no answer string can reach the Worker (NaN)
         "gold_reaches_worker": float(_contains(received, answer)) if answer else float("nan"),

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tersetalk.records import TOKENIZERS, directions_of
-from tersetalk.tasks.registry import correct as registry_correct
-from tersetalk.tasks.registry import scored_here
-from tersetalk.tasks.scoring import gsm8k_correct, hotpot_aggregate
-from tersetalk.tasks.toolqa import correct as toolqa_correct
+from tersetalk.tasks.registry import get as get_task
 
 #: per-record token columns averaged into ``<column>_mean``: per role, and per direction
 #: (``tokens_M_W_o200k`` ...) under every tokenizer
@@ -76,22 +72,11 @@ def run_metrics(
         r.example_id: r.prediction for r in df.itertuples() if r.error is pd.NA or r.error is None
     }
     golds = dict(zip(df["example_id"], df["gold"], strict=True))
-    if task == "hotpotqa":
-        agg = hotpot_aggregate(preds, golds)
-        row.update(em=agg["em"], f1=agg["f1"], precision=agg["precision"], recall=agg["recall"])
-        row["accuracy"] = agg["em"]
-    else:
-        if task == "humaneval":  # pass@1 as the run scored it: model code runs once, sandboxed
-            passed = dict(zip(df["example_id"], df["correct"] == 1.0, strict=True))
-            hits = [i in preds and bool(passed[i]) for i in golds]
-        else:
-            if scored_here(task):  # boolq, commonsenseqa, socialiqa
-                check = partial(registry_correct, task)
-            else:
-                check = toolqa_correct if task == "toolqa" else gsm8k_correct
-            hits = [bool(preds.get(i)) and check(preds[i], golds[i]) for i in golds]
-        row["accuracy"] = sum(hits) / len(golds)
-        row.update(em=row["accuracy"], f1=float("nan"), precision=float("nan"), recall=float("nan"))
+    # the run's own per-example verdicts, for a task that must not score twice (HumanEval)
+    scored = dict(zip(df["example_id"], df["correct"], strict=True)) if "correct" in df else {}
+    # the task's official aggregate: HotpotQA's EM/F1 over every gold, GSM8K's numbers,
+    # HumanEval's pass@1 as the run scored it (model code runs once, sandboxed)
+    row.update(get_task(task).run_metrics(preds, golds, scored))
     ok = df[df["error"].isna()]
     for t in TOKENIZERS:
         row[f"tokens_total_{t}_mean"] = float(ok[f"tokens_total_{t}"].mean()) if len(ok) else 0.0

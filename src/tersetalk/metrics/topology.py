@@ -5,7 +5,7 @@ A run frame holds one row per example of a routed system (``topology_freeform`` 
 whether the answer was correct, the tokens on the wire and the routing time. From them:
 
 - **selection accuracy**: the share of examples routed to the topology their task's
-  label asks for (:data:`tersetalk.tasks.labels.TOPOLOGY_LABELS`: direct -> ``star``,
+  label asks for (:func:`tersetalk.tasks.registry.topology_labels`: direct -> ``star``,
   chain -> ``chain``). An error row counts as a wrong choice, as it counts 0 in accuracy;
 - **token reduction** against the best fixed topology: ``(T_best - T) / T_best``, where
   the best fixed topology is the more accurate of the same system's fixed ``star`` and
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from tersetalk.agents.router import TOPOLOGY_OF_LABEL, decide
-from tersetalk.tasks.labels import TOPOLOGY_LABELS
+from tersetalk.tasks.registry import topology_labels
 
 __all__ = [
     "FIXED",
@@ -76,10 +76,10 @@ def ratio(num: float, den: float) -> float:
 def label_of(task: str) -> str:
     """The topology a task's label asks for; a clear error for a task without a label."""
     try:
-        return TOPOLOGY_OF_LABEL[TOPOLOGY_LABELS[task]]
+        return TOPOLOGY_OF_LABEL[topology_labels()[task]]
     except KeyError:
         raise KeyError(
-            f"task {task!r} has no topology label (tersetalk.tasks.labels.TOPOLOGY_LABELS); "
+            f"task {task!r} has no topology label (the task's Task.topology); "
             "selection accuracy is defined on the topology study's tasks only"
         ) from None
 
@@ -218,13 +218,15 @@ def theta_sweep(
     rows = []
     for theta in thetas:
         frame = ok.assign(replayed=_replayed(ok, theta, weights))
-        for task, g in [("all", frame), *sorted(frame.groupby("task"), key=lambda kv: kv[0])]:
+        groups = [(True, "all", frame)]
+        groups += [(False, t, g) for t, g in sorted(frame.groupby("task"), key=lambda kv: kv[0])]
+        for overall, task, g in groups:
             rows.append(
                 {
                     "theta": float(theta),
                     "task": task,
                     "n": len(g),
-                    "errors": int(len(df) - len(ok)) if task == "all" else 0,
+                    "errors": int(len(df) - len(ok)) if overall else 0,
                     "selection_accuracy": selection_accuracy(g, "replayed"),
                     "chain_share": float((g["replayed"] == "chain").mean()) if len(g) else math.nan,
                 }

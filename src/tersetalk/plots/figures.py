@@ -17,15 +17,18 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-TASK_LABEL = {
-    "hotpotqa": "HotpotQA (exact match)",
-    "gsm8k": "GSM8K (accuracy)",
-    "toolqa": "ToolQA (answer check)",
-    "boolq": "BoolQ (yes/no accuracy)",
-    "commonsenseqa": "CommonsenseQA (option accuracy)",
-    "socialiqa": "Social IQa (option accuracy)",
-    "humaneval": "HumanEval (pass@1)",
-}
+
+def task_title(task: str) -> str:
+    """A panel's title: the task's display title with its metric ("GSM8K (accuracy)");
+    a task the registry does not know (a plug-in not loaded here) by its name."""
+    from tersetalk.tasks.registry import get
+
+    try:
+        return get(task).title
+    except KeyError:
+        return task
+
+
 ROLE_COLORS = {"manager": "#4C72B0", "worker": "#DD8452", "critic": "#55A868"}
 
 
@@ -142,7 +145,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
             lw=1.2,
             label="Pareto frontier",
         )
-        ax.set_title(f"{TASK_LABEL.get(task, task)}, n={int(sub['n'].max())}")
+        ax.set_title(f"{task_title(task)}, n={int(sub['n'].max())}")
         ax.set_xlabel("tokens exchanged per example (cl100k_base)")
         ax.set_ylabel("accuracy (95% bootstrap CI)")
         ax.set_ylim(-0.05, 1.05)
@@ -176,7 +179,7 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
             vals = sub[f"tokens_sent_{role}_cl100k_mean"].to_numpy(float)
             ax.barh(sub.index, vals, left=left, color=color, label=role)
             left += vals
-        ax.set_title(TASK_LABEL.get(task, task))
+        ax.set_title(task_title(task))
         ax.set_xlabel("tokens sent per example (cl100k_base)")
         ax.invert_yaxis()
     handles, labels = axes[0][0].get_legend_handles_labels()

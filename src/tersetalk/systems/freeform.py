@@ -32,9 +32,10 @@ from tersetalk.agents.codecs.prose import ProseCodec
 from tersetalk.agents.engine import Dialogue
 from tersetalk.agents.roles import Participant, extract_prediction
 from tersetalk.systems import register
-from tersetalk.tasks.scoring import extract_number
+from tersetalk.tasks.registry import get as get_task
+from tersetalk.tasks.registry import names as task_names
 
-__all__ = ["COD_INSTRUCTION", "COD_WORKER_SYSTEM", "FreeformCodec", "FreeformSettings"]
+__all__ = ["COD_INSTRUCTION", "FreeformCodec", "FreeformSettings", "cod_worker_system"]
 
 #: Chain-of-Draft's instruction, as its paper words it
 COD_INSTRUCTION = (
@@ -42,17 +43,15 @@ COD_INSTRUCTION = (
     "at most. Return the answer at the end of the response after a separator ####."
 )
 
-#: the Worker's system prompt under Chain-of-Draft, per task
-COD_WORKER_SYSTEM = {
-    "hotpotqa": (
-        "You are the Worker. The Manager sends you facts and a question. "
-        f"{COD_INSTRUCTION} The answer is a few words copied from the facts, or yes/no."
-    ),
-    "gsm8k": (
-        "You are the Worker. The Manager sends you a math word problem. "
-        f"{COD_INSTRUCTION} The answer is a number."
-    ),
-}
+
+def cod_worker_system(task: str) -> str | None:
+    """The Worker's system prompt under Chain-of-Draft for ``task``: the task's Worker
+    introduction and answer form around :data:`COD_INSTRUCTION` (None: not offered)."""
+    parts = get_task(task).cod_worker
+    if parts is None:
+        return None
+    intro, form = parts
+    return f"{intro} {COD_INSTRUCTION} {form}"
 
 
 class FreeformSettings(BaseModel):
@@ -72,21 +71,16 @@ class FreeformSettings(BaseModel):
 def read_cod_answer(task: str, text: str) -> tuple[str, bool]:
     """``(prediction, found after ####)`` of a Chain-of-Draft reply.
 
-    The answer is what follows the last ``####``: its first number for GSM8K, its first
-    non-empty line for HotpotQA. Without a marker, or with nothing usable after it, the
-    reply is read as free-form's (:func:`~tersetalk.agents.roles.extract_prediction`),
-    and the second value is False so the record can count the fallback.
+    The answer is what follows the last ``####``, read as the task reads a reply (its
+    first number for GSM8K, its first non-empty line for HotpotQA). Without a marker, or
+    with nothing usable after it, the whole reply is read the same way
+    (:func:`~tersetalk.agents.roles.extract_prediction`), and the second value is False
+    so the record can count the fallback.
     """
     if "####" in text:
-        after = text.rpartition("####")[2]
-        if task == "gsm8k":
-            number = extract_number(after) if after.strip() else None
-            if number is not None:
-                return number, True
-        else:
-            answer = extract_prediction(task, after)
-            if answer:
-                return answer, True
+        answer = extract_prediction(task, text.rpartition("####")[2])
+        if answer:
+            return answer, True
     return extract_prediction(task, text), False
 
 
@@ -101,14 +95,15 @@ class FreeformCodec(ProseCodec):
 
     def prompt(self, who: Participant) -> str:
         if self._cod and who.kind == "worker":
-            try:
-                return COD_WORKER_SYSTEM[self.ctx.task]
-            except KeyError:
+            prompt = cod_worker_system(self.ctx.task)
+            if prompt is None:
+                offered = [t for t in task_names() if cod_worker_system(t) is not None]
                 raise ValueError(
                     f"freeform with prompting: cod has no Worker prompt for task "
-                    f"{self.ctx.task!r} (it has {sorted(COD_WORKER_SYSTEM)}); list only those "
-                    "in the variant's tasks, e.g. tasks: [hotpotqa, gsm8k]"
-                ) from None
+                    f"{self.ctx.task!r} (it has {offered}); list only those in the "
+                    f"variant's tasks, e.g. tasks: [{', '.join(offered)}]"
+                )
+            return prompt
         return super().prompt(who)
 
     def prediction(self, answer: str) -> str:

@@ -13,6 +13,10 @@ to yes or no by :func:`yes_no`; a prediction that says neither (or both, undecid
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
+
+from tersetalk.tasks.base import DIRECT, Brief, DatasetFile, Metric, Task
 
 GOAL = "Answer the yes/no question from the passage."
 WORKER_SYSTEM = (
@@ -92,3 +96,37 @@ def correct(prediction: str, gold: str) -> bool:
 
         raise ScoringError(f"BoolQ gold must be 'yes' or 'no', got {gold!r}")
     return yes_no(prediction or "") == gold
+
+
+def brief(record: dict, options: Mapping[str, Any]) -> Brief:
+    """The passage's sentences as facts and the question with its question mark."""
+    return Brief(goal=GOAL, facts=list(record["context"]), question=brief_question(record))
+
+
+TASK = Task(
+    name="boolq",
+    title="BoolQ (yes/no accuracy)",
+    dataset=DatasetFile(
+        "boolq/dev.jsonl.gz",
+        "6e943fcb79eeaabb77e41b5e2df0ca1e5253666fcb2946d6f97572c5c78ad586",
+        "google/boolq",
+        None,
+        "validation",
+        # the hub copy has no title
+        from_hub=lambda rec: {
+            "question": rec["question"],
+            "title": "",
+            "answer": rec["answer"],
+            "passage": rec["passage"],
+        },  # fmt: skip
+        to_record=to_record,
+    ),
+    brief=brief,
+    worker_system=WORKER_SYSTEM,
+    answer_note="The answer is yes or no. Plan may be empty.",
+    metric=Metric(
+        "accuracy", "yes/no accuracy; an answer that says neither yes nor no counts as wrong"
+    ),
+    correct=correct,
+    topology=DIRECT,
+)

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
-from tersetalk.tasks.sandbox import SandboxLimits, SandboxResult, run_check
+from tersetalk.tasks.base import CHAIN, Brief, DatasetFile, Metric, Task
+from tersetalk.tasks.sandbox import SandboxLimits, SandboxResult, require, run_check
 
 GOAL = "Complete the Python function so that it passes its hidden tests."
 WORKER_SYSTEM = (
@@ -122,3 +125,87 @@ def run(
 def correct(prediction: str, gold: str) -> bool:
     """pass@1 of one prediction (see :func:`run`)."""
     return run(prediction, gold).passed
+
+
+def sandbox_settings(options: Mapping[str, Any] | None) -> tuple[SandboxLimits, str]:
+    """The sandbox limits and isolation from the task's config section.
+
+    ``options`` is the ``humaneval:`` config section (the run spec's ``task_options``);
+    its ``sandbox`` mapping may set ``isolation`` (``bubblewrap``, the default, or the
+    weaker ``process``) and any field of :class:`~tersetalk.tasks.sandbox.SandboxLimits`.
+    """
+    sandbox = dict((options or {}).get("sandbox") or {})
+    isolation = sandbox.pop("isolation", "bubblewrap")
+    return SandboxLimits(**sandbox), isolation
+
+
+def preflight(options: Mapping[str, Any]) -> None:
+    """Without its sandbox the task cannot be scored: stop before the first example
+    (:class:`~tersetalk.tasks.sandbox.SandboxUnavailableError` says how to install it)."""
+    require(sandbox_settings(options)[1])
+
+
+def score(prediction: str, gold: str, options: Mapping[str, Any]) -> dict:
+    """pass@1 of one prediction, with how the sandbox ended.
+
+    Adds ``sandbox_reason`` (one of ``tersetalk.tasks.sandbox.REASONS``),
+    ``sandbox_detail``, ``sandbox_isolation`` (``bubblewrap`` or the weaker ``process``,
+    with any limit that could not be set) and ``t_sandbox_s`` (timing).
+    """
+    limits, isolation = sandbox_settings(options)
+    result = run(prediction, gold, limits, isolation)
+    ok = float(result.passed)
+    return {
+        "em": ok,
+        "f1": ok,
+        "precision": ok,
+        "recall": ok,
+        "correct": ok,
+        "sandbox_reason": result.reason,
+        "sandbox_detail": result.detail,
+        "sandbox_isolation": f"{isolation}; {result.notes}" if result.notes else isolation,
+        "t_sandbox_s": result.duration_s,
+    }
+
+
+def aggregate(
+    predictions: Mapping[str, str], golds: Mapping[str, str], scored: Mapping[str, float]
+) -> dict[str, float]:
+    """pass@1 as the run scored it: model code runs once, sandboxed, never again here."""
+    hits = [i in predictions and scored[i] == 1.0 for i in golds]
+    accuracy = sum(hits) / len(golds)
+    nan = float("nan")
+    return {"accuracy": accuracy, "em": accuracy, "f1": nan, "precision": nan, "recall": nan}
+
+
+TASK = Task(
+    name="humaneval",
+    title="HumanEval (pass@1)",
+    dataset=DatasetFile(
+        "humaneval/HumanEval.jsonl.gz",
+        "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef",
+        "openai/openai_humaneval",
+        None,
+        "test",
+        from_hub=dict,  # the hub rows have the file's keys
+        to_record=to_record,
+        gold=gold_of,
+    ),
+    # no facts: the question is the prompt (signature and docstring), code that a
+    # summariser must not cut
+    brief=lambda record, options: Brief(goal=GOAL, facts=[], question=record["question"]),
+    worker_system=WORKER_SYSTEM,
+    answer_note="The answer is the complete Python function (signature and body).",
+    metric=Metric(
+        "pass@1", "pass@1: the task's own check(entry_point) passes in the sandbox (one sample)"
+    ),
+    correct=correct,
+    topology=CHAIN,
+    # code: every line counts (the scorer strips a code fence)
+    extract=lambda text: text.strip("\n"),
+    score=score,
+    aggregate=aggregate,
+    gold_text=lambda gold: None,  # its gold is tests: no answer string reaches the Worker
+    run_options=True,
+    preflight=preflight,
+)

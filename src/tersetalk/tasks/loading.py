@@ -1,20 +1,17 @@
 """Loading the tasks' examples, and seeded sampling.
 
-HotpotQA and GSM8K are read through the ``datasets`` library. The shipped files in
-``data/`` are the default: their SHA-256 is checked before they are read, so a
-corrupted or swapped file stops the run instead of quietly changing the numbers.
-``source: hub`` loads the Hugging Face hub datasets instead and maps them to the same
-record layout.
+Each task declares its :class:`~tersetalk.tasks.base.DatasetFile` (its module under
+``tasks/``, found through :mod:`tersetalk.tasks.registry`). Files are read through the
+``datasets`` library. The shipped files in ``data/`` are the default: their SHA-256 is
+checked before they are read, so a corrupted or swapped file stops the run instead of
+quietly changing the numbers. ``source: hub`` loads the Hugging Face hub datasets
+instead and maps them to the same layout (``DatasetFile.from_hub``).
 
-``toolqa`` has no hub copy: its examples are built from the checksummed tool-response
-corpus by :mod:`tersetalk.tasks.toolqa` (``DatasetFile.build``), whatever the source.
-
-BoolQ, CommonsenseQA, Social IQa and HumanEval (the topology study's tasks) are read the
-same way and then mapped line by line to the pipeline's record layout
-(``DatasetFile.to_record``: :mod:`tersetalk.tasks.boolq`,
-:mod:`tersetalk.tasks.multiple_choice`, :mod:`tersetalk.tasks.humaneval`), whose
-``gold`` (``DatasetFile.gold``) is what their scorer in :mod:`tersetalk.tasks.registry`
-reads.
+A dataset with ``build`` (``toolqa``: questions generated from the checksummed
+tool-response corpus) has no hub copy: its examples are built whatever the source.
+``DatasetFile.to_record`` maps a line to the pipeline's record layout where the file's
+own layout is not it (BoolQ, CommonsenseQA, Social IQa, HumanEval), and
+``DatasetFile.gold`` gives the sample's ``gold``, which the task's scorer reads.
 """
 
 from __future__ import annotations
@@ -23,16 +20,13 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-import tersetalk.tasks.boolq as _boolq
-import tersetalk.tasks.humaneval as _humaneval
-import tersetalk.tasks.multiple_choice as _mc
+from tersetalk.tasks.base import DatasetFile
+from tersetalk.tasks.registry import get as get_task
 
 
 class TaskDataError(RuntimeError):
@@ -42,100 +36,13 @@ class TaskDataError(RuntimeError):
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class DatasetFile:
-    """A task's shipped file (checked by SHA-256) and where the hub keeps it.
+def dataset_of(task: str) -> DatasetFile:
+    """The registered task's dataset; an unknown task is a :class:`TaskDataError`."""
+    try:
+        return get_task(task).dataset
+    except KeyError as exc:
+        raise TaskDataError(exc.args[0]) from None
 
-    ``build`` turns the checked file into records when they are not the file's own
-    lines (toolqa: questions generated from each payload), taking ``options``: the
-    task's config keys that decide which examples exist (passed by `tersetalk sample`).
-    A dataset without ``hub_path`` is read from the shipped file whatever the source.
-    ``to_record(line, row)`` maps a line of the file (or a hub row already in the file's
-    layout) to the pipeline's record, and ``gold(record)`` gives the sample's gold string.
-    """
-
-    task: str
-    relpath: str
-    sha256: str
-    hub_path: str | None = None
-    hub_name: str | None = None
-    hub_split: str | None = None
-    build: Callable[..., list[dict]] | None = None
-    options: tuple[str, ...] = ()
-    to_record: Callable[[dict, int], dict] | None = None
-    gold: Callable[[dict], str] | None = None
-
-
-def _build_toolqa(path: Path, **options) -> list[dict]:
-    from tersetalk.tasks.toolqa import build_records
-
-    return build_records(path.parent, **options)
-
-
-DATASETS: dict[str, DatasetFile] = {
-    "hotpotqa": DatasetFile(
-        "hotpotqa",
-        "hotpotqa/hotpot_dev_distractor.jsonl.gz",
-        "9c21599828600d90bade97561777f43df6b920af509c7227e58e67956c342a95",
-        "hotpotqa/hotpot_qa",
-        "distractor",
-        "validation",
-    ),
-    "gsm8k": DatasetFile(
-        "gsm8k",
-        "gsm8k/test.jsonl.gz",
-        "1affc2f095eb08c525d0504bce7f620740776bcd7d67a12c71901700cb7ab73a",
-        "openai/gsm8k",
-        "main",
-        "test",
-    ),
-    "toolqa": DatasetFile(
-        "toolqa",
-        "toolresponses/json.jsonl",
-        "772dc695d8faa9f164656abb014e806eed5753fab03cc9f7e8113d105ae2e973",
-        build=_build_toolqa,
-        options=("max_payload_tokens", "questions_per_kind"),
-    ),
-    "boolq": DatasetFile(
-        "boolq",
-        "boolq/dev.jsonl.gz",
-        "6e943fcb79eeaabb77e41b5e2df0ca1e5253666fcb2946d6f97572c5c78ad586",
-        "google/boolq",
-        None,
-        "validation",
-        to_record=_boolq.to_record,
-    ),
-    "commonsenseqa": DatasetFile(
-        "commonsenseqa",
-        "commonsenseqa/dev_rand_split.jsonl.gz",
-        "18467ce05dc2cb17864eeb39a9c835526defc6d010dc19661f89d8d3f1ef828f",
-        "tau/commonsense_qa",
-        None,
-        "validation",
-        to_record=_mc.csqa_record,
-        gold=_mc.gold_of,
-    ),
-    "socialiqa": DatasetFile(
-        "socialiqa",
-        "socialiqa/dev.jsonl.gz",
-        "14c86079e1f840f9ebbd86677758e78bf800a3f3226a949b55d88d2e265dc25b",
-        "allenai/social_i_qa",
-        None,
-        "validation",
-        to_record=_mc.siqa_record,
-        gold=_mc.gold_of,
-    ),
-    "humaneval": DatasetFile(
-        "humaneval",
-        "humaneval/HumanEval.jsonl.gz",
-        "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef",
-        "openai/openai_humaneval",
-        None,
-        "test",
-        to_record=_humaneval.to_record,
-        gold=_humaneval.gold_of,
-    ),
-}
 
 SAMPLE_COLUMNS = ["example_id", "task", "split", "position", "row", "question", "gold", "record"]
 
@@ -146,40 +53,6 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _hub_to_local(task: str, rec: dict) -> dict:
-    """Map a hub record to the shipped layout (lists, as in the original files)."""
-    if task == "hotpotqa":
-        sf = rec["supporting_facts"]
-        ctx = rec["context"]
-        return {
-            "id": rec["id"],
-            "question": rec["question"],
-            "answer": rec["answer"],
-            "type": rec.get("type"),
-            "level": rec.get("level"),
-            "supporting_facts": [list(p) for p in zip(sf["title"], sf["sent_id"], strict=True)],
-            "context": [list(p) for p in zip(ctx["title"], ctx["sentences"], strict=True)],
-        }
-    if task == "boolq":  # the hub copy has no title
-        return {"question": rec["question"], "title": "", "answer": rec["answer"],
-                "passage": rec["passage"]}  # fmt: skip
-    if task == "commonsenseqa":
-        ch = rec["choices"]
-        choices = [{"label": k, "text": t} for k, t in zip(ch["label"], ch["text"], strict=True)]
-        return {
-            "answerKey": rec["answerKey"],
-            "id": rec["id"],
-            "question": {
-                "question_concept": rec.get("question_concept"),
-                "choices": choices,
-                "stem": rec["question"],
-            },
-        }
-    if task in ("socialiqa", "humaneval"):  # the hub rows have the file's keys
-        return dict(rec)
-    return {"question": rec["question"], "answer": rec["answer"]}
 
 
 def _truthy_env(name: str) -> bool:
@@ -222,7 +95,8 @@ def _read_dataset(task: str, spec: DatasetFile, source: str, data_dir: str | Pat
             f"Hugging Face hub: {type(exc).__name__}: {exc}. Check the network{hint} or "
             "set data.source: local to use the shipped files"
         ) from exc
-    return [_hub_to_local(task, r) for r in ds.to_list()]
+    rows = ds.to_list()
+    return [spec.from_hub(r) for r in rows] if spec.from_hub is not None else rows
 
 
 def load_records(
@@ -236,9 +110,7 @@ def load_records(
     ``options``: the task's config section; only the keys its ``DatasetFile.options``
     names are used (the rest, e.g. hotpotqa's ``facts``, shape briefs, not examples).
     """
-    if task not in DATASETS:
-        raise TaskDataError(f"unknown task {task!r}; known tasks: {sorted(DATASETS)}")
-    spec = DATASETS[task]
+    spec = dataset_of(task)
     if source not in ("local", "hub"):
         raise TaskDataError(f"data.source must be 'local' or 'hub', got {source!r}")
     if spec.build is not None:
@@ -270,28 +142,17 @@ def load_records(
     return records
 
 
-def _example_id(task: str, row: int, rec: dict) -> str:
-    if task != "gsm8k":
-        return str(rec["id"])
-    return f"gsm8k-test-{row:04d}"
+def _example_id(spec: DatasetFile, row: int, rec: dict) -> str:
+    return spec.example_id(row, rec) if spec.example_id is not None else str(rec["id"])
 
 
-def _gold(task: str, rec: dict) -> str:
-    if task == "gsm8k":
-        from tersetalk.tasks.scoring import gsm8k_gold
-
-        return gsm8k_gold(rec["answer"])
-    spec = DATASETS.get(task)
-    if spec is not None and spec.gold is not None:
-        return spec.gold(rec)
-    return str(rec["answer"])
+def _gold(spec: DatasetFile, rec: dict) -> str:
+    return spec.gold(rec) if spec.gold is not None else str(rec["answer"])
 
 
 def _options_hint(task: str) -> str:
     """How else to get more examples of a task whose options decide which exist."""
-    return (
-        f" (or loosen config key '{task}')" if task in DATASETS and DATASETS[task].options else ""
-    )
+    return f" (or loosen config key '{task}')" if dataset_of(task).options else ""
 
 
 def sample(
@@ -303,6 +164,7 @@ def sample(
     the calibration shard its last ``calibration_n`` rows. A larger ``n`` extends
     the same sample, and changing ``calibration_n`` never moves the evaluation one.
     """
+    spec = dataset_of(task)
     total = len(records)
     if n < 1:
         raise TaskDataError("n must be at least 1")
@@ -323,13 +185,13 @@ def sample(
         frames[split] = pd.DataFrame(
             [
                 {
-                    "example_id": _example_id(task, int(r), records[r]),
+                    "example_id": _example_id(spec, int(r), records[r]),
                     "task": task,
                     "split": split,
                     "position": pos,
                     "row": int(r),
                     "question": records[r]["question"],
-                    "gold": _gold(task, records[r]),
+                    "gold": _gold(spec, records[r]),
                     "record": json.dumps(records[r], ensure_ascii=False, sort_keys=True),
                 }
                 for pos, r in enumerate(rows)

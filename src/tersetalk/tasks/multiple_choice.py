@@ -18,6 +18,10 @@ from __future__ import annotations
 import json
 import re
 import string
+from collections.abc import Mapping
+from typing import Any
+
+from tersetalk.tasks.base import DIRECT, Brief, DatasetFile, Metric, Task
 
 GOAL = "Choose the best option for the question."
 WORKER_SYSTEM = (
@@ -132,3 +136,81 @@ def correct(prediction: str, gold: str) -> bool:
     """Whether the answer picks the gold option (see :func:`chosen_label`)."""
     label, options = parse_gold(gold)
     return chosen_label(prediction or "", options) == label
+
+
+def brief(record: dict, options: Mapping[str, Any]) -> Brief:
+    """The situation (Social IQa), then one fact per option ("A: bank"), and the question."""
+    facts = [*record["context"], *option_lines(record)]
+    return Brief(goal=GOAL, facts=facts, question=record["question"].strip())
+
+
+def gold_text(gold: str) -> str | None:
+    """The gold option's text: the answer string that can reach the Worker."""
+    label, options = parse_gold(gold)
+    return options.get(label)
+
+
+def _csqa_from_hub(rec: dict) -> dict:
+    ch = rec["choices"]
+    choices = [{"label": k, "text": t} for k, t in zip(ch["label"], ch["text"], strict=True)]
+    return {
+        "answerKey": rec["answerKey"],
+        "id": rec["id"],
+        "question": {
+            "question_concept": rec.get("question_concept"),
+            "choices": choices,
+            "stem": rec["question"],
+        },
+    }
+
+
+def _task(name: str, title: str, labels: str, dataset: DatasetFile) -> Task:
+    return Task(
+        name=name,
+        title=title,
+        dataset=dataset,
+        brief=brief,
+        worker_system=WORKER_SYSTEM,
+        answer_note="The answer is the letter of one option. Plan may be empty.",
+        metric=Metric(
+            "accuracy",
+            f"accuracy on the option label ({labels}); the option's exact text also counts",
+        ),
+        correct=correct,
+        topology=DIRECT,
+        gold_text=gold_text,
+    )
+
+
+TASKS = (
+    _task(
+        "commonsenseqa",
+        "CommonsenseQA (option accuracy)",
+        "A-E",
+        DatasetFile(
+            "commonsenseqa/dev_rand_split.jsonl.gz",
+            "18467ce05dc2cb17864eeb39a9c835526defc6d010dc19661f89d8d3f1ef828f",
+            "tau/commonsense_qa",
+            None,
+            "validation",
+            from_hub=_csqa_from_hub,
+            to_record=csqa_record,
+            gold=gold_of,
+        ),
+    ),
+    _task(
+        "socialiqa",
+        "Social IQa (option accuracy)",
+        "A-C",
+        DatasetFile(
+            "socialiqa/dev.jsonl.gz",
+            "14c86079e1f840f9ebbd86677758e78bf800a3f3226a949b55d88d2e265dc25b",
+            "allenai/social_i_qa",
+            None,
+            "validation",
+            from_hub=dict,  # the hub rows have the file's keys
+            to_record=siqa_record,
+            gold=gold_of,
+        ),
+    ),
+)

@@ -22,7 +22,11 @@ period stripped, case-insensitive, numbers as numbers, yes/no for booleans).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from tersetalk.tasks.base import Brief, DatasetFile, Metric, Task
 
 #: the question generator's seed: the questions are the dataset, fixed like a file's
 #: content; the run's seed only draws the sample from them
@@ -79,3 +83,29 @@ def correct(prediction: str, gold: str) -> bool:
     from tersetalk.formats.questions import answer_matches
 
     return bool(prediction) and answer_matches(prediction, gold)
+
+
+def _build(path: Path, **options) -> list[dict]:
+    return build_records(path.parent, **options)
+
+
+def brief(record: dict, options: Mapping[str, Any]) -> Brief:
+    """The question, and the payload forwarded whole (not a fact: data to read)."""
+    return Brief(goal=GOAL, question=record["question"].strip(), payload=record["payload"])
+
+
+TASK = Task(
+    name="toolqa",
+    title="ToolQA (answer check)",
+    dataset=DatasetFile(
+        "toolresponses/json.jsonl",
+        "772dc695d8faa9f164656abb014e806eed5753fab03cc9f7e8113d105ae2e973",
+        build=_build,
+        options=("max_payload_tokens", "questions_per_kind"),
+    ),
+    brief=brief,
+    worker_system=WORKER_SYSTEM,
+    answer_note="The answer is the value only, copied from the tool response.",
+    metric=Metric("accuracy", "the comprehension experiment's answer check"),
+    correct=correct,
+)

@@ -9,12 +9,12 @@ from tersetalk.agents.engine import Codec, Dialogue, Sent
 from tersetalk.agents.roles import (
     CRITIC_SYSTEM,
     REVISE_INSTRUCTION,
-    WORKER_SYSTEM,
     Brief,
     Participant,
     extract_prediction,
     parse_verdict,
     render_brief,
+    worker_system,
 )
 from tersetalk.models import GenerationConfig
 
@@ -36,7 +36,7 @@ class ProseCodec(Codec):
 
     def prompt(self, who: Participant) -> str:
         if who.kind == "worker":
-            return WORKER_SYSTEM[self.ctx.task]
+            return worker_system(self.ctx.task)
         if who.kind == "critic":
             return CRITIC_SYSTEM
         raise ValueError(f"the prose codec has no prompt for a {who.kind}")

@@ -25,11 +25,8 @@ Worker's reply asks for ids, and then it answers again; ``never``).
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import re
-import string
-import unicodedata
 from collections import Counter
 from typing import Annotated, Any, Literal
 
@@ -71,6 +68,7 @@ from tersetalk.protocol import (
     validate_caps,
 )
 from tersetalk.protocol.tags import VERDICT_NAMES
+from tersetalk.tasks.registry import get as get_task
 from tersetalk.tokens import count_tokens
 
 CAP_SETS = {
@@ -193,14 +191,6 @@ FORMAT_NOTE = (
     "W worker, C critic), g goal, f fact, q question, o overflow summary whose full text "
     "is at the M# id, x key/value, p plan step, v verdict (A accept, R revise, E escalate)."
 )
-ANSWER_NOTE = {
-    "hotpotqa": "The answer is a few words copied from the facts, or yes/no. Plan may be empty.",
-    "gsm8k": "Plan holds up to 3 short calculation steps; the answer is the final number only.",
-    "boolq": "The answer is yes or no. Plan may be empty.",
-    "commonsenseqa": "The answer is the letter of one option. Plan may be empty.",
-    "socialiqa": "The answer is the letter of one option. Plan may be empty.",
-    "humaneval": "The answer is the complete Python function (signature and body).",
-}
 SCHEMA_REPLY = {
     "worker": "Reply with a JSON object: plan (list of steps), need (M# ids whose full text "
     "you need; usually empty), answer.",
@@ -220,7 +210,7 @@ ROLE_INTRO = {
 
 def system_prompt(role: str, task: str, enforcement: str) -> str:
     reply = SCHEMA_REPLY[role] if enforcement in ("schema", "json") else LINES_REPLY[role]
-    extra = ANSWER_NOTE[task] if role == "worker" else ""
+    extra = get_task(task).answer_note if role == "worker" else ""
     return f"{ROLE_INTRO[role]}{FORMAT_NOTE} {reply} {extra}".strip()
 
 
@@ -489,88 +479,6 @@ def touchpoint_models(settings: TerseTalkSettings) -> list[str]:
     return []
 
 
-_WORD = re.compile(r"\w+")
-_ASIDE = re.compile(r"\([^)]*\)")
-#: legal-form suffixes a sentence leaves out when it names a company ("Stone Brewing")
-LEGAL_SUFFIXES = frozenset({"co", "inc", "ltd", "corp", "llc", "plc", "gmbh"})
-#: the shortest title word that may stand for a longer sentence word ("Chris", "Case")
-MIN_PREFIX = 3
-
-
-def _fold(word: str) -> str:
-    """A word compared without case or accents ("Grindé" and "Grinde" match)."""
-    decomposed = unicodedata.normalize("NFKD", word.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def names_title(title: str, sentence: str, loose: bool = False) -> bool:
-    """Whether ``sentence`` names ``title``: every word of the title occurs in it.
-
-    A parenthetical aside ("(album)") is not part of the name. ``loose`` also folds
-    accents, lets a title word of MIN_PREFIX or more letters be the start of a
-    sentence word (a short first name: "Chris Summers" is named by "Christopher C
-    Summers") and lets a legal-form suffix ("Co.") be absent.
-    """
-    words = _WORD.findall(_ASIDE.sub(" ", title))
-    said = _WORD.findall(sentence)
-    if loose:
-        words = [_fold(w) for w in words]
-        said = [_fold(w) for w in said]
-        if len(words) > 1 and words[-1] in LEGAL_SUFFIXES:
-            words = words[:-1]
-    else:
-        words = [w.casefold() for w in words]
-        said = [w.casefold() for w in said]
-    if not words:
-        return False
-    vocab = set(said)
-
-    def named(word: str) -> bool:
-        if word in vocab:
-            return True
-        return loose and len(word) >= MIN_PREFIX and any(s.startswith(word) for s in said)
-
-    return all(named(w) for w in words)
-
-
-def dedup_title(fact: str, loose: bool = False) -> str:
-    """``"Title: sentence"`` without the title when the sentence already names it.
-
-    HotpotQA facts carry their paragraph's title; it adds nothing when every word of
-    the title (outside a parenthetical aside such as "(album)") occurs in the sentence,
-    e.g. "Paul Kantner: Paul Lorin Kantner (...) was an American rock musician."
-    ``loose``: see :func:`names_title`; the title kept is also HTML-decoded.
-    """
-    title, sep, sentence = fact.partition(": ")
-    if not sep or not sentence.strip():
-        return fact
-    if loose:
-        title = html.unescape(title)
-    if names_title(title, sentence, loose):
-        return sentence
-    return f"{title}: {sentence}"
-
-
-def paragraph_titles(facts: list[str], loose: bool = False) -> list[str]:
-    """Titles deduplicated, and said once per run of facts from the same paragraph.
-
-    HotpotQA's supporting sentences of one paragraph follow each other; the second
-    continues the first ("Genny Light is an American light beer ... The beer has
-    4.0% alcohol"), so its title repeats what the run already established. A run
-    starts again whenever the title changes.
-    """
-    out: list[str] = []
-    previous = None
-    for fact in facts:
-        title, sep, sentence = fact.partition(": ")
-        if sep and sentence.strip() and title == previous:
-            out.append(sentence)
-        else:
-            out.append(dedup_title(fact, loose))
-        previous = title if sep else None
-    return out
-
-
 def tag_question_mark(text: str) -> str:
     """``text`` without its final ``?``: on a ``q`` line the tag says it is a question.
 
@@ -581,40 +489,6 @@ def tag_question_mark(text: str) -> str:
     if stripped.endswith("?") and stripped[:-1].strip():
         return stripped[:-1].rstrip()
     return text
-
-
-#: asides (after a space, as in prose: not a call "g()") holding only what stripped
-#: markup left: spaces, ";", "," or "]"; a run of them is one match, so it is judged by
-#: the words around the whole run
-_EMPTY_ASIDE = re.compile(r"(?:\s+\((?:\s|[;,\]])*\))+")
-#: the residue at the start of an aside that goes on ("( ; June 18" -> "(June 18")
-_ASIDE_LEAD = re.compile(r"(?:(?<=\s)|^)\((?:\s|[;,\]])+(?=[^\s;,\])])")
-_SPACES = re.compile(r" {2,}")
-
-
-def strip_residue(text: str) -> str:
-    """``text`` without what stripped Wikipedia markup left behind.
-
-    HotpotQA's sentences come from Wikipedia with pronunciations removed, leaving
-    ``McLean ( ) is``, ``Roger Joseph Ebert ( ; June 18, 1942 ...`` or ``Mendoza (    ;
-    born ...``. Those characters say nothing. Only spaces and punctuation go, and an
-    empty aside between two words leaves a space, so the text a reader (or
-    :func:`tersetalk.tasks.scoring.normalize_answer`) takes from it is the same.
-    """
-
-    def empty(match: re.Match) -> str:
-        # words the aside's spaces kept apart ("a ( )b") stay apart; punctuation next
-        # to it does not separate words for a reader that drops punctuation
-        if not any(c.isspace() for c in match.group()):
-            return ""
-        before = match.string[: match.start()].rstrip(string.punctuation)
-        after = match.string[match.end() :].lstrip(string.punctuation)
-        apart = not before or not after or before[-1].isspace() or after[0].isspace()
-        return "" if apart else " "
-
-    text = _EMPTY_ASIDE.sub(empty, text)
-    text = _ASIDE_LEAD.sub("(", text)
-    return _SPACES.sub(" ", text)
 
 
 def single_quotes(text: str) -> str:
@@ -666,13 +540,14 @@ class TerseTalkCodec(Codec):
         tts = self.tts
         facts = list(self.brief.facts)
         loose = tts.title_names == "loose"
-        if self.ctx.task == "hotpotqa":
+        titled = get_task(self.ctx.task).titled_facts
+        if titled is not None:  # "Title: sentence" facts (HotpotQA's)
             if tts.residue == "strip":
-                facts = [strip_residue(f) for f in facts]
+                facts = [titled.strip_residue(f) for f in facts]
             if tts.fact_titles == "dedup":
-                facts = [dedup_title(f, loose) for f in facts]
+                facts = [titled.dedup_title(f, loose) for f in facts]
             elif tts.fact_titles == "paragraph":
-                facts = paragraph_titles(facts, loose)
+                facts = titled.paragraph_titles(facts, loose)
         return encode_brief(
             self.brief.goal if tts.goal_line else None,
             [self.wire_text(f) for f in facts],
@@ -794,9 +669,9 @@ class TerseTalkCodec(Codec):
 
     def prediction(self, answer: WorkerReply) -> str:
         text = (
-            answer.answer
-            if self.ctx.task == "hotpotqa"
-            else "\n".join(answer.plan + [f"Answer: {answer.answer}"])
+            "\n".join(answer.plan + [f"Answer: {answer.answer}"])
+            if get_task(self.ctx.task).reads_plan
+            else answer.answer
         )
         return extract_prediction(self.ctx.task, text)
 

@@ -1,0 +1,225 @@
+"""What a task is: one :class:`Task` declares everything the workflow needs to know.
+
+A task module builds its :class:`Task` and hands it to
+:func:`tersetalk.tasks.registry.register`; nothing outside ``tasks/`` branches on a
+task's name. A task declares:
+
+- ``dataset``: its checksummed file, the hub copy, and how a line becomes the
+  pipeline's record (:class:`DatasetFile`);
+- ``brief``: how the Manager's :class:`Brief` (goal, facts, question, payload) is built
+  from a record and the task's config section;
+- ``worker_system`` and ``answer_note``: the Worker's instruction in prose and the
+  line the TerseTalk Worker's prompt adds about the answer's form;
+- ``extract``: how the prediction is read from the Worker's reply;
+- ``correct`` / ``score`` / ``aggregate``: the official check of one prediction, the
+  per-example score columns, and the run's accuracy (``metric`` names it);
+- ``title`` (figures), ``topology`` (the topology study's label), and smaller hooks
+  (see the field comments).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: topology labels: which topology a task's questions are expected to need. The topology
+#: study (issue 16) scores a router by how often it picks the label of the example's
+#: task. Direct-optimal tasks are answered from what the brief already holds (a yes/no,
+#: one option of five); collaborative-optimal tasks need a chain of steps (multi-hop
+#: retrieval, arithmetic, code that must pass tests), where a second Worker and a
+#: verify/fix loop can pay for themselves.
+DIRECT = "direct"
+CHAIN = "chain"
+
+
+@dataclass
+class Brief:
+    """The Manager's content before any protocol encodes it.
+
+    ``payload``: a tool response the Manager forwards whole (toolqa), as the tool
+    returned it; a codec may re-encode it (the ``formats`` system). Not a fact: it is
+    data to read, not sentences to cap or compress.
+    """
+
+    goal: str
+    facts: list[str] = field(default_factory=list)
+    question: str = ""
+    payload: str = ""
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9$\"'(])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """A text's sentences: a split after ``.``, ``!`` or ``?`` before a capital, digit,
+    ``$``, quote or parenthesis."""
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def last_sentence_question(text: str) -> str:
+    """The question of a word problem: its last sentence (the others are its facts)."""
+    sentences = split_sentences(text)
+    return sentences[-1] if sentences else text.strip()
+
+
+_ANSWER_MARKER = re.compile(r"answer\s*(?:is|:)\s*", re.IGNORECASE)
+
+
+def short_answer(text: str) -> str:
+    """A short answer from a reply: after an "answer is"/"Answer:" marker if there is
+    one, its first non-empty line, without quotes, asterisks or a final period."""
+    answer = text.strip()
+    marker = _ANSWER_MARKER.search(answer)
+    if marker:
+        answer = answer[marker.end() :]
+    for line in answer.splitlines():
+        if line.strip():
+            answer = line.strip()
+            break
+    return answer.strip().strip("\"'*").rstrip(".").strip()
+
+
+@dataclass(frozen=True)
+class DatasetFile:
+    """A task's shipped file (checked by SHA-256) and where the hub keeps it.
+
+    ``relpath`` is relative to the config's ``data.dir`` (an absolute path is used as
+    it is: a plug-in task keeps its file beside its module). ``build`` turns the checked
+    file into records when they are not the file's own lines (toolqa: questions
+    generated from each payload), taking ``options``: the task's config keys that decide
+    which examples exist (passed by `tersetalk sample`). A dataset without ``hub_path``
+    is read from the shipped file whatever the source. ``from_hub(row)`` maps a hub row
+    to the shipped file's layout; ``to_record(line, row)`` maps a line of the file to
+    the pipeline's record; ``gold(record)`` gives the sample's gold string (default: the
+    record's ``answer``) and ``example_id(row, record)`` its id (default: its ``id``).
+    """
+
+    relpath: str
+    sha256: str
+    hub_path: str | None = None
+    hub_name: str | None = None
+    hub_split: str | None = None
+    build: Callable[..., list[dict]] | None = None
+    options: tuple[str, ...] = ()
+    from_hub: Callable[[dict], dict] | None = None
+    to_record: Callable[[dict, int], dict] | None = None
+    gold: Callable[[dict], str] | None = None
+    example_id: Callable[[int, dict], str] | None = None
+
+
+#: {id: prediction}, {id: gold}, {id: the record's ``correct``} -> the run's metrics
+Aggregate = Callable[[Mapping[str, str], Mapping[str, str], Mapping[str, float]], dict]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A task's official metric: its name, its definition, and which way is better."""
+
+    name: str
+    definition: str
+    higher_is_better: bool = True
+
+
+def same_score(ok: float) -> dict[str, float]:
+    """The score columns of a task with one right-or-wrong check (all equal ``correct``)."""
+    return {"em": ok, "f1": ok, "precision": ok, "recall": ok, "correct": ok}
+
+
+@dataclass(frozen=True)
+class TitledFacts:
+    """The rules of a task whose facts are ``"Title: sentence"`` (HotpotQA's).
+
+    ``strip_residue(fact)``: the fact without what stripped markup left behind;
+    ``dedup_title(fact, loose)``: the sentence alone when it already names the title;
+    ``paragraph_titles(facts, loose)``: titles deduplicated and said once per run of one
+    paragraph's sentences. ``loose`` is TerseTalk's ``title_names: loose``.
+    """
+
+    strip_residue: Callable[[str], str]
+    dedup_title: Callable[[str, bool], str]
+    paragraph_titles: Callable[[list[str], bool], list[str]]
+
+    def title_overhead(self, fact: str) -> str | None:
+        """The sentence of a fact whose title it already names (exactly), else None."""
+        sentence = self.dedup_title(fact, False)
+        return sentence if sentence != fact else None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task and everything the workflow needs to know about it (module docstring)."""
+
+    name: str
+    #: how figures name it, with its metric: "GSM8K (accuracy)"
+    title: str
+    dataset: DatasetFile
+    #: record, the task's config section -> the Manager's brief
+    brief: Callable[[dict, Mapping[str, Any]], Brief]
+    #: the Worker's system prompt in prose
+    worker_system: str
+    #: the TerseTalk Worker's note on the answer's form
+    answer_note: str
+    metric: Metric
+    #: the official check of one (non-empty) prediction against the sample's gold
+    correct: Callable[[str, str], bool]
+    #: ``direct`` or ``chain`` (:data:`DIRECT`, :data:`CHAIN`); None: not in the topology study
+    topology: str | None = None
+    #: the prediction as read from the Worker's reply
+    extract: Callable[[str], str] = short_answer
+    #: prediction, gold, config section -> score columns (default: :func:`same_score`
+    #: of ``correct``, an empty prediction wrong); a scorer may add provenance columns
+    score: Callable[[str, str, Mapping[str, Any]], dict] | None = None
+    #: {id: prediction} (answered examples), {id: gold}, {id: the record's ``correct``}
+    #: -> the run's ``accuracy``, ``em``, ``f1``, ``precision``, ``recall``
+    aggregate: Aggregate | None = None
+    #: the answer string whose arrival at the Worker answer preservation checks, from
+    #: the gold (default: the gold itself); None when no string can arrive (code's tests)
+    gold_text: Callable[[str], str | None] | None = None
+    #: a record's question text -> the question line of its brief (the audit's rule)
+    brief_question: Callable[[str], str] = str.strip
+    #: the part of a brief fact that must reach the Worker (HotpotQA: the sentence)
+    fact_text: Callable[[str], str] | None = None
+    #: (the Worker's introduction, the answer's form) around Chain-of-Draft's instruction
+    #: in the Worker's prompt under ``prompting: cod``; None: CoD is not offered
+    cod_worker: tuple[str, str] | None = None
+    #: the TerseTalk Worker's plan lines are read with its answer (False: the answer alone)
+    reads_plan: bool = True
+    #: answers are numbers: LLMLingua's ``force_digits: auto`` keeps digits
+    numeric_answers: bool = False
+    #: the task's config section goes into the run spec (``task_options``)
+    run_options: bool = False
+    #: the config section -> raise before the first example when the task cannot be scored
+    preflight: Callable[[Mapping[str, Any]], None] | None = None
+    #: the rules for facts written ``"Title: sentence"`` (:class:`TitledFacts`), which
+    #: TerseTalk's brief and the token audit use; None: facts are plain sentences
+    titled_facts: TitledFacts | None = None
+
+    def scores(self, prediction: str, gold: str, options: Mapping[str, Any] | None) -> dict:
+        """The per-example score columns of one prediction."""
+        if self.score is not None:
+            return self.score(prediction or "", gold, options or {})
+        return same_score(float(bool(prediction) and self.correct(prediction, gold)))
+
+    def run_metrics(
+        self,
+        predictions: Mapping[str, str],
+        golds: Mapping[str, str],
+        scored: Mapping[str, float],
+    ) -> dict[str, float]:
+        """The run's accuracy (and EM/F1 where the task has them) over every gold."""
+        if self.aggregate is not None:
+            return self.aggregate(predictions, golds, scored)
+        hits = [bool(predictions.get(i)) and self.correct(predictions[i], golds[i]) for i in golds]
+        accuracy = sum(hits) / len(golds)
+        nan = float("nan")
+        return {"accuracy": accuracy, "em": accuracy, "f1": nan, "precision": nan, "recall": nan}
+
+    def answer_text(self, gold: str) -> str | None:
+        """The string of the gold that can reach the Worker (None: none can)."""
+        return gold if self.gold_text is None else self.gold_text(gold)
+
+    def fact_payload(self, fact: str) -> str:
+        """What of a brief fact must reach the Worker."""
+        return fact if self.fact_text is None else self.fact_text(fact)
