@@ -20,7 +20,6 @@ from tersetalk.encoders.lingua import (
 )
 from tersetalk.encoders.messages import (
     MessageView,
-    compress_brief,
     compress_message,
     plan_message,
     project,
@@ -32,6 +31,7 @@ from tersetalk.encoders.prepare import (
     read_manifest,
 )
 from tersetalk.encoders.scripted import ScriptedCompressor
+from tersetalk.systems.lingua_brief import brief_view, compress_brief
 from tersetalk.tokens import count_tokens
 
 BRIEF = Brief(
@@ -202,13 +202,13 @@ def test_a_compressor_mismatch_reaches_describe_and_every_message_counter(
 
 
 def test_message_view_renders_the_freeform_brief_exactly():
-    assert MessageView.of_brief(BRIEF).render() == render_brief(BRIEF)
+    assert brief_view(BRIEF).render() == render_brief(BRIEF)
     empty = Brief(goal="Solve it.", facts=[], question="What is 2 + 2?")
-    assert MessageView.of_brief(empty).render() == render_brief(empty)
+    assert brief_view(empty).render() == render_brief(empty)
 
 
 def test_plan_scopes_and_unreachable_targets():
-    view = MessageView.of_brief(BRIEF)
+    view = brief_view(BRIEF)
     ctx = count_tokens("\n".join(BRIEF.facts))
     msg = count_tokens(render_brief(BRIEF))
     p = plan_message(view, LinguaSettings(rate=0.5))

@@ -8,6 +8,9 @@ rate over the whole message (``message``, LLMLingua's own definition) or a token
 budget for the whole message (``target_tokens``). When the kept parts alone, or the
 digits that must survive, exceed the target, it cannot be reached; the counters
 say so instead of pretending.
+
+The Manager's brief as such a view (and its compression) is the systems' business:
+:mod:`tersetalk.systems.lingua_brief`; this module knows no agent roles.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tersetalk.agents.roles import Brief
 from tersetalk.encoders.lingua import Compressed, Compressor, LinguaSettings, ceil_int
 from tersetalk.tokens import count_tokens
 
@@ -32,17 +34,6 @@ class MessageView:
     #: a line printed before the pieces when there are any (e.g. "Facts:")
     label: str | None = None
     bullet: str = "- "
-
-    @classmethod
-    def of_brief(cls, brief: Brief) -> MessageView:
-        """The free-form brief, rendered exactly as :func:`~tersetalk.agents.roles.render_brief`."""
-        return cls(
-            head=(f"Goal: {brief.goal}",),
-            pieces=tuple(brief.facts),
-            tail=(f"Question: {brief.question}",),
-            question=brief.question,
-            label="Facts:",
-        )
 
     def render(self, pieces: list[str] | tuple[str, ...] | None = None) -> str:
         pieces = self.pieces if pieces is None else pieces
@@ -126,14 +117,6 @@ def compress_message(
     mismatch = bool(compressor.describe().get("compressor_mismatch", False))
     counters = message_counters(plan, text, comp, opts, compressor_mismatch=mismatch)
     return CompressedMessage(text, plan, comp, counters)
-
-
-def compress_brief(
-    brief: Brief, compressor: Compressor, opts: LinguaSettings, task: str
-) -> tuple[str, dict[str, Any]]:
-    """The compressed free-form brief and its counters (``lingua_*``, ``t_lingua_s``)."""
-    out = compress_message(MessageView.of_brief(brief), compressor, opts, task)
-    return out.text, out.counters
 
 
 def message_counters(

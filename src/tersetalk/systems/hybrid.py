@@ -68,6 +68,7 @@ from tersetalk.protocol import (
     serialize,
 )
 from tersetalk.systems import Axis, register
+from tersetalk.systems.lingua_brief import brief_view
 from tersetalk.tokens import count_tokens
 
 ROUTES = ("tersetalk", "llmlingua", "overflow")
@@ -292,9 +293,7 @@ class HybridCodec(TerseTalkCodec):
                 lines, counters = self.encode_brief(caps, memory)
                 return lines, memory, counters
 
-            routed = self.gate.route(
-                "brief", encode, tts.cap_dict(), MessageView.of_brief(self.brief)
-            )
+            routed = self.gate.route("brief", encode, tts.cap_dict(), brief_view(self.brief))
             # what was sent is what the Worker can dereference (a prose brief: nothing)
             self.memory = routed.memory or Memory(max_entries=tts.memory_max_entries)
             self.lines = routed.lines or []

@@ -25,9 +25,9 @@ from tersetalk.agents.codecs.prose import ProseCodec
 from tersetalk.agents.engine import Dialogue
 from tersetalk.agents.roles import Brief
 from tersetalk.encoders.lingua import LinguaSettings, get_compressor
-from tersetalk.encoders.messages import compress_brief
 from tersetalk.encoders.prepare import prepared_compressor_inputs
 from tersetalk.systems import register
+from tersetalk.systems.lingua_brief import compress_brief
 
 
 class LLMLinguaSystemSettings(LinguaSettings):
