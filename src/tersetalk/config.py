@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from tersetalk.configio import read_yaml
+from tersetalk.paths import calibration_file
 
 #: where the schema lives inside the package (and, linked, in workflow/schemas/)
 SCHEMA_RESOURCE = ("tersetalk", "schemas/config.schema.yaml")
