@@ -26,8 +26,8 @@ from tersetalk.stats.targets import (
     token_reduction_rows,
     topology_rows,
     ttft_rows,
-    wilson,
 )
+from tersetalk.stats.intervals import wilson
 
 REF = "freeform/default"
 
@@ -49,9 +49,11 @@ def _by_status(rows, key="task"):
 
 
 def test_wilson_and_interval_status():
-    low, high = wilson(95, 100)
+    low, high = wilson(95 / 100, 100)
     assert low < 0.95 < high
-    assert all(np.isnan(wilson(0, 0)))  # no trials: no interval
+    assert wilson(0.0, 0) == (0.0, 1.0)  # no trials: nothing known, the whole unit interval
+    with pytest.raises(ValueError, match="proportion"):
+        wilson(95, 100)  # a count, not a proportion
     assert interval_status(0.96, 0.99, 0.95) == "met"
     assert interval_status(0.80, 0.90, 0.95) == "not met"
     assert interval_status(0.90, 0.99, 0.95) == "inconclusive"
