@@ -63,11 +63,13 @@ def _checked_file(spec: DatasetFile, data_dir: str | Path) -> Path:
     """The shipped file, after its SHA-256 matched."""
     path = Path(data_dir) / spec.relpath
     if not path.exists():
-        raise TaskDataError(
-            f"{path} is missing: run from the repository root or set data.dir; the "
-            f"file is shipped with the repository (see data/{Path(spec.relpath).parts[0]}"
-            "/README.md)"
+        where = (
+            "the task's module ships it beside itself"
+            if Path(spec.relpath).is_absolute()
+            else "run from the repository root or set data.dir; the file is shipped with the "
+            f"repository (see data/{Path(spec.relpath).parts[0]}/README.md)"
         )
+        raise TaskDataError(f"{path} is missing: {where}")
     digest = sha256_file(path)
     if digest != spec.sha256:
         raise TaskDataError(
@@ -82,7 +84,10 @@ def _read_dataset(task: str, spec: DatasetFile, source: str, data_dir: str | Pat
     import datasets
 
     datasets.disable_progress_bars()
-    if source == "local":
+    if source == "local" or spec.hub_path is None:
+        if source != "local":
+            log.info("%s has no hub copy; its examples come from the shipped %s", task,
+                     spec.relpath)  # fmt: skip
         path = _checked_file(spec, data_dir)
         return datasets.load_dataset("json", data_files=str(path), split="train").to_list()
     try:
