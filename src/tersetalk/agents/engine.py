@@ -13,17 +13,14 @@ a topology.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tersetalk.agents.context import RunContext, SystemResult
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.roles import Brief, Participant, build_brief, participant
 from tersetalk.models import GenerationConfig
 
-if TYPE_CHECKING:
-    from tersetalk.agents.topology import Topology
-
-__all__ = ["Codec", "Dialogue", "Sent", "converse"]
+__all__ = ["Codec", "Dialogue", "Outcome", "Sent", "TopologyInterface", "converse"]
 
 
 @dataclass
@@ -182,12 +179,38 @@ class Dialogue:
         return self.codec.reply(participant(who), messages, gen or self.ctx.gen)
 
 
+@dataclass
+class Outcome:
+    """What a topology's run ends with: the final answer, its message, its fields."""
+
+    answer: Any
+    final: Sent
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class _Layout(Protocol):
+    @property
+    def directions(self) -> tuple[str, ...]: ...
+
+
+class TopologyInterface(Protocol):
+    """What :func:`converse` calls of a topology: the directions of its layout (a
+    :class:`~tersetalk.records.RecordLayout`) and ``run``. Declared here so the engine
+    needs nothing from :mod:`tersetalk.agents.topology`, whose topologies drive a
+    :class:`Dialogue` and implement this."""
+
+    @property
+    def layout(self) -> _Layout: ...
+
+    def run(self, d: Dialogue) -> Outcome: ...
+
+
 def converse(
     example: dict,
     ctx: RunContext,
     *,
     codec: type[Codec],
-    topology: Topology,
+    topology: TopologyInterface,
     settings: Any = None,
 ) -> SystemResult:
     """Run one example: the Manager's brief, the topology's turns, the codec's reading."""

@@ -7,26 +7,16 @@ outcome fields. It never writes or reads a message itself; that is the codec's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from tersetalk.agents.engine import Dialogue, Sent
+from tersetalk.agents.engine import Dialogue, Outcome
 from tersetalk.records import OutcomeField, RecordLayout
 
 __all__ = ["CHAIN", "STAR", "Chain", "Outcome", "Star", "Topology"]
 
 
-@dataclass
-class Outcome:
-    """What a topology's run ends with: the final answer, its message, its fields."""
-
-    answer: Any
-    final: Sent
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
 class Topology:
-    """Who talks to whom; subclasses set ``name`` and ``layout`` and implement ``run``."""
+    """Who talks to whom; subclasses set ``name`` and ``layout`` and implement ``run``
+    (the engine's :class:`~tersetalk.agents.engine.TopologyInterface`; a run ends with
+    an :class:`~tersetalk.agents.engine.Outcome`, re-exported here)."""
 
     name: str = ""
     layout: RecordLayout
