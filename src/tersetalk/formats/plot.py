@@ -27,7 +27,7 @@ import seaborn as sns  # noqa: E402
 
 from tersetalk.formats.experiments import summary_tables  # noqa: E402
 from tersetalk.io import read_metadata, read_parquet, write_csv_atomic  # noqa: E402
-from tersetalk.plots.figures import _theme, save_figure  # noqa: E402
+from tersetalk.plotting import save_figure, theme  # noqa: E402
 
 ENCODER_ORDER = [
     "json_pretty",
@@ -44,7 +44,7 @@ ENCODER_ORDER = [
 
 def savings_figure(shapes: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     """``shapes``: the savings-by-shape table of every tokenizer (``summary_tables``)."""
-    _theme()
+    theme()
     tables = shapes[shapes["encoder"] != "json_compact"]
     order = [e for e in ENCODER_ORDER if e in set(tables["encoder"])]
     g = sns.catplot(
@@ -74,7 +74,7 @@ def savings_figure(shapes: pd.DataFrame, out_stem: str | Path) -> list[Path]:
 
 
 def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
-    _theme()
+    theme()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     sns.lineplot(
         data=df,
@@ -99,7 +99,7 @@ def comprehension_figure(
     df: pd.DataFrame, s: pd.DataFrame, out_stem: str | Path, model: str = ""
 ) -> list[Path]:
     """``df``: the comprehension rows; ``s``: their ``comprehension_summary``."""
-    _theme()
+    theme()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     # 95% Wilson intervals: a few dozen questions leave wide ones, and the figure says so
     from scipy.stats import norm
