@@ -53,10 +53,11 @@ def _walk(tree: ast.AST):
         todo.extend(ast.iter_child_nodes(node))
 
 
-def _imported_names(tree: ast.AST, module: str, is_pkg: bool):
-    """Every absolute module name ``module`` imports (``a.b`` for ``from a import b``)."""
+def _imported_names(tree: ast.AST, module: str, is_pkg: bool, type_only: bool = False):
+    """Every absolute module name ``module`` imports (``a.b`` for ``from a import b``);
+    with ``type_only`` also those of ``if TYPE_CHECKING:`` blocks."""
     package = module if is_pkg else module.rpartition(".")[0]
-    for node in _walk(tree):
+    for node in ast.walk(tree) if type_only else _walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name
@@ -81,13 +82,14 @@ def _imported_names(tree: ast.AST, module: str, is_pkg: bool):
             yield node.args[0].value
 
 
-def import_graph(root: Path = SRC) -> dict[str, set[str]]:
-    """module -> the tersetalk modules it imports (packages count as their ``__init__``)."""
+def import_graph(root: Path = SRC, type_only: bool = False) -> dict[str, set[str]]:
+    """module -> the tersetalk modules it imports (packages count as their ``__init__``);
+    ``type_only``: type-only imports (``if TYPE_CHECKING:``) count too."""
     mods = _modules(root)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for module, (path, is_pkg) in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for name in _imported_names(tree, module, is_pkg):
+        for name in _imported_names(tree, module, is_pkg, type_only):
             if name in mods and name != module:
                 graph[module].add(name)
     return graph
@@ -149,6 +151,64 @@ def test_no_import_cycles_among_tersetalk_modules(graph):
     assert not found, "import cycles (break them by moving the shared part down):\n" + "\n".join(
         " <-> ".join(c) for c in found
     )
+
+
+def layer_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """The graph between layers: a sub-package of tersetalk (``tersetalk.agents``) or a
+    top-level module (``tersetalk.config``) -> the layers it imports -> ``a -> b`` edges."""
+
+    def layer(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    layers: dict[str, dict[str, list[str]]] = {layer(m): {} for m in graph}
+    for module, imported in graph.items():
+        for name in imported:
+            if layer(name) != layer(module):
+                layers[layer(module)].setdefault(layer(name), []).append(f"{module} -> {name}")
+    return layers
+
+
+@pytest.fixture(scope="module")
+def typed_graph() -> dict[str, set[str]]:
+    return import_graph(type_only=True)
+
+
+def test_no_cycles_even_counting_type_only_imports(typed_graph):
+    found = cycles(typed_graph)
+    assert not found, "cycles through `if TYPE_CHECKING:` imports (declare the interface "
+    "where it is called, e.g. a Protocol):\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_layers_stand_on_each_other_with_no_import_back_up(typed_graph):
+    # a layer is a sub-package or a top-level module; every layer imports only layers
+    # below it, so the layers have an order (the ground floor: protocol, io, configio...)
+    layers = layer_graph(typed_graph)
+    found = cycles({k: set(v) for k, v in layers.items()})
+    edges = [e for c in found for a in c for b, es in layers[a].items() if b in c for e in es[:3]]
+    assert not found, (
+        "layers that import each other (move the shared part down a floor):\n"
+        + "\n".join(" <-> ".join(c) for c in found)
+        + "\nedges inside them:\n  "
+        + "\n  ".join(edges)
+    )
+
+
+def test_the_layer_check_sees_a_back_edge():
+    graph = {"tersetalk.a.x": {"tersetalk.b.y"}, "tersetalk.b.y": {"tersetalk.a.z"},
+             "tersetalk.a.z": set()}  # fmt: skip
+    layers = layer_graph(graph)
+    assert cycles({k: set(v) for k, v in layers.items()}) == [["tersetalk.a", "tersetalk.b"]]
+
+
+def test_type_only_imports_are_seen_when_asked(tmp_path):
+    pkg = tmp_path / "tersetalk"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from tersetalk.b import B\n")  # fmt: skip
+    (pkg / "b.py").write_text("import tersetalk.a\n")
+    assert cycles(import_graph(tmp_path)) == []
+    assert cycles(import_graph(tmp_path, type_only=True)) == [["tersetalk.a", "tersetalk.b"]]
 
 
 def test_the_graph_sees_function_level_and_relative_imports(graph):
