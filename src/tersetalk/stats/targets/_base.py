@@ -8,7 +8,7 @@ these, so a status is decided the same way in every row (see :mod:`tersetalk.sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ __all__ = [
     "Provider",
     "Results",
     "answered",
+    "answered_frames",
     "counter_total",
     "index_metrics",
     "interval_reason",
@@ -144,6 +145,15 @@ def answered(df: pd.DataFrame) -> pd.Series:
         return pd.Series(True, index=df.index)
     err = df["error"].astype(object)
     return ~(err.notna() & (err.astype(str) != ""))
+
+
+def answered_frames(
+    metrics: Mapping[tuple[str, str], pd.DataFrame], run: str
+) -> Iterator[tuple[str, pd.DataFrame]]:
+    """(task, the rows without an error) of each task ``run`` has metrics for, by task."""
+    for task in sorted({t for t, label in metrics if label == run}):
+        df = metrics[(task, run)]
+        yield task, df[answered(df)]
 
 
 def counter_total(df: pd.DataFrame, col: str) -> int:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ._base import MMS, NAN, Provider, Results, answered, row
+from ._base import MMS, NAN, Provider, Results, answered_frames, row
 
 __all__ = ["PROVIDERS", "mediator_rows"]
 
@@ -18,9 +18,7 @@ def mediator_rows(
     """The mediator's budget compliance (Req. 1) and termination within the recursion
     limit (Property 1), per task."""
     rows = []
-    for task in sorted({t for t, label in metrics if label == run}):
-        df = metrics[(task, run)]
-        df = df[answered(df)]
+    for task, df in answered_frames(metrics, run):
         src = f"results/metrics/{task}/{run}.parquet (c_mediator_*)"
         base = dict(seed=MMS, task=task, run=run, source=src)
         if "c_mediator_final_tokens" not in df or df.empty or budget is None:

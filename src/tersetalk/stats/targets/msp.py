@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ._base import MSP, NAN, Provider, answered, row
+from ._base import MSP, NAN, Provider, answered_frames, row
 
 __all__ = ["PROVIDERS", "msp_rows"]
 
@@ -14,9 +14,7 @@ __all__ = ["PROVIDERS", "msp_rows"]
 def msp_rows(metrics: Mapping[tuple[str, str], pd.DataFrame], run: str) -> list[dict]:
     """MSP: compression ratio < 0.5, similarity >= 0.80 (with intent and target present)."""
     rows = []
-    for task in sorted({t for t, label in metrics if label == run}):
-        df = metrics[(task, run)]
-        df = df[answered(df)]
+    for task, df in answered_frames(metrics, run):
         src = f"results/metrics/{task}/{run}.parquet (c_msp_*)"
         base = dict(seed=MSP, task=task, run=run, source=src)
         if "c_msp_compression_ratio" not in df or df.empty:
