@@ -127,6 +127,12 @@ def same_score(ok: float) -> dict[str, float]:
     return {"em": ok, "f1": ok, "precision": ok, "recall": ok, "correct": ok}
 
 
+def accuracy_metrics(accuracy: float) -> dict[str, float]:
+    """A run's metrics for a task with accuracy alone (``em`` equal, no F1: NaN)."""
+    nan = float("nan")
+    return {"accuracy": accuracy, "em": accuracy, "f1": nan, "precision": nan, "recall": nan}
+
+
 @dataclass(frozen=True)
 class TitledFacts:
     """The rules of a task whose facts are ``"Title: sentence"`` (HotpotQA's).
@@ -212,9 +218,7 @@ class Task:
         if self.aggregate is not None:
             return self.aggregate(predictions, golds, scored)
         hits = [bool(predictions.get(i)) and self.correct(predictions[i], golds[i]) for i in golds]
-        accuracy = sum(hits) / len(golds)
-        nan = float("nan")
-        return {"accuracy": accuracy, "em": accuracy, "f1": nan, "precision": nan, "recall": nan}
+        return accuracy_metrics(sum(hits) / len(golds))
 
     def answer_text(self, gold: str) -> str | None:
         """The string of the gold that can reach the Worker (None: none can)."""

@@ -25,7 +25,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tersetalk.tasks.base import CHAIN, Brief, DatasetFile, Metric, Task
+from tersetalk.tasks.base import (
+    CHAIN,
+    Brief,
+    DatasetFile,
+    Metric,
+    Task,
+    accuracy_metrics,
+    same_score,
+)
 from tersetalk.tasks.sandbox import SandboxLimits, SandboxResult, require, run_check
 
 GOAL = "Complete the Python function so that it passes its hidden tests."
@@ -156,11 +164,7 @@ def score(prediction: str, gold: str, options: Mapping[str, Any]) -> dict:
     result = run(prediction, gold, limits, isolation)
     ok = float(result.passed)
     return {
-        "em": ok,
-        "f1": ok,
-        "precision": ok,
-        "recall": ok,
-        "correct": ok,
+        **same_score(ok),
         "sandbox_reason": result.reason,
         "sandbox_detail": result.detail,
         "sandbox_isolation": f"{isolation}; {result.notes}" if result.notes else isolation,
@@ -173,9 +177,7 @@ def aggregate(
 ) -> dict[str, float]:
     """pass@1 as the run scored it: model code runs once, sandboxed, never again here."""
     hits = [i in predictions and scored[i] == 1.0 for i in golds]
-    accuracy = sum(hits) / len(golds)
-    nan = float("nan")
-    return {"accuracy": accuracy, "em": accuracy, "f1": nan, "precision": nan, "recall": nan}
+    return accuracy_metrics(sum(hits) / len(golds))
 
 
 TASK = Task(
