@@ -1,21 +1,36 @@
-"""Helpers shared by the real backends: stream timing and the Instructor call.
+"""Helpers shared by the real backends: stream timing, the Instructor call, and the one
+``structured`` path every Instructor backend runs (:class:`InstructorClient`).
 
 Kept private: the public surface is :mod:`tersetalk.models.base`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import time
+from abc import abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pydantic
 
-from .base import ModelCallError, ModelError, StructuredOutputError
+from .base import (
+    CallResult,
+    GenerationConfig,
+    ModelCallError,
+    ModelClient,
+    ModelError,
+    StructuredOutputError,
+    check_messages,
+)
 
 __all__ = [
     "REPLACEMENT_CHAR",
+    "InstructorClient",
     "StructuredOutcome",
     "replace_escaped_lone_surrogates",
     "replace_lone_surrogates",
@@ -241,3 +256,106 @@ def replace_escaped_lone_surrogates(text: str) -> tuple[str, int]:
             last, n = m.end(), n + 1
         i += 1
     return ("".join([*parts, text[last:]]), n) if n else (text, 0)
+
+
+class InstructorClient(ModelClient):
+    """A backend whose structured calls go through :func:`run_instructor`.
+
+    Why one ``structured``: the llama.cpp and OpenAI-compatible backends differ only in
+    how a request is sent (``_raw_create``), what holds for the whole call (a lock, a
+    deadline clock: ``_structured_scope``) and what their ``extra`` says; timing, usage
+    summed over attempts, the lone-surrogate backstop and the result record are the
+    same, so they are written once, here.
+    """
+
+    max_retries: int
+    #: where a replaced lone surrogate is logged (the backend's own logger)
+    _log: ClassVar[logging.Logger] = logging.getLogger(__name__)
+
+    @abstractmethod
+    def _raw_create(self, **kwargs: Any) -> Any:
+        """OpenAI-style ``create(**kwargs) -> ChatCompletion`` for Instructor: how the
+        backend sends one attempt (see :func:`run_instructor`)."""
+
+    @abstractmethod
+    def _sampling(self, gen: GenerationConfig) -> dict[str, Any]:
+        """The request's sampling arguments for ``gen``."""
+
+    @abstractmethod
+    def _where(self) -> str:
+        """Backend and model, for messages."""
+
+    @abstractmethod
+    def _structured_extra(self, prompt_tokens: int) -> dict[str, Any]:
+        """The backend's ``CallResult.extra`` of a structured call that just ended."""
+
+    def _structured_scope(self) -> AbstractContextManager[Any]:
+        """What holds for the whole call, re-asks included; the call is timed inside it."""
+        return contextlib.nullcontext()
+
+    def _surrogates_sent(self) -> int:
+        """Lone surrogates ``_raw_create`` already replaced during the call just ended."""
+        return 0
+
+    def structured(
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[pydantic.BaseModel],
+        gen: GenerationConfig,
+    ) -> CallResult:
+        messages = check_messages(messages)
+        with self._structured_scope():
+            t0 = time.perf_counter()
+            outcome = run_instructor(
+                self._raw_create,
+                messages,
+                schema,
+                self._sampling(gen),
+                self.max_retries,
+                self._where(),
+            )
+            total = time.perf_counter() - t0
+        prompt_tokens, completion_tokens = outcome.usage()
+        # the backstop for text that reached the result without passing a backend's own
+        # replacement (a re-ask, a tool call); a no-op on text without surrogates
+        text, n_text = replace_lone_surrogates(outcome.text)
+        parsed, n_parsed = replace_lone_surrogates(outcome.obj.model_dump(mode="json"))
+        n_replaced = self._surrogates_sent() + n_text + n_parsed
+        extra = self._structured_extra(prompt_tokens)
+        if n_replaced:
+            extra["surrogates_replaced"] = n_replaced
+            self._log.warning(
+                "%s: %d lone surrogate(s) in the reply replaced by U+FFFD",
+                self._where(),
+                n_replaced,
+            )
+        return self._result(
+            text, parsed, (prompt_tokens, completion_tokens), (None, None, total),
+            outcome.attempts, extra,
+        )  # fmt: skip
+
+    def _result(
+        self,
+        text: str,
+        parsed: dict[str, Any] | None,
+        tokens: tuple[int, int],
+        timing: tuple[float | None, float | None, float],
+        attempts: int,
+        extra: dict[str, Any],
+    ) -> CallResult:
+        """The record of a call this backend just made: (prompt, completion) ``tokens``,
+        (TTFT, ITL, total) ``timing``; never a cache hit (the call cache says so itself)."""
+        return CallResult(
+            text=text,
+            parsed=parsed,
+            prompt_tokens=tokens[0],
+            completion_tokens=tokens[1],
+            ttft_s=timing[0],
+            itl_s=timing[1],
+            total_s=timing[2],
+            attempts=attempts,
+            cache_hit=False,
+            backend=self.backend,
+            model=self.model,
+            extra=extra,
+        )

@@ -30,17 +30,15 @@ import json
 import os
 import threading
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import pydantic
-
-from ._common import run_instructor, stream_timing
+from ._common import InstructorClient, stream_timing
 from .base import (
     CallResult,
     GenerationConfig,
     ModelCallError,
-    ModelClient,
     ModelError,
     ModelUnavailableError,
     check_messages,
@@ -161,7 +159,7 @@ class _GenerateProbe:
         self.completion_tokens = 0
 
 
-class LlamaCppClient(ModelClient):
+class LlamaCppClient(InstructorClient):
     """llama.cpp in process via llama-cpp-python.
 
     ``max_retries`` is the number of Instructor re-asks after a schema-invalid
@@ -294,20 +292,10 @@ class LlamaCppClient(ModelClient):
             prompt_tokens = self._probe.prompt_tokens
             completion_tokens = self._probe.completion_tokens
         ttft, itl = stream_timing(times, completion_tokens)
-        return CallResult(
-            text="".join(parts),
-            parsed=None,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            ttft_s=ttft,
-            itl_s=itl,
-            total_s=total,
-            attempts=1,
-            cache_hit=False,
-            backend=self.backend,
-            model=self.model,
-            extra={"finish_reason": finish, "usage_source": "llama.cpp tokenizer"},
-        )
+        return self._result(
+            "".join(parts), None, (prompt_tokens, completion_tokens), (ttft, itl, total), 1,
+            {"finish_reason": finish, "usage_source": "llama.cpp tokenizer"},
+        )  # fmt: skip
 
     def _check_grammar(self, schema: dict[str, Any], name: str) -> None:
         from llama_cpp.llama_grammar import LlamaGrammar
@@ -344,42 +332,14 @@ class LlamaCppClient(ModelClient):
         except Exception as exc:
             raise self._wrap_error(exc) from exc
 
-    def structured(
-        self,
-        messages: list[dict[str, Any]],
-        schema: type[pydantic.BaseModel],
-        gen: GenerationConfig,
-    ) -> CallResult:
-        messages = check_messages(messages)
-        with self._lock:
-            t0 = time.perf_counter()
-            outcome = run_instructor(
-                self._raw_create,
-                messages,
-                schema,
-                self._sampling(gen),
-                self.max_retries,
-                self._where(),
-            )
-            total = time.perf_counter() - t0
-        prompt_tokens, completion_tokens = outcome.usage()
-        return CallResult(
-            text=outcome.text,
-            parsed=outcome.obj.model_dump(mode="json"),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            ttft_s=None,
-            itl_s=None,
-            total_s=total,
-            attempts=outcome.attempts,
-            cache_hit=False,
-            backend=self.backend,
-            model=self.model,
-            extra={
-                "usage_source": "llama.cpp usage (summed over attempts)",
-                "response_format": "json_object+schema",
-            },
-        )
+    def _structured_scope(self) -> AbstractContextManager[Any]:
+        return self._lock  # one Llama context: one call at a time
+
+    def _structured_extra(self, prompt_tokens: int) -> dict[str, Any]:
+        return {
+            "usage_source": "llama.cpp usage (summed over attempts)",
+            "response_format": "json_object+schema",
+        }
 
     def count_tokens(self, text: str) -> int:
         with self._lock:

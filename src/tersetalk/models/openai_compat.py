@@ -60,12 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import pydantic
-
 from ._common import (
+    InstructorClient,
     replace_escaped_lone_surrogates,
     replace_lone_surrogates,
-    run_instructor,
     stream_timing,
     usage_of,
 )
@@ -74,7 +72,6 @@ from .base import (
     GenerationConfig,
     ModelAuthError,
     ModelCallError,
-    ModelClient,
     ModelError,
     ModelUnavailableError,
     TransientModelError,
@@ -351,7 +348,7 @@ def _check_completion(resp: Any) -> None:
         raise _EmptyAnswer(f"empty content (finish_reason {choice.finish_reason!r})")
 
 
-class OpenAICompatClient(ModelClient):
+class OpenAICompatClient(InstructorClient):
     """Chat model behind an OpenAI-compatible HTTP API.
 
     ``max_retries`` bounds both the transport retries of one request and Instructor's
@@ -366,6 +363,7 @@ class OpenAICompatClient(ModelClient):
     """
 
     backend = "openai"
+    _log = log
 
     def __init__(
         self,
@@ -727,19 +725,8 @@ class OpenAICompatClient(ModelClient):
         }
         if n_surrogates:
             extra["surrogates_replaced"] = n_surrogates
-        return CallResult(
-            text=text,
-            parsed=None,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            ttft_s=ttft,
-            itl_s=itl,
-            total_s=total,
-            attempts=tries,
-            cache_hit=False,
-            backend=self.backend,
-            model=self.model,
-            extra=extra,
+        return self._result(
+            text, None, (prompt_tokens, completion_tokens), (ttft, itl, total), tries, extra
         )
 
     # -- structured -----------------------------------------------------------------
@@ -801,60 +788,24 @@ class OpenAICompatClient(ModelClient):
         self._transport_tries += tries
         return resp
 
-    def structured(
-        self,
-        messages: list[dict[str, Any]],
-        schema: type[pydantic.BaseModel],
-        gen: GenerationConfig,
-    ) -> CallResult:
-        messages = check_messages(messages)
+    @contextlib.contextmanager
+    def _structured_scope(self) -> Iterator[None]:
         self._transport_tries = 0
         self._per_thread.surrogates = 0
-        t0 = time.perf_counter()
         with self._call_clock():
-            outcome = run_instructor(
-                self._raw_create,
-                messages,
-                schema,
-                self._sampling(gen),
-                self.max_retries,
-                self._where(),
-            )
-        total = time.perf_counter() - t0
-        prompt_tokens, completion_tokens = outcome.usage()
-        # replaced in send() before parsing (raw and escaped); kept here as the backstop
-        # for text that reached the result another way (a re-ask, a tool call)
-        text, n_text = replace_lone_surrogates(outcome.text)
-        parsed, n_parsed = replace_lone_surrogates(outcome.obj.model_dump(mode="json"))
-        n_replaced = self._per_thread.surrogates + n_text + n_parsed
-        extra: dict[str, Any] = {
+            yield
+
+    def _surrogates_sent(self) -> int:
+        return self._per_thread.surrogates
+
+    def _structured_extra(self, prompt_tokens: int) -> dict[str, Any]:
+        return {
             "usage_source": "server (summed over attempts)"
             if prompt_tokens >= 0
             else "unavailable",
             "response_format": self.structured_format,
             "transport_tries": self._transport_tries,
         }
-        if n_replaced:
-            extra["surrogates_replaced"] = n_replaced
-            log.warning(
-                "%s: %d lone surrogate(s) in the reply replaced by U+FFFD",
-                self._where(),
-                n_replaced,
-            )
-        return CallResult(
-            text=text,
-            parsed=parsed,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            ttft_s=None,
-            itl_s=None,
-            total_s=total,
-            attempts=outcome.attempts,
-            cache_hit=False,
-            backend=self.backend,
-            model=self.model,
-            extra=extra,
-        )
 
     # -- tokens ---------------------------------------------------------------------
 
