@@ -10,6 +10,7 @@ import pytest
 
 from tersetalk.cli import main
 from tersetalk.stats import noninferiority_table
+from tersetalk.stats.intervals import wilson
 from tersetalk.stats.targets import (
     BENCH_HINT,
     COLUMNS,
@@ -27,7 +28,6 @@ from tersetalk.stats.targets import (
     topology_rows,
     ttft_rows,
 )
-from tersetalk.stats.intervals import wilson
 
 REF = "freeform/default"
 
