@@ -620,6 +620,18 @@ class OpenAICompatClient(InstructorClient):
 
     # -- chat -----------------------------------------------------------------------
 
+    def _send_chat(
+        self, messages: list[dict[str, Any]], gen: GenerationConfig, **stream: Any
+    ) -> Any:
+        """One chat request, streamed or not (``stream``, ``stream_options``)."""
+        return _create(
+            self._client.chat.completions.create,
+            model=self.model,
+            messages=messages,
+            **stream,
+            **self._sampling(gen),
+        )
+
     def _stream_once(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> dict[str, Any]:
         parts: list[str] = []
         times: list[float] = []
@@ -628,14 +640,7 @@ class OpenAICompatClient(InstructorClient):
         finish = None
         n_chunks = 0
         t0 = time.perf_counter()
-        stream = _create(
-            self._client.chat.completions.create,
-            model=self.model,
-            messages=messages,
-            stream=True,
-            stream_options={"include_usage": True},
-            **self._sampling(gen),
-        )
+        stream = self._send_chat(messages, gen, stream=True, stream_options={"include_usage": True})
         try:
             for chunk in stream:
                 n_chunks += 1
@@ -675,13 +680,7 @@ class OpenAICompatClient(InstructorClient):
         self, messages: list[dict[str, Any]], gen: GenerationConfig
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
-        resp = _create(
-            self._client.chat.completions.create,
-            model=self.model,
-            messages=messages,
-            stream=False,
-            **self._sampling(gen),
-        )
+        resp = self._send_chat(messages, gen, stream=False)
         _check_completion(resp)
         choice = resp.choices[0]
         return {
