@@ -127,7 +127,7 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     title = "Model sensitivity: each model against its own free-form reference"
     fig.legend(handles, labels, loc="outside upper center", ncol=min(3, len(models)),
                frameon=False, title=title)  # fmt: skip
-    from tersetalk.plots.figures import save_figure
+    from tersetalk.plotting import save_figure
 
     return save_figure(fig, out_stem)
 

@@ -170,7 +170,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
         fontsize=11,
     )
     fig.tight_layout(h_pad=2.5, w_pad=3)
-    from tersetalk.plots.figures import save_figure
+    from tersetalk.plotting import save_figure
 
     return save_figure(fig, out_stem, dpi=150)
 

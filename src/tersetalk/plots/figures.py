@@ -17,6 +17,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from tersetalk.plotting import save_figure, theme  # noqa: E402
+
 
 def task_title(task: str) -> str:
     """A panel's title: the task's display title with its metric ("GSM8K (accuracy)");
@@ -30,23 +32,6 @@ def task_title(task: str) -> str:
 
 
 ROLE_COLORS = {"manager": "#4C72B0", "worker": "#DD8452", "critic": "#55A868"}
-
-
-def _theme() -> None:
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
-
-
-def save_figure(fig, out_stem: str | Path, dpi: int = 200) -> list[Path]:
-    """Write ``fig`` as ``<out_stem>.pdf`` and ``.png`` (parents made) and close it."""
-    out_stem = Path(out_stem)
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("pdf", "png"):
-        p = out_stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=dpi, bbox_inches="tight")
-        paths.append(p)
-    plt.close(fig)
-    return paths
 
 
 def _model_label(summary: pd.DataFrame) -> str:
@@ -99,7 +84,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
     """Accuracy against tokens per example, with 95% CIs and the Pareto frontier."""
     from tersetalk.stats import pareto_frontier
 
-    _theme()
+    theme()
     tasks = list(dict.fromkeys(summary["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.6 * len(tasks), 4.4), squeeze=False)
     systems = sorted(summary["system"].unique())
@@ -166,7 +151,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
 
 def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     """Tokens sent by each role per example, stacked, per system/variant and task."""
-    _theme()
+    theme()
     tasks = list(dict.fromkeys(summary["task"]))
     n_runs = summary.groupby("task").size().max()
     fig, axes = plt.subplots(
@@ -205,7 +190,7 @@ def accuracy_by_length(
     Bins come from the reference run's message lengths, so every system is
     compared on the same examples in each bin.
     """
-    _theme()
+    theme()
     rec = records.assign(run=label(records))
     ref = rec[rec["run"] == reference][["task", "example_id", "tokens_M_W_cl100k"]]
     ref = ref.rename(columns={"tokens_M_W_cl100k": "ref_len"})
@@ -265,7 +250,7 @@ def ablation(
     (``tersetalk plot-ablation`` reads ``systems.ablation_axis``), so this module
     needs no system.
     """
-    _theme()
+    theme()
     sub = summary[(summary["system"] == system) & summary["variant"].isin(variants)].copy()
     if sub.empty:
         raise ValueError(f"no runs of {system} with variants {variants} in the summary")

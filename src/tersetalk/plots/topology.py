@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plots.figures import save_figure  # noqa: E402
+from tersetalk.plotting import save_figure  # noqa: E402
 
 __all__ = ["selection_by_task", "theta_sweep_figure", "tokens_vs_accuracy"]
 
