@@ -9,6 +9,7 @@ accuracy is all zeros checks that answer preservation decides.
 import copy
 import json
 import math
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from tersetalk.calibration import (
     chosen_settings,
     point_row,
     read_samples,
-    wilson_interval,
+    schema_defaults,
     write,
 )
 from tersetalk.config import calibration_points, calibration_spec, load_config, run_spec
@@ -68,14 +69,14 @@ def _choose(rows, objective="fewest_tokens_within_margin", reference=0.60, margi
 # ---- the accuracy evidence ----------------------------------------------------------------
 
 
-def test_wilson_interval_known_values():
-    low, high = wilson_interval(0.0, 10)
-    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)  # 0 of 10: not certain
-    low, high = wilson_interval(0.5, 100)
-    assert (low, high) == (pytest.approx(0.4038, abs=1e-4), pytest.approx(0.5962, abs=1e-4))
-    low, high = wilson_interval(1.0, 10)
-    assert low == pytest.approx(0.7225, abs=1e-4) and high == pytest.approx(1.0)
-    assert wilson_interval(0.3, 0) == (0.0, 1.0)
+def test_the_reference_interval_is_the_wilson_interval_of_its_accuracy():
+    from tersetalk.stats.intervals import wilson
+
+    # 0 of 10 correct: not certain, and exactly the interval the file records
+    informative, why = accuracy_evidence(_ref(0.0, n=10), 0.02)
+    low, high = wilson(0.0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
+    assert f"interval {low:.3f}-{high:.3f}" in why and not informative
 
 
 def test_accuracy_is_uninformative_at_zero_or_when_its_interval_is_wider_than_the_margin():
@@ -272,12 +273,12 @@ def _calibration_schema(repo):
 def test_schema_lists_exactly_the_implemented_objectives(repo):
     prop = _calibration_schema(repo)["objective"]
     assert sorted(prop["enum"]) == sorted(OBJECTIVES)
-    assert prop["default"] == calibration.DEFAULT_OBJECTIVE
+    assert prop["default"] == schema_defaults()["objective"]
 
 
 def test_schema_documents_the_preservation_margin_and_its_default(repo, base_config):
     prop = _calibration_schema(repo)["preservation_margin"]
-    assert prop["default"] == calibration.DEFAULT_PRESERVATION_MARGIN == 0.05
+    assert prop["default"] == schema_defaults()["preservation_margin"] == 0.05
     assert "gold-reaches-Worker" in prop["description"]
     assert all(spec["preservation_margin"] == 0.05 for spec in base_config["calibration"].values())
     from tersetalk.config import ConfigError, validate_config
@@ -542,9 +543,17 @@ def _with_spec(path, system, variant, settings=None, task="gsm8k"):
     return str(path)
 
 
-def _cli_base(paths, ref, sample_path, out):
-    return ["calibrate", *paths, "--task", "gsm8k", "--reference-run", str(ref),
+def _cli_base(paths, ref, sample_path, out, *more_refs):
+    ref = _with_spec(ref, "freeform", "default")
+    return ["calibrate", *paths, "--task", "gsm8k", "--reference-run", str(ref), *more_refs,
             "--sample", str(sample_path), "--out", str(out)]  # fmt: skip
+
+
+def _spec(margin=None, **systems):
+    spec = {"systems": systems} if systems else {}
+    if margin is not None:
+        spec["margin"] = margin
+    return ["--spec-json", json.dumps(spec)]
 
 
 def test_cli_passes_the_objective(runs, template, tmp_path):
@@ -555,13 +564,55 @@ def test_cli_passes_the_objective(runs, template, tmp_path):
         _with_spec(p, "tersetalk", point, s) for point, (s, p) in system_runs["tersetalk"].items()
     ]
     out = tmp_path / "cal.yaml"
-    base = [*_cli_base(paths, ref, template[2], out), "--margin", str(MARGIN)]
-    assert main([*base, "--objective", "tersetalk=max_accuracy"]) == 0
+    base = _cli_base(paths, ref, template[2], out)
+    assert main([*base, *_spec(MARGIN, tersetalk={"objective": "max_accuracy"})]) == 0
     assert chosen_settings(out, "tersetalk") == {"caps": "relaxed"}
-    assert main(base) == 0
+    assert main([*base, *_spec(MARGIN)]) == 0
     assert chosen_settings(out, "tersetalk") == {"caps": "baseline"}
-    assert main([*base, "--objective", "cheapest"]) == 2
-    assert main([*base, "--objective", "hybrid=max_accuracy"]) == 2
+    assert main([*base, *_spec(MARGIN, tersetalk={"objective": "cheapest"})]) == 2
+    assert main([*base, *_spec(MARGIN, hybrid={"objective": "max_accuracy"})]) == 2
+
+
+@pytest.mark.parametrize(
+    "spec, said",
+    [
+        ("{", "--spec-json is not valid JSON"),
+        ("[]", "--spec-json must be a JSON object"),
+        ('{"margins": 0.1}', "--spec-json key 'margins': unknown"),
+        ('{"margin": "0.1"}', "--spec-json key 'margin': expected a non-negative number"),
+        ('{"margin": true}', "--spec-json key 'margin': expected a non-negative number"),
+        ('{"systems": []}', "--spec-json key 'systems': expected an object"),
+        ('{"systems": {"tersetalk": {"cap": 1}}}', "key 'systems.tersetalk.cap': unknown"),
+        ('{"systems": {"tersetalk": {"reference": "freeform"}}}', "a system/variant label"),
+        ('{"reference": "llmlingua/default"}', "no --reference-run is a run of it"),
+    ],
+)
+def test_cli_options_are_checked_strictly(runs, template, tmp_path, capsys, spec, said):
+    from tersetalk.cli import main
+
+    ref, system_runs = runs
+    paths = [
+        _with_spec(p, "tersetalk", point, s) for point, (s, p) in system_runs["tersetalk"].items()
+    ]
+    out = tmp_path / "cal.yaml"
+    assert main([*_cli_base(paths, ref, template[2], out), "--spec-json", spec]) == 2
+    assert said in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_workflow_options_are_the_configs(base_config):
+    opts = calibration.options(base_config, "gsm8k")
+    ev = base_config["evaluation"]
+    assert (opts["reference"], opts["margin"]) == (ev["reference"], ev["margin"])
+    assert set(opts["systems"]) == set(base_config["calibration"])
+    for system, entry in opts["systems"].items():
+        spec = base_config["calibration"][system]
+        assert entry["objective"] == spec["objective"]
+        assert entry["preservation_margin"] == spec["preservation_margin"]
+        assert entry.get("reference") == spec.get("reference")
+    # what the CLI reads back is what the config says
+    checked = calibration.check_options(json.loads(json.dumps(opts)), opts["systems"])
+    assert checked["margin"] == ev["margin"]
 
 
 def test_cli_needs_the_sample_and_passes_the_preservation_margin(tmp_path, make_run, template):
@@ -581,12 +632,11 @@ def test_cli_needs_the_sample_and_passes_the_preservation_margin(tmp_path, make_
     doc = yaml.safe_load(out.read_text())
     assert doc["chosen"]["tersetalk"]["decided_by"] == "preservation"
     assert doc["preservation_margins"] == {"tersetalk": 0.05}
-    assert main([*base, "--preservation-margin", "tersetalk=0.25"]) == 0
+    assert main([*base, *_spec(tersetalk={"preservation_margin": 0.25})]) == 0
     assert chosen_settings(out, "tersetalk") == {"caps": "aggressive"}
-    assert main([*base, "--preservation-margin", "0.25"]) == 0  # every system
-    assert chosen_settings(out, "tersetalk") == {"caps": "aggressive"}
-    assert main([*base, "--preservation-margin", "tersetalk=lots"]) == 2
-    assert main([*base, "--preservation-margin", "hybrid=0.1"]) == 2
+    assert main([*base, *_spec(tersetalk={"preservation_margin": "lots"})]) == 2
+    assert main([*base, *_spec(tersetalk={"preservation_margin": 1.5})]) == 2
+    assert main([*base, *_spec(hybrid={"preservation_margin": 0.1})]) == 2
     without = [a for a in base if a not in ("--sample", str(template[2]))]
     with pytest.raises(SystemExit) as exc:
         main(without)
@@ -671,19 +721,22 @@ def test_cli_passes_system_references_labelled_from_the_run(runs, make_run, temp
         "default",
     )
     out = tmp_path / "cal.yaml"
-    base = [*_cli_base(paths, ref, template[2], out), "--margin", str(MARGIN)]
-    assert main([*base, "--system-reference", f"hybrid={lingua}"]) == 0
+    base = _cli_base(paths, ref, template[2], out, lingua)  # a second --reference-run
+    own = _spec(MARGIN, hybrid={"reference": "llmlingua/default"})
+    assert main([*base, *own]) == 0
     doc = yaml.safe_load(out.read_text())
     assert doc["references"]["hybrid"]["run"] == "llmlingua/default"
     assert doc["chosen"]["hybrid"]["reference"] == "llmlingua/default"
     assert chosen_settings(out, "hybrid") == {"caps": "relaxed"}
-    assert main(base) == 0  # without it: the default reference, as before
+    assert main([*base, *_spec(MARGIN)]) == 0  # without it: the default reference
     assert yaml.safe_load(out.read_text())["chosen"]["hybrid"]["reference"] == "freeform/default"
     assert chosen_settings(out, "hybrid") == {"caps": "baseline"}
-    assert main([*base, "--system-reference", "hybrid"]) == 2
-    assert main([*base, "--system-reference", f"tersetalk={lingua}"]) == 2  # no such runs
+    without = _cli_base(paths, ref, template[2], out)
+    assert main([*without, *own]) == 2  # its run is not among the --reference-run files
+    not_run = _spec(MARGIN, tersetalk={"reference": "llmlingua/default"})
+    assert main([*base, *not_run]) == 2  # no such runs
     other_task = _with_spec(tmp_path / "lingua.parquet", "llmlingua", "default", task="hotpotqa")
-    assert main([*base, "--system-reference", f"hybrid={other_task}"]) == 2
+    assert main([*_cli_base(paths, ref, template[2], out, other_task), *own]) == 2
 
 
 # ---- a scripted model whose accuracy is all zeros ----------------------------------------
@@ -755,6 +808,7 @@ def test_scripted_zero_accuracy_calibration_through_the_cli(zero_accuracy_runs, 
     out = tmp_path / "hotpotqa.yaml"
     args = ["calibrate", *(str(p) for _, p in points.values()), "--task", "hotpotqa",
             "--sample", str(shard), "--reference-run", str(ref), "--out", str(out)]  # fmt: skip
+    # the runs were made by `tersetalk run`: the reference is known by its run spec
     assert main(args) == 0
     text = out.read_text()
     assert "decided_by: preservation\n" in text and "accuracy_interval: Wilson score" in text
@@ -767,7 +821,7 @@ def test_scripted_zero_accuracy_calibration_through_the_cli(zero_accuracy_runs, 
 # ---- the workflow hands the calibration sample to the rule -------------------------------
 
 
-def test_calibrate_rule_passes_the_sample_and_the_preservation_margins(repo):
+def test_calibrate_rule_passes_the_sample_and_the_options_as_one_json(repo):
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "-p", "-F", "--cores", "1",
          "results/calibration/gsm8k.yaml"],
@@ -776,5 +830,10 @@ def test_calibrate_rule_passes_the_sample_and_the_preservation_margins(repo):
     assert res.returncode == 0, res.stdout + res.stderr
     command = next(line for line in res.stdout.splitlines() if "tersetalk calibrate " in line)
     assert "--sample results/samples/gsm8k.calibration.parquet" in command
-    for system in load_config(repo / "config" / "config.yaml")["calibration"]:
-        assert f"--preservation-margin {system}=0.05" in command
+    assert "--reference-run results/calibration/runs/gsm8k/freeform/default.parquet" in command
+    spec = json.loads(shlex.split(command.partition("--spec-json ")[2])[0])
+    cfg = load_config(repo / "config" / "config.yaml")
+    assert spec == calibration.options(cfg, "gsm8k")
+    assert {s: e["preservation_margin"] for s, e in spec["systems"].items()} == {
+        system: 0.05 for system in cfg["calibration"]
+    }

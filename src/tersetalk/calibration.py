@@ -54,6 +54,7 @@ achieved compression rate (see :func:`tersetalk.metrics.summary.lingua_rate_dist
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import re
@@ -66,18 +67,14 @@ import yaml
 from tersetalk.io import read_run_spec, write_text_atomic
 from tersetalk.metrics.per_record import per_record_metrics
 from tersetalk.metrics.summary import lingua_rate_distribution
+from tersetalk.stats.intervals import wilson
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OBJECTIVE = "fewest_tokens_within_margin"
-#: calibration.<system>.preservation_margin when the config leaves it out (keep in step
-#: with the schema's default): the tolerance the issue's acceptance uses for preservation
-DEFAULT_PRESERVATION_MARGIN = 0.05
 #: the two answer-preservation rates both criteria compare (per_record_metrics columns)
 PRESERVATION_RATES = ("gold_reaches_worker", "facts_reaching_worker")
 #: how the reference's accuracy interval is computed (recorded in the file)
 ACCURACY_INTERVAL = "Wilson score interval, 95%"
-_Z95 = 1.959963984540054  # two-sided 95% standard normal quantile
 _EPS = 1e-12  # a rate exactly on the margin qualifies despite float rounding
 
 #: decided_by values, in the order the docstring gives them
@@ -102,22 +99,6 @@ def _grid_order(point: str) -> list:
 # ---- the evidence: accuracy's interval, preservation's rates ---------------------------
 
 
-def wilson_interval(accuracy: float, n: int, z: float = _Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion observed on ``n`` examples.
-
-    Chosen over the normal (Wald) interval because it stays meaningful at 0 and 1,
-    which is exactly where calibration on a weak model lands: 0 of 10 correct gives
-    (0, 0.278), not a zero-width interval that would look certain.
-    """
-    if n <= 0:
-        return 0.0, 1.0
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (accuracy + z2 / (2 * n)) / denom
-    half = z * math.sqrt(accuracy * (1 - accuracy) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def accuracy_evidence(reference: Mapping, margin: float) -> tuple[bool, str]:
     """Whether the reference's calibration accuracy can decide, and the words that say why.
 
@@ -126,7 +107,7 @@ def accuracy_evidence(reference: Mapping, margin: float) -> tuple[bool, str]:
     own accuracy is less certain than the difference the margin is meant to detect).
     """
     acc, n = float(reference["accuracy"]), int(reference["n"])
-    lo, hi = wilson_interval(acc, n)
+    lo, hi = wilson(acc, n)
     width = hi - lo
     said = (
         f"reference {reference.get('run') or 'run'} accuracy {acc:.3f} on n={n} "
@@ -320,8 +301,8 @@ def choose(
     rows: list[dict],
     reference: Mapping,
     margin: float,
-    objective: str = DEFAULT_OBJECTIVE,
-    preservation_margin: float = DEFAULT_PRESERVATION_MARGIN,
+    objective: str | None = None,
+    preservation_margin: float | None = None,
 ) -> dict:
     """The chosen row (a copy) under ``objective``; marks every row in place.
 
@@ -331,8 +312,13 @@ def choose(
     criteria in force: both with an informative accuracy, preservation alone
     without). The copy carries ``objective``, ``decided_by`` (which criterion
     decided), ``chosen_by`` (what rule picked it, including a fallback when no point
-    qualifies) and ``why`` (the reference's numbers behind the criterion).
+    qualifies) and ``why`` (the reference's numbers behind the criterion). ``objective``
+    and ``preservation_margin`` default to the config schema's (:func:`schema_defaults`).
     """
+    if objective is None:
+        objective = str(schema_defaults()["objective"])
+    if preservation_margin is None:
+        preservation_margin = float(schema_defaults()["preservation_margin"])
     if objective not in OBJECTIVES:
         raise CalibrationError(
             f"unknown calibration objective {objective!r}; choose one of {sorted(OBJECTIVES)}"
@@ -369,7 +355,7 @@ def choose(
 def _reference_entry(label: str, path: Path, samples: Mapping[str, dict], margin: float) -> dict:
     ref = pd.read_parquet(path)
     accuracy, n = float(ref["correct"].mean()), int(len(ref))
-    low, high = wilson_interval(accuracy, n)
+    low, high = wilson(accuracy, n)
     entry = {
         "run": label,
         "accuracy": accuracy,
@@ -397,7 +383,7 @@ def _per_system(value, systems: Iterable[str], default, what: str) -> dict:
                 f"inputs ({sorted(systems)})"
             )
         return {s: value.get(s, default) for s in sorted(systems)}
-    return {s: value for s in sorted(systems)}
+    return {s: default if value is None else value for s in sorted(systems)}
 
 
 def calibrate(
@@ -406,19 +392,20 @@ def calibrate(
     reference_run: Path,
     reference_label: str,
     margin: float,
-    objective: str | Mapping[str, str] = DEFAULT_OBJECTIVE,
+    objective: str | Mapping[str, str] | None = None,
     references: Mapping[str, tuple[str, Path]] | None = None,
     *,
     samples: Mapping[str, dict],
-    preservation_margin: float | Mapping[str, float] = DEFAULT_PRESERVATION_MARGIN,
+    preservation_margin: float | Mapping[str, float] | None = None,
 ) -> dict:
     """Build the calibration document for one task.
 
     ``system_runs`` maps system -> point -> (settings, run Parquet path).
     ``objective`` is one name for every system, or system -> name (systems not
-    named use the default); ``preservation_margin`` likewise, one value or system ->
-    value. ``samples`` is the calibration sample the runs were made on (example id ->
-    sample row with its decoded ``record``, see :func:`read_samples`): the supporting
+    named, and None, use the schema's default, :func:`schema_defaults`);
+    ``preservation_margin`` likewise, one value or system -> value. ``samples`` is the
+    calibration sample the runs were made on (example id -> sample row with its
+    decoded ``record``, see :func:`read_samples`): the supporting
     facts whose arrival at the Worker is checked. ``reference_run`` /
     ``reference_label`` is the default reference (``evaluation.reference``);
     ``references`` maps a system to its own (label, run path) on the same shard
@@ -436,9 +423,10 @@ def calibrate(
             f"a reference is given for {unknown}, which have no calibration runs among the "
             f"inputs ({sorted(system_runs)})"
         )
-    objectives = _per_system(objective, system_runs, DEFAULT_OBJECTIVE, "objective")
+    defaults = schema_defaults()
+    objectives = _per_system(objective, system_runs, defaults["objective"], "objective")
     margins = _per_system(
-        preservation_margin, system_runs, DEFAULT_PRESERVATION_MARGIN, "preservation margin"
+        preservation_margin, system_runs, defaults["preservation_margin"], "preservation margin"
     )
     default = _reference_entry(reference_label, Path(reference_run), samples, margin)
     entries: dict[str, dict] = {}  # label -> entry: each reference run is read once
@@ -494,64 +482,182 @@ def read_runs(paths: Iterable[str | Path], task: str) -> dict[str, dict[str, tup
     return runs
 
 
-def read_references(items: Iterable[str], task: str) -> dict[str, tuple[str, Path]]:
-    """``SYSTEM=RUN_PARQUET`` items -> system: (the run's own system/variant label, path)."""
-    references: dict[str, tuple[str, Path]] = {}
-    for item in items:
-        system, sep, path = item.partition("=")
-        if not sep or not system or not path:
-            raise CalibrationError(f"--system-reference {item}: expected SYSTEM=RUN_PARQUET")
-        spec = read_run_spec(path, task)  # the label is the run's own system/variant
-        references[system] = (f"{spec['system']}/{spec['variant']}", Path(path))
-    return references
+# ---- the options: one JSON object, from the config (the rule's param) or by hand ---------
+
+#: the keys of calibrate's options (``tersetalk calibrate --spec-json``), and of each
+#: entry of its ``systems``; see :func:`options` and :func:`check_options`
+OPTION_KEYS = ("reference", "margin", "systems")
+SYSTEM_OPTION_KEYS = ("objective", "preservation_margin", "reference")
 
 
-def parse_objectives(given: Iterable[str], systems: set[str]) -> dict[str, str]:
-    """``--objective`` values (``NAME`` for every system, or ``SYSTEM=NAME``) -> system: name."""
-    default, per_system = DEFAULT_OBJECTIVE, {}
-    for item in given:
-        system, sep, name = item.rpartition("=")
-        if name not in OBJECTIVES:
-            raise CalibrationError(
-                f"--objective {item}: unknown objective {name!r}; choose one of "
-                f"{sorted(OBJECTIVES)}"
-            )
-        if not sep:
-            default = name
-        elif system not in systems:
-            raise CalibrationError(
-                f"--objective {item}: no calibration run of system {system!r} among the inputs "
-                f"({sorted(systems)})"
-            )
-        else:
-            per_system[system] = name
-    return {system: per_system.get(system, default) for system in sorted(systems)}
+@functools.cache
+def schema_defaults() -> dict[str, object]:
+    """What the options default to: the config schema's defaults (the one place they are
+    written) of ``evaluation.reference`` and ``evaluation.margin`` (``reference``,
+    ``margin``) and of ``calibration.<system>.objective`` and ``.preservation_margin``."""
+    from tersetalk.config import _load_schema
+
+    props = _load_schema()["properties"]
+    evaluation = props["evaluation"]["properties"]
+    per_system = props["calibration"]["additionalProperties"]["properties"]
+    return {
+        "reference": evaluation["reference"]["default"],
+        "margin": evaluation["margin"]["default"],
+        "objective": per_system["objective"]["default"],
+        "preservation_margin": per_system["preservation_margin"]["default"],
+    }
 
 
-def parse_preservation_margins(given: Iterable[str], systems: set[str]) -> dict[str, float]:
-    """``--preservation-margin`` values (``VALUE`` for every system, or ``SYSTEM=VALUE``)."""
-    default, per_system = DEFAULT_PRESERVATION_MARGIN, {}
-    for item in given:
-        system, sep, text = item.rpartition("=")
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not 0 <= value <= 1:
-            raise CalibrationError(
-                f"--preservation-margin {item}: expected [SYSTEM=]RATE with a rate between 0 "
-                "and 1 (e.g. 0.05)"
+def options(config: Mapping, task: str) -> dict:
+    """The options of ``task``'s calibration, from a validated config: the calibrate rule's
+    one JSON param (``evaluation.reference`` and ``.margin``; per calibrated system that
+    runs on ``task`` its objective, preservation margin and, when it names one, its own
+    reference)."""
+    from tersetalk.config import calibration_reference_runs
+    from tersetalk.tasks.schedule import calibration_systems
+
+    own = calibration_reference_runs(config)
+    systems = {}
+    for system in calibration_systems(config, task):
+        spec = config["calibration"][system]
+        entry = {"objective": spec["objective"], "preservation_margin": spec["preservation_margin"]}
+        if system in own:
+            entry["reference"] = own[system]
+        systems[system] = entry
+    ev = config["evaluation"]
+    return {"reference": ev["reference"], "margin": ev["margin"], "systems": systems}
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _label(value: object) -> bool:
+    return (
+        isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_-]+/[A-Za-z0-9_-]+", value) is not None
+    )
+
+
+def check_options(spec: Mapping, systems: Iterable[str]) -> dict:
+    """The options (``--spec-json``) checked against the systems that have runs, with the
+    schema's defaults filled in: ``reference`` (None: the first reference run's own label),
+    ``margin``, and per system ``objective``, ``preservation_margin`` and ``reference``
+    (None: the default reference). A wrong key, type or value names itself and the fix."""
+    systems = sorted(set(systems))
+    defaults = schema_defaults()
+
+    def bad(key: str, what: str) -> CalibrationError:
+        return CalibrationError(f"--spec-json key {key!r}: {what}")
+
+    unknown = sorted(set(spec) - set(OPTION_KEYS))
+    if unknown:
+        raise bad(unknown[0], f"unknown; the keys are {', '.join(OPTION_KEYS)}")
+    reference = spec.get("reference")
+    if reference is not None and not _label(reference):
+        raise bad("reference", f"expected a system/variant label, got {reference!r}")
+    margin = spec.get("margin", defaults["margin"])
+    if not _number(margin) or margin < 0:
+        raise bad("margin", f"expected a non-negative number (e.g. 0.02), got {margin!r}")
+    given = spec.get("systems", {})
+    if not isinstance(given, Mapping):
+        raise bad("systems", f"expected an object of system -> options, got {given!r}")
+    unknown = sorted(set(given) - set(systems))
+    if unknown:
+        raise bad(
+            "systems",
+            f"{unknown} have no calibration runs among the inputs ({systems})",
+        )
+    out: dict = {"reference": reference, "margin": margin, "systems": {}}
+    for system in systems:
+        entry = given.get(system, {})
+        key = f"systems.{system}"
+        if not isinstance(entry, Mapping):
+            raise bad(key, f"expected an object with keys {', '.join(SYSTEM_OPTION_KEYS)}")
+        unknown = sorted(set(entry) - set(SYSTEM_OPTION_KEYS))
+        if unknown:
+            raise bad(
+                f"{key}.{unknown[0]}", f"unknown; the keys are {', '.join(SYSTEM_OPTION_KEYS)}"
             )
-        if not sep:
-            default = value
-        elif system not in systems:
-            raise CalibrationError(
-                f"--preservation-margin {item}: no calibration run of system {system!r} among "
-                f"the inputs ({sorted(systems)})"
+        objective = entry.get("objective", defaults["objective"])
+        if objective not in OBJECTIVES:
+            raise bad(
+                f"{key}.objective",
+                f"unknown objective {objective!r}; choose one of {sorted(OBJECTIVES)}",
             )
-        else:
-            per_system[system] = value
-    return {system: per_system.get(system, default) for system in sorted(systems)}
+        pm = entry.get("preservation_margin", defaults["preservation_margin"])
+        if not _number(pm) or not 0 <= pm <= 1:
+            raise bad(
+                f"{key}.preservation_margin",
+                f"expected a rate between 0 and 1 (e.g. 0.05), got {pm!r}",
+            )
+        own = entry.get("reference")
+        if own is not None and not _label(own):
+            raise bad(f"{key}.reference", f"expected a system/variant label, got {own!r}")
+        out["systems"][system] = {
+            "objective": objective,
+            "preservation_margin": pm,
+            "reference": own,
+        }
+    return out
+
+
+def read_reference_runs(paths: Iterable[str | Path], task: str) -> dict[str, Path]:
+    """Reference runs on the calibration shard as label -> path, each labelled by its own
+    run spec (``system/variant``, read from the file); in the order given."""
+    found: dict[str, Path] = {}
+    for path in paths:
+        spec = read_run_spec(path, task)
+        label = f"{spec['system']}/{spec['variant']}"
+        if label in found and found[label] != Path(path):
+            raise CalibrationError(
+                f"--reference-run: {found[label]} and {path} are both runs of {label}; pass one"
+            )
+        found[label] = Path(path)
+    return found
+
+
+def calibrate_files(
+    task: str,
+    run_paths: Iterable[str | Path],
+    reference_paths: Iterable[str | Path],
+    sample: str | Path,
+    spec: Mapping,
+) -> dict:
+    """:func:`calibrate` on files: the grid points' runs, the reference runs (the default
+    one and each system's own, told apart by their run specs), the calibration sample, and
+    the options (``--spec-json``, checked by :func:`check_options`)."""
+    runs = read_runs(run_paths, task)
+    opts = check_options(spec, runs)
+    refs = read_reference_runs(reference_paths, task)
+    if not refs:
+        raise CalibrationError("no --reference-run given: pass the reference's calibration run")
+
+    def ref_path(label: str, who: str) -> Path:
+        if label not in refs:
+            raise CalibrationError(
+                f"{who} is {label}, but no --reference-run is a run of it (given: "
+                f"{sorted(refs)}); pass its run on the calibration shard"
+            )
+        return refs[label]
+
+    default = opts["reference"] or next(iter(refs))
+    default_path = ref_path(default, "the reference (--spec-json key 'reference')")
+    own = {
+        system: (label, ref_path(label, f"the reference of {system}"))
+        for system, entry in opts["systems"].items()
+        if (label := entry["reference"]) is not None
+    }
+    return calibrate(
+        task,
+        runs,
+        default_path,
+        default,
+        opts["margin"],
+        objective={s: e["objective"] for s, e in opts["systems"].items()},
+        references=own,
+        samples=read_samples(sample),
+        preservation_margin={s: e["preservation_margin"] for s, e in opts["systems"].items()},
+    )
 
 
 def log_choices(doc: dict) -> None:

@@ -225,14 +225,9 @@ def _cmd_stats(args: argparse.Namespace) -> None:
 def _cmd_calibrate(args: argparse.Namespace) -> None:
     from tersetalk import calibration as cal
 
-    runs = cal.read_runs(args.runs, args.task)
-    references = cal.read_references(args.system_reference or [], args.task)
-    objectives = cal.parse_objectives(args.objective or [], set(runs))
-    margins = cal.parse_preservation_margins(args.preservation_margin or [], set(runs))
-    doc = cal.calibrate(args.task, runs, Path(args.reference_run), args.reference_label,
-                        args.margin, objective=objectives, references=references,
-                        samples=cal.read_samples(args.sample),
-                        preservation_margin=margins)  # fmt: skip
+    example = '\'{"margin": 0.02, "systems": {"tersetalk": {"objective": "max_accuracy"}}}\''
+    spec = _json_option(args.spec_json, "--spec-json", dict, example)
+    doc = cal.calibrate_files(args.task, args.runs, args.reference_run, args.sample, spec)
     cal.write(doc, Path(args.out))
     cal.log_choices(doc)
 
@@ -447,15 +442,32 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser(
         "calibrate",
         help="choose settings from calibration-shard runs",
-        description="Pick, per system, a grid point by its --objective (default: the "
-        "fewest tokens among those within the margins of the reference run (--reference-run, "
-        "or the system's own --system-reference): its accuracy within --margin and its "
-        "gold-reaches-Worker and facts-reaching-Worker rates within --preservation-margin. "
-        "When the reference's accuracy is 0 or its 95%% Wilson interval is wider than "
-        "--margin, accuracy is uninformative and preservation alone decides.) Write the "
-        "choice, the criterion that decided and why, the reference it was judged against and "
-        "the table it was chosen from (with LLMLingua's achieved-rate distribution where "
-        "the runs record it) as YAML.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Pick, per system, a grid point by its objective (default: the fewest\n"
+        "tokens among those within the margins of the system's reference run: its accuracy\n"
+        "within the margin and its gold-reaches-Worker and facts-reaching-Worker rates within\n"
+        "the preservation margin; when the reference's accuracy is 0 or its 95%% Wilson\n"
+        "interval is wider than the margin, accuracy is uninformative and preservation alone\n"
+        "decides). Write the choice, the criterion that decided and why, the reference it was\n"
+        "judged against and the table it was chosen from (with LLMLingua's achieved-rate\n"
+        "distribution where the runs record it) as YAML.",
+        epilog="--spec-json keys (all optional; defaults: the config schema's):\n"
+        "  reference    system/variant of the default reference run (evaluation.reference;\n"
+        "               absent: the first --reference-run)\n"
+        "  margin       accuracy margin (evaluation.margin)\n"
+        "  systems      system -> options of a system that has runs among RUNS:\n"
+        "    objective            fewest_tokens_within_margin (default): fewest tokens among\n"
+        "                         the points within the margins of the reference (preservation\n"
+        "                         alone when accuracy is uninformative), else the most accurate\n"
+        "                         (the best-preserving when accuracy is uninformative);\n"
+        "                         max_accuracy: the most accurate point, ties to fewer tokens\n"
+        "    preservation_margin  how far below the reference's gold-reaches-Worker and\n"
+        "                         facts-reaching-Worker rates a point may fall\n"
+        "    reference            system/variant of the run this system is judged against\n"
+        "                         instead (calibration.<system>.reference)\n"
+        'Example: --spec-json \'{"margin": 0.02, "systems": {"hybrid": {"reference":\n'
+        '  "llmlingua/default", "objective": "max_accuracy"}}}\'\n'
+        "The workflow passes the config's (tersetalk.calibration.options).",
     )
     k.add_argument(
         "runs",
@@ -464,14 +476,13 @@ def build_parser() -> argparse.ArgumentParser:
         "calibration shard); their specs are read from the file metadata",
     )
     k.add_argument("--task", required=True, help="the task the runs belong to")
-    k.add_argument("--reference-run", required=True, help="the reference run on the same shard")
-    k.add_argument("--reference-label", default="freeform/default", help="its system/variant")
     k.add_argument(
-        "--system-reference",
-        action="append",
-        metavar="SYSTEM=RUN",
-        help="judge SYSTEM against this run on the same shard instead of --reference-run "
-        "(its system/variant is read from the file metadata); repeatable",
+        "--reference-run",
+        required=True,
+        nargs="+",
+        metavar="RUN",
+        help="the reference runs on the same shard: the default reference and each system's "
+        "own; each is known by the system/variant of its run spec (file metadata)",
     )
     k.add_argument(
         "--sample",
@@ -479,24 +490,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the calibration sample the runs were made on "
         "(results/samples/<task>.calibration.parquet): the facts whose arrival is checked",
     )
-    k.add_argument("--margin", type=float, default=0.02, help="accuracy margin (0.02)")
     k.add_argument(
-        "--preservation-margin",
-        action="append",
-        metavar="[SYSTEM=]RATE",
-        help="how far below the reference's gold-reaches-Worker and facts-reaching-Worker "
-        "rates a point may fall, for every system (RATE) or one (SYSTEM=RATE); repeatable "
-        "(default 0.05)",
-    )
-    k.add_argument(
-        "--objective",
-        action="append",
-        metavar="[SYSTEM=]NAME",
-        help="selection objective, for every system (NAME) or one (SYSTEM=NAME); "
-        "repeatable. fewest_tokens_within_margin (default): fewest tokens among the points "
-        "within the margins of the reference (preservation alone when accuracy is "
-        "uninformative), else the most accurate (the best-preserving when accuracy is "
-        "uninformative); max_accuracy: the most accurate point, ties to fewer tokens",
+        "--spec-json",
+        default="{}",
+        metavar="JSON",
+        help="the options as one JSON object (keys below; default: {})",
     )
     k.add_argument("--out", required=True, help="calibration YAML to write")
     k.set_defaults(func=_cmd_calibrate)

@@ -2,8 +2,12 @@
 # formats, MB-4 the M# memory store (issue 20: insert/lookup/evict at 1k-10k entries).
 # Target: `snakemake --cores 1 bench` (not part of `all`: timings describe
 # this machine, not the paper's data). The corpus reads the run files that
-# bench_corpus_inputs() names (common.smk) and adds a seeded synthetic size sweep;
+# bench_corpus_inputs() names and adds a seeded synthetic size sweep;
 # MB-4 needs no corpus (seeded synthetic texts).
+
+
+include: "helpers/bench.smk"
+
 
 BENCHMARKS = ["mb1", "mb2", "mb3", "mb4"]
 
@@ -43,7 +47,7 @@ rule bench_run:
         mem_mb=2000,
         runtime=15,
     params:
-        repeats=config.get("bench", {}).get("repeats", 21),
+        repeats=config["bench"]["repeats"],
     shell:
         "tersetalk bench run --which {wildcards.mb} --corpus {input} "
         "--repeats {params.repeats} --out {output.parquet} > {log} 2>&1"
@@ -63,7 +67,7 @@ rule bench_mb4:
         mem_mb=2000,
         runtime=15,
     params:
-        repeats=config.get("bench", {}).get("repeats", 21),
+        repeats=config["bench"]["repeats"],
     shell:
         "tersetalk bench run --which mb4 --repeats {params.repeats} "
         "--out {output.parquet} > {log} 2>&1"
@@ -105,7 +109,7 @@ EVENTS_BENCH_TASK = "hotpotqa" if "hotpotqa" in config["tasks"] else config["tas
 
 rule bench_events:
     input:
-        sample=f"results/samples/{EVENTS_BENCH_TASK}.parquet",
+        sample=paths.SAMPLE.format(task=EVENTS_BENCH_TASK),
     output:
         "results/bench/events.parquet",
     log:
@@ -120,7 +124,7 @@ rule bench_events:
         spec=lambda wildcards: json.dumps(
             run_spec(config, EVENTS_BENCH_TASK, "freeform", "default")
         ),
-        repeats=config.get("bench", {}).get("repeats", 21),
+        repeats=config["bench"]["repeats"],
         examples=2,
     shell:
         "tersetalk bench events --spec-json {params.spec:q} --sample {input.sample} "

@@ -1,16 +1,19 @@
 # Sweep each calibrated system's grid on the calibration shard and choose its settings.
 
 
+include: "helpers/calibrate.smk"
+
+
 rule calibration_run:
     input:
         unpack(calibration_run_input),
     output:
-        "results/calibration/runs/{task}/{system}/{point}.parquet",
+        paths.CALIBRATION_RUN,
     log:
         "results/logs/calibration/{task}/{system}/{point}.log",
     conda:
         ENV
-    threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
+    threads: MODEL_THREADS
     resources:
         mem_mb=4000,
         runtime=run_runtime_min,
@@ -23,17 +26,14 @@ rule calibration_run:
 
 rule calibrate:
     input:
+        # the reference runs: evaluation.reference's and the systems' own
+        unpack(calibration_reference_inputs),
         runs=calibration_run_targets,
         # the facts whose arrival at the Worker is checked (answer preservation)
-        sample="results/samples/{task}.calibration.parquet",
-        reference="results/calibration/runs/{task}/"
-        + config["evaluation"]["reference"]
-        + ".parquet",
-        # calibration.<system>.reference: a system judged against its own reference run
-        system_references=calibration_reference_inputs,
+        sample=paths.CALIBRATION_SAMPLE,
     output:
         report(
-            "results/calibration/{task}.yaml",
+            paths.CALIBRATION,
             caption="../report/calibration.rst",
             category="Calibration",
         ),
@@ -45,16 +45,11 @@ rule calibrate:
         mem_mb=1000,
         runtime=5,
     params:
-        reference=config["evaluation"]["reference"],
-        margin=config["evaluation"]["margin"],
-        objectives=calibration_objective_args,
-        preservation_margins=calibration_preservation_margin_args,
-        system_references=calibration_reference_args,
+        spec=calibration_options_json,
     shell:
         "tersetalk calibrate {input.runs} --task {wildcards.task} --sample {input.sample} "
-        "--reference-run {input.reference} --reference-label {params.reference} "
-        "{params.system_references} --margin {params.margin} {params.objectives} "
-        "{params.preservation_margins} --out {output} > {log} 2>&1"
+        "--reference-run {input.reference} {input.system_references} "
+        "--spec-json {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule calibration:

@@ -1,12 +1,15 @@
 # Seeded samples of each task: an evaluation sample and a disjoint calibration shard.
 
 
+include: "helpers/data.smk"
+
+
 rule sample:
     input:
         sample_input,
     output:
-        eval="results/samples/{task}.parquet",
-        calibration="results/samples/{task}.calibration.parquet",
+        eval=paths.SAMPLE,
+        calibration=paths.CALIBRATION_SAMPLE,
     log:
         "results/logs/sample/{task}.log",
     conda:

@@ -1,9 +1,12 @@
 # Figures and paper tables; one named target per ablation.
 
 
+include: "helpers/figures.smk"
+
+
 rule plot:
     input:
-        summary="results/summary.parquet",
+        summary=paths.SUMMARY,
         records=metric_targets(),
     output:
         pareto=report(

@@ -6,6 +6,10 @@
 #   comprehension questions with gold answers by construction, answered by the model
 # figures/formats_*.{png,pdf} and results/formats/*.csv summarise them.
 
+
+include: "helpers/formats.smk"
+
+
 FORMATS_DATA = [
     os.path.join(config["formats"]["data_dir"], f) for f in ("json.jsonl", "markdown.jsonl")
 ]

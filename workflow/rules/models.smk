@@ -3,6 +3,10 @@
 # as the default model's results/ tree; then one figure and table compare the models.
 # Nothing here exists when sensitivity.models is empty (the default).
 
+
+include: "helpers/models.smk"
+
+
 if SENSITIVITY:
 
     use rule run_system as model_run_system with:
@@ -15,35 +19,31 @@ if SENSITIVITY:
 
         use rule merge_run as model_merge_run with:
             output:
-                "results/models/{model}/runs/{task}/{system}/{variant}.parquet",
+                model_path(paths.RUN),
             log:
                 "results/models/{model}/logs/run/{task}/{system}/{variant}.merge.log",
 
     use rule calibration_run as model_calibration_run with:
         output:
-            "results/models/{model}/calibration/runs/{task}/{system}/{point}.parquet",
+            model_path(paths.CALIBRATION_RUN),
         log:
             "results/models/{model}/logs/calibration/{task}/{system}/{point}.log",
 
+    # the inputs are calibrate's: its input functions read the {model} wildcard
     use rule calibrate as model_calibrate with:
-        input:
-            runs=calibration_run_targets,
-            sample="results/samples/{task}.calibration.parquet",
-            reference=calibration_main_reference,
-            system_references=calibration_reference_inputs,
         output:
-            "results/models/{model}/calibration/{task}.yaml",
+            model_path(paths.CALIBRATION),
         log:
             "results/models/{model}/logs/calibration/{task}.log",
 
     use rule score as model_score with:
         input:
-            run="results/models/{model}/runs/{task}/{system}/{variant}.parquet",
-            sample="results/samples/{task}.parquet",
+            run=model_path(paths.RUN),
+            sample=paths.SAMPLE,
             reference=reference_run,
         output:
-            records="results/models/{model}/metrics/{task}/{system}/{variant}.parquet",
-            score="results/models/{model}/scores/{task}/{system}/{variant}.parquet",
+            records=model_path(paths.METRICS),
+            score=model_path(paths.SCORES),
         log:
             "results/models/{model}/logs/score/{task}/{system}/{variant}.log",
 
@@ -51,14 +51,14 @@ if SENSITIVITY:
         input:
             model_score_targets,
         output:
-            summary="results/models/{model}/summary.parquet",
+            summary=model_path(paths.SUMMARY),
             csv="results/models/{model}/summary.csv",
         log:
             "results/models/{model}/logs/aggregate.log",
 
     rule model_sensitivity:
         input:
-            **model_summaries(),
+            **{name: paths.for_model(paths.SUMMARY, name) for name in SENSITIVITY},
         output:
             png=report(
                 "figures/model_sensitivity.png",

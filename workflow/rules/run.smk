@@ -2,6 +2,9 @@
 # of it, with run.shard_size) through one system; shards are merged into one run file.
 
 
+include: "helpers/run.smk"
+
+
 rule run_system:
     input:
         unpack(run_input),
@@ -11,12 +14,12 @@ rule run_system:
         run_log(),
     conda:
         ENV
-    threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
+    threads: MODEL_THREADS
     resources:
         mem_mb=4000,
         runtime=run_runtime_min,
     params:
-        spec=spec_json,
+        spec=run_spec_json,
     shell:
         "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
         "--out {output} 2>&1 | tee {log}"
@@ -27,9 +30,9 @@ if SHARD_SIZE:
     # Shard i of n: rows [i * shard_size, (i + 1) * shard_size) of the sample.
     rule shard_sample:
         input:
-            "results/samples/{task}.parquet",
+            paths.SAMPLE,
         output:
-            "results/samples/shards/{task}/{shard}.parquet",
+            paths.SAMPLE_SHARD,
         log:
             "results/logs/sample/shards/{task}/{shard}.log",
         conda:
@@ -47,9 +50,9 @@ if SHARD_SIZE:
     rule merge_run:
         input:
             shards=run_shards,
-            sample="results/samples/{task}.parquet",
+            sample=paths.SAMPLE,
         output:
-            "results/runs/{task}/{system}/{variant}.parquet",
+            paths.RUN,
         log:
             "results/logs/run/{task}/{system}/{variant}.merge.log",
         conda:

@@ -11,7 +11,7 @@ CONCURRENCY_EXAMPLES = 8  # the sample's first examples, the same at every level
 
 rule bench_concurrency:
     input:
-        sample=f"results/samples/{SCALE_BENCH_TASK}.parquet",
+        sample=paths.SAMPLE.format(task=SCALE_BENCH_TASK),
     output:
         csv="results/bench/concurrency.csv",
         runs="results/bench/concurrency_runs.csv",

@@ -2,14 +2,17 @@
 # and the summary table.
 
 
+include: "helpers/score.smk"
+
+
 rule score:
     input:
-        run="results/runs/{task}/{system}/{variant}.parquet",
-        sample="results/samples/{task}.parquet",
+        run=paths.RUN,
+        sample=paths.SAMPLE,
         reference=reference_run,
     output:
-        records="results/metrics/{task}/{system}/{variant}.parquet",
-        score="results/scores/{task}/{system}/{variant}.parquet",
+        records=paths.METRICS,
+        score=paths.SCORES,
     log:
         "results/logs/score/{task}/{system}/{variant}.log",
     conda:
@@ -25,9 +28,9 @@ rule score:
 
 rule aggregate:
     input:
-        score_targets(),
+        run_targets(paths.SCORES),
     output:
-        summary="results/summary.parquet",
+        summary=paths.SUMMARY,
         csv=report(
             "results/summary.csv",
             caption="../report/summary.rst",

@@ -1,7 +1,8 @@
 # Paired bootstrap CIs, non-inferiority of accuracy, paired tests of token reduction, and
 # the targets table.
 
-from tersetalk.stats.targets import targets_config
+
+include: "helpers/stats.smk"
 
 
 rule noninferiority:
@@ -25,7 +26,7 @@ rule noninferiority:
     params:
         comparisons=json.dumps(config["evaluation"]["comparisons"]),
         # task -> runs scheduled on it: a comparison is tested where both of its runs are
-        planned=planned_runs_json(),
+        planned=json.dumps(planned_runs(config), sort_keys=True),
         margin=config["evaluation"]["margin"],
         alpha=config["evaluation"]["alpha"],
         n_resamples=config["evaluation"]["n_resamples"],
@@ -46,7 +47,7 @@ rule stats:
 
 rule targets:
     input:
-        summary="results/summary.parquet",
+        summary=paths.SUMMARY,
         stats="results/stats/noninferiority.parquet",
         records=metric_targets(),
         formats=[
@@ -54,13 +55,7 @@ rule targets:
             "results/formats/comprehension.parquet",
             "results/formats/savings_by_shape.csv",
         ],
-        # bench and topology results that exist: read when present (the table says "not
-        # run" otherwise), without making the default DAG run the benchmarks
-        optional=lambda wildcards: sorted(
-            str(p)
-            for d, g in (("bench", "mb*.csv"), ("topology", "*.csv"))
-            for p in Path("results", d).glob(g)
-        ),
+        optional=targets_optional_inputs,
     output:
         csv=report(
             "results/tables/targets.csv",

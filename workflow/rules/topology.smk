@@ -4,7 +4,9 @@
 # its routed systems (topology.systems) under results/topology/, so it never re-samples or
 # reruns the main study; one report job reads all its runs.
 
-from tersetalk.tasks.labels import TOPOLOGY_LABELS
+
+include: "helpers/topology.smk"
+
 
 TOPOLOGY_TABLES = [
     f"results/topology/{name}.csv"
@@ -36,11 +38,11 @@ rule topology_sample:
     input:
         sample_input,
     output:
-        "results/topology/samples/{task}.parquet",
+        paths.TOPOLOGY_SAMPLE,
     log:
         "results/logs/topology/sample/{task}.log",
     wildcard_constraints:
-        task="|".join(TOPOLOGY_LABELS),
+        task="|".join(topology_labels()),
     conda:
         ENV
     resources:
@@ -58,28 +60,23 @@ rule topology_sample:
         "--task-options {params.options:q} --out {output} > {log} 2>&1"
 
 
-# One routed system's policy (a variant) on the study's sample of one task.
-rule topology_run:
+# One routed system's policy (a variant) on the study's sample of one task: run_system's
+# command and threads, on the study's sample and config, under results/topology/.
+use rule run_system as topology_run with:
     input:
         unpack(topology_run_input),
     output:
-        "results/topology/runs/{task}/{system}/{variant}.parquet",
+        paths.TOPOLOGY_RUN,
     log:
         "results/logs/topology/run/{task}/{system}/{variant}.log",
     wildcard_constraints:
-        task="|".join(TOPOLOGY_LABELS),
+        task="|".join(topology_labels()),
         system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
-    conda:
-        ENV
-    threads: config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
     resources:
         mem_mb=4000,
         runtime=10 + 2 * TOPOLOGY["n_eval"],
     params:
         spec=topology_spec_json,
-    shell:
-        "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
-        "--out {output} 2>&1 | tee {log}"
 
 
 rule topology_report:

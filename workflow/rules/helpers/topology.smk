@@ -1,0 +1,37 @@
+# The helpers of topology.smk's rules: target lists, input and param functions.
+
+from tersetalk.config import topology_config
+from tersetalk.tasks.registry import topology_labels
+
+TOPOLOGY = config["topology"]
+TOPOLOGY_SYSTEMS = [
+    name for name, spec in (TOPOLOGY.get("systems") or {}).items() if spec.get("enabled", True)
+]
+
+
+def topology_study():
+    """The config the study's jobs see (tersetalk.config.topology_config); a clear error
+    when the config has no topology systems."""
+    try:
+        return topology_config(config)
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
+
+
+def topology_runs(wildcards=None):
+    """One run file per (study task, routed system that runs on it, variant that runs on it)."""
+    return run_targets(paths.TOPOLOGY_RUN, study=topology_study())
+
+
+def topology_run_input(wildcards):
+    settings = TOPOLOGY["systems"][wildcards.system]["variants"][wildcards.variant]
+    return {
+        "sample": paths.TOPOLOGY_SAMPLE.format(task=wildcards.task),
+        **workflow_inputs(wildcards.system, settings),
+    }
+
+
+def topology_spec_json(wildcards):
+    return spec_json(
+        run_spec(topology_study(), wildcards.task, wildcards.system, wildcards.variant)
+    )
