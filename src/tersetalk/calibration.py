@@ -493,16 +493,14 @@ SYSTEM_OPTION_KEYS = ("objective", "preservation_margin", "reference")
 @functools.cache
 def schema_defaults() -> dict[str, object]:
     """What the options default to: the config schema's defaults (the one place they are
-    written) of ``evaluation.reference`` and ``evaluation.margin`` (``reference``,
-    ``margin``) and of ``calibration.<system>.objective`` and ``.preservation_margin``."""
+    written) of ``evaluation.margin`` (``margin``) and of ``calibration.<system>.objective``
+    and ``.preservation_margin``. (An absent ``reference`` is the first reference run's.)"""
     from tersetalk.config import _load_schema
 
     props = _load_schema()["properties"]
-    evaluation = props["evaluation"]["properties"]
     per_system = props["calibration"]["additionalProperties"]["properties"]
     return {
-        "reference": evaluation["reference"]["default"],
-        "margin": evaluation["margin"]["default"],
+        "margin": props["evaluation"]["properties"]["margin"]["default"],
         "objective": per_system["objective"]["default"],
         "preservation_margin": per_system["preservation_margin"]["default"],
     }

@@ -49,6 +49,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
     from tersetalk.io import read_metadata, write_parquet_atomic
 
     from .corpus import SOURCE_REAL, read_corpus
+    from .defaults import default_repeats
     from .results import EquivalenceError, log_environment
     from .timing import measure
 
@@ -63,6 +64,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
     except ValueError as exc:
         raise SystemExit(f"tersetalk bench run: error: {exc}") from None
     corpus_meta = read_metadata(args.corpus, "corpus")
+    if args.repeats is None:
+        args.repeats = default_repeats()
     common = {"repeats": args.repeats, "warmup": args.warmup,
               "min_batch_ns": int(args.min_batch_ms * 1e6), "seed": args.seed}  # fmt: skip
     log_environment()
@@ -108,6 +111,7 @@ def _cmd_run_mb4(args: argparse.Namespace) -> None:
     """MB-4 times the memory store on seeded synthetic texts: no corpus to read."""
     from tersetalk.io import write_parquet_atomic
 
+    from .defaults import default_repeats
     from .mb4 import run_mb4
     from .results import EquivalenceError, log_environment
     from .timing import measure
@@ -115,6 +119,8 @@ def _cmd_run_mb4(args: argparse.Namespace) -> None:
     if args.corpus:
         log.warning("MB-4 times the M# store on synthetic texts; --corpus %s is not read",
                     args.corpus)  # fmt: skip
+    if args.repeats is None:
+        args.repeats = default_repeats()
     common = {"repeats": args.repeats, "warmup": args.warmup,
               "min_batch_ns": int(args.min_batch_ms * 1e6), "seed": args.seed}  # fmt: skip
     log_environment()
@@ -184,7 +190,6 @@ def add_commands(subparsers) -> None:
         DEFAULT_MEMORY_SIZES,
         DEFAULT_MIN_BATCH_NS,
         DEFAULT_PER_SIZE,
-        DEFAULT_REPEATS,
         DEFAULT_SIZES,
         DEFAULT_STREAM_BYTES,
         DEFAULT_WARMUP,
@@ -238,8 +243,7 @@ def add_commands(subparsers) -> None:
     r.add_argument(
         "--repeats",
         type=int,
-        default=DEFAULT_REPEATS,
-        help=f"timed repeats per method (default: {DEFAULT_REPEATS})",
+        help="timed repeats per method (default: the config schema's bench.repeats)",
     )
     r.add_argument(
         "--warmup",

@@ -1,4 +1,10 @@
-"""Default sizes and repeat counts (a light module: the CLI reads it when building its parser)."""
+"""Default sizes and repeat counts (a light module: the CLI reads it when building its parser).
+
+The timed repeats are a workflow setting (``bench.repeats``), so their default is the config
+schema's, read when a benchmark runs (:func:`default_repeats`), not written here again.
+"""
+
+import functools
 
 #: Typed items per synthetic message, and distinct messages per size.
 DEFAULT_SIZES = [1, 4, 16, 64, 256]
@@ -7,8 +13,16 @@ DEFAULT_PER_SIZE = 24
 #: (thousands of messages) keeps the benchmarks within minutes.
 DEFAULT_MAX_REAL = 400
 
-#: Timed repeats per method, untimed warmup batches, and the shortest timed batch.
-DEFAULT_REPEATS = 21
+
+@functools.cache
+def default_repeats() -> int:
+    """Timed repeats per method when none are given: the schema's ``bench.repeats`` default."""
+    from tersetalk.config import _load_schema
+
+    return int(_load_schema()["properties"]["bench"]["properties"]["repeats"]["default"])
+
+
+#: Untimed warmup batches, and the shortest timed batch.
 DEFAULT_WARMUP = 2
 DEFAULT_MIN_BATCH_NS = 1_000_000
 

@@ -76,11 +76,11 @@ def run_events_bench(
     spec: dict,
     sample: str | Path,
     *,
-    repeats: int = 21,
+    repeats: int | None = None,
     limit: int | None = None,
     seed: int = 0,
     client=None,
-    hook_repeats: int = 21,
+    hook_repeats: int | None = None,
     workdir: str | Path | None = None,
 ) -> pd.DataFrame:
     """Rows ``part=run`` (one per timed run) and ``part=hook``; the summary is logged.
@@ -88,6 +88,11 @@ def run_events_bench(
     The timed runs write under ``workdir`` (a fresh folder inside it, removed after):
     give the results folder, so the fsyncs hit the disk real runs write to.
     """
+    from .defaults import default_repeats
+
+    # None: the config schema's bench.repeats default (for the hook's costs too)
+    repeats = default_repeats() if repeats is None else repeats
+    hook_repeats = default_repeats() if hook_repeats is None else hook_repeats
     from tersetalk.runner import client_from_spec
 
     sample = Path(sample)
@@ -196,7 +201,11 @@ def add_parser(sub) -> None:
     e.add_argument("--spec-json", required=True, help="the run spec (what `tersetalk run` takes)")
     e.add_argument("--sample", required=True, help="sample Parquet from `tersetalk sample`")
     e.add_argument("--limit", type=int, default=None, help="only the first N examples")
-    e.add_argument("--repeats", type=int, default=21, help="timed runs per mode (default: 21)")
+    e.add_argument(
+        "--repeats",
+        type=int,
+        help="timed runs per mode (default: the config schema's bench.repeats)",
+    )
     e.add_argument("--seed", type=int, default=0, help="seed of the alternation order")
     e.add_argument("--out", required=True, help="result Parquet to write")
     e.set_defaults(func=_cmd_events)
@@ -207,8 +216,11 @@ def _cmd_events(args) -> None:
 
     from tersetalk.io import write_parquet_atomic
 
+    from .defaults import default_repeats
     from .results import log_environment
 
+    if args.repeats is None:
+        args.repeats = default_repeats()
     if args.repeats < 1:
         raise SystemExit("tersetalk bench events: --repeats must be at least 1")
     log_environment()

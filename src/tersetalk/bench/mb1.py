@@ -23,7 +23,7 @@ from functools import partial
 import pandas as pd
 
 from .corpus import group_order
-from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_REPEATS, DEFAULT_WARMUP
+from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_WARMUP
 from .extract import BASELINE, LIMIT, METHODS, PROSE, VALIDATING, Extractor
 from .fields import Fields, Key, prose_key
 from .results import (
@@ -61,7 +61,7 @@ def check_extraction(name: str, texts: Sequence[str], truth: Sequence[Key]) -> i
 def run_mb1(
     corpus: pd.DataFrame,
     *,
-    repeats: int = DEFAULT_REPEATS,
+    repeats: int | None = None,
     warmup: int = DEFAULT_WARMUP,
     min_batch_ns: int = DEFAULT_MIN_BATCH_NS,
     seed: int = 0,

@@ -41,7 +41,6 @@ from .corpus import REAL_GROUP, SOURCE_REAL, SOURCE_SYNTHETIC
 from .defaults import (
     DEFAULT_CHUNK_SIZES,
     DEFAULT_MIN_BATCH_NS,
-    DEFAULT_REPEATS,
     DEFAULT_STREAM_BYTES,
     DEFAULT_WARMUP,
 )
@@ -190,7 +189,7 @@ def run_mb2(
     *,
     chunk_sizes: Sequence[int] = DEFAULT_CHUNK_SIZES,
     stream_bytes: int = DEFAULT_STREAM_BYTES,
-    repeats: int = DEFAULT_REPEATS,
+    repeats: int | None = None,
     warmup: int = DEFAULT_WARMUP,
     min_batch_ns: int = DEFAULT_MIN_BATCH_NS,
     seed: int = 0,

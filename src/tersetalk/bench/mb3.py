@@ -19,7 +19,7 @@ import pandas as pd
 
 from .codecs import BASELINE, CODECS
 from .corpus import group_order
-from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_REPEATS, DEFAULT_WARMUP
+from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_WARMUP
 from .fields import Fields, Key
 from .results import EquivalenceError, finish, speedup_range
 from .timing import measure
@@ -50,7 +50,7 @@ def check_round_trip(name: str, keys: Sequence[Key]) -> list[bytes]:
 def run_mb3(
     corpus: pd.DataFrame,
     *,
-    repeats: int = DEFAULT_REPEATS,
+    repeats: int | None = None,
     warmup: int = DEFAULT_WARMUP,
     min_batch_ns: int = DEFAULT_MIN_BATCH_NS,
     seed: int = 0,

@@ -38,7 +38,7 @@ import pandas as pd
 
 from tersetalk.protocol import Memory
 
-from .defaults import DEFAULT_MEMORY_SIZES, DEFAULT_MIN_BATCH_NS, DEFAULT_REPEATS, DEFAULT_WARMUP
+from .defaults import DEFAULT_MEMORY_SIZES, DEFAULT_MIN_BATCH_NS, DEFAULT_WARMUP
 from .results import EquivalenceError, finish, speedup_range
 from .timing import measure
 
@@ -139,7 +139,7 @@ def _functions(size: int, texts: list[str], more: list[str], seed: int) -> dict[
 def run_mb4(
     *,
     sizes: Sequence[int] = DEFAULT_MEMORY_SIZES,
-    repeats: int = DEFAULT_REPEATS,
+    repeats: int | None = None,
     warmup: int = DEFAULT_WARMUP,
     min_batch_ns: int = DEFAULT_MIN_BATCH_NS,
     seed: int = 0,

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_REPEATS, DEFAULT_WARMUP
+from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_WARMUP, default_repeats
 
 
 @dataclass
@@ -113,12 +113,15 @@ def calibrate(fn: Callable[[], object], min_batch_ns: int = DEFAULT_MIN_BATCH_NS
 def measure(
     funcs: Mapping[str, Callable[[], object]],
     *,
-    repeats: int = DEFAULT_REPEATS,
+    repeats: int | None = None,
     warmup: int = DEFAULT_WARMUP,
     min_batch_ns: int = DEFAULT_MIN_BATCH_NS,
     seed: int = 0,
 ) -> dict[str, Timing]:
-    """Median per-call time of each function, all measured interleaved in this process."""
+    """Median per-call time of each function, all measured interleaved in this process
+    (``repeats`` None: the config schema's ``bench.repeats`` default)."""
+    if repeats is None:
+        repeats = default_repeats()
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     timings = {name: Timing(name, calibrate(fn, min_batch_ns)) for name, fn in funcs.items()}
