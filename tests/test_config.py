@@ -20,7 +20,8 @@ def test_default_and_paper_configs_validate(repo):
         (("n_eval",), 0, "n_eval"),
         (("generation", "temperature"), -1, "generation.temperature"),
         (("hotpotqa", "facts"), "all", "hotpotqa.facts"),
-        (("tasks",), ["hotpotqa", "mmlu"], "tasks.1"),
+        (("tasks",), ["hotpotqa", "mmlu"], "tasks"),
+        (("topology", "tasks"), ["boolq", "mmlu"], "topology.tasks"),
     ],
 )
 def test_wrong_value_names_the_key(base_config, path, value, key):
@@ -30,6 +31,13 @@ def test_wrong_value_names_the_key(base_config, path, value, key):
         node = node[p]
     node[path[-1]] = value
     with pytest.raises(ConfigError, match=rf"config key '{key}'"):
+        validate_config(cfg)
+
+
+def test_an_unknown_task_names_the_registered_ones(base_config):
+    cfg = copy.deepcopy(base_config)
+    cfg["systems"]["freeform"]["tasks"] = ["gsm8k", "mmlu"]
+    with pytest.raises(ConfigError, match=r"systems.freeform.tasks': unknown task\(s\) \['mmlu'\]"):
         validate_config(cfg)
 
 
