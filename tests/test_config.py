@@ -172,3 +172,14 @@ def test_no_topology_systems_is_a_clear_error_only_when_the_study_is_asked_for(b
     validate_config(cfg)  # the main study does not need the section
     with pytest.raises(ConfigError, match="topology.systems"):
         topology_config(cfg)
+
+
+def test_schema_default_reads_the_one_place_defaults_are_written(base_config):
+    from tersetalk.config import schema_default
+
+    cfg = copy.deepcopy(base_config)
+    del cfg["bench"]["repeats"]
+    assert validate_config(cfg)["bench"]["repeats"] == schema_default("bench", "repeats")
+    assert schema_default("calibration", "*", "objective") == "fewest_tokens_within_margin"
+    with pytest.raises(KeyError):
+        schema_default("bench", "no_such_key")

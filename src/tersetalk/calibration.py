@@ -495,14 +495,12 @@ def schema_defaults() -> dict[str, object]:
     """What the options default to: the config schema's defaults (the one place they are
     written) of ``evaluation.margin`` (``margin``) and of ``calibration.<system>.objective``
     and ``.preservation_margin``. (An absent ``reference`` is the first reference run's.)"""
-    from tersetalk.config import _load_schema
+    from tersetalk.config import schema_default
 
-    props = _load_schema()["properties"]
-    per_system = props["calibration"]["additionalProperties"]["properties"]
     return {
-        "margin": props["evaluation"]["properties"]["margin"]["default"],
-        "objective": per_system["objective"]["default"],
-        "preservation_margin": per_system["preservation_margin"]["default"],
+        "margin": schema_default("evaluation", "margin"),
+        "objective": schema_default("calibration", "*", "objective"),
+        "preservation_margin": schema_default("calibration", "*", "preservation_margin"),
     }
 
 

@@ -36,6 +36,16 @@ def _load_schema() -> dict:
     return yaml.safe_load(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
 
 
+def schema_default(*path: str) -> Any:
+    """The config schema's default at ``path`` (``"bench", "repeats"``; ``"*"`` steps into
+    a mapping's values, e.g. ``"calibration", "*", "objective"``): the one place a default
+    is written, for code that needs it outside a validated config."""
+    node = _load_schema()
+    for key in path:
+        node = node["additionalProperties"] if key == "*" else node["properties"][key]
+    return node["default"]
+
+
 def _apply_defaults(schema: dict, value: Any) -> None:
     if not isinstance(value, dict):
         return

@@ -17,9 +17,9 @@ DEFAULT_MAX_REAL = 400
 @functools.cache
 def default_repeats() -> int:
     """Timed repeats per method when none are given: the schema's ``bench.repeats`` default."""
-    from tersetalk.config import _load_schema
+    from tersetalk.config import schema_default
 
-    return int(_load_schema()["properties"]["bench"]["properties"]["repeats"]["default"])
+    return int(schema_default("bench", "repeats"))
 
 
 #: Untimed warmup batches, and the shortest timed batch.
