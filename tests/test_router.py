@@ -35,8 +35,8 @@ from tersetalk.models import ScriptedClient
 from tersetalk.protocol import TAGS
 from tersetalk.runner import run
 from tersetalk.systems import system
-from tersetalk.tasks.registry import topology_labels
 from tersetalk.tasks.loading import load_records, sample
+from tersetalk.tasks.registry import topology_labels
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -66,7 +66,7 @@ def test_narrowing_tasks_drops_runs_without_errors(cfg):
         (lambda c: c["systems"]["freeform"].update(tasks=["hotpotqa", "gsm8k"]),
          "systems.freeform.tasks", "add toolqa to systems.freeform.tasks"),
         (lambda c: c["systems"]["formats"].update(tasks=["toolqa", "sqa"]),
-         "systems.formats.tasks.1", "is not one of"),
+         "systems.formats.tasks", "unknown task(s) ['sqa']"),
         (lambda c: c["systems"]["formats"].update(tasks=[]),
          "systems.formats.tasks", "should be non-empty"),
         (lambda c: c["calibration"]["hybrid"].update(reference="formats/mckp"),
