@@ -29,6 +29,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.metrics.topology_cli",  # topology (the topology study's report)
     "tersetalk.shards",  # shard-sample, merge-runs (run.shard_size)
     "tersetalk.sensitivity",  # models compare (sensitivity.models)
+    "tersetalk.mcp.cli",  # mcp-proxy
 )
 
 

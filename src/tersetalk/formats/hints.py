@@ -33,7 +33,12 @@ def content_hash(text: str) -> str:
 
 
 def reference(text: str) -> str:
-    return f"> [ref: {content_hash(text)}, byte-identical]"
+    return reference_to(content_hash(text))
+
+
+def reference_to(ref: str) -> str:
+    """The reference hint naming an earlier payload by its 8-hex-digit hash."""
+    return f"> [ref: {ref}, byte-identical]"
 
 
 def encoded(formats: str, summary: str = "") -> str:
@@ -91,6 +96,8 @@ def parse_hint(line: str) -> Hint | None:
     inner = m.group(1)
     if inner.startswith("ref: "):
         return Hint("ref", inner[5:])
+    if inner.startswith("near-ref: "):
+        return Hint("near-ref", inner[10:])
     if inner.startswith("encoded: "):
         return Hint("encoded", inner[9:])
     if inner.startswith("query: "):

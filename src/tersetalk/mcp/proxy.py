@@ -1,0 +1,250 @@
+"""``tersetalk mcp-proxy -- COMMAND [ARGS...]``: an MCP server in front of another one.
+
+The proxy speaks MCP over its own stdin/stdout to the agent's client, starts the
+downstream server given by the command (over stdio, with the official SDK's client),
+and passes every request through: tools (listed unchanged, plus ``tersetalk_get``),
+resources, resource templates and prompts, as far as the downstream offers them. Each
+tool result's text goes through the session pipeline (:mod:`tersetalk.mcp.session`);
+images, audio, embedded resources and ``structuredContent`` pass unchanged, and so do
+results the downstream marks ``isError``.
+
+Faults come back as MCP errors, never as a hung client: a JSON-RPC error of the
+downstream is returned as is; a downstream that exits, or does not answer within
+``--call-timeout`` seconds, is an ``INTERNAL_ERROR`` naming what happened.
+
+A compaction boundary (the agent's context was summarised, earlier results may be gone
+from it) is signalled by the notification ``notifications/tersetalk/compact``, by
+SIGUSR1 to the proxy, or every ``dedup.compact_every`` calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from tersetalk.mcp.config import ProxyConfig
+from tersetalk.mcp.session import RETRIEVAL_TOOL, Processed, RetrievalError, SessionPipeline
+
+COMPACT_NOTIFICATION = "notifications/tersetalk/compact"
+
+
+def retrieval_tool():
+    import mcp.types as types
+
+    return types.Tool(
+        name=RETRIEVAL_TOOL,
+        description=(
+            "Return what tersetalk mcp-proxy left out of an earlier tool result. Copy the "
+            "arguments from a hint: '> [+N more ... call tersetalk_get {...}]' gives ref, path "
+            "(and keys) and returns exactly the part left out, as JSON; "
+            "'> [ref: <ref>, byte-identical]' gives ref alone and returns the earlier result."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "ref": {"type": "string", "pattern": "^[0-9a-f]{8}$"},
+                "path": {"type": "string", "description": "e.g. $.rows[5:] or $.user"},
+                "keys": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["ref"],
+            "additionalProperties": False,
+        },
+        annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
+
+
+class Telemetry:
+    """One JSON line per tools/call, flushed as it is written (survives a kill)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.seq = 0
+        self._fh = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, **row: Any) -> None:
+        self.seq += 1
+        if self._fh is None:
+            return
+        self._fh.write(json.dumps({"seq": self.seq, **row}, ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
+def _row(tool: str, parts: list[Processed], kind: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "tool": tool,
+        "kind": kind,
+        "source": parts[0].source if parts else "",
+        "raw_chars": sum(p.raw_chars for p in parts),
+        "raw_tokens": sum(p.raw_tokens for p in parts),
+        "sent_tokens": sum(p.sent_tokens for p in parts),
+        "dedup_hit": any(p.kind == "ref" for p in parts),
+        "hints": [h for p in parts for h in p.hints],
+        "refs": [p.ref for p in parts if p.ref],
+        "lossless": all(p.lossless for p in parts),
+        "fallback": next((p.fallback for p in parts if p.fallback), None),
+        "pipeline_s": sum(p.pipeline_s for p in parts),
+        **extra,
+    }
+
+
+async def serve(
+    command: list[str],
+    config: ProxyConfig,
+    *,
+    telemetry: Path | None = None,
+    call_timeout_s: float = 600.0,
+    cwd: str | None = None,
+) -> None:
+    """Run the proxy on this process's stdio until the client closes it."""
+    import anyio
+    import mcp.types as types
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.exceptions import MCPError
+
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ),
+                                   cwd=cwd)  # fmt: skip
+    log = Telemetry(telemetry)
+    pipeline = SessionPipeline(config)
+    async with AsyncExitStack() as stack:
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+        down = await stack.enter_async_context(ClientSession(read, write))
+        init = await down.initialize()
+        caps = init.capabilities
+
+        async def forward(call, *args: Any, **kwargs: Any):
+            """A downstream request; its faults as MCP errors the client can read."""
+            try:
+                with anyio.fail_after(call_timeout_s):
+                    return await call(*args, **kwargs)
+            except MCPError:
+                raise  # the downstream's own JSON-RPC error, as it sent it
+            except TimeoutError:
+                raise MCPError(types.INTERNAL_ERROR, f"the downstream server did not answer "
+                               f"within {call_timeout_s:g} s ({command[0]})") from None  # fmt: skip
+            except Exception as exc:  # a closed pipe, a dead process: no hung client
+                raise MCPError(types.INTERNAL_ERROR, f"the downstream server failed "
+                               f"({type(exc).__name__}: {exc or 'connection closed'}; "
+                               f"{command[0]})") from None  # fmt: skip
+
+        async def list_tools(ctx, params):
+            result = await forward(down.list_tools, params=params)
+            for tool in result.tools:
+                if tool.name == RETRIEVAL_TOOL:
+                    raise MCPError(types.INTERNAL_ERROR, f"the downstream server has its own "
+                                   f"tool {RETRIEVAL_TOOL!r}; the proxy cannot add it")  # fmt: skip
+                ann = tool.annotations
+                if ann is not None and ann.read_only_hint is False:
+                    pipeline.annotated_writes.add(tool.name)
+            if result.next_cursor is None:
+                result = result.model_copy(update={"tools": [*result.tools, retrieval_tool()]})
+            return result
+
+        async def call_tool(ctx, params):
+            name, args = params.name, dict(params.arguments or {})
+            if name == RETRIEVAL_TOOL:
+                return _retrieve(pipeline, args, log)
+            invalidated = pipeline.before_call(name, args)
+            t0 = time.perf_counter()
+            try:
+                result = await forward(down.call_tool, name, args)
+            except MCPError as exc:
+                took = time.perf_counter() - t0
+                log.write(**_row(name, [], "error", invalidated=invalidated, downstream_s=took,
+                                 error=exc.message))  # fmt: skip
+                raise
+            downstream_s = time.perf_counter() - t0
+            if result.is_error:
+                log.write(**_row(name, [], "error", invalidated=invalidated,
+                                 downstream_s=downstream_s, error="isError"))  # fmt: skip
+                return result
+            parts: list[Processed] = []
+            content = []
+            for item in result.content:
+                if isinstance(item, types.TextContent):
+                    p = pipeline.process(name, args, item.text)
+                    parts.append(p)
+                    item = item.model_copy(update={"text": p.text})
+                content.append(item)
+            kinds = {p.kind for p in parts}
+            kind = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "passthrough")
+            log.write(**_row(name, parts, kind, invalidated=invalidated,
+                             downstream_s=downstream_s, tokenizer=config.tokenizer))  # fmt: skip
+            return result.model_copy(update={"content": content})
+
+        handlers: dict[str, Any] = {"on_list_tools": list_tools, "on_call_tool": call_tool}
+        if caps.resources is not None:
+            handlers["on_list_resources"] = lambda ctx, p: forward(down.list_resources, params=p)
+            handlers["on_list_resource_templates"] = lambda ctx, p: forward(
+                down.list_resource_templates, params=p
+            )
+            handlers["on_read_resource"] = lambda ctx, p: forward(down.read_resource, p.uri)
+        if caps.prompts is not None:
+            handlers["on_list_prompts"] = lambda ctx, p: forward(down.list_prompts, params=p)
+            handlers["on_get_prompt"] = lambda ctx, p: forward(down.get_prompt, p.name,
+                                                                p.arguments)  # fmt: skip
+        info = init.server_info
+        server = Server(
+            f"tersetalk-mcp-proxy ({info.name})",
+            version=info.version,
+            instructions=init.instructions,
+            **handlers,
+        )
+
+        async def compact(ctx, params) -> None:
+            pipeline.compaction_boundary()
+
+        server.add_notification_handler(COMPACT_NOTIFICATION, types.NotificationParams, compact)
+        _on_sigusr1(pipeline)
+        try:
+            read_in, write_out = await stack.enter_async_context(stdio_server())
+            await server.run(read_in, write_out, server.create_initialization_options())
+        finally:
+            log.close()
+
+
+def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
+    import mcp.types as types
+
+    t0 = time.perf_counter()
+    ref, path, keys = args.get("ref"), args.get("path"), args.get("keys")
+    try:
+        if not isinstance(ref, str):
+            raise RetrievalError("give ref, the 8 hex digits a hint names")
+        if path is not None and not isinstance(path, str):
+            raise RetrievalError("path is a string such as $.rows[5:]")
+        if keys is not None and not (
+            isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+        ):
+            raise RetrievalError("keys is a list of strings")
+        text = pipeline.retrieve(ref, path, keys)
+    except RetrievalError as exc:
+        log.write(tool=RETRIEVAL_TOOL, kind="error", error=str(exc),
+                  pipeline_s=time.perf_counter() - t0)  # fmt: skip
+        return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+    log.write(tool=RETRIEVAL_TOOL, kind="retrieval", raw_chars=len(text), sent_tokens=None,
+              ref=ref, path=path, pipeline_s=time.perf_counter() - t0)  # fmt: skip
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+def _on_sigusr1(pipeline: SessionPipeline) -> None:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, pipeline.compaction_boundary)
+    except (NotImplementedError, RuntimeError, AttributeError):  # not on this platform/loop
+        pass

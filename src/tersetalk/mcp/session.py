@@ -1,0 +1,534 @@
+"""One agent session's pipeline: what the proxy does to each tool result.
+
+For every ``tools/call`` result text, in order:
+
+1. **L0 dedup.** A body at least ``dedup.min_body_chars`` long whose exact bytes were
+   returned earlier in the session (and are still among the ``dedup.lru_size`` most
+   recent) becomes ``> [ref: <hash8>, byte-identical]``. The earlier copy is in the
+   agent's context, and ``tersetalk_get {"ref": "<hash8>"}`` returns the text that was
+   sent for it. Before a write-class call runs, entries that share a resource with it are
+   forgotten (:meth:`SessionPipeline.before_call`); a compaction boundary forgets all.
+2. **Near-reference** (``hints.near_ref``): a body equal to a cached one of the same
+   tool except a few scalar values becomes ``> [near-ref: <hash8>, $.status: "a"→"b"]``,
+   which claims exactly that: the earlier value with those paths replaced is this one.
+3. **Encoding.** JSON, a Python literal (:mod:`tersetalk.mcp.literal`) or Markdown
+   with tables is re-encoded by the knapsack (:func:`tersetalk.formats.solver.encode`)
+   under the tool's budget: lossless by default; a budget elides whole subtrees, and
+   each overflow hint names the ``tersetalk_get`` call that returns exactly what was
+   left out. A page of a larger set (an object with a ``total_count``-like number
+   above the length of its one array) gets a metadata hint. Text that is none of
+   these, or whose encoding is not smaller, passes through byte-identical.
+
+A hint is emitted only if its claim holds when it is sent: a lossless text is decoded
+and compared with the downstream value before it is sent (else the downstream text
+goes instead, and ``fallback`` says why), a reference points only at a body still
+cached, an overflow call's path is resolved against the stored value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from tersetalk.formats import hints as H
+from tersetalk.formats.container import compact_json
+from tersetalk.formats.tree import TreeError, from_python, parse_json, same_value, to_python
+from tersetalk.mcp.config import ProxyConfig
+from tersetalk.mcp.literal import parse_literal
+from tersetalk.tokens import count_tokens
+
+RETRIEVAL_TOOL = "tersetalk_get"
+KINDS = ("passthrough", "encoded", "ref", "near-ref", "retrieval", "error")
+#: keys that give the size of the whole set a page of results was taken from
+TOTAL_KEYS = ("total_count", "totalCount", "total", "count", "total_results", "totalResults")
+
+
+class RetrievalError(ValueError):
+    """A ``tersetalk_get`` call that cannot be answered; the message says why."""
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# --- L0 ---------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    ref: str  # the 8-hex-digit prefix the hints name
+    tool: str
+    resources: frozenset[str] | None  # None: unknown, any write invalidates it
+    value: Any = None  # the structured value, kept for near-ref (None: not structured)
+    structured: bool = False
+
+
+class DedupCache:
+    """The L0 cache: SHA-256 of each body, least recently used evicted first.
+
+    ``check`` is the whole hot path (hash, look up, record): the reference hint on a
+    hit, None on a miss (the body is then recorded).
+    """
+
+    def __init__(self, lru_size: int = 5, min_body_chars: int = 200) -> None:
+        if lru_size < 1:
+            raise ValueError("dedup lru_size must be at least 1 entry")
+        self.lru_size = lru_size
+        self.min_body_chars = min_body_chars
+        self.entries: OrderedDict[str, Entry] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        self.invalidated = 0
+
+    def check(
+        self, body: str, tool: str = "", resources: frozenset[str] | None = None
+    ) -> str | None:
+        if len(body) < self.min_body_chars:
+            return None
+        key = digest(body)
+        entry = self.hit(key)
+        if entry is not None:
+            return H.reference_to(entry.ref)
+        self.record(key, Entry(key[:8], tool, resources))
+        return None
+
+    def hit(self, key: str) -> Entry | None:
+        """The entry of ``key`` made most recent (a hit), or None (counted as a miss)."""
+        entry = self.entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry
+
+    def record(self, key: str, entry: Entry) -> None:
+        self.entries[key] = entry
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.lru_size:
+            self.entries.popitem(last=False)
+
+    def invalidate(self, resources: frozenset[str] | None) -> int:
+        """Forget entries that share a resource with a write (None: every entry)."""
+        gone = [
+            k
+            for k, e in self.entries.items()
+            if resources is None or e.resources is None or e.resources & resources
+        ]
+        for k in gone:
+            del self.entries[k]
+        self.invalidated += len(gone)
+        return len(gone)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+# --- results ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Processed:
+    """What the proxy sends for one tool result, and what it cost."""
+
+    text: str
+    kind: str  # passthrough | encoded | ref | near-ref
+    source: str  # json | literal | markdown | text
+    raw_chars: int
+    raw_tokens: int
+    sent_tokens: int
+    hints: tuple[str, ...]
+    ref: str | None  # the hash8 of this body (what a later reference names)
+    lossless: bool
+    fallback: str | None
+    pipeline_s: float
+
+
+@dataclass
+class _Stored:
+    sent: str
+    value: Any  # the structured value (None for text)
+    structured: bool
+
+
+@dataclass
+class SessionPipeline:
+    """The per-session state of the proxy: the L0 cache and the retrieval store."""
+
+    config: ProxyConfig = field(default_factory=ProxyConfig)
+    #: tools the downstream's annotations mark as not read-only
+    annotated_writes: set[str] = field(default_factory=set)
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        d = self.config.dedup
+        self.cache = DedupCache(d.lru_size, d.min_body_chars)
+        self.store: OrderedDict[str, _Stored] = OrderedDict()
+        self.compactions = 0
+
+    # --- writes and compaction ------------------------------------------------------
+
+    def is_write(self, tool: str) -> bool:
+        own = self.config.tool(tool).write
+        if own is not None:
+            return own
+        return tool in self.config.dedup.write_tools or tool in self.annotated_writes
+
+    def resources(self, tool: str, arguments: dict[str, Any] | None) -> frozenset[str] | None:
+        """The resources a call touches: the values of its resource arguments (None: unknown)."""
+        names = self.config.resource_args_for(tool)
+        found = {
+            str(v)
+            for k, v in (arguments or {}).items()
+            if k in names and isinstance(v, str | int) and not isinstance(v, bool)
+        }
+        return frozenset(found) or None
+
+    def before_call(self, tool: str, arguments: dict[str, Any] | None) -> int:
+        """Run before a call is sent downstream: a write forgets what it may change.
+
+        Returns the number of cache entries forgotten (by the write or by a periodic
+        compaction boundary, ``dedup.compact_every``).
+        """
+        self.calls += 1
+        gone = 0
+        every = self.config.dedup.compact_every
+        if every and self.calls > 1 and (self.calls - 1) % every == 0:
+            gone += self.compaction_boundary()
+        if self.is_write(tool):
+            gone += self.cache.invalidate(self.resources(tool, arguments))
+        return gone
+
+    def compaction_boundary(self) -> int:
+        """The agent's context was compacted: earlier results may be gone from it."""
+        self.compactions += 1
+        return self.cache.invalidate(None)
+
+    # --- one result ---------------------------------------------------------------
+
+    def process(self, tool: str, arguments: dict[str, Any] | None, text: str) -> Processed:
+        t0 = time.perf_counter()
+        cfg = self.config
+        tok = cfg.tokenizer
+        raw_tokens = count_tokens(text, tok)
+
+        def done(sent: str, kind: str, source: str, hints: tuple[str, ...] = (),
+                 ref: str | None = None, lossless: bool = True,
+                 fallback: str | None = None) -> Processed:  # fmt: skip
+            sent_tokens = raw_tokens if sent == text else count_tokens(sent, tok)
+            return Processed(sent, kind, source, len(text), raw_tokens, sent_tokens, hints, ref,
+                             lossless, fallback, time.perf_counter() - t0)  # fmt: skip
+
+        if len(text) > cfg.max_result_chars:
+            return done(text, "passthrough", "text", fallback="longer than max_result_chars")
+        resources = self.resources(tool, arguments)
+        key = digest(text)
+        ref = key[:8]
+        dedup = cfg.dedup_for(tool) and len(text) >= cfg.dedup.min_body_chars
+        if dedup and (entry := self.cache.hit(key)) is not None:
+            return done(H.reference_to(entry.ref), "ref", "unparsed", ("ref",), ref)
+        source, value = _structured(text, cfg.max_result_chars)
+        if dedup and cfg.hints.near_ref and source in ("json", "literal"):
+            near = self._near_ref(tool, value, text)
+            if near is not None:
+                self._remember(key, tool, resources, near, value, True, dedup)
+                return done(near, "near-ref", source, ("near-ref",), ref)
+        if source == "text" or not cfg.tool(tool).encode:
+            self._remember(key, tool, resources, text, value, source != "text", dedup)
+            return done(text, "passthrough", source, ref=ref)
+        if source == "markdown":
+            sent, hints, lossless, fallback = self._markdown(text)
+        else:
+            sent, hints, lossless, fallback = self._encode(tool, arguments, value, ref)
+        if sent is None or (lossless and count_tokens(sent, tok) >= raw_tokens):
+            self._remember(key, tool, resources, text, value, True, dedup)
+            return done(text, "passthrough", source, ref=ref, fallback=fallback)
+        self._remember(key, tool, resources, sent, value, True, dedup)
+        return done(sent, "encoded", source, hints, ref, lossless, fallback)
+
+    def _remember(self, key: str, tool: str, resources: frozenset[str] | None, sent: str,
+                  value: Any, structured: bool, dedup: bool) -> None:  # fmt: skip
+        ref = key[:8]
+        for other, e in list(self.cache.entries.items()):  # one body per 8-digit name
+            if e.ref == ref and other != key:
+                del self.cache.entries[other]
+        if dedup:
+            self.cache.record(key, Entry(ref, tool, resources, value, structured))
+        self.store[ref] = _Stored(sent, value, structured)
+        self.store.move_to_end(ref)
+        while len(self.store) > self.config.retrieval.keep:
+            self.store.popitem(last=False)
+
+    # --- encoders -----------------------------------------------------------------
+
+    def _markdown(self, text: str) -> tuple[str | None, tuple[str, ...], bool, str | None]:
+        from tersetalk.formats.markdown import decode_tables, encode_markdown
+
+        m = encode_markdown(text, "mckp", tokenizer=self.config.tokenizer)
+        if not m.replaced:
+            return None, (), True, None
+        try:
+            same = all(
+                a is None or same_value(a, b)
+                for a, b in zip(decode_tables(text), decode_tables(m.text), strict=True)
+            )
+        except (ValueError, TreeError) as exc:
+            same, why = False, str(exc)
+        else:
+            why = "its tables decode to other rows"
+        if not same:
+            return None, (), True, f"markdown re-encoding does not read back ({why[:120]})"
+        return m.text, ("encoded",), True, None
+
+    def _encode(self, tool: str, arguments: dict[str, Any] | None, value: Any,
+                ref: str) -> tuple[str | None, tuple[str, ...], bool, str | None]:  # fmt: skip
+        from tersetalk.formats.solver import BudgetError, decode, encode
+
+        cfg = self.config
+        node = from_python(value)
+        budget = cfg.budget_for(tool)
+        meta = self._metadata(tool, arguments, value) if cfg.hints.metadata else None
+        extra = count_tokens(meta + "\n", cfg.tokenizer) if meta else 0
+        fallback = None
+        enc, text = None, ""
+        target = None if budget is None else budget - extra
+        for _ in range(6):  # the retrieval calls are longer than the solver's get(): refit
+            if target is not None and target <= 0:
+                break
+            try:
+                enc = encode(node, "mckp", budget=target, tokenizer=cfg.tokenizer)
+            except BudgetError:
+                enc = None
+                break
+            text = _retrieval_hints(enc.text, ref, value)
+            if target is None:
+                break
+            over = count_tokens(text, cfg.tokenizer) + extra - budget
+            if over <= 0:
+                break
+            target -= over
+            enc = None
+        if enc is None:  # nothing within the budget keeps the root: send it all
+            fallback = f"budget {budget}: no encoding with its hints fits; sent lossless"
+            enc = encode(node, "mckp", tokenizer=cfg.tokenizer)
+            text = enc.text
+        if enc.fallback:
+            fallback = enc.fallback
+        hints = [h.family for h in H.split_hints(text)[0]]
+        if meta:
+            text = meta + "\n" + text
+            hints.insert(0, "query")
+        if enc.lossless:
+            try:
+                ok = same_value(decode(text), value)
+            except ValueError as exc:
+                ok, why = False, str(exc)
+            else:
+                why = "decoded to a different value"
+            if not ok:  # fail closed: never send a lossless text that reads back otherwise
+                return None, (), True, f"the encoding does not read back ({why[:120]})"
+        return text, tuple(hints), enc.lossless, fallback
+
+    def _metadata(self, tool: str, arguments: dict[str, Any] | None, value: Any) -> str | None:
+        """The metadata hint of a page of a larger set, or None if ``value`` is not one."""
+        if not isinstance(value, dict):
+            return None
+        arrays = [v for v in value.values() if isinstance(v, list)]
+        totals = [
+            value[k]
+            for k in TOTAL_KEYS
+            if isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
+        ]
+        if len(arrays) != 1 or not totals or totals[0] <= len(arrays[0]):
+            return None
+        query = tool + (" " + compact_json(arguments) if arguments else "")
+        if len(query) > 120:
+            query = tool
+        return H.metadata(query, totals[0], len(arrays[0]))
+
+    def _near_ref(self, tool: str, value: Any, text: str) -> str | None:
+        hints = self.config.hints
+        if len(text) < hints.near_ref_min_body_chars:
+            return None
+        for entry in reversed(self.cache.entries.values()):
+            if entry.tool != tool or not entry.structured:
+                continue
+            delta = scalar_delta(entry.value, value)
+            if not delta:
+                continue
+            body = ", ".join(f"{H.path_text(p)}: {compact_json(a)}→{compact_json(b)}"
+                             for p, a, b in delta)  # fmt: skip
+            if len(body.encode("utf-8")) > hints.near_ref_max_delta_chars:
+                continue
+            return f"> [near-ref: {entry.ref}, {body}]"
+        return None
+
+    # --- the retrieval tool ------------------------------------------------------
+
+    def retrieve(self, ref: str, path: str | None = None, keys: list[str] | None = None) -> str:
+        """What ``tersetalk_get`` returns: the text sent for ``ref`` (no path), or the
+        part of its value at ``path`` (``$.rows[5:]``, ``$.a["b c"][2]``) as compact
+        JSON, restricted to ``keys`` of an object if given."""
+        stored = self.store.get(ref)
+        if stored is None:
+            raise RetrievalError(
+                f"ref {ref!r} is not held (the proxy keeps the last "
+                f"{self.config.retrieval.keep} results); call the tool again"
+            )
+        if path is None or path == "":
+            if keys:
+                path = "$"
+            else:
+                return stored.sent
+        if not stored.structured:
+            raise RetrievalError(f"ref {ref} is text, not structured data; omit path")
+        part = resolve(stored.value, path)
+        if keys:
+            if not isinstance(part, dict):
+                raise RetrievalError(f"{path} is not an object; keys apply to objects")
+            missing = [k for k in keys if k not in part]
+            if missing:
+                raise RetrievalError(f"{path} has no key(s) {', '.join(map(repr, missing))}")
+            part = {k: v for k, v in part.items() if k in keys}
+        return compact_json(part)
+
+
+# --- helpers ------------------------------------------------------------------------
+
+
+def _structured(text: str, max_chars: int) -> tuple[str, Any]:
+    """(source, value): JSON, a Python literal, Markdown with tables, or plain text."""
+    stripped = text.lstrip(" \t\r\n")[:1]
+    if stripped in ("{", "["):
+        try:
+            node = parse_json(text)
+        except TreeError:
+            pass
+        else:
+            return "json", to_python(node)
+        value = parse_literal(text, max_chars=max_chars)
+        if value is not None:
+            try:
+                from_python(value)
+            except TreeError:
+                return "text", None
+            return "literal", value
+        return "text", None
+    if "|" in text:
+        from tersetalk.formats.markdown import table_spans
+
+        if table_spans(text):
+            return "markdown", None
+    return "text", None
+
+
+_PATH_TOKEN = re.compile(
+    r'\.([A-Za-z_][A-Za-z0-9_]*)|\[("(?:[^"\\]|\\.)*")\]|\[(-?\d+)\]|\[(\d*):(\d*)\]'
+)
+
+
+def resolve(value: Any, path: str) -> Any:
+    """The part of ``value`` at a path as the hints write them (``$``, ``.k``, ``["k"]``,
+    ``[i]``, and a final slice ``[i:]`` / ``[i:j]`` of an array or a string)."""
+    if not path.startswith("$"):
+        raise RetrievalError(f"path {path!r} must start with $ (e.g. $.rows[5:])")
+    pos, cur = 1, value
+    while pos < len(path):
+        m = _PATH_TOKEN.match(path, pos)
+        if not m:
+            raise RetrievalError(f"path {path!r}: cannot read {path[pos : pos + 20]!r}")
+        name, quoted, index, lo, hi = m.groups()
+        if name is not None or quoted is not None:
+            key = name if name is not None else json.loads(quoted)
+            if not isinstance(cur, dict) or key not in cur:
+                raise RetrievalError(f"path {path!r}: no key {key!r} at {path[:pos]}")
+            cur = cur[key]
+        elif index is not None:
+            i = int(index)
+            if not isinstance(cur, list) or not -len(cur) <= i < len(cur):
+                raise RetrievalError(f"path {path!r}: no item {i} at {path[:pos]}")
+            cur = cur[i]
+        else:
+            if m.end() != len(path):
+                raise RetrievalError(f"path {path!r}: a slice must come last")
+            if not isinstance(cur, list | str):
+                raise RetrievalError(f"path {path!r}: {path[:pos]} is not an array or a string")
+            cur = cur[int(lo) if lo else None : int(hi) if hi else None]
+        pos = m.end()
+    return cur
+
+
+def scalar_delta(old: Any, new: Any, path: tuple = ()) -> list[tuple[tuple, Any, Any]] | None:
+    """The (path, old, new) scalar changes that turn ``old`` into ``new``, or None if the
+    two differ in shape (keys, key order, array lengths, a container for a scalar).
+    An empty list means equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        if list(old) != list(new):
+            return None
+        out: list = []
+        for k in old:
+            sub = scalar_delta(old[k], new[k], (*path, k))
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return None
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            sub = scalar_delta(a, b, (*path, i))
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if isinstance(old, dict | list) or isinstance(new, dict | list):
+        return None
+    return [] if same_value(old, new) else [(path, old, new)]
+
+
+def apply_delta(value: Any, delta: list[tuple[tuple, Any, Any]]) -> Any:
+    """``value`` with each (path, old, new) of a near-ref delta applied (a copy)."""
+    out = json.loads(json.dumps(value))
+    for path, _old, new in delta:
+        if not path:
+            return new
+        cur = out
+        for p in path[:-1]:
+            cur = cur[p]
+        cur[path[-1]] = new
+    return out
+
+
+_OVERFLOW = re.compile(
+    r"^> \[\+(\d+) more (items|keys|chars) of (.*?)(?:: (.*))?\. call get\((.*)\)\]$"
+)
+
+
+def _retrieval_hints(text: str, ref: str, value: Any) -> str:
+    """Overflow hints rewritten to name the proxy's retrieval call, each resolved now."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = _OVERFLOW.match(line)
+        if not m:
+            continue
+        n, what, path, names, call = m.groups()
+        args: dict[str, Any] = {"ref": ref}
+        if what == "items":
+            args["path"] = call
+        elif what == "keys":
+            keys = json.loads("[" + names + "]")
+            args["path"] = path
+            args["keys"] = keys
+        else:  # chars: the rest of the string after what was kept
+            whole = resolve(value, path)
+            args["path"] = f"{path}[{len(whole) - int(n)}:]"
+        resolve(value, args["path"])  # the claim holds now: the path exists
+        head = line[: line.index(". call get(")]
+        lines[i] = f"{head}. call {RETRIEVAL_TOOL} {compact_json(args)}]"
+    return "\n".join(lines)
