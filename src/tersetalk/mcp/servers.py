@@ -1,0 +1,333 @@
+"""The real downstream MCP servers of the experiment, and what they serve.
+
+Each server runs from a virtual environment of its own, as an MCP client launches it
+(``uvx mcp-server-sqlite``): ``mcp-server-sqlite`` 2025.4.25 crashes on the 2.x SDK
+and needs ``mcp<2``, ``mcp-server-git`` needs ``mcp>=2.3``, so they cannot share the
+project's environment. The pins live in requirement files (``envs/mcp-server-*.txt``,
+every package at an exact version), which the caller passes in: the library does not
+know where a checkout keeps them.
+
+An environment is built once (``python -m venv`` + ``pip install -r``) in a temporary
+folder beside its destination and renamed into place, with a stamp naming the
+requirements' hash; a destination whose stamp matches is reused as is. Console
+scripts keep the path they were installed at, and a renamed venv would break their
+shebangs, so servers are launched as ``<venv>/bin/python -m <module>`` (or ``-c``
+for a package without ``__main__``), which only needs the venv's interpreter.
+
+The data: a SQLite database built from shipped data (HotpotQA questions and the
+tool-response corpus's index, ~120 rows x 7 columns per table, so the sqlite
+server's ``str(list_of_dicts)`` results are large), and a throwaway git repository
+with a few commits at fixed dates and a fixed author, so its hashes (and every
+token count of the git server's answers) are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+STAMP = "tersetalk-env.json"
+
+
+class ServerEnvError(RuntimeError):
+    """A server environment could not be built or is not there."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One downstream server: its package, how to start it, what it serves."""
+
+    name: str  # sqlite | git
+    package: str  # the PyPI distribution
+    launch: tuple[str, ...]  # interpreter arguments that start it
+    target_option: str  # the option naming what it serves (--db-path, --repository)
+
+
+SERVERS: dict[str, ServerSpec] = {
+    # no __main__ module: call its console script's function
+    "sqlite": ServerSpec(
+        "sqlite",
+        "mcp-server-sqlite",
+        ("-c", "import sys; from mcp_server_sqlite import main; sys.exit(main())"),
+        "--db-path",
+    ),
+    "git": ServerSpec("git", "mcp-server-git", ("-m", "mcp_server_git"), "--repository"),
+}
+
+#: Fixed identity and dates for everything committed in the throwaway repository,
+#: by git itself or by the git server (GitPython reads the same variables).
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "TerseTalk Experiment",
+    "GIT_AUTHOR_EMAIL": "experiment@tersetalk.invalid",
+    "GIT_COMMITTER_NAME": "TerseTalk Experiment",
+    "GIT_COMMITTER_EMAIL": "experiment@tersetalk.invalid",
+    "GIT_AUTHOR_DATE": "1767268800 +0000",  # 2026-01-01 12:00 UTC, git's own format
+    "GIT_COMMITTER_DATE": "1767268800 +0000",
+}
+
+
+def server_spec(name: str) -> ServerSpec:
+    try:
+        return SERVERS[name]
+    except KeyError:
+        raise ServerEnvError(
+            f"unknown MCP server {name!r}; known: {', '.join(sorted(SERVERS))}"
+        ) from None
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _python(env_dir: Path) -> Path:
+    return env_dir / "bin" / "python"
+
+
+def read_stamp(env_dir: str | Path) -> dict | None:
+    """The stamp of a built environment, or None if there is none (or it is unreadable)."""
+    path = Path(env_dir) / STAMP
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def build_env(
+    server: str,
+    requirements: str | Path,
+    dest: str | Path,
+    *,
+    python: str = sys.executable,
+) -> dict:
+    """Build (or reuse) the server's venv at ``dest``; returns its stamp.
+
+    Idempotent: a ``dest`` whose stamp names the same requirements hash and server is
+    kept. Atomic: the venv is built in a temporary folder beside ``dest`` and renamed
+    into place, so an interrupted build never leaves a half-installed ``dest``.
+    """
+    spec = server_spec(server)
+    requirements, dest = Path(requirements), Path(dest)
+    if not requirements.is_file():
+        raise ServerEnvError(f"requirements file {requirements} does not exist")
+    digest = _sha256_file(requirements)
+    stamp = read_stamp(dest)
+    if stamp and stamp.get("requirements_sha256") == digest and _python(dest).exists():
+        log.info("%s: reusing %s (requirements %s)", spec.package, dest, digest[:12])
+        return stamp
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        log.info("%s: building a venv from %s in %s", spec.package, requirements, tmp)
+        subprocess.run([python, "-m", "venv", str(tmp)], check=True)
+        cmd = [str(_python(tmp)), "-m", "pip", "install", "--no-input", "--quiet",
+               "--disable-pip-version-check", "-r", str(requirements)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ServerEnvError(
+                f"pip could not install {requirements} for {spec.package} "
+                f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+            )
+        version = subprocess.run(
+            [str(_python(tmp)), "-c", "import sys; from importlib.metadata import version; "
+             f"print(version({spec.package!r}), version('mcp'))"],
+            check=True, capture_output=True, text=True,
+        ).stdout.split()  # fmt: skip
+        stamp = {"server": spec.name, "package": spec.package, "version": version[0],
+                 "mcp_version": version[1], "requirements": str(requirements),
+                 "requirements_sha256": digest}  # fmt: skip
+        (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+            os.replace(dest, old / "env")
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("%s %s (mcp %s) ready in %s", spec.package, stamp["version"], stamp["mcp_version"],
+             dest)  # fmt: skip
+    return stamp
+
+
+def launch_command(server: str, env_dir: str | Path, target: str | Path) -> list[str]:
+    """The command that starts ``server`` from its venv, serving ``target`` (a database
+    file or a repository), as an MCP client's config would name it."""
+    spec = server_spec(server)
+    env_dir = Path(env_dir)
+    if read_stamp(env_dir) is None or not _python(env_dir).exists():
+        raise ServerEnvError(
+            f"no built {spec.package} environment at {env_dir}: build it with "
+            f"`tersetalk mcp-servers env --server {server} ...` or `snakemake --cores all mcp`"
+        )
+    return [str(_python(env_dir).absolute()), *spec.launch, spec.target_option,
+            str(Path(target).absolute())]  # fmt: skip
+
+
+# ---- the SQLite database ---------------------------------------------------------------
+
+QUESTIONS_COLUMNS = ("id", "question", "answer", "type", "level", "n_supporting",
+                     "n_paragraphs")  # fmt: skip
+PAYLOADS_COLUMNS = ("id", "source", "request", "shape", "n_chars", "status", "occurrences")
+
+
+def _hotpotqa_rows(path: Path, n: int) -> list[tuple]:
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            rows.append((r["id"], r["question"], r["answer"], r["type"], r["level"],
+                         len(r["supporting_facts"]), len(r["context"])))  # fmt: skip
+            if len(rows) >= n:
+                break
+    return rows
+
+
+def _payload_rows(path: Path, n: int) -> list[tuple]:
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            rows.append(tuple(r[c] for c in PAYLOADS_COLUMNS))
+            if len(rows) >= n:
+                break
+    return rows
+
+
+def build_database(
+    out: str | Path, *, hotpotqa: str | Path, toolresponses: str | Path, rows: int = 120
+) -> dict:
+    """A SQLite file with two tables from shipped data: ``questions`` (the first
+    ``rows`` HotpotQA dev questions: id, question, answer, type, level and the counts of
+    supporting facts and paragraphs) and ``payloads`` (the tool-response corpus's index:
+    id, source, request, shape, size, status, occurrences). Written atomically."""
+    out = Path(out)
+    questions = _hotpotqa_rows(Path(hotpotqa), rows)
+    payloads = _payload_rows(Path(toolresponses), rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        tmp.unlink()
+        con = sqlite3.connect(tmp)
+        with con:
+            con.execute("CREATE TABLE questions (id TEXT PRIMARY KEY, question TEXT NOT NULL, "
+                        "answer TEXT NOT NULL, type TEXT, level TEXT, n_supporting INTEGER, "
+                        "n_paragraphs INTEGER)")  # fmt: skip
+            con.executemany("INSERT INTO questions VALUES (?,?,?,?,?,?,?)", questions)
+            con.execute("CREATE TABLE payloads (id TEXT PRIMARY KEY, source TEXT, "
+                        "request TEXT, shape TEXT, n_chars INTEGER, status INTEGER, "
+                        "occurrences INTEGER)")  # fmt: skip
+            con.executemany("INSERT INTO payloads VALUES (?,?,?,?,?,?,?)", payloads)
+        con.close()
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    summary = {"path": str(out), "questions": len(questions), "payloads": len(payloads)}
+    log.info("wrote %s: %d questions, %d payloads", out, len(questions), len(payloads))
+    return summary
+
+
+# ---- the git repository ----------------------------------------------------------------
+
+#: (message, {path: content}) per commit; the last edit is left uncommitted on purpose
+#: (git_status and git_diff_unstaged have something to show).
+_COMMITS: tuple[tuple[str, dict[str, str]], ...] = (
+    (
+        "Add the word counter",
+        {
+            "README.md": "# wordcount\n\nCounts words in text files.\n",
+            "wordcount.py": (
+                '"""Count words."""\n\n\ndef count(text: str) -> int:\n'
+                "    return len(text.split())\n"
+            ),
+        },
+    ),
+    (
+        "Count lines too",
+        {
+            "wordcount.py": (
+                '"""Count words and lines."""\n\n\ndef count(text: str) -> int:\n'
+                "    return len(text.split())\n\n\ndef lines(text: str) -> int:\n"
+                '    return text.count("\\n") + (not text.endswith("\\n") and bool(text))\n'
+            ),
+        },
+    ),
+    (
+        "Add tests",
+        {
+            "test_wordcount.py": (
+                "from wordcount import count, lines\n\n\ndef test_count():\n"
+                '    assert count("a b  c") == 3\n\n\ndef test_lines():\n'
+                '    assert lines("a\\nb") == 2\n'
+            ),
+        },
+    ),
+    (
+        "Document the command line",
+        {
+            "README.md": (
+                "# wordcount\n\nCounts words and lines in text files.\n\n"
+                "    python -m wordcount FILE...\n"
+            ),
+        },
+    ),
+)
+#: the uncommitted edit the session stages and commits (its write step)
+PENDING = {
+    "wordcount.py": (
+        '"""Count words, lines and characters."""\n\n\ndef count(text: str) -> int:\n'
+        "    return len(text.split())\n\n\ndef lines(text: str) -> int:\n"
+        '    return text.count("\\n") + (not text.endswith("\\n") and bool(text))\n\n\n'
+        "def chars(text: str) -> int:\n    return len(text)\n"
+    ),
+}
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout  # fmt: skip
+
+
+def create_repository(out: str | Path) -> dict:
+    """A throwaway git repository with a few commits (fixed author and dates, so the
+    same hashes everywhere) and one uncommitted edit. Built beside ``out`` and renamed."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it owner-only
+        _git(tmp, "init", "--quiet", "--initial-branch=main")
+        _git(tmp, "config", "user.name", GIT_ENV["GIT_AUTHOR_NAME"])
+        _git(tmp, "config", "user.email", GIT_ENV["GIT_AUTHOR_EMAIL"])
+        _git(tmp, "config", "commit.gpgsign", "false")
+        for message, files in _COMMITS:
+            for name, content in files.items():
+                (tmp / name).write_text(content, encoding="utf-8")
+            _git(tmp, "add", *files)
+            _git(tmp, "commit", "--quiet", "-m", message)
+        for name, content in PENDING.items():
+            (tmp / name).write_text(content, encoding="utf-8")
+        head = _git(tmp, "rev-parse", "HEAD").strip()
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("wrote %s: %d commits, HEAD %s", out, len(_COMMITS), head[:12])
+    return {"path": str(out), "commits": len(_COMMITS), "head": head}
