@@ -17,6 +17,12 @@ text decodes back to the exact JSON value:
 - **monolithic** blocks: ``csv`` (records, cells inline), ``markdown_table``
   (records, cells inline), ``toon``, ``json_pretty`` and ``text`` (a string with
   newlines, as is) inside a ``key (<fmt>):`` header.
+- **path tables** ``csv_paths`` and ``markdown_paths``: an array of objects whose
+  values nest or whose keys differ between rows, one column per dotted key path
+  (``account.username``; a ``.`` or ``\\`` inside a key escaped by ``\\``), cells
+  inline, the empty cell for a key the row does not have (see
+  :mod:`tersetalk.formats.pathtable`). The header row is the first line, in CSV or
+  as a Markdown table row; it is never empty.
 
 Every line of a nested block carries its parent's indent plus one space, so a
 block ends where the indent ends; nothing inside a block is interpreted by the
@@ -34,6 +40,7 @@ from typing import Any
 
 import toon
 
+from tersetalk.formats import pathtable as PT
 from tersetalk.formats.encoders import FormatDecodeError
 from tersetalk.formats.tree import (
     MAX_DEPTH,
@@ -49,7 +56,10 @@ from tersetalk.formats.tree import (
 INDENT = " "
 
 #: formats a nested block can be in (the ``(fmt)`` of a header line)
-BLOCK_FORMATS = ("kv", "list", "csv", "markdown_table", "toon", "json_pretty", "text")
+BLOCK_FORMATS = ("kv", "list", "csv", "markdown_table", "csv_paths", "markdown_paths", "toon",
+                 "json_pretty", "text")  # fmt: skip
+#: blocks of one table with a column per key path (:mod:`tersetalk.formats.pathtable`)
+PATH_TABLES = ("csv_paths", "markdown_paths")
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
 _HEADER = re.compile(r"^(.*) \(([a-z_]+)\):$", re.DOTALL)
@@ -141,20 +151,31 @@ def render_block(node: Node, fmt: str) -> str:
         if keys is None:
             raise ValueError(f"{fmt} carries arrays of objects with the same keys only")
         assert isinstance(node, Array)
-        rows = _cell_rows(node)
-        if fmt == "csv":
-            buf = io.StringIO()
-            writer = csv.writer(buf, lineterminator="\n")
-            writer.writerow(keys)
-            writer.writerows(rows)
-            return buf.getvalue()[:-1]
-        lines = [
-            "|" + "|".join(_md(k) for k in keys) + "|",
-            "|" + "|".join("-" for _ in keys) + "|",
-        ]
-        lines += ["|" + "|".join(_md(c) for c in row) + "|" for row in rows]
-        return "\n".join(lines)
+        return _table(list(keys), _cell_rows(node), fmt)
+    if fmt in PATH_TABLES:
+        flat = PT.flatten(node)
+        if flat is None:
+            raise ValueError(f"{fmt} carries non-empty arrays of objects only")
+        paths, cells = flat
+        rows = [["" if c is PT.ABSENT else inline(c) for c in row] for row in cells]
+        return _table([PT.path_text(p) for p in paths], rows, fmt)
     raise ValueError(f"{fmt!r} is not a monolithic block format")
+
+
+def _table(header: list[str], rows: list[list[str]], fmt: str) -> str:
+    """A header and rows of cell texts as CSV or as a Markdown table (no trailing newline)."""
+    if fmt in ("csv", "csv_paths"):
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+        return buf.getvalue()[:-1]
+    lines = [
+        "|" + "|".join(_md(k) for k in header) + "|",
+        "|" + "|".join("-" for _ in header) + "|",
+    ]
+    lines += ["|" + "|".join(_md(c) for c in row) + "|" for row in rows]
+    return "\n".join(lines)
 
 
 def _md(text: str) -> str:
@@ -211,12 +232,12 @@ def parse_block(text: str, fmt: str) -> Any:
             raise FormatDecodeError(f"mckp: toon block: {exc}") from exc
     if fmt == "text":
         return text
-    if fmt == "csv":
+    if fmt in ("csv", "csv_paths"):
         try:
             rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
         except csv.Error as exc:
-            raise FormatDecodeError(f"mckp: csv block: {exc}") from exc
-    elif fmt == "markdown_table":
+            raise FormatDecodeError(f"mckp: {fmt} block: {exc}") from exc
+    elif fmt in ("markdown_table", "markdown_paths"):
         lines = text.split("\n")
         if len(lines) < 2:
             raise FormatDecodeError("mckp: markdown_table block without a header")
@@ -226,14 +247,25 @@ def parse_block(text: str, fmt: str) -> Any:
     if not rows:
         raise FormatDecodeError(f"mckp: {fmt} block without a header")
     header = rows[0]
-    out = []
     for i, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
             raise FormatDecodeError(
                 f"mckp: {fmt} row {i} has {len(row)} cells, header {len(header)}"
             )
-        out.append({k: parse_inline(c) for k, c in zip(header, row, strict=True)})
-    return out
+    if fmt in PATH_TABLES:
+        return _parse_paths(header, rows[1:], fmt)
+    return [{k: parse_inline(c) for k, c in zip(header, row, strict=True)} for row in rows[1:]]
+
+
+def _parse_paths(header: list[str], rows: list[list[str]], fmt: str) -> list[Any]:
+    if not header:
+        raise FormatDecodeError(f"mckp: {fmt} block without columns")
+    try:
+        paths = [PT.parse_path(h) for h in header]
+        cells = [[PT.ABSENT if c == "" else parse_inline(c) for c in row] for row in rows]
+        return PT.unflatten(paths, cells)
+    except PT.PathTableError as exc:
+        raise FormatDecodeError(f"mckp: {fmt} block: {exc}") from exc
 
 
 def block_ok(node: Node, fmt: str) -> bool:

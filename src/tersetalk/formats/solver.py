@@ -3,7 +3,9 @@
 For every JSON subtree the solver picks exactly one option:
 
 - a lossless format: ``inline`` (compact JSON, or the bare scalar where it reads back
-  exactly), a block in ``csv`` / ``markdown_table`` / ``toon`` / ``text``, or the
+  exactly), a block in ``csv`` / ``markdown_table`` / ``toon`` / ``text``, a path
+  table (``csv_paths`` / ``markdown_paths``: records whose values nest or whose keys
+  differ, a column per dotted key path, see :mod:`tersetalk.formats.pathtable`), or the
   container's composites ``kv`` (an object's keys one per line, each child with its
   own option) and ``list`` (an array's items one per line, each with its own option);
 - ``truncated`` (a long string cut, with an overflow hint naming the rest);
@@ -47,9 +49,11 @@ from typing import Any
 
 from tersetalk.formats import aliases as A
 from tersetalk.formats import hints as H
+from tersetalk.formats import pathtable as PT
 from tersetalk.formats.container import (
     _ITEM_HEADER,
     INDENT,
+    PATH_TABLES,
     block_ok,
     compact_json,
     indent_lines,
@@ -74,7 +78,7 @@ from tersetalk.tokens import count_tokens
 
 Path = tuple[str | int, ...]
 METHODS = ("exact", "greedy", "binary")
-BLOCKS = ("csv", "markdown_table", "toon", "text")
+BLOCKS = ("csv", "markdown_table", *PATH_TABLES, "toon", "text")
 TRUNCATE_MIN_CHARS = 64
 TRUNCATE_KEEP = (0.5, 0.25)
 #: the fewest rows a table (csv, Markdown table, a TOON tabular array) may have; see
@@ -139,7 +143,7 @@ def table_rows_ok(node: Node, fmt: str, text: str, min_rows: int = MIN_TABLE_ROW
     """
     if min_rows <= 1:
         return True
-    if fmt in ("csv", "markdown_table"):
+    if fmt in ("csv", "markdown_table", *PATH_TABLES):
         return not isinstance(node, Array) or len(node.items) >= min_rows
     if fmt == "toon":
         return all(int(n) >= min_rows for n in _TOON_TABLE.findall(text))
@@ -367,6 +371,8 @@ class _Solver:
                     continue
                 if fmt in ("csv", "markdown_table") and records_keys(node) is None:
                     continue
+                if fmt in PATH_TABLES and not PT.nests(node):
+                    continue  # records with the same flat keys: csv is the same table
                 if isinstance(node, Scalar) and fmt != "text":
                     continue
                 if not block_ok(node, fmt):

@@ -1,0 +1,192 @@
+"""Records with nested or optional values as one table: a column per dotted key path.
+
+Why: ``csv`` and ``markdown_table`` carry only arrays of objects with the same keys in
+the same order, and write a nested object as inline JSON in a cell, so an array of
+API records (a status with its ``account``, a notification whose ``status`` is
+optional) falls back to JSON, which repeats every key in every row. Here each leaf
+gets a column named by its path (``account.username``), written once in the header.
+
+The table is an exact inverse of the rows, with three kinds of cell:
+
+- **absent**: the empty cell. The key (or one of the objects on its path) is not in
+  that row. The container never writes a value as an empty cell (``""`` is the
+  JSON string ``""``), so absent, ``null``, ``""`` and ``{}`` are four different cells.
+- **a value**: the value at that path, written by the container's inline rules.
+- a path's **own column** (``account``) exists only when some row holds there a value
+  that is not an object with keys (``null``, ``{}``, a scalar, an array); a row whose
+  value there is an object with keys leaves that cell empty and fills the sub-columns.
+
+Column order is a merge of the rows' key orders (a key first seen in a later row goes
+right after the key it follows there), and a decoded row takes its keys in column
+order, so key order is reproduced wherever the rows agree on an order; where they do
+not, the round trip in ``container.block_ok`` fails and the form is not eligible.
+
+A path is its keys joined by ``.``, each key with ``\\`` written ``\\\\`` and ``.``
+written ``\\.``: ``a.b`` is the key ``b`` inside ``a``; ``a\\.b`` the key ``a.b``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tersetalk.formats.tree import Array, Node, Object
+
+KeyPath = tuple[str, ...]
+
+
+class PathTableError(ValueError):
+    """A header or row that is not a valid path table."""
+
+
+class _Absent:
+    """The cell of a key a row does not have (written as the empty cell)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
+
+# --- headers -----------------------------------------------------------------------
+
+
+def path_text(path: KeyPath) -> str:
+    """A key path as a column name: keys joined by ``.``, ``\\`` and ``.`` escaped."""
+    return ".".join(k.replace("\\", "\\\\").replace(".", "\\.") for k in path)
+
+
+def parse_path(text: str) -> KeyPath:
+    """The key path a column name stands for (the inverse of :func:`path_text`)."""
+    keys: list[str] = []
+    cur: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 == len(text) or text[i + 1] not in "\\.":
+                raise PathTableError(f"column {text!r}: '\\' escapes only '\\' or '.'")
+            cur.append(text[i + 1])
+            i += 2
+            continue
+        if ch == ".":
+            keys.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    keys.append("".join(cur))
+    return tuple(keys)
+
+
+# --- rows to columns -----------------------------------------------------------------
+
+
+class _Trie:
+    """The key paths of the rows, in merged key order; ``own``: the path has a column."""
+
+    __slots__ = ("keys", "children", "own")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.children: dict[str, _Trie] = {}
+        self.own = False
+
+    def add(self, obj: Object) -> None:
+        prev: str | None = None
+        for k, v in obj.items:
+            child = self.children.get(k)
+            if child is None:
+                child = self.children[k] = _Trie()
+                at = 0 if prev is None else self.keys.index(prev) + 1
+                self.keys.insert(at, k)
+            if isinstance(v, Object) and v.items:
+                child.add(v)
+            else:
+                child.own = True
+            prev = k
+
+    def paths(self, prefix: KeyPath = ()) -> list[KeyPath]:
+        out: list[KeyPath] = []
+        for k in self.keys:
+            child = self.children[k]
+            if child.own:
+                out.append((*prefix, k))
+            out += child.paths((*prefix, k))
+        return out
+
+
+def _cell(row: Object, path: KeyPath) -> Any:
+    node: Node = row
+    for k in path:
+        if not isinstance(node, Object):
+            return ABSENT
+        found = next((v for key, v in node.items if key == k), None)
+        if found is None:
+            return ABSENT
+        node = found
+    if isinstance(node, Object) and node.items:
+        return ABSENT  # carried by the sub-columns
+    return node
+
+
+def flatten(node: Node) -> tuple[list[KeyPath], list[list[Any]]] | None:
+    """The columns and cells (a node or ABSENT) of an array of objects, else None.
+
+    None also for an array whose rows have no key at all (nothing to head a column).
+    """
+    if not isinstance(node, Array) or not node.items:
+        return None
+    if not all(isinstance(item, Object) for item in node.items):
+        return None
+    trie = _Trie()
+    for item in node.items:
+        trie.add(item)  # type: ignore[arg-type]
+    paths = trie.paths()
+    if not paths:
+        return None
+    rows = [[_cell(item, p) for p in paths] for item in node.items]  # type: ignore[arg-type]
+    return paths, rows
+
+
+def nests(node: Node) -> bool:
+    """Whether an array of objects needs a path table: some row holds an object with
+    keys, or the rows' keys differ (plain ``csv`` carries the rest as well)."""
+    if not isinstance(node, Array) or not node.items:
+        return False
+    if not all(isinstance(item, Object) for item in node.items):
+        return False
+    first = node.items[0].keys()  # type: ignore[union-attr]
+    for item in node.items:
+        if item.keys() != first:  # type: ignore[union-attr]
+            return True
+        if any(isinstance(v, Object) and v.items for _, v in item.items):  # type: ignore[union-attr]
+            return True
+    return False
+
+
+# --- columns to rows -----------------------------------------------------------------
+
+
+def unflatten(paths: list[KeyPath], rows: list[list[Any]]) -> list[dict[str, Any]]:
+    """The rows back from columns and cells (ABSENT: the key is not in the row)."""
+    if len(set(paths)) != len(paths):
+        raise PathTableError("a column is repeated")
+    out = []
+    for n, cells in enumerate(rows, start=1):
+        row: dict[str, Any] = {}
+        for path, cell in zip(paths, cells, strict=True):
+            if cell is ABSENT:
+                continue
+            cur = row
+            for k in path[:-1]:
+                if k not in cur:
+                    cur[k] = {}
+                elif not isinstance(cur[k], dict):
+                    raise PathTableError(f"row {n}: {path_text(path)!r} is inside a non-object")
+                cur = cur[k]
+            if path[-1] in cur:
+                raise PathTableError(f"row {n}: {path_text(path)!r} is given twice")
+            cur[path[-1]] = cell
+        out.append(row)
+    return out
