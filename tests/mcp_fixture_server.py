@@ -72,7 +72,9 @@ async def call_tool(ctx, params):
         return _text("All good. " * 40)
     if name == "table":
         head = "| id | name | ok |\n|---|---|---|\n"
-        body = "".join(f"| {i} | name number {i} | {'yes' if i % 2 else 'no'} |\n" for i in range(25))
+        body = "".join(
+            f"| {i} | name number {i} | {'yes' if i % 2 else 'no'} |\n" for i in range(25)
+        )
         return _text("# Users\n\n" + head + body + "\nThe end.\n")
     if name == "write":
         STATE["writes"] += 1
@@ -80,7 +82,8 @@ async def call_tool(ctx, params):
     if name == "read":
         return _text(json.dumps({"path": a.get("path"), "rows": _rows(12)}))
     if name == "fails":
-        return types.CallToolResult(content=[types.TextContent(text="no such thing")], is_error=True)
+        failed = [types.TextContent(text="no such thing")]
+        return types.CallToolResult(content=failed, is_error=True)
     if name == "rpc_error":
         from mcp.shared.exceptions import MCPError
 

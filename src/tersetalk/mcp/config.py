@@ -50,7 +50,8 @@ class _Strict(BaseModel):
 class Hints(_Strict):
     metadata: bool = True
     near_ref: bool = False
-    #: near-ref only for bodies at least this long, and deltas at most this long (bytes)
+    #: near-ref only for bodies at least this long, and when the changed values (old and
+    #: new, as compact JSON) add up to at most this many bytes
     near_ref_min_body_chars: int = Field(500, ge=1)
     near_ref_max_delta_chars: int = Field(50, ge=1)
 

@@ -361,10 +361,13 @@ class SessionPipeline:
             delta = scalar_delta(entry.value, value)
             if not delta:
                 continue
+            # the delta payload: the old and new values (what the seed bounds at 50 bytes)
+            size = sum(len(compact_json(a).encode()) + len(compact_json(b).encode())
+                       for _, a, b in delta)  # fmt: skip
+            if size > hints.near_ref_max_delta_chars:
+                continue
             body = ", ".join(f"{H.path_text(p)}: {compact_json(a)}→{compact_json(b)}"
                              for p, a, b in delta)  # fmt: skip
-            if len(body.encode("utf-8")) > hints.near_ref_max_delta_chars:
-                continue
             return f"> [near-ref: {entry.ref}, {body}]"
         return None
 
