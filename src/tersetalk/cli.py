@@ -30,6 +30,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.shards",  # shard-sample, merge-runs (run.shard_size)
     "tersetalk.sensitivity",  # models compare (sensitivity.models)
     "tersetalk.mcp.cli",  # mcp-proxy
+    "tersetalk.mcp.experiment_cli",  # mcp-experiment (the proxy on real servers)
 )
 
 

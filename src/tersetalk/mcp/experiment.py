@@ -1,0 +1,398 @@
+"""The proxy in front of real MCP servers: a scripted agent session, with and without it.
+
+Each server (:mod:`tersetalk.mcp.servers`) is driven by the official SDK's client
+(``stdio_client`` + ``ClientSession``) through one scripted session: list the tools,
+query, read, repeat the same call, write, read again. The session runs once directly
+against the server (arm ``direct``) and once through ``tersetalk mcp-proxy`` per proxy
+budget (arm ``lossless`` for ``budget: null``, ``budget_<N>`` otherwise), each arm on a
+fresh copy of the server's data (a write in one arm never shows in another).
+
+A row per (arm, step): the text the client received and its o200k tokens beside the
+direct arm's for the same step, the proxy's telemetry for the call (kind, dedup hit,
+invalidations, hints, its own time and the downstream's), and for every overflow hint
+a call of the retrieval tool ``tersetalk_get`` whose answer is checked against the
+part of the direct result the hint says was elided. Timing columns start with ``t_``
+(:func:`tersetalk.records.deterministic_columns`); every other column is the same on
+every run of the same config.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tersetalk.tokens import count_tokens
+
+from .servers import GIT_ENV, PENDING, launch_command
+
+log = logging.getLogger(__name__)
+
+TOKENIZER = "o200k_base"
+RETRIEVAL_TOOL = "tersetalk_get"
+LIST_STEP = "tools/list"
+DIRECT = "direct"
+
+
+class ExperimentError(RuntimeError):
+    """The experiment could not run a session (a server or the proxy failed to start)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    role: str  # list | query | read | repeat | write | reread
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+UPDATE = ("UPDATE questions SET level = 'checked' "
+          "WHERE id IN (SELECT id FROM questions ORDER BY id LIMIT 3)")  # fmt: skip
+INSERT = ("INSERT INTO questions VALUES "
+          "('zz-added', 'Is this row new?', 'yes', 'comparison', 'easy', 2, 10)")  # fmt: skip
+
+
+def sqlite_script() -> list[Step]:
+    """list, describe, a large SELECT, the same SELECT, a write, the SELECT again."""
+    select = "SELECT * FROM questions ORDER BY id"
+    return [
+        Step("list", LIST_STEP),
+        Step("query", "list_tables"),
+        Step("query", "describe_table", {"table_name": "questions"}),
+        Step("read", "read_query", {"query": select}),
+        Step("read", "read_query", {"query": "SELECT * FROM payloads ORDER BY id"}),
+        Step("repeat", "read_query", {"query": select}),
+        Step("repeat", "describe_table", {"table_name": "questions"}),
+        Step("write", "write_query", {"query": UPDATE}),
+        Step("write", "write_query", {"query": INSERT}),
+        Step("reread", "read_query", {"query": select}),
+        Step("reread", "read_query", {"query": "SELECT COUNT(*) AS n FROM questions"}),
+    ]
+
+
+def git_script(repo: str) -> list[Step]:
+    """status, log, show, diff, the same log and show again, add + commit, status and log."""
+    r = {"repo_path": repo}
+    return [
+        Step("list", LIST_STEP),
+        Step("query", "git_status", r),
+        Step("read", "git_log", {**r, "max_count": 10}),
+        Step("read", "git_show", {**r, "revision": "HEAD~1"}),
+        Step("read", "git_diff_unstaged", r),
+        Step("repeat", "git_log", {**r, "max_count": 10}),
+        Step("repeat", "git_show", {**r, "revision": "HEAD~1"}),
+        Step("write", "git_add", {**r, "files": sorted(PENDING)}),
+        Step("write", "git_commit", {**r, "message": "Count characters"}),
+        Step("reread", "git_status", r),
+        Step("reread", "git_log", {**r, "max_count": 10}),
+    ]
+
+
+#: tools that change what other tools read (the proxy invalidates its cache on them)
+WRITE_TOOLS = ("write_query", "create_table", "append_insight", "git_add", "git_commit",
+               "git_reset", "git_checkout", "git_create_branch")  # fmt: skip
+
+
+def proxy_config(budget: int | None) -> dict[str, Any]:
+    """The proxy's config for one arm: the budget, dedup with the write tools named."""
+    return {
+        "budget": budget,
+        "tokenizer": TOKENIZER,
+        "hints": {"metadata": True, "near_ref": False},
+        "dedup": {
+            "enabled": True,
+            "lru_size": 64,
+            "min_body_chars": 200,
+            "write_tools": list(WRITE_TOOLS),
+        },  # fmt: skip
+    }
+
+
+def arm_name(budget: int | None) -> str:
+    return "lossless" if budget is None else f"budget_{budget}"
+
+
+# ---- the client side --------------------------------------------------------------------
+
+_HINT_CALL = re.compile(r"call " + RETRIEVAL_TOOL + r"[ (](.*?)\)?\]$")
+
+
+def overflow_calls(text: str) -> list[dict[str, Any]]:
+    """The retrieval calls the overflow hints of ``text`` name (their JSON arguments)."""
+    calls = []
+    for line in text.split("\n"):
+        if not line.startswith("> [+"):
+            continue
+        m = _HINT_CALL.search(line)
+        if not m:
+            continue
+        raw = m.group(1).strip()
+        try:
+            args = json.loads(raw)
+        except ValueError:  # ref="ab12", path="$.x[5:]"
+            args = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', raw))
+        calls.append(args)
+    return calls
+
+
+def _text(result: Any) -> str:
+    """The text of a tool result: its text contents joined by newlines."""
+    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+def _tools_text(tools: Any) -> str:
+    """The tool list as the client's model would read it: compact JSON, sorted keys."""
+    dumped = [t.model_dump(mode="json", exclude_none=True, by_alias=True) for t in tools.tools]
+    return json.dumps(dumped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+async def _session(command: Sequence[str], steps: Sequence[Step], retrieve: bool,
+                   cwd: str) -> list[dict]:  # fmt: skip
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd,
+                                   env=dict(GIT_ENV))  # fmt: skip
+    out: list[dict] = []
+    with open(os.path.join(cwd, "stderr.log"), "w", encoding="utf-8") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                for i, step in enumerate(steps):
+                    t0 = time.perf_counter()
+                    if step.tool == LIST_STEP:
+                        text, is_error = _tools_text(await session.list_tools()), False
+                    else:
+                        res = await session.call_tool(step.tool, step.arguments)
+                        text, is_error = _text(res), bool(res.is_error)
+                    row = {"step": i, "text": text, "is_error": is_error,
+                           "t_client_s": time.perf_counter() - t0, "retrievals": []}  # fmt: skip
+                    if retrieve:
+                        for args in overflow_calls(text):
+                            t1 = time.perf_counter()
+                            got = await session.call_tool(RETRIEVAL_TOOL, args)
+                            row["retrievals"].append({"arguments": args, "text": _text(got),
+                                                      "is_error": bool(got.is_error),
+                                                      "t_s": time.perf_counter() - t1})  # fmt: skip
+                    out.append(row)
+    return out
+
+
+def run_session(command: Sequence[str], steps: Sequence[Step], *, retrieve: bool = False,
+                cwd: str | Path | None = None) -> list[dict]:  # fmt: skip
+    """Replay ``steps`` against the MCP server ``command`` starts; one dict per step
+    (text, is_error, client time, retrieval calls made for its overflow hints)."""
+    import anyio
+
+    cwd = str(cwd or tempfile.gettempdir())
+    try:
+        return anyio.run(_session, list(command), list(steps), retrieve, cwd)
+    except Exception as exc:
+        err = Path(cwd, "stderr.log")
+        tail = err.read_text(encoding="utf-8", errors="replace")[-2000:] if err.exists() else ""
+        raise ExperimentError(
+            f"session with {command[:3]}... failed: {type(exc).__name__}: {exc}\n"
+            f"server stderr:\n{tail}"
+        ) from exc
+
+
+def proxy_command(config: Path, telemetry: Path, downstream: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "tersetalk", "mcp-proxy", "--config", str(config),
+            "--telemetry", str(telemetry), "--", *downstream]  # fmt: skip
+
+
+def read_telemetry(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+# ---- one server, every arm ---------------------------------------------------------------
+
+
+def _structured(text: str) -> Any:
+    """The value of a JSON or Python-literal result (None for anything else)."""
+    from .literal import parse_literal
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return parse_literal(text)
+
+
+def _expected_part(value: Any, args: dict[str, Any]) -> Any:
+    from .session import resolve
+
+    part = resolve(value, args.get("path") or "$")
+    keys = args.get("keys")
+    if keys and isinstance(part, dict):
+        part = {k: v for k, v in part.items() if k in keys}
+    return part
+
+
+def _retrieval_columns(retrievals: list[dict], direct_text: str) -> dict[str, Any]:
+    """How many overflow hints were followed and how many returned exactly the elided part
+    of the direct result (same value, and the text equal to its compact JSON)."""
+    from tersetalk.formats.container import compact_json
+    from tersetalk.formats.tree import same_value
+
+    exact = 0
+    value = _structured(direct_text) if retrievals else None
+    for r in retrievals:
+        if r["is_error"] or value is None:
+            continue
+        try:
+            want = _expected_part(value, r["arguments"])
+            got = json.loads(r["text"])
+        except (ValueError, LookupError):
+            continue
+        exact += bool(same_value(got, want) and r["text"] == compact_json(want))
+    return {"retrievals": len(retrievals), "retrievals_exact": exact,
+            "retrieved_tokens": sum(count_tokens(r["text"], TOKENIZER) for r in retrievals),
+            "retrieval_args": json.dumps([r["arguments"] for r in retrievals], sort_keys=True),
+            "t_retrieval_s": sum(r["t_s"] for r in retrievals)}  # fmt: skip
+
+
+def _fresh_target(server: str, target: Path, workdir: Path) -> Path:
+    """A private copy of the database or repository for one arm."""
+    dest = workdir / target.name
+    if target.is_dir():
+        shutil.copytree(target, dest, symlinks=True)
+    else:
+        shutil.copy2(target, dest)
+    return dest
+
+
+def run_server(server: str, env_dir: str | Path, target: str | Path,
+               budgets: Sequence[int | None]) -> pd.DataFrame:  # fmt: skip
+    """Every arm of one server's session: direct, then through the proxy per budget."""
+    import yaml
+
+    target = Path(target).absolute()
+    frames = []
+    direct: list[dict] | None = None
+    steps_of: dict[str, list[Step]] = {}
+    for arm, budget in [(DIRECT, None), *((arm_name(b), b) for b in budgets)]:
+        with tempfile.TemporaryDirectory(prefix=f"tersetalk-mcp-{server}-{arm}-") as tmp:
+            work = Path(tmp)
+            copy = _fresh_target(server, target, work)
+            # the script names the data by its path: the same for every arm (a stable
+            # name inside each arm's own folder would differ per arm and per run)
+            steps = sqlite_script() if server == "sqlite" else git_script(str(copy))
+            steps_of[arm] = steps
+            # fixed git identity and dates for the server itself, whoever starts it
+            env = [f"{k}={v}" for k, v in sorted(GIT_ENV.items())]
+            downstream = ["env", *env, *launch_command(server, env_dir, copy)]
+            if arm == DIRECT:
+                command, telemetry = downstream, None
+            else:
+                cfg = work / "proxy.yaml"
+                cfg.write_text(yaml.safe_dump(proxy_config(budget), sort_keys=False))
+                telemetry = work / "telemetry.jsonl"
+                command = proxy_command(cfg, telemetry, downstream)
+            log.info("%s/%s: %d steps via %s", server, arm, len(steps), " ".join(command[:4]))
+            t0 = time.perf_counter()
+            got = run_session(command, steps, retrieve=arm != DIRECT, cwd=work)
+            tel = read_telemetry(telemetry) if telemetry else []
+            log.info("%s/%s: done in %.1f s (%d telemetry lines)", server, arm,
+                     time.perf_counter() - t0, len(tel))  # fmt: skip
+            if arm == DIRECT:
+                direct = got
+            frames.append(_rows(server, arm, budget, steps, got, tel, direct or got,
+                                str(work)))  # fmt: skip
+    df = pd.concat(frames, ignore_index=True)
+    return df
+
+
+def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: list[dict],
+          telemetry: list[dict], direct: list[dict], workdir: str) -> pd.DataFrame:  # fmt: skip
+    # the proxy logs one line per tools/call, retrieval calls included, in call order
+    calls = iter(telemetry)
+    rows = []
+    for step, res, base in zip(steps, got, direct, strict=True):
+        # arguments name each arm's private copy of the data: written with a stable name
+        args = json.dumps(step.arguments, sort_keys=True).replace(workdir, "<data>")
+        tokens = count_tokens(res["text"], TOKENIZER)
+        direct_tokens = count_tokens(base["text"], TOKENIZER)
+        row: dict[str, Any] = {
+            "server": server, "arm": arm, "budget": budget, "step": res["step"],
+            "role": step.role, "tool": step.tool, "arguments": args,
+            "is_error": res["is_error"], "chars": len(res["text"]), "tokens": tokens,
+            "direct_tokens": direct_tokens, "saved_tokens": direct_tokens - tokens,
+            "identical_to_direct": res["text"] == base["text"],
+        }  # fmt: skip
+        tel: dict[str, Any] = {}
+        if arm != DIRECT and step.tool != LIST_STEP:
+            tel = next(calls, {})
+            if tel and tel.get("tool") != step.tool:
+                raise ExperimentError(f"telemetry out of step: {tel.get('tool')} for {step.tool}")
+            for _ in res["retrievals"]:
+                next(calls, None)
+        row.update({
+            "kind": "list" if step.tool == LIST_STEP else tel.get("kind", "passthrough"),
+            "dedup_hit": bool(tel.get("dedup_hit", False)),
+            "invalidated": int(tel.get("invalidated", 0) or 0),
+            "hints": ",".join(tel.get("hints", []) or []),
+            "proxy_raw_tokens": tel.get("raw_tokens"),
+            "proxy_sent_tokens": tel.get("sent_tokens"),
+            "t_downstream_s": tel.get("downstream_s"),
+            "t_pipeline_s": tel.get("pipeline_s"),
+            "t_client_s": res["t_client_s"],
+        })  # fmt: skip
+        row.update(_retrieval_columns(res["retrievals"], base["text"]))
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for col in ("budget", "proxy_raw_tokens", "proxy_sent_tokens"):
+        df[col] = df[col].astype("Int64")
+    for col in ("t_downstream_s", "t_pipeline_s"):
+        df[col] = df[col].astype("float64")
+    # the proxy's added latency: its own processing over the downstream call, and the
+    # client's view (round trip through the proxy over the direct round trip, same step)
+    df["t_pipeline_ratio"] = df["t_pipeline_s"] / df["t_downstream_s"]
+    df["t_client_direct_s"] = [d["t_client_s"] for d in direct]
+    df["t_client_overhead_ratio"] = df["t_client_s"] / df["t_client_direct_s"] - 1.0
+    return df
+
+
+def run_experiment(servers: dict[str, dict], budgets: Sequence[int | None]) -> pd.DataFrame:
+    """``servers``: name -> {"env": venv dir, "target": database or repository}."""
+    frames = [run_server(name, s["env"], s["target"], budgets) for name, s in servers.items()]
+    return pd.concat(frames, ignore_index=True)
+
+
+#: the summary's columns: (source column, aggregation)
+SUMMARY = {
+    "calls": ("step", "size"),
+    "direct_tokens": ("direct_tokens", "sum"),
+    "tokens": ("tokens", "sum"),
+    "dedup_hits": ("dedup_hit", "sum"),
+    "invalidated": ("invalidated", "sum"),
+    "retrievals": ("retrievals", "sum"),
+    "retrievals_exact": ("retrievals_exact", "sum"),
+    "retrieved_tokens": ("retrieved_tokens", "sum"),
+    "errors": ("is_error", "sum"),
+    "t_pipeline_ratio_median": ("t_pipeline_ratio", "median"),
+    "t_client_overhead_ratio_median": ("t_client_overhead_ratio", "median"),
+}
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per server, arm and tool (and ``(session)``, the whole session): calls, tokens with
+    and without the proxy, dedup hits, invalidations, retrieval round trips (how many were
+    exact, and the tokens they would add), median latency ratios."""
+    per_tool = df.groupby(["server", "arm", "tool"], sort=False).agg(**SUMMARY).reset_index()
+    total = df.groupby(["server", "arm"], sort=False).agg(**SUMMARY).reset_index()
+    total.insert(2, "tool", "(session)")
+    out = pd.concat([per_tool, total], ignore_index=True)
+    out["saving"] = 1.0 - out["tokens"] / out["direct_tokens"].where(out["direct_tokens"] > 0)
+    return out

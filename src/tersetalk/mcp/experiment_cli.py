@@ -1,0 +1,144 @@
+"""``tersetalk mcp-experiment``: the proxy measured on real MCP servers (issue 30).
+
+  tersetalk mcp-experiment env --server sqlite --requirements envs/mcp-server-sqlite.txt \\
+      --dest results/cache/mcp-envs/sqlite --out results/mcp/envs/sqlite.json
+  tersetalk mcp-experiment database --hotpotqa ... --toolresponses ... --out db.sqlite
+  tersetalk mcp-experiment repository --out repo
+  tersetalk mcp-experiment run --server sqlite --env-info results/mcp/envs/sqlite.json \\
+      --target db.sqlite --budgets null,1000 --out results/mcp/sqlite.parquet
+  tersetalk mcp-experiment report --runs results/mcp/*.parquet --csv summary.csv \\
+      --out-stem figures/mcp
+
+The workflow runs them all: ``snakemake --cores all mcp``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+log = logging.getLogger("tersetalk.mcp.experiment")
+
+
+def _budgets(text: str) -> list[int | None]:
+    out: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part in ("null", "none", ""):
+            out.append(None)
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"budgets are token counts or null, comma-separated; got {part!r}"
+            ) from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"a budget must be at least 1 token, got {value}")
+        out.append(value)
+    return out
+
+
+def _cmd_env(args: argparse.Namespace) -> None:
+    from tersetalk.io import write_text_atomic
+
+    from .servers import build_env
+
+    stamp = build_env(args.server, args.requirements, args.dest)
+    info = {**stamp, "env": str(Path(args.dest).absolute())}
+    write_text_atomic(json.dumps(info, indent=2, sort_keys=True) + "\n", args.out)
+
+
+def _cmd_database(args: argparse.Namespace) -> None:
+    from .servers import build_database
+
+    build_database(args.out, hotpotqa=args.hotpotqa, toolresponses=args.toolresponses,
+                   rows=args.rows)  # fmt: skip
+
+
+def _cmd_repository(args: argparse.Namespace) -> None:
+    from .servers import create_repository
+
+    create_repository(args.out)
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    from tersetalk.io import write_parquet_atomic
+
+    from .experiment import ExperimentError, proxy_config, run_server
+
+    info = json.loads(Path(args.env_info).read_text(encoding="utf-8"))
+    try:
+        df = run_server(args.server, info["env"], args.target, args.budgets)
+    except ExperimentError as exc:
+        print(f"tersetalk mcp-experiment run: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    meta = {"server": args.server, "package": info.get("package"),
+            "version": info.get("version"), "mcp_version": info.get("mcp_version"),
+            "budgets": args.budgets,
+            "proxy_configs": {str(b): proxy_config(b) for b in args.budgets}}  # fmt: skip
+    write_parquet_atomic(df, args.out, meta)
+    log.info("wrote %s (%d rows)", args.out, len(df))
+
+
+def _cmd_report(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from tersetalk.io import read_parquet, write_csv_atomic
+
+    from .experiment import summarize
+    from .plot import figure
+
+    df = pd.concat([read_parquet(p, "MCP experiment") for p in args.runs], ignore_index=True)
+    summary = summarize(df)
+    write_csv_atomic(summary, args.csv)
+    figure(df, args.out_stem)
+    sessions = summary[summary["tool"] == "(session)"]
+    for r in sessions.itertuples():
+        log.info("%s/%s: %d tokens (direct %d, saving %.1f%%), %d dedup hits, %d invalidated, "
+                 "%d/%d retrievals exact, median proxy/downstream time %.2f", r.server, r.arm,
+                 r.tokens, r.direct_tokens, 100 * r.saving, r.dedup_hits, r.invalidated,
+                 r.retrievals_exact, r.retrievals, r.t_pipeline_ratio_median)  # fmt: skip
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("mcp-experiment", help="the proxy on real MCP servers (issue 30)",
+                       description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    s = p.add_subparsers(dest="mcp_command", required=True)
+
+    e = s.add_parser("env", help="build (or reuse) a server's own venv from exact pins")
+    e.add_argument("--server", required=True, choices=["sqlite", "git"])
+    e.add_argument("--requirements", required=True, type=Path, help="envs/mcp-server-*.txt")
+    e.add_argument("--dest", required=True, type=Path, help="the venv's folder")
+    e.add_argument("--out", required=True, type=Path, help="JSON: the venv, versions, hash")
+    e.set_defaults(func=_cmd_env)
+
+    d = s.add_parser("database", help="the SQLite database from shipped data")
+    d.add_argument("--hotpotqa", required=True, type=Path, help="HotpotQA dev .jsonl.gz")
+    d.add_argument("--toolresponses", required=True, type=Path, help="toolresponses json.jsonl")
+    d.add_argument("--rows", type=int, default=120, help="rows per table (120)")
+    d.add_argument("--out", required=True, type=Path)
+    d.set_defaults(func=_cmd_database)
+
+    r = s.add_parser("repository", help="a throwaway git repository with a few commits")
+    r.add_argument("--out", required=True, type=Path)
+    r.set_defaults(func=_cmd_repository)
+
+    x = s.add_parser("run", help="the scripted session, direct and through the proxy")
+    x.add_argument("--server", required=True, choices=["sqlite", "git"])
+    x.add_argument("--env-info", required=True, type=Path, help="JSON from `env`")
+    x.add_argument("--target", required=True, type=Path, help="database file or repository")
+    x.add_argument("--budgets", type=_budgets, default=[None],
+                   help="proxy arms: token budgets or null (lossless), by commas")  # fmt: skip
+    x.add_argument("--out", required=True, type=Path, help="Parquet, one row per arm and step")
+    x.set_defaults(func=_cmd_run)
+
+    t = s.add_parser("report", help="the summary CSV and the figure")
+    t.add_argument("--runs", nargs="+", required=True, type=Path)
+    t.add_argument("--csv", required=True, type=Path)
+    t.add_argument("--out-stem", required=True, help="figure path without extension")
+    t.set_defaults(func=_cmd_report)
