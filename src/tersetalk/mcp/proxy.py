@@ -125,6 +125,7 @@ async def serve(
         down = await stack.enter_async_context(ClientSession(read, write))
         init = await down.initialize()
         caps = init.capabilities
+        lock = anyio.Lock()
 
         async def forward(call, *args: Any, **kwargs: Any):
             """A downstream request; its faults as MCP errors the client can read."""
@@ -157,8 +158,10 @@ async def serve(
         async def call_tool(ctx, params):
             name, args = params.name, dict(params.arguments or {})
             if name == RETRIEVAL_TOOL:
-                return _retrieve(pipeline, args, log)
-            invalidated = pipeline.before_call(name, args)
+                async with lock:
+                    return _retrieve(pipeline, args, log)
+            async with lock:
+                invalidated = pipeline.before_call(name, args)
             t0 = time.perf_counter()
             try:
                 result = await forward(down.call_tool, name, args)
@@ -176,7 +179,11 @@ async def serve(
             content = []
             for item in result.content:
                 if isinstance(item, types.TextContent):
-                    p = pipeline.process(name, args, item.text)
+                    # the knapsack is CPU work: off the event loop, so pings and other
+                    # requests are still answered; one result at a time (session state)
+                    async with lock:
+                        p = await anyio.to_thread.run_sync(pipeline.process, name, args,
+                                                           item.text)  # fmt: skip
                     parts.append(p)
                     item = item.model_copy(update={"text": p.text})
                 content.append(item)
@@ -206,10 +213,11 @@ async def serve(
         )
 
         async def compact(ctx, params) -> None:
-            pipeline.compaction_boundary()
+            async with lock:
+                pipeline.compaction_boundary()
 
         server.add_notification_handler(COMPACT_NOTIFICATION, types.NotificationParams, compact)
-        _on_sigusr1(pipeline)
+        _on_sigusr1(lambda: compact(None, None))
         try:
             read_in, write_out = await stack.enter_async_context(stdio_server())
             await server.run(read_in, write_out, server.create_initialization_options())
@@ -241,10 +249,19 @@ def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
     return types.CallToolResult(content=[types.TextContent(text=text)])
 
 
-def _on_sigusr1(pipeline: SessionPipeline) -> None:
+def _on_sigusr1(compact) -> None:
+    """SIGUSR1 starts a compaction boundary (under the session's lock, on the loop)."""
     import asyncio
 
+    loop = asyncio.get_running_loop()
+    tasks: set = set()
+
+    def fire() -> None:
+        task = loop.create_task(compact())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
     try:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, pipeline.compaction_boundary)
+        loop.add_signal_handler(signal.SIGUSR1, fire)
     except (NotImplementedError, RuntimeError, AttributeError):  # not on this platform/loop
         pass
