@@ -22,6 +22,7 @@ include: "workflow/rules/scale.smk"
 include: "workflow/rules/formats.smk"
 include: "workflow/rules/topology.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/mcp.smk"
 
 
 rule all:

@@ -56,6 +56,9 @@ def _cmd_run(args: argparse.Namespace) -> None:
     if args.which == "mb4":
         _cmd_run_mb4(args)
         return
+    if args.which == "mb5":
+        _cmd_run_mb5(args)
+        return
     if not args.corpus:
         raise SystemExit(f"tersetalk bench run: error: --which {args.which} needs --corpus (a "
                          "corpus Parquet from `tersetalk bench corpus`)")  # fmt: skip
@@ -139,6 +142,35 @@ def _cmd_run_mb4(args: argparse.Namespace) -> None:
     Path(args.out).with_suffix(".csv").parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(Path(args.out).with_suffix(".csv"), index=False)
     log.info("wrote %s (%d rows) in %.1f s", args.out, len(df), time.perf_counter() - t0)
+
+
+def _cmd_run_mb5(args: argparse.Namespace) -> None:
+    """MB-5 times the MCP proxy's session pipeline on seeded JSON payloads: no corpus."""
+    from tersetalk.io import write_csv_atomic, write_parquet_atomic
+
+    from .defaults import default_repeats
+    from .mb5 import run_mb5
+    from .results import EquivalenceError, log_environment
+
+    if args.repeats is None:
+        args.repeats = default_repeats()
+    common = {"repeats": args.repeats, "warmup": args.warmup,
+              "min_batch_ns": int(args.min_batch_ms * 1e6), "seed": args.seed}  # fmt: skip
+    log_environment()
+    t0 = time.perf_counter()
+    try:
+        df = run_mb5(sizes_kib=args.payload_kib, calls=args.calls, **common)
+    except EquivalenceError as exc:
+        raise SystemExit(f"tersetalk bench run: {exc}") from None
+    write_parquet_atomic(df, args.out, {**common, "which": "mb5", "calls": args.calls,
+                                        "payload_kib": list(args.payload_kib)})  # fmt: skip
+    write_csv_atomic(df, Path(args.out).with_suffix(".csv"))
+    log.info("wrote %s (%d rows) in %.1f s", args.out, len(df), time.perf_counter() - t0)
+    for r in df[df["ratio_to_seed_limit"].notna()].itertuples():
+        log.info("MB-5 %s at %d KiB: %s %.1f µs = %.2f x the seed's limit (%.0f µs)%s",
+                 r.method, r.payload_kib, r.seed_limit_stat,
+                 r.ratio_to_seed_limit * r.seed_limit_ns / 1e3, r.ratio_to_seed_limit,
+                 r.seed_limit_ns / 1e3, "" if r.meets_seed_limit else ": OVER")  # fmt: skip
 
 
 def _log_verdict(df, which: str) -> None:
@@ -234,9 +266,9 @@ def add_commands(subparsers) -> None:
     r.add_argument(
         "--which",
         required=True,
-        choices=["mb1", "mb2", "mb3", "mb4"],
+        choices=["mb1", "mb2", "mb3", "mb4", "mb5"],
         help="mb1 field extraction, mb2 stream boundaries, mb3 wire formats, mb4 the M# "
-        "memory store (insert/lookup/evict)",
+        "memory store (insert/lookup/evict), mb5 the MCP proxy's session pipeline",
     )
     r.add_argument("--corpus", help="corpus Parquet from `tersetalk bench corpus` (mb1-mb3)")
     r.add_argument("--out", required=True, help="result Parquet to write")
@@ -267,6 +299,10 @@ def add_commands(subparsers) -> None:
     r.add_argument("--memory-sizes", type=_ints, default=DEFAULT_MEMORY_SIZES,
                    help=f"MB-4 store sizes in entries (default: "
                    f"{','.join(map(str, DEFAULT_MEMORY_SIZES))})")  # fmt: skip
+    r.add_argument("--payload-kib", type=_ints, default=[4, 32, 64],
+                   help="MB-5 payload sizes in KiB (default: 4,32,64)")  # fmt: skip
+    r.add_argument("--calls", type=int, default=1000,
+                   help="MB-5 single calls timed for p50/p99 (default: 1000)")  # fmt: skip
     r.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(

@@ -1,0 +1,202 @@
+"""MB-5: the MCP proxy's session pipeline -- hashing, L0 dedup and encoding per result.
+
+The seed (``002``) puts the proxy's per-result work at "9 µs end to end at 4 KiB" and
+"p99 under 100 µs at 32 KiB" on its machine. Those are absolute numbers from another
+machine, so MB-5 measures, side by side in one run on this one, at 4, 32 and 64 KiB
+of compact JSON (seeded records of 7 fields):
+
+* ``sha256``: bare ``hashlib.sha256`` over the payload's bytes (already encoded): the
+  limit any content-hash dedup is held to;
+* ``dedup_hit`` / ``dedup_miss``: :class:`tersetalk.mcp.session.DedupCache`'s ``check``
+  on a body it holds (hash, look up, refresh, reference hint) and on bodies it does not
+  (hash, record, evict: two bodies alternating in a cache of one entry);
+* ``formats_dedup_hit``: the format study's offline cache
+  (:class:`tersetalk.formats.dedup.DedupCache`) on the same hit, for comparison;
+* ``process_ref``: :meth:`SessionPipeline.process` on a repeated result, what the proxy
+  runs end to end for a reference hint (it also counts the result's raw tokens for
+  telemetry);
+* ``encode``: the knapsack alone (:func:`tersetalk.formats.solver.encode`, lossless
+  ``mckp``, o200k) on the parsed payload, and ``process_encode``: the whole miss path
+  (parse, encode, decode check, token counts) with dedup off.
+
+Each row: the median per call and its interquartile range over interleaved repeats
+(:func:`tersetalk.bench.timing.measure`), the ratio to ``sha256`` at the same size,
+nanoseconds per KiB, and for the dedup and end-to-end methods a p50/p99 over single
+timed calls with the ratio to the seed's limit (measured over limit: at most 1 meets
+it). Before timing, every cache must answer as expected (a hit is the reference hint
+of that body, a miss is None, the pipeline returns kind ``ref``) and the encoding must
+decode to the payload (:class:`EquivalenceError` otherwise).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from tersetalk.formats.dedup import DedupCache as FormatsDedupCache
+from tersetalk.formats.hints import reference
+from tersetalk.formats.solver import decode, encode
+from tersetalk.formats.tree import parse_json, same_value
+from tersetalk.mcp.config import ProxyConfig
+from tersetalk.mcp.session import DedupCache, SessionPipeline
+
+from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_WARMUP
+from .results import EquivalenceError, finish
+from .timing import measure
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PAYLOAD_KIB = (4, 32, 64)
+DEFAULT_CALLS = 1000
+#: the seed's limits: (KiB, statistic, nanoseconds)
+SEED_LIMITS = {4: ("median", 9_000.0), 32: ("p99", 100_000.0)}
+LIMIT = "sha256"
+#: methods held to the seed's limits and sampled call by call (p50/p99)
+SAMPLED = ("sha256", "dedup_hit", "dedup_miss", "process_ref")
+_WORDS = ("alpha beta gamma delta river city album station county league north south "
+          "released founded played population member season").split()  # fmt: skip
+
+
+def payload(kib: int, seed: int = 0) -> str:
+    """Compact JSON of seeded records (id, name, email, count, score, active, tags) with
+    as many records as bring it closest to ``kib`` KiB without going under."""
+    rng = random.Random(seed * 1000 + kib)
+    rows: list[dict] = []
+    text = "[]"
+    while len(text.encode()) < kib * 1024:
+        i = len(rows)
+        rows.append({"id": i, "name": " ".join(rng.choices(_WORDS, k=rng.randint(1, 3))),
+                     "email": f"user{i}@example.org", "count": rng.randint(0, 10_000),
+                     "score": round(rng.random() * 100, 2), "active": rng.random() < 0.5,
+                     "tags": rng.sample(_WORDS, rng.randint(0, 3))})  # fmt: skip
+        text = json.dumps(rows, separators=(",", ":"))
+    return text
+
+
+def _other(text: str) -> str:
+    """A body of the same length that differs (the miss path's second body)."""
+    return text[:-2] + ("0]" if text[-2] != "0" else "1]")
+
+
+def _check(kib: int, text: str) -> None:
+    cache = DedupCache(lru_size=64, min_body_chars=0)
+    if cache.check(text) is not None or cache.check(text) != reference(text):
+        raise EquivalenceError(f"MB-5 {kib} KiB: DedupCache did not miss then hit with the ref")
+    fcache = FormatsDedupCache(64)
+    if fcache.check(text) is not None or fcache.check(text) != reference(text):
+        raise EquivalenceError(f"MB-5 {kib} KiB: formats' DedupCache did not miss then hit")
+    pipe = _warm_pipeline(text)
+    if pipe.process("read", {}, text).kind != "ref":
+        raise EquivalenceError(f"MB-5 {kib} KiB: the pipeline did not answer a repeat with a ref")
+    enc = encode(parse_json(text), "mckp", tokenizer="o200k_base")
+    if not same_value(decode(enc.text), json.loads(text)):
+        raise EquivalenceError(f"MB-5 {kib} KiB: the knapsack's encoding does not decode back")
+
+
+def _warm_pipeline(text: str) -> SessionPipeline:
+    pipe = SessionPipeline(ProxyConfig.model_validate({"dedup": {"lru_size": 64}}))
+    pipe.process("read", {}, text)
+    return pipe
+
+
+def _functions(text: str) -> dict[str, Callable[[], object]]:
+    data = text.encode("utf-8")
+    other = _other(text)
+    hit = DedupCache(lru_size=64, min_body_chars=0)
+    hit.check(text)
+    miss = DedupCache(lru_size=1, min_body_chars=0)
+    fhit = FormatsDedupCache(64)
+    fhit.check(text)
+    pipe = _warm_pipeline(text)
+    no_dedup = ProxyConfig.model_validate({"dedup": {"enabled": False}})
+    node = parse_json(text)
+    sha = hashlib.sha256
+
+    def miss_once() -> None:  # alternate: every call misses, records and evicts
+        miss.check(other if miss.misses % 2 else text)
+
+    return {
+        "sha256": lambda: sha(data).digest(),
+        "dedup_hit": lambda: hit.check(text),
+        "dedup_miss": miss_once,
+        "formats_dedup_hit": lambda: fhit.check(text),
+        "process_ref": lambda: pipe.process("read", {}, text),
+        "encode": lambda: encode(node, "mckp", tokenizer="o200k_base"),
+        "process_encode": lambda: SessionPipeline(no_dedup).process("read", {}, text),
+    }
+
+
+def _per_call(fn: Callable[[], object], calls: int) -> list[float]:
+    """Nanoseconds of ``calls`` single calls (for percentiles; GC paused as in batches)."""
+    out = []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(calls):
+            t0 = time.perf_counter_ns()
+            fn()
+            out.append(time.perf_counter_ns() - t0)
+    finally:
+        if enabled:
+            gc.enable()
+    return out
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def run_mb5(
+    *,
+    sizes_kib: Sequence[int] = DEFAULT_PAYLOAD_KIB,
+    calls: int = DEFAULT_CALLS,
+    repeats: int | None = None,
+    warmup: int = DEFAULT_WARMUP,
+    min_batch_ns: int = DEFAULT_MIN_BATCH_NS,
+    seed: int = 0,
+) -> pd.DataFrame:
+    if not sizes_kib or min(sizes_kib) < 1:
+        raise ValueError(f"MB-5 sizes must be positive KiB, got {list(sizes_kib)}")
+    rows: list[dict] = []
+    for kib in sorted(set(sizes_kib)):
+        text = payload(kib, seed)
+        _check(kib, text)
+        funcs = _functions(text)
+        timings = measure(funcs, repeats=repeats, warmup=warmup, min_batch_ns=min_batch_ns,
+                          seed=seed)  # fmt: skip
+        samples = {m: _per_call(funcs[m], calls) for m in SAMPLED}
+        base = timings[LIMIT]
+        size = len(text.encode("utf-8"))
+        for method, t in timings.items():
+            row = {"payload_kib": kib, "payload_bytes": size, "method": method,
+                   **t.as_dict(), "ns_per_kib": t.median_ns / (size / 1024),
+                   "ratio_vs_sha256": t.median_ns / base.median_ns,
+                   "ratio_vs_sha256_lo": t.q1_ns / base.q3_ns,
+                   "ratio_vs_sha256_hi": t.q3_ns / base.q1_ns}  # fmt: skip
+            if method in samples:
+                row["p50_ns"] = _pct(samples[method], 0.50)
+                row["p99_ns"] = _pct(samples[method], 0.99)
+                row["calls_sampled"] = len(samples[method])
+            stat, limit = SEED_LIMITS.get(kib, (None, None))
+            if stat is not None and method in samples:
+                measured = t.median_ns if stat == "median" else row["p99_ns"]
+                row.update({"seed_limit_stat": stat, "seed_limit_ns": limit,
+                            "ratio_to_seed_limit": measured / limit,
+                            "meets_seed_limit": measured <= limit})  # fmt: skip
+            rows.append(row)
+        log.info("MB-5 %d KiB: sha256 %.1f µs, dedup hit %.2fx sha256, process_ref %.1f µs, "
+                 "encode %.0f µs/KiB", kib, base.median_ns / 1e3,
+                 timings["dedup_hit"].median_ns / base.median_ns,
+                 timings["process_ref"].median_ns / 1e3,
+                 timings["encode"].median_ns / (size / 1024) / 1e3)  # fmt: skip
+    settings = {"repeats": repeats, "warmup": warmup, "min_batch_ns": min_batch_ns,
+                "seed": seed, "baseline": LIMIT}  # fmt: skip
+    return finish(rows, "mb5", settings)
