@@ -2,9 +2,10 @@
 
 ``mcp-server-sqlite`` (on the 1.x SDK, which it needs) and ``mcp-server-git`` (on the
 2.x SDK), each from a virtual environment of its own as an MCP client would launch
-them, driven through the proxy by the official SDK's client. The environments are
-built by ``.ci/run`` before the test suite (or by ``snakemake --cores all mcp``); where
-they are not built, these tests skip and say how to build them.
+them, driven through the proxy by the official SDK's client. The environments are built
+on first use from the exact pins in ``envs/`` (about 30 s for both, from the package
+registry) into ``$TERSETALK_MCP_ENVS`` (default ``~/.cache/tersetalk/mcp-envs``) and
+reused after; where they cannot be built (no registry), these tests skip and say why.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import sys
+from functools import cache
 from pathlib import Path
 
 import anyio
@@ -24,18 +26,29 @@ from tersetalk.mcp import servers
 from tersetalk.mcp.literal import parse_literal
 
 ROOT = Path(__file__).resolve().parents[1]
-ENVS = Path(os.environ.get("TERSETALK_MCP_ENVS", ROOT / "results" / "mcp" / "envs"))
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tersetalk"
+ENVS = Path(os.environ.get("TERSETALK_MCP_ENVS", _CACHE / "mcp-envs"))
 HOTPOT = ROOT / "data/hotpotqa/hotpot_dev_distractor.jsonl.gz"
 TOOLRESPONSES = ROOT / "data/toolresponses/json.jsonl"
 
 
-def _env(server: str) -> Path:
+@cache
+def _built(server: str) -> Path | str:
+    """The server's venv (built now if it is not yet), or why it cannot be."""
     env = ENVS / server
-    if servers.read_stamp(env) is None:
+    try:
+        servers.build_env(server, ROOT / "envs" / f"mcp-server-{server}.txt", env)
+    except (servers.ServerEnvError, OSError) as exc:
+        return str(exc)[-600:]
+    return env
+
+
+def _env(server: str) -> Path:
+    env = _built(server)
+    if isinstance(env, str):
         pytest.skip(
-            f"no {server} server environment at {env}: build it with `snakemake --cores all "
-            f"mcp` or `tersetalk mcp-experiment env` (.ci/run builds both before the tests); "
-            "TERSETALK_MCP_ENVS names another folder"
+            f"cannot build the {server} server's environment under {ENVS} (it needs the "
+            f"package registry; TERSETALK_MCP_ENVS names another folder): {env}"
         )
     return env
 
