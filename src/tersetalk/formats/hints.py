@@ -5,6 +5,8 @@ The seed (``002``, "In-Response Hints") defines four families, all of the form
 
 - reference ``> [ref: <hash8>, byte-identical]``: this payload is byte-identical to an
   earlier one in the session (L0 dedup); the earlier copy is in context.
+- near-reference ``> [near-ref: <hash8>, $.a: 1→2]``: equal to an earlier payload but
+  for the listed scalar values (``tersetalk mcp-proxy`` with ``hints.near_ref``).
 - overflow ``> [+N more <what>. call <how>]``: N items/keys/characters were left out
   for the budget; ``<how>`` is the call that returns them.
 - format ``> [encoded: <formats>]``: the encoding the body is in, so it can be decoded.

@@ -4,7 +4,7 @@ Every knob has a default, so the file is optional and may set only what it chang
 
     budget: null            # tokens per tool result; null = lossless (nothing left out)
     tokenizer: o200k_base   # what tokens are counted in
-    max_result_chars: 4000000   # larger results pass through untouched
+    max_result_chars: 1000000   # larger results pass through untouched (no dedup either)
     hints:
       metadata: true        # '> [query: ... | total=N | returned=M]' on a page of a set
       near_ref: false       # '> [near-ref: h, key: a→b]' for a body equal but a few scalars
@@ -80,7 +80,7 @@ class ToolOverride(_Strict):
 class ProxyConfig(_Strict):
     budget: int | None = Field(None, ge=1)
     tokenizer: str = "o200k_base"
-    max_result_chars: int = Field(4_000_000, ge=1)
+    max_result_chars: int = Field(1_000_000, ge=1)
     hints: Hints = Hints()
     dedup: Dedup = Dedup()
     retrieval: Retrieval = Retrieval()
