@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 TOKENIZER = "o200k_base"
 RETRIEVAL_TOOL = "tersetalk_get"
 LIST_STEP = "tools/list"
+PASSED_ENV = ("PYTHONPATH", "TIKTOKEN_CACHE_DIR", "XDG_CACHE_HOME")
 DIRECT = "direct"
 
 
@@ -161,8 +162,11 @@ async def _session(command: Sequence[str], steps: Sequence[Step], retrieve: bool
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
+    # the SDK passes a server only a few variables (PATH, HOME...): the proxy is this
+    # project's code and must see the same checkout and tokenizer cache
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd,
-                                   env=dict(GIT_ENV))  # fmt: skip
+                                   env={**GIT_ENV, **env})  # fmt: skip
     out: list[dict] = []
     with open(os.path.join(cwd, "stderr.log"), "w", encoding="utf-8") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):

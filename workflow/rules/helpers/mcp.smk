@@ -1,8 +1,8 @@
 # The helpers of mcp.smk's rules: paths, input and param functions.
 
-#: the servers' venvs: outside results/mcp so a rerun of the experiment reuses them
-#: (each is rebuilt only when its requirements file changes)
-MCP_ENV_DIR = os.path.join(config["cache_dir"], "mcp-envs")
+#: the servers' venvs, beside their JSON (tests/test_mcp_real_servers.py looks there):
+#: each is rebuilt only when its requirements file changes
+MCP_ENV_DIR = "results/mcp/envs"
 MCP_HOTPOTQA = os.path.join(config["data"]["dir"], "hotpotqa", "hotpot_dev_distractor.jsonl.gz")
 MCP_TOOLRESPONSES = os.path.join(config["formats"]["data_dir"], "json.jsonl")
 

@@ -1,0 +1,188 @@
+"""The MCP experiment (issue 30, deliverable 5): its servers' data, environments, the
+scripted session against real servers with and without the proxy, and its summary.
+
+The sessions need the servers' venvs (``snakemake --cores all mcp`` builds them under
+results/mcp/envs, ``tersetalk mcp-experiment env`` anywhere; TERSETALK_MCP_ENVS names
+another folder); without them those tests skip and say how to build them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tersetalk.mcp import experiment as E
+from tersetalk.mcp import servers as S
+from tersetalk.mcp.literal import parse_literal
+from tersetalk.records import deterministic_columns
+from tersetalk.tokens import count_tokens
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = Path(os.environ.get("TERSETALK_MCP_ENVS", ROOT / "results" / "mcp" / "envs"))
+HOTPOT = ROOT / "data/hotpotqa/hotpot_dev_distractor.jsonl.gz"
+TOOLRESPONSES = ROOT / "data/toolresponses/json.jsonl"
+
+
+def _env(server: str) -> Path:
+    env = ENVS / server
+    if S.read_stamp(env) is None:
+        pytest.skip(f"no {server} server environment at {env}: build it with `snakemake "
+                    f"--cores all mcp` or `tersetalk mcp-experiment env --server {server} "
+                    f"--requirements envs/mcp-server-{server}.txt --dest {env} --out "
+                    f"{env}.json` (TERSETALK_MCP_ENVS names another folder)")  # fmt: skip
+    return env
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mcpdb") / "questions.sqlite"
+    S.build_database(out, hotpotqa=HOTPOT, toolresponses=TOOLRESPONSES, rows=40)
+    return out
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mcprepo") / "repo"
+    S.create_repository(out)
+    return out
+
+
+# ---- data and environments ----------------------------------------------------------------
+
+
+def test_the_database_holds_both_tables_as_rows_of_seven_columns(database):
+    con = sqlite3.connect(database)
+    con.row_factory = sqlite3.Row
+    for table in ("questions", "payloads"):
+        rows = [dict(r) for r in con.execute(f"SELECT * FROM {table}")]
+        assert len(rows) == 40 and len(rows[0]) == 7
+    # what the sqlite server prints: a Python literal the proxy can read back
+    text = str([dict(r) for r in con.execute("SELECT * FROM questions")])
+    assert parse_literal(text) == [dict(r) for r in con.execute("SELECT * FROM questions")]
+    assert count_tokens(text, "o200k_base") > 2000
+
+
+def test_the_repository_is_the_same_everywhere(repository, tmp_path):
+    again = S.create_repository(tmp_path / "again")
+    head = subprocess.run(["git", "-C", str(repository), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert again["head"] == head and again["commits"] == 4
+    status = subprocess.run(["git", "-C", str(repository), "status", "--porcelain"], check=True,
+                            capture_output=True, text=True).stdout  # fmt: skip
+    assert status.strip() == "M wordcount.py"  # the edit the session stages and commits
+
+
+def test_an_env_with_a_matching_stamp_is_reused_and_a_missing_one_named(tmp_path):
+    req = tmp_path / "req.txt"
+    req.write_text("mcp-server-git==2026.10.19\n")
+    dest = tmp_path / "git"
+    (dest / "bin").mkdir(parents=True)
+    (dest / "bin" / "python").symlink_to(sys.executable)
+    stamp = {"server": "git", "requirements_sha256": S._sha256_file(req), "version": "x"}
+    (dest / S.STAMP).write_text(__import__("json").dumps(stamp))
+    assert S.build_env("git", req, dest) == stamp  # nothing built, nothing fetched
+    cmd = S.launch_command("git", dest, tmp_path)
+    assert cmd[1:3] == ["-m", "mcp_server_git"] and cmd[-2] == "--repository"
+    with pytest.raises(S.ServerEnvError, match="no built mcp-server-sqlite environment"):
+        S.launch_command("sqlite", tmp_path / "nowhere", tmp_path / "db")
+    with pytest.raises(S.ServerEnvError, match="does not exist"):
+        S.build_env("git", tmp_path / "missing.txt", dest)
+    with pytest.raises(S.ServerEnvError, match="unknown MCP server"):
+        S.build_env("postgres", req, dest)
+
+
+def test_a_failed_install_leaves_neither_the_env_nor_a_temporary_folder(tmp_path):
+    req = tmp_path / "req.txt"
+    req.write_text("this is not a requirement !!!\n")  # pip refuses it without any lookup
+    with pytest.raises(S.ServerEnvError, match="pip could not install"):
+        S.build_env("sqlite", req, tmp_path / "envs" / "sqlite")
+    assert list((tmp_path / "envs").iterdir()) == []
+
+
+# ---- the client side ---------------------------------------------------------------------
+
+
+def test_overflow_calls_read_both_ways_of_naming_the_retrieval_call():
+    text = ("a,b\n1,2\n"
+            '> [+3 more items of $.rows. call tersetalk_get '
+            '{"ref":"ab12cd34","path":"$.rows[2:]"}]\n'
+            '> [+1 more items of $. call tersetalk_get(ref="ab12cd34", path="$[5:]")]')  # fmt: skip
+    assert E.overflow_calls(text) == [{"ref": "ab12cd34", "path": "$.rows[2:]"},
+                                      {"ref": "ab12cd34", "path": "$[5:]"}]  # fmt: skip
+    assert E.overflow_calls("> [ref: ab12cd34, byte-identical]") == []
+
+
+def test_summary_totals_each_session_and_computes_the_saving():
+    df = pd.DataFrame({
+        "server": ["s"] * 4, "arm": ["direct", "direct", "lossless", "lossless"],
+        "tool": ["a", "b", "a", "b"], "step": [0, 1, 0, 1], "direct_tokens": [100, 50] * 2,
+        "tokens": [100, 50, 40, 10], "dedup_hit": [False, False, False, True],
+        "invalidated": [0, 0, 0, 2], "retrievals": [0] * 4, "retrievals_exact": [0] * 4,
+        "retrieved_tokens": [0] * 4, "is_error": [False] * 4,
+        "t_pipeline_ratio": [None, None, 0.5, 0.1], "t_client_overhead_ratio": [0, 0, 1, 2],
+    })  # fmt: skip
+    s = E.summarize(df).set_index(["arm", "tool"])
+    assert s.loc[("lossless", "(session)"), "tokens"] == 50
+    assert s.loc[("lossless", "(session)"), "saving"] == pytest.approx(1 - 50 / 150)
+    assert s.loc[("lossless", "b"), "dedup_hits"] == 1
+    assert s.loc[("lossless", "(session)"), "invalidated"] == 2
+
+
+# ---- real servers, with and without the proxy ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sqlite_run(database) -> pd.DataFrame:
+    return E.run_server("sqlite", _env("sqlite"), database, [None, 300])
+
+
+def test_sqlite_session_through_the_proxy(sqlite_run):
+    df = sqlite_run
+    assert set(df["arm"]) == {"direct", "lossless", "budget_300"}
+    assert not df["is_error"].any()
+    by = {arm: d.reset_index(drop=True) for arm, d in df.groupby("arm")}
+    direct, lossless, budget = by["direct"], by["lossless"], by["budget_300"]
+    big = direct.index[direct["role"].eq("read") & direct["tool"].eq("read_query")][0]
+    # a Python-literal result costs fewer tokens re-encoded, losslessly
+    assert lossless.loc[big, "kind"] == "encoded"
+    assert lossless.loc[big, "tokens"] < direct.loc[big, "tokens"]
+    # the repeated SELECT is a reference; the write forgets it; the read after it is not
+    repeat = direct.index[direct["role"].eq("repeat") & direct["tool"].eq("read_query")][0]
+    assert lossless.loc[repeat, "kind"] == "ref" and lossless.loc[repeat, "dedup_hit"]
+    writes = direct.index[direct["role"].eq("write")]
+    assert lossless.loc[writes, "invalidated"].sum() > 0
+    reread = direct.index[direct["role"].eq("reread") & direct["tool"].eq("read_query")][0]
+    assert lossless.loc[reread, "kind"] == "encoded" and not lossless.loc[reread, "dedup_hit"]
+    # the proxy lists the downstream's tools plus its retrieval tool
+    assert lossless.loc[0, "tool"] == "tools/list"
+    assert lossless.loc[0, "tokens"] > direct.loc[0, "tokens"]
+    # a budget elides; every overflow hint's retrieval returns exactly the elided part
+    assert budget.loc[big, "tokens"] <= 300 + 50
+    assert budget["retrievals"].sum() > 0
+    assert (budget["retrievals_exact"] == budget["retrievals"]).all()
+    # the telemetry agrees with the client on what was sent
+    tel = lossless.dropna(subset=["proxy_sent_tokens"])
+    assert (tel["proxy_sent_tokens"] == tel["tokens"]).all()
+    assert (tel["proxy_raw_tokens"] == tel["direct_tokens"]).all()
+
+
+def test_git_session_is_deterministic_apart_from_timings(repository):
+    env = _env("git")
+    a = E.run_server("git", env, repository, [None])
+    b = E.run_server("git", env, repository, [None])
+    cols = deterministic_columns(a)
+    assert not any(c.startswith("t_") for c in cols) and "tokens" in cols
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+    lossless = a[a["arm"] == "lossless"]
+    assert lossless["dedup_hit"].sum() == 2  # git_log and git_show repeated
+    assert lossless["invalidated"].sum() > 0  # git_add / git_commit
+    assert not a["is_error"].any()
+    # a git_log after the commit shows the new commit: not a reference to the old log
+    last = lossless.iloc[-1]
+    assert last["tool"] == "git_log" and last["kind"] != "ref"
