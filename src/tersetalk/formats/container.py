@@ -19,10 +19,16 @@ text decodes back to the exact JSON value:
   newlines, as is) inside a ``key (<fmt>):`` header.
 - **path tables** ``csv_paths`` and ``markdown_paths``: an array of objects whose
   values nest or whose keys differ between rows, one column per dotted key path
-  (``account.username``; a ``.`` or ``\\`` inside a key escaped by ``\\``), cells
-  inline, the empty cell for a key the row does not have (see
-  :mod:`tersetalk.formats.pathtable`). The header row is the first line, in CSV or
-  as a Markdown table row; it is never empty.
+  (``account.username``; a ``\\``, ``.`` or ``=`` inside a key escaped by ``\\``),
+  cells inline, the empty cell for a key the row does not have (see
+  :mod:`tersetalk.formats.pathtable`). ``markdown_paths`` is a Markdown table.
+  ``csv_paths`` is one line per row, cells separated by commas: a cell that starts
+  with ``"``, ``[`` or ``{`` is one JSON value read whole (so its commas do not
+  split), any other runs to the next comma (a bare string holding a comma is written
+  as JSON). Its first line is the header, a column name per cell (as JSON if it is
+  empty, starts with ``"`` or holds a comma); a column whose value is the same in
+  every row (two or more rows) is written once, ``name=<cell>`` in the header, and
+  has no cell in the rows. No row line is empty.
 
 Every line of a nested block carries its parent's indent plus one space, so a
 block ends where the indent ends; nothing inside a block is interpreted by the
@@ -157,14 +163,121 @@ def render_block(node: Node, fmt: str) -> str:
         if flat is None:
             raise ValueError(f"{fmt} carries non-empty arrays of objects only")
         paths, cells = flat
+        names = [PT.path_text(p) for p in paths]
         rows = [["" if c is PT.ABSENT else inline(c) for c in row] for row in cells]
-        return _table([PT.path_text(p) for p in paths], rows, fmt)
+        if fmt == "markdown_paths":
+            return _table(names, rows, fmt)
+        return _csv_paths(names, rows)
     raise ValueError(f"{fmt!r} is not a monolithic block format")
+
+
+def _csv_paths(names: list[str], rows: list[list[str]]) -> str:
+    """The csv_paths text: a column with the same value in every row (of two or more)
+    is written once, as ``name=value`` in the header, and has no cell in the rows."""
+    const = [
+        len(rows) > 1 and col[0] != "" and all(c == col[0] for c in col)
+        for col in zip(*rows, strict=True)
+    ]
+    if all(const):  # rows need a cell each: a table of equal rows keeps its columns
+        const = [False] * len(names)
+    header = [
+        _name_cell(n) + ("=" + _value_cell(rows[0][j]) if const[j] else "")
+        for j, n in enumerate(names)
+    ]
+    lines = [",".join(header)]
+    for row in rows:
+        line = ",".join(_value_cell(c) for c, k in zip(row, const, strict=True) if not k)
+        if not line:  # an empty line would end the block (or the text)
+            raise ValueError("csv_paths: a row with no key at all has no line")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _name_cell(name: str) -> str:
+    """A csv_paths column name (its ``=`` are escaped): as is, or a JSON string if empty,
+    starting with a quote or holding a comma or line break."""
+    if not name or name[0] == '"' or any(c in name for c in ",\n\r"):
+        return compact_json(name)
+    return name
+
+
+def _value_cell(text: str) -> str:
+    """A csv_paths cell: the inline value, a bare string holding a comma as JSON (JSON
+    cells are read whole, so their commas do not split the row)."""
+    if text[:1] in ('"', "[", "{") or "," not in text:
+        return text
+    return compact_json(text)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _cell_end(line: str, i: int) -> int:
+    """Where the csv_paths value cell starting at ``i`` ends: a cell that starts like
+    JSON is read whole (its commas do not split), any other runs to the next comma."""
+    if i < len(line) and line[i] in '"[{':
+        try:
+            return _DECODER.raw_decode(line, i)[1]
+        except json.JSONDecodeError as exc:
+            raise FormatDecodeError(f"mckp: csv_paths cell {line[i : i + 40]!r}: {exc}") from exc
+    end = line.find(",", i)
+    return len(line) if end < 0 else end
+
+
+def _next_cell(line: str, end: int) -> int:
+    """The start of the cell after the one ending at ``end`` (-1 at the line's end)."""
+    if end == len(line):
+        return -1
+    if line[end] != ",":
+        raise FormatDecodeError(f"mckp: csv_paths: {line[end : end + 40]!r} follows a cell")
+    return end + 1
+
+
+def _split_cells(line: str) -> list[str]:
+    """A csv_paths row's cells (texts of inline values; empty: absent)."""
+    if json_depth_exceeds(line):
+        raise FormatDecodeError(f"mckp: csv_paths row {line[:40]!r}... nests too deep")
+    cells, i = [], 0
+    while i >= 0:
+        end = _cell_end(line, i)
+        cells.append(line[i:end])
+        i = _next_cell(line, end)
+    return cells
+
+
+def _split_header(line: str) -> list[tuple[str, str | None]]:
+    """A csv_paths header: (column name, the constant's cell text or None) per column."""
+    if json_depth_exceeds(line):
+        raise FormatDecodeError(f"mckp: csv_paths header {line[:40]!r}... nests too deep")
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i >= 0:
+        if line[i : i + 1] == '"':
+            try:
+                name, end = _DECODER.raw_decode(line, i)
+            except json.JSONDecodeError as exc:
+                raise FormatDecodeError(f"mckp: csv_paths column {line[i:][:40]!r}") from exc
+            if not isinstance(name, str):
+                raise FormatDecodeError(f"mckp: csv_paths column {line[i:end]!r} is no name")
+        else:
+            end = i
+            while end < len(line) and line[end] not in ",=":
+                end += 2 if line[end] == "\\" else 1
+            end = min(end, len(line))
+            name = line[i:end]
+        const = None
+        if line[end : end + 1] == "=":
+            start = end + 1
+            end = _cell_end(line, start)
+            const = line[start:end]
+        out.append((name, const))
+        i = _next_cell(line, end)
+    return out
 
 
 def _table(header: list[str], rows: list[list[str]], fmt: str) -> str:
     """A header and rows of cell texts as CSV or as a Markdown table (no trailing newline)."""
-    if fmt in ("csv", "csv_paths"):
+    if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(header)
@@ -232,11 +345,26 @@ def parse_block(text: str, fmt: str) -> Any:
             raise FormatDecodeError(f"mckp: toon block: {exc}") from exc
     if fmt == "text":
         return text
-    if fmt in ("csv", "csv_paths"):
+    if fmt == "csv":
         try:
             rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
         except csv.Error as exc:
-            raise FormatDecodeError(f"mckp: {fmt} block: {exc}") from exc
+            raise FormatDecodeError(f"mckp: csv block: {exc}") from exc
+    elif fmt == "csv_paths":
+        lines = text.split("\n")
+        columns = _split_header(lines[0])
+        varying = [j for j, (_, const) in enumerate(columns) if const is None]
+        rows = [[name for name, _ in columns]]
+        for n, line in enumerate(lines[1:], start=2):
+            cells = _split_cells(line)
+            if len(cells) != len(varying):
+                raise FormatDecodeError(
+                    f"mckp: csv_paths row {n} has {len(cells)} cells, header {len(varying)}"
+                )
+            row = [const or "" for _, const in columns]
+            for j, cell in zip(varying, cells, strict=True):
+                row[j] = cell
+            rows.append(row)
     elif fmt in ("markdown_table", "markdown_paths"):
         lines = text.split("\n")
         if len(lines) < 2:

@@ -21,8 +21,9 @@ right after the key it follows there), and a decoded row takes its keys in colum
 order, so key order is reproduced wherever the rows agree on an order; where they do
 not, the round trip in ``container.block_ok`` fails and the form is not eligible.
 
-A path is its keys joined by ``.``, each key with ``\\`` written ``\\\\`` and ``.``
-written ``\\.``: ``a.b`` is the key ``b`` inside ``a``; ``a\\.b`` the key ``a.b``.
+A path is its keys joined by ``.``, each key with ``\\``, ``.`` and ``=`` written
+``\\\\``, ``\\.`` and ``\\=``: ``a.b`` is the key ``b`` inside ``a``; ``a\\.b`` the key
+``a.b`` (``=`` is escaped for ``csv_paths`` headers, where it starts a constant).
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ ABSENT: Any = _Absent()
 
 
 def path_text(path: KeyPath) -> str:
-    """A key path as a column name: keys joined by ``.``, ``\\`` and ``.`` escaped."""
-    return ".".join(k.replace("\\", "\\\\").replace(".", "\\.") for k in path)
+    """A key path as a column name: keys joined by ``.``; ``\\``, ``.`` and ``=`` escaped."""
+    return ".".join(k.replace("\\", "\\\\").replace(".", "\\.").replace("=", "\\=") for k in path)
 
 
 def parse_path(text: str) -> KeyPath:
@@ -64,8 +65,8 @@ def parse_path(text: str) -> KeyPath:
     while i < len(text):
         ch = text[i]
         if ch == "\\":
-            if i + 1 == len(text) or text[i + 1] not in "\\.":
-                raise PathTableError(f"column {text!r}: '\\' escapes only '\\' or '.'")
+            if i + 1 == len(text) or text[i + 1] not in "\\.=":
+                raise PathTableError(f"column {text!r}: '\\' escapes only '\\', '.' or '='")
             cur.append(text[i + 1])
             i += 2
             continue
