@@ -4,6 +4,7 @@ tersetalk formats encode response.json --explain         # the knapsack's choice
 tersetalk formats encode response.json --budget 300      # the most that fits 300 tokens
 tersetalk formats encode response.json | tersetalk formats decode   # the exact JSON again
 tersetalk formats savings a.json b.json README.md        # tokens per encoder, labelled
+tersetalk formats shapes                                 # mckp vs compact JSON per shape
 tersetalk formats experiment savings --out x.parquet     # one experiment of the study
 tersetalk formats paired comprehension.parquet           # mckp vs compact JSON, per question
 """
@@ -155,6 +156,23 @@ def _cmd_savings(args: argparse.Namespace) -> None:
         print(df.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
 
 
+def _cmd_shapes(args: argparse.Namespace) -> None:
+    from tersetalk.formats.corpus import CorpusError
+    from tersetalk.formats.nested import payload_rows, summary
+
+    try:
+        df = summary(payload_rows(args.corpora, tokenizer=args.tokenizer))
+    except CorpusError as exc:
+        _fail(str(exc))
+    df.insert(2, "tokenizer", args.tokenizer)
+    if args.format == "csv":
+        df.to_csv(sys.stdout, index=False, float_format="%.1f")
+    elif args.format == "markdown":
+        print(df.to_markdown(index=False, floatfmt=".1f"))
+    else:
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+
+
 def _cmd_experiment(args: argparse.Namespace) -> None:
     from tersetalk.formats.experiments import run
 
@@ -243,6 +261,29 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--format", choices=("table", "csv", "json"), default="table", help="output format"
     )
     s.set_defaults(func=_cmd_savings)
+
+    from tersetalk.formats import nested
+
+    h = fs.add_parser(
+        "shapes",
+        help="mckp vs compact JSON per shape, on the shared corpus and the held-out set",
+        description=nested.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    h.add_argument(
+        "corpora",
+        nargs="*",
+        default=list(nested.CORPORA),
+        metavar="DIR",
+        help="corpus folders holding json.jsonl (default: %(default)s)",
+    )
+    h.add_argument(
+        "--tokenizer", choices=ENCODINGS, default="o200k_base", help="default: %(default)s"
+    )
+    h.add_argument(
+        "--format", choices=("table", "csv", "markdown"), default="table", help="output format"
+    )
+    h.set_defaults(func=_cmd_shapes)
 
     from tersetalk.formats import experiments
     from tersetalk.formats import plot as plots

@@ -3,10 +3,16 @@
 ``data/toolresponses/json.jsonl`` holds 135 GitHub REST API response bodies with their
 request and shape label; ``markdown.jsonl`` 29 Markdown documents holding 139 GFM
 tables. See that folder's README for provenance and licences.
+
+``data/mastodon/json.jsonl`` is the held-out set of the nested-record encoders (issue
+30): 134 Mastodon API response bodies (nested objects in arrays, HTML strings,
+optional keys) recorded by Mastodon.py's test suite; its checksum is registered in
+:data:`SHA256` and checked whenever it is loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +22,12 @@ from tersetalk.formats.tree import Node, Table, parse_json, parse_markdown, walk
 
 KINDS = ("json", "markdown")
 _FILES = {"json": "json.jsonl", "markdown": "markdown.jsonl"}
+
+#: sha256 of shipped corpus files, by ``<folder>/<file>``: a file registered here is
+#: checked before it is read (the held-out set's numbers are quoted in the README)
+SHA256 = {
+    "mastodon/json.jsonl": "350e6fd124d25ee0554d274e313c84dac115a01f40a2578a14f4c98c3f01a161",
+}
 
 
 class CorpusError(ValueError):
@@ -42,9 +54,23 @@ class Payload:
         return parse_json(self.text) if self.kind == "json" else parse_markdown(self.text)
 
 
+def _check_sha256(path: Path) -> None:
+    want = SHA256.get(f"{path.parent.name}/{path.name}")
+    if want is None:
+        return
+    got = hashlib.sha256(path.read_bytes()).hexdigest()
+    if got != want:
+        raise CorpusError(
+            f"checksum mismatch for {path}: got {got}, expected {want}; rebuild it with "
+            f"the build.py beside it (see {path.parent / 'README.md'}) or restore the "
+            "shipped file"
+        )
+
+
 def _lines(path: Path):
     if not path.exists():
         raise CorpusError(f"corpus file {path} does not exist; see data/toolresponses/README.md")
+    _check_sha256(path)
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
