@@ -186,3 +186,14 @@ def test_git_session_is_deterministic_apart_from_timings(repository):
     # a git_log after the commit shows the new commit: not a reference to the old log
     last = lossless.iloc[-1]
     assert last["tool"] == "git_log" and last["kind"] != "ref"
+
+
+def test_each_arm_gets_a_copy_of_the_repository_without_snakemakes_marker(repository, tmp_path):
+    (repository / ".snakemake_timestamp").touch()  # what a directory() output holds
+    try:
+        copy = E._fresh_target("git", repository, tmp_path)
+        status = subprocess.run(["git", "-C", str(copy), "status", "--porcelain"], check=True,
+                                capture_output=True, text=True).stdout  # fmt: skip
+        assert status.strip() == "M wordcount.py"
+    finally:
+        (repository / ".snakemake_timestamp").unlink()

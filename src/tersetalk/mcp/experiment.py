@@ -271,7 +271,10 @@ def _fresh_target(server: str, target: Path, workdir: Path) -> Path:
     """A private copy of the database or repository for one arm."""
     dest = workdir / target.name
     if target.is_dir():
-        shutil.copytree(target, dest, symlinks=True)
+        # Snakemake marks a directory output with a file of its own inside: not the
+        # repository's (git status would list it as untracked)
+        shutil.copytree(target, dest, symlinks=True,
+                        ignore=shutil.ignore_patterns(".snakemake_timestamp"))  # fmt: skip
     else:
         shutil.copy2(target, dest)
     return dest
