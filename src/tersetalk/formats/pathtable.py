@@ -16,10 +16,11 @@ The table is an exact inverse of the rows, with three kinds of cell:
   that is not an object with keys (``null``, ``{}``, a scalar, an array); a row whose
   value there is an object with keys leaves that cell empty and fills the sub-columns.
 
-Column order is a merge of the rows' key orders (a key first seen in a later row goes
-right after the key it follows there), and a decoded row takes its keys in column
-order, so key order is reproduced wherever the rows agree on an order; where they do
-not, the round trip in ``container.block_ok`` fails and the form is not eligible.
+Column order is a merge of the rows' key orders (a topological order of "key b comes
+after key a in some row", ties broken by first appearance), and a decoded row takes
+its keys in column order, so every row's key order is reproduced wherever the rows
+agree on one order; where they do not, the round trip in ``container.block_ok``
+fails and the form is not eligible (fail closed).
 
 A path is its keys joined by ``.``, each key with ``\\``, ``.`` and ``=`` written
 ``\\\\``, ``\\.`` and ``\\=``: ``a.b`` is the key ``b`` inside ``a``; ``a\\.b`` the key
@@ -84,12 +85,18 @@ def parse_path(text: str) -> KeyPath:
 
 
 class _Trie:
-    """The key paths of the rows, in merged key order; ``own``: the path has a column."""
+    """The key paths of the rows, in merged key order; ``own``: the path has a column.
 
-    __slots__ = ("keys", "children", "own")
+    The order of the keys at one level is a topological order of "follows" in the
+    rows (each row's keys in order), ties broken by first appearance, so rows that
+    omit different keys of one common order all read back in it.
+    """
+
+    __slots__ = ("seen", "after", "children", "own")
 
     def __init__(self) -> None:
-        self.keys: list[str] = []
+        self.seen: dict[str, int] = {}  # key -> first appearance
+        self.after: dict[str, set[str]] = {}  # key -> keys a row puts right after it
         self.children: dict[str, _Trie] = {}
         self.own = False
 
@@ -99,17 +106,38 @@ class _Trie:
             child = self.children.get(k)
             if child is None:
                 child = self.children[k] = _Trie()
-                at = 0 if prev is None else self.keys.index(prev) + 1
-                self.keys.insert(at, k)
+                self.seen[k] = len(self.seen)
+                self.after[k] = set()
+            if prev is not None:
+                self.after[prev].add(k)
             if isinstance(v, Object) and v.items:
                 child.add(v)
             else:
                 child.own = True
             prev = k
 
+    def keys(self) -> list[str]:
+        """The keys in an order every row agrees with (first appearance where free);
+        rows that disagree get first-appearance order (the round trip then fails)."""
+        indegree = dict.fromkeys(self.seen, 0)
+        for nxt in self.after.values():
+            for k in nxt:
+                indegree[k] += 1
+        ready = [k for k in self.seen if indegree[k] == 0]
+        out: list[str] = []
+        while ready:
+            k = min(ready, key=self.seen.__getitem__)
+            ready.remove(k)
+            out.append(k)
+            for n in self.after[k]:
+                indegree[n] -= 1
+                if indegree[n] == 0:
+                    ready.append(n)
+        return out if len(out) == len(self.seen) else list(self.seen)
+
     def paths(self, prefix: KeyPath = ()) -> list[KeyPath]:
         out: list[KeyPath] = []
-        for k in self.keys:
+        for k in self.keys():
             child = self.children[k]
             if child.own:
                 out.append((*prefix, k))
@@ -117,12 +145,15 @@ class _Trie:
         return out
 
 
-def _cell(row: Object, path: KeyPath) -> Any:
+def _cell(row: Object, path: KeyPath, index: dict[int, dict[str, Node]]) -> Any:
     node: Node = row
     for k in path:
         if not isinstance(node, Object):
             return ABSENT
-        found = next((v for key, v in node.items if key == k), None)
+        keyed = index.get(id(node))
+        if keyed is None:
+            keyed = index[id(node)] = dict(node.items)
+        found = keyed.get(k)
         if found is None:
             return ABSENT
         node = found
@@ -146,7 +177,8 @@ def flatten(node: Node) -> tuple[list[KeyPath], list[list[Any]]] | None:
     paths = trie.paths()
     if not paths:
         return None
-    rows = [[_cell(item, p) for p in paths] for item in node.items]  # type: ignore[arg-type]
+    index: dict[int, dict[str, Node]] = {}  # an object's children by key, by id()
+    rows = [[_cell(item, p, index) for p in paths] for item in node.items]  # type: ignore[arg-type]
     return paths, rows
 
 
