@@ -180,17 +180,21 @@ def _csv_paths(names: list[str], rows: list[list[str]]) -> str:
     ]
     if all(const):  # rows need a cell each: a table of equal rows keeps its columns
         const = [False] * len(names)
+    lines = [",".join(_value_cell(c) for c, k in zip(row, const, strict=True) if not k)
+             for row in rows]  # fmt: skip
+    if "" in lines and any(const):
+        # a row line must not be empty (that would end the block, or the text): a
+        # constant is in every row, so keeping the first one in the rows fills each line
+        const[const.index(True)] = False
+        lines = [",".join(_value_cell(c) for c, k in zip(row, const, strict=True) if not k)
+                 for row in rows]  # fmt: skip
+    if "" in lines:
+        raise ValueError("csv_paths: a row with no key at all has no line")
     header = [
         _name_cell(n) + ("=" + _value_cell(rows[0][j]) if const[j] else "")
         for j, n in enumerate(names)
     ]
-    lines = [",".join(header)]
-    for row in rows:
-        line = ",".join(_value_cell(c) for c, k in zip(row, const, strict=True) if not k)
-        if not line:  # an empty line would end the block (or the text)
-            raise ValueError("csv_paths: a row with no key at all has no line")
-        lines.append(line)
-    return "\n".join(lines)
+    return "\n".join([",".join(header), *lines])
 
 
 def _name_cell(name: str) -> str:
