@@ -1,9 +1,10 @@
 """The MCP experiment (issue 30, deliverable 5): its servers' data, environments, the
 scripted session against real servers with and without the proxy, and its summary.
 
-The sessions need the servers' venvs (``snakemake --cores all mcp`` builds them under
-results/mcp/envs, ``tersetalk mcp-experiment env`` anywhere; TERSETALK_MCP_ENVS names
-another folder); without them those tests skip and say how to build them.
+The sessions need the servers' venvs: built on first use from the pins in ``envs/``
+into ``$TERSETALK_MCP_ENVS`` (default ``~/.cache/tersetalk/mcp-envs``, shared with
+tests/test_mcp_real_servers.py) and reused after; where they cannot be built (no
+package registry) those tests skip and say why.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -24,18 +26,30 @@ from tersetalk.records import deterministic_columns
 from tersetalk.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
-ENVS = Path(os.environ.get("TERSETALK_MCP_ENVS", ROOT / "results" / "mcp" / "envs"))
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tersetalk"
+ENVS = Path(os.environ.get("TERSETALK_MCP_ENVS", _CACHE / "mcp-envs"))
 HOTPOT = ROOT / "data/hotpotqa/hotpot_dev_distractor.jsonl.gz"
 TOOLRESPONSES = ROOT / "data/toolresponses/json.jsonl"
 
 
-def _env(server: str) -> Path:
+@cache
+def _built(server: str) -> Path | str:
+    """The server's venv (built now if it is not yet), or why it cannot be."""
     env = ENVS / server
-    if S.read_stamp(env) is None:
-        pytest.skip(f"no {server} server environment at {env}: build it with `snakemake "
-                    f"--cores all mcp` or `tersetalk mcp-experiment env --server {server} "
-                    f"--requirements envs/mcp-server-{server}.txt --dest {env} --out "
-                    f"{env}.json` (TERSETALK_MCP_ENVS names another folder)")  # fmt: skip
+    try:
+        S.build_env(server, ROOT / "envs" / f"mcp-server-{server}.txt", env)
+    except (S.ServerEnvError, OSError) as exc:
+        return str(exc)[-600:]
+    return env
+
+
+def _env(server: str) -> Path:
+    env = _built(server)
+    if isinstance(env, str):
+        pytest.skip(
+            f"cannot build the {server} server's environment under {ENVS} (it needs the "
+            f"package registry; TERSETALK_MCP_ENVS names another folder): {env}"
+        )
     return env
 
 
