@@ -1,7 +1,7 @@
 # The helpers of mcp.smk's rules: paths, input and param functions.
 
-#: the servers' venvs, beside their JSON (tests/test_mcp_real_servers.py looks there):
-#: each is rebuilt only when its requirements file changes
+#: the servers' venvs, beside their JSON; each is rebuilt only when its requirements
+#: file changes (the tests build their own under $TERSETALK_MCP_ENVS)
 MCP_ENV_DIR = "results/mcp/envs"
 MCP_HOTPOTQA = os.path.join(config["data"]["dir"], "hotpotqa", "hotpot_dev_distractor.jsonl.gz")
 MCP_TOOLRESPONSES = os.path.join(config["formats"]["data_dir"], "json.jsonl")
