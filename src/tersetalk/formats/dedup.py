@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from tersetalk.formats.hints import content_hash, reference
+from tersetalk.formats.hints import reference_to
 
 
 class DedupCache:
@@ -32,8 +32,7 @@ class DedupCache:
         if key in self._seen:
             self._seen.move_to_end(key)
             self.hits += 1
-            assert content_hash(text) == key[:8]
-            return reference(text)
+            return reference_to(key[:8])  # content_hash(text): the same prefix, hashed once
         self.misses += 1
         self._seen[key] = None
         if len(self._seen) > self.capacity:

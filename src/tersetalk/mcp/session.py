@@ -33,6 +33,7 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from tersetalk.formats import hints as H
@@ -66,6 +67,8 @@ class Entry:
     resources: frozenset[str] | None  # None: unknown, any write invalidates it
     value: Any = None  # the structured value, kept for near-ref (None: not structured)
     structured: bool = False
+    raw_tokens: int = 0  # the body's tokens, so a hit need not count them again
+    hint_tokens: int = 0  # the reference hint's tokens
 
 
 class DedupCache:
@@ -215,6 +218,14 @@ class SessionPipeline:
         t0 = time.perf_counter()
         cfg = self.config
         tok = cfg.tokenizer
+        key = digest(text)
+        ref = key[:8]
+        dedup = (cfg.dedup_for(tool) and cfg.dedup.min_body_chars <= len(text)
+                 <= cfg.max_result_chars)  # fmt: skip
+        if dedup and (entry := self.cache.hit(key)) is not None:  # the hot path: no tokenizer
+            return Processed(H.reference_to(entry.ref), "ref", "unparsed", len(text),
+                             entry.raw_tokens, entry.hint_tokens, ("ref",), ref, True, None,
+                             time.perf_counter() - t0)  # fmt: skip
         raw_tokens = count_tokens(text, tok)
 
         def done(sent: str, kind: str, source: str, hints: tuple[str, ...] = (),
@@ -227,38 +238,36 @@ class SessionPipeline:
         if len(text) > cfg.max_result_chars:
             return done(text, "passthrough", "text", fallback="longer than max_result_chars")
         resources = self.resources(tool, arguments)
-        key = digest(text)
-        ref = key[:8]
-        dedup = cfg.dedup_for(tool) and len(text) >= cfg.dedup.min_body_chars
-        if dedup and (entry := self.cache.hit(key)) is not None:
-            return done(H.reference_to(entry.ref), "ref", "unparsed", ("ref",), ref)
+        remember = partial(self._remember, key, tool, resources, raw_tokens, dedup)
         source, value = _structured(text, cfg.max_result_chars)
         if dedup and cfg.hints.near_ref and source in ("json", "literal"):
             near = self._near_ref(tool, value, text)
             if near is not None:
-                self._remember(key, tool, resources, near, value, True, dedup)
+                remember(near, value, True)
                 return done(near, "near-ref", source, ("near-ref",), ref)
         if source == "text" or not cfg.tool(tool).encode:
-            self._remember(key, tool, resources, text, value, source != "text", dedup)
+            remember(text, value, source != "text")
             return done(text, "passthrough", source, ref=ref)
         if source == "markdown":
             sent, hints, lossless, fallback = self._markdown(text)
         else:
             sent, hints, lossless, fallback = self._encode(tool, arguments, value, ref)
         if sent is None or (lossless and count_tokens(sent, tok) >= raw_tokens):
-            self._remember(key, tool, resources, text, value, True, dedup)
+            remember(text, value, True)
             return done(text, "passthrough", source, ref=ref, fallback=fallback)
-        self._remember(key, tool, resources, sent, value, True, dedup)
+        remember(sent, value, True)
         return done(sent, "encoded", source, hints, ref, lossless, fallback)
 
-    def _remember(self, key: str, tool: str, resources: frozenset[str] | None, sent: str,
-                  value: Any, structured: bool, dedup: bool) -> None:  # fmt: skip
+    def _remember(self, key: str, tool: str, resources: frozenset[str] | None, raw_tokens: int,
+                  dedup: bool, sent: str, value: Any, structured: bool) -> None:  # fmt: skip
         ref = key[:8]
         for other, e in list(self.cache.entries.items()):  # one body per 8-digit name
             if e.ref == ref and other != key:
                 del self.cache.entries[other]
         if dedup:
-            self.cache.record(key, Entry(ref, tool, resources, value, structured))
+            hint = count_tokens(H.reference_to(ref), self.config.tokenizer)
+            self.cache.record(key, Entry(ref, tool, resources, value, structured, raw_tokens,
+                                         hint))  # fmt: skip
         self.store[ref] = _Stored(sent, value, structured)
         self.store.move_to_end(ref)
         while len(self.store) > self.config.retrieval.keep:
