@@ -9,48 +9,21 @@ package registry) those tests skip and say why.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from mcp_support import HOTPOT, TOOLRESPONSES
+from mcp_support import server_env as _env
 
 from tersetalk.mcp import experiment as E
 from tersetalk.mcp import servers as S
 from tersetalk.mcp.literal import parse_literal
 from tersetalk.records import deterministic_columns
 from tersetalk.tokens import count_tokens
-
-ROOT = Path(__file__).resolve().parents[1]
-_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tersetalk"
-ENVS = Path(os.environ.get("TERSETALK_MCP_ENVS", _CACHE / "mcp-envs"))
-HOTPOT = ROOT / "data/hotpotqa/hotpot_dev_distractor.jsonl.gz"
-TOOLRESPONSES = ROOT / "data/toolresponses/json.jsonl"
-
-
-@cache
-def _built(server: str) -> Path | str:
-    """The server's venv (built now if it is not yet), or why it cannot be."""
-    env = ENVS / server
-    try:
-        S.build_env(server, ROOT / "envs" / f"mcp-server-{server}.txt", env)
-    except (S.ServerEnvError, OSError) as exc:
-        return str(exc)[-600:]
-    return env
-
-
-def _env(server: str) -> Path:
-    env = _built(server)
-    if isinstance(env, str):
-        pytest.skip(
-            f"cannot build the {server} server's environment under {ENVS} (it needs the "
-            f"package registry; TERSETALK_MCP_ENVS names another folder): {env}"
-        )
-    return env
 
 
 @pytest.fixture(scope="module")

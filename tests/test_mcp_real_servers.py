@@ -3,64 +3,25 @@
 ``mcp-server-sqlite`` (on the 1.x SDK, which it needs) and ``mcp-server-git`` (on the
 2.x SDK), each from a virtual environment of its own as an MCP client would launch
 them, driven through the proxy by the official SDK's client. The environments are built
-on first use from the exact pins in ``envs/`` (about 30 s for both, from the package
-registry) into ``$TERSETALK_MCP_ENVS`` (default ``~/.cache/tersetalk/mcp-envs``) and
-reused after; where they cannot be built (no registry), these tests skip and say why.
+once (tests/mcp_support.py); where they cannot be built (no package registry), these
+tests skip and say why.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
-from functools import cache
 from pathlib import Path
 
 import anyio
-import pytest
+from mcp_support import HOTPOT, ROOT, TOOLRESPONSES
+from mcp_support import server_env as _env
 
 from tersetalk.formats.solver import decode
 from tersetalk.formats.tree import same_value
 from tersetalk.mcp import servers
 from tersetalk.mcp.literal import parse_literal
-
-ROOT = Path(__file__).resolve().parents[1]
-_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tersetalk"
-ENVS = Path(os.environ.get("TERSETALK_MCP_ENVS", _CACHE / "mcp-envs"))
-HOTPOT = ROOT / "data/hotpotqa/hotpot_dev_distractor.jsonl.gz"
-TOOLRESPONSES = ROOT / "data/toolresponses/json.jsonl"
-
-
-@cache
-def _built(server: str) -> Path | str:
-    """The server's venv (built now if it is not yet), or why it cannot be."""
-    env = ENVS / server
-    try:
-        servers.build_env(server, ROOT / "envs" / f"mcp-server-{server}.txt", env)
-    except (servers.ServerEnvError, OSError) as exc:
-        return str(exc)[-600:]
-    return env
-
-
-def _env(server: str) -> Path:
-    env = _built(server)
-    if isinstance(env, str):
-        pytest.skip(
-            f"cannot build the {server} server's environment under {ENVS} (it needs the "
-            f"package registry; TERSETALK_MCP_ENVS names another folder): {env}"
-        )
-    return env
-
-
-def _downstream(data: object) -> object:
-    """A result's text as the server meant it: JSON, else a Python literal, else text."""
-    text = str(data)
-    try:
-        return json.loads(text)
-    except ValueError:
-        value = parse_literal(text)
-        return text if value is None else value
 
 
 async def _drive(command: list[str], script, tmp: Path, config: str):

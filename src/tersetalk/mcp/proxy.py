@@ -40,16 +40,14 @@ def retrieval_tool():
     return types.Tool(
         name=RETRIEVAL_TOOL,
         description=(
-            "Return what tersetalk mcp-proxy left out of an earlier tool result. Copy the "
-            "arguments from a hint: '> [+N more ... call tersetalk_get {...}]' gives ref, path "
-            "(and keys) and returns exactly the part left out, as JSON; "
-            "'> [ref: <ref>, byte-identical]' gives ref alone and returns the earlier result."
+            "Get what a '> [+N more ... call tersetalk_get {...}]' hint left out (pass its "
+            "arguments), or the earlier result a '> [ref: <ref>, ...]' hint names (pass ref)."
         ),
         input_schema={
             "type": "object",
             "properties": {
                 "ref": {"type": "string", "pattern": "^[0-9a-f]{8}$"},
-                "path": {"type": "string", "description": "e.g. $.rows[5:] or $.user"},
+                "path": {"type": "string"},
                 "keys": {"type": "array", "items": {"type": "string"}},
             },
             "required": ["ref"],
