@@ -485,3 +485,15 @@ def test_cli_errors_are_clear(tmp_path):
     assert r.returncode == 2 and "cannot start" in r.stderr
     r = run("--print-schema")
     assert r.returncode == 0 and "dedup" in json.loads(r.stdout)["properties"]
+
+
+def test_a_reference_is_only_sent_while_tersetalk_get_can_return_it():
+    # the retrieval store (keep 1) forgets the body before the dedup cache (5) does
+    p = pipeline(retrieval={"keep": 1})
+    body = json.dumps(rows(12))
+    p.process("t", {}, body)
+    p.process("t", {}, json.dumps(rows(12, 40)))
+    again = p.process("t", {}, body)
+    assert again.kind == "encoded" and same_value(decode(again.text), rows(12))
+    ref = p.process("t", {}, body)
+    assert ref.kind == "ref" and same_value(decode(p.retrieve(ref.ref)), rows(12))

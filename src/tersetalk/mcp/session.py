@@ -222,10 +222,17 @@ class SessionPipeline:
         ref = key[:8]
         dedup = (cfg.dedup_for(tool) and cfg.dedup.min_body_chars <= len(text)
                  <= cfg.max_result_chars)  # fmt: skip
-        if dedup and (entry := self.cache.hit(key)) is not None:  # the hot path: no tokenizer
+        entry = self.cache.entries.get(key) if dedup else None
+        if entry is not None and entry.ref in self.store:  # the hot path: no tokenizer
+            # (a body whose sent text the store no longer holds is not referenced: the
+            # hint promises that tersetalk_get returns it)
+            self.cache.hit(key)
+            self.store.move_to_end(entry.ref)
             return Processed(H.reference_to(entry.ref), "ref", "unparsed", len(text),
                              entry.raw_tokens, entry.hint_tokens, ("ref",), ref, True, None,
                              time.perf_counter() - t0)  # fmt: skip
+        if dedup:
+            self.cache.misses += 1
         raw_tokens = count_tokens(text, tok)
 
         def done(sent: str, kind: str, source: str, hints: tuple[str, ...] = (),
