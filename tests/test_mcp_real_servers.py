@@ -10,8 +10,10 @@ tests skip and say why.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
@@ -24,7 +26,7 @@ from tersetalk.mcp import servers
 from tersetalk.mcp.literal import parse_literal
 
 
-async def _drive(command: list[str], script, tmp: Path, config: str):
+async def _drive(command: list[str], script, tmp: Path, config: str, direct: bool = True):
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -34,14 +36,19 @@ async def _drive(command: list[str], script, tmp: Path, config: str):
     args = ["-m", "tersetalk", "mcp-proxy", "--config", str(cfg), "--telemetry", str(tel),
             "--call-timeout", "120", "--", *command]  # fmt: skip
     proxied = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
-    direct = StdioServerParameters(command=command[0], args=command[1:])
+    plain = StdioServerParameters(command=command[0], args=command[1:])
     out: dict = {}
     with anyio.fail_after(600):  # a hang detector, not a speed check
-        async with stdio_client(direct) as (r, w), ClientSession(r, w) as d:
-            await d.initialize()
-            async with stdio_client(proxied) as (r2, w2), ClientSession(r2, w2) as p:
-                await p.initialize()
-                await script(d, p, out)
+        async with AsyncExitStack() as stack:
+            d = None
+            if direct:
+                r, w = await stack.enter_async_context(stdio_client(plain))
+                d = await stack.enter_async_context(ClientSession(r, w))
+                await d.initialize()
+            r2, w2 = await stack.enter_async_context(stdio_client(proxied))
+            p = await stack.enter_async_context(ClientSession(r2, w2))
+            await p.initialize()
+            await script(d, p, out)
     out["telemetry"] = [json.loads(x) for x in tel.read_text().splitlines()]
     return out
 
@@ -129,6 +136,47 @@ def test_sqlite_budget_elides_and_retrieval_returns_the_rest(tmp_path):
         assert json.loads(got) == rows[len(rows) - int(n) :]  # exactly the elided rows
     (rec,) = [r for r in out["telemetry"] if r["tool"] == "read_query"]
     assert rec["sent_tokens"] <= 600 and rec["lossless"] is False
+
+
+def _kill_serving(path: Path) -> int:
+    """SIGKILL the server process (not the proxy) whose command line names ``path``."""
+    import signal
+
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(path).encode() in argv and b"mcp-proxy" not in argv:
+            os.kill(int(proc.name), signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+def test_a_real_server_that_dies_is_an_mcp_error_not_a_hung_client(tmp_path):
+    from mcp.shared.exceptions import MCPError
+
+    env = _env("sqlite")
+    db = tmp_path / "crash.db"
+    servers.build_database(db, hotpotqa=HOTPOT, toolresponses=TOOLRESPONSES, rows=5)
+    command = servers.launch_command("sqlite", env, db)
+
+    async def script(d, p, out):
+        out["before"] = _t(await p.call_tool("list_tables", {}))
+        out["killed"] = _kill_serving(db)
+        for name in ("after", "again"):
+            try:
+                await p.call_tool("read_query", {"query": "SELECT * FROM questions"})
+                out[name] = None
+            except MCPError as exc:
+                out[name] = exc.message
+
+    out = anyio.run(_drive, command, script, tmp_path, "{}\n", False)
+    assert "questions" in out["before"]
+    assert out["killed"] == 1
+    assert out["after"] and out["again"]  # both calls answered with an error, none hung
+    assert [r["kind"] for r in out["telemetry"]][-2:] == ["error", "error"]
 
 
 def test_git_server_through_the_proxy(tmp_path):
