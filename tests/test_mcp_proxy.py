@@ -483,6 +483,9 @@ def test_cli_errors_are_clear(tmp_path):
     assert r.returncode == 2 and "budget" in r.stderr
     r = run("--", str(tmp_path / "no-such-server"))
     assert r.returncode == 2 and "cannot start" in r.stderr
+    r = run("--", sys.executable, "-c", "import sys; sys.exit(3)")  # dies before initialize
+    assert r.returncode == 2 and "did not complete MCP's initialize" in r.stderr
+    assert "Traceback" not in r.stderr
     r = run("--print-schema")
     assert r.returncode == 0 and "dedup" in json.loads(r.stdout)["properties"]
 

@@ -39,14 +39,26 @@ def _cmd(args: argparse.Namespace) -> None:
         raise SystemExit(2)
     import anyio
 
-    from tersetalk.mcp.proxy import serve
+    from tersetalk.mcp.proxy import ProxyStartError, serve
 
+    failed = None
     try:
         anyio.run(lambda: serve(command, config, telemetry=args.telemetry,
                                 call_timeout_s=args.call_timeout))  # fmt: skip
-    except OSError as exc:  # the command does not exist or cannot run
-        print(f"tersetalk mcp-proxy: error: cannot start {command[0]!r}: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except* OSError as group:  # the command does not exist or cannot run
+        failed = f"cannot start {command[0]!r}: {_first(group)}"
+    except* ProxyStartError as group:
+        failed = str(_first(group))
+    if failed:
+        print(f"tersetalk mcp-proxy: error: {failed}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _first(group: BaseException) -> BaseException:
+    """The first exception of a (nested) exception group, as the task groups raise it."""
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

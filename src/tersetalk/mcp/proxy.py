@@ -34,6 +34,10 @@ from tersetalk.mcp.session import RETRIEVAL_TOOL, Processed, RetrievalError, Ses
 COMPACT_NOTIFICATION = "notifications/tersetalk/compact"
 
 
+class ProxyStartError(RuntimeError):
+    """The downstream server could not be started or did not answer initialize."""
+
+
 def retrieval_tool():
     import mcp.types as types
 
@@ -121,7 +125,14 @@ async def serve(
     async with AsyncExitStack() as stack:
         read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
         down = await stack.enter_async_context(ClientSession(read, write))
-        init = await down.initialize()
+        try:
+            with anyio.fail_after(call_timeout_s):
+                init = await down.initialize()
+        except Exception as exc:  # it exited, printed garbage, or never answered
+            raise ProxyStartError(
+                f"the downstream server {' '.join(command)!r} did not complete MCP's initialize "
+                f"({type(exc).__name__}: {exc}); run that command by itself to see its error"
+            ) from None
         caps = init.capabilities
         lock = anyio.Lock()
 
