@@ -500,3 +500,18 @@ def test_a_reference_is_only_sent_while_tersetalk_get_can_return_it():
     assert again.kind == "encoded" and same_value(decode(again.text), rows(12))
     ref = p.process("t", {}, body)
     assert ref.kind == "ref" and same_value(decode(p.retrieve(ref.ref)), rows(12))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" + "9" * 100_000 + "]",  # past Python's integer digit limit: not JSON to us
+        '[{"a": "\\ud800", "b": 1}, {"a": "x", "b": 2}]',  # decodes to a lone surrogate
+        "[" * 5000 + "]" * 5000,
+        "{" * 200_000,
+    ],
+)
+def test_hostile_results_pass_through_as_they_came(text):
+    out = pipeline().process("t", {}, text)
+    assert out.kind == "passthrough" and out.text == text
+    out.text.encode("utf-8")  # what goes over stdio stays encodable

@@ -231,8 +231,8 @@ def parse_json(text: str) -> JSONNode:
 
     try:
         return _from_python(json.loads(text, parse_constant=_refuse))  # depth: checked above
-    except json.JSONDecodeError as exc:
-        raise TreeError(f"not JSON: {exc}") from exc
+    except ValueError as exc:  # JSONDecodeError, and an integer past Python's digit limit
+        raise TreeError(f"not JSON: {str(exc)[:200]}") from exc
 
 
 def to_python(node: Node) -> Any:

@@ -259,6 +259,8 @@ class SessionPipeline:
             sent, hints, lossless, fallback = self._markdown(text)
         else:
             sent, hints, lossless, fallback = self._encode(tool, arguments, value, ref)
+        if sent is not None and not _utf8(sent):  # a lone surrogate the JSON escaped
+            sent, fallback = None, "the encoding holds a lone surrogate; sent as it came"
         if sent is None or (lossless and count_tokens(sent, tok) >= raw_tokens):
             remember(text, value, True)
             return done(text, "passthrough", source, ref=ref, fallback=fallback)
@@ -418,6 +420,15 @@ class SessionPipeline:
 
 
 # --- helpers ------------------------------------------------------------------------
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can go over the wire (stdio is UTF-8: no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _structured(text: str, max_chars: int) -> tuple[str, Any]:
