@@ -214,18 +214,32 @@ def test_records_and_summary_use_the_official_scorers(request):
 def test_brief_parts_and_gold_text_for_each_task(golds, request):
     recs, gold = golds["socialiqa"]
     parts = build_brief("socialiqa", recs[0])
-    assert parts.facts == [
-        "Tracy didn't go home that evening and resisted Riley's attacks.",
+    situation = "Tracy didn't go home that evening and resisted Riley's attacks."
+    # the task's parts: the situation is context and the options are options, not facts
+    assert parts.facts == [] and parts.context == [("situation", situation)]
+    assert parts.options == [
+        ("A", "make a new plan"), ("B", "Go home and see Riley"), ("C", "Find somewhere to go")
+    ]  # fmt: skip
+    assert parts.question == "What does Tracy need to do before this?"
+    # folded (what codecs that know only facts receive): situation, then "A: ..." facts
+    assert parts.flat().facts == [
+        situation,
         "A: make a new plan",
         "B: Go home and see Riley",
         "C: Find somewhere to go",
     ]
-    assert parts.question == "What does Tracy need to do before this?"
+    assert parts.flat().options == [] and parts.flat().context == []
     bq = build_brief("boolq", golds["boolq"][0][0])
     assert bq.question == "does ethanol take more energy make that produces?"
-    assert len(bq.facts) > 1 and " ".join(bq.facts) == golds["boolq"][0][0]["passage"].strip()
+    assert bq.context == [("passage", golds["boolq"][0][0]["passage"])] and bq.facts == []
+    flat = bq.flat().facts
+    assert len(flat) > 1 and " ".join(flat) == golds["boolq"][0][0]["passage"].strip()
+    assert flat == golds["boolq"][0][0]["context"]  # the record's sentences, as before
     he = load_records("humaneval", data_dir=request.config.rootpath / "data")[0]
-    assert build_brief("humaneval", he).question == he["question"]
+    hb = build_brief("humaneval", he)
+    assert hb.code == he["question"] and hb.question == humaneval.CODE_QUESTION
+    # folded, the question is the prompt itself (code a summariser must not cut)
+    assert hb.flat().question == he["question"] and hb.flat().code == ""
     gold = json.dumps({"label": "C", "options": OPTIONS})
     assert registry.get("commonsenseqa").answer_text(gold) == "department store"
     assert registry.get("boolq").answer_text("no") == "no"

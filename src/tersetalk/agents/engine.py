@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from tersetalk.agents.context import RunContext, SystemResult
 from tersetalk.agents.conversation import Conversation
-from tersetalk.agents.roles import Brief, Participant, build_brief, participant
+from tersetalk.agents.roles import Brief, Participant, build_brief, lay_out, participant
 from tersetalk.models import GenerationConfig
 
 __all__ = ["Codec", "Dialogue", "Outcome", "Sent", "TopologyInterface", "converse"]
@@ -214,7 +214,7 @@ def converse(
     settings: Any = None,
 ) -> SystemResult:
     """Run one example: the Manager's brief, the topology's turns, the codec's reading."""
-    brief = build_brief(ctx.task, example["record"], ctx.task_options)
+    brief = lay_out(build_brief(ctx.task, example["record"], ctx.task_options), settings)
     conv = Conversation(ctx.client)
     writer = codec(ctx, settings, example, brief, conv)
     dialogue = Dialogue(ctx, writer, conv, topology.layout.directions)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
-from tersetalk.tasks.base import Brief, split_sentences
+from pydantic import BaseModel, ConfigDict
+
+from tersetalk.tasks.base import Brief, lay_out_parts, split_sentences
 from tersetalk.tasks.registry import get as get_task
 
 __all__ = [
@@ -19,9 +22,11 @@ __all__ = [
     "REVISE_INSTRUCTION",
     "VERDICTS",
     "Brief",
+    "BriefLayoutSettings",
     "Participant",
     "build_brief",
     "extract_prediction",
+    "lay_out",
     "parse_verdict",
     "participant",
     "render_brief",
@@ -75,15 +80,56 @@ def build_brief(task: str, record: dict, task_options: dict | None = None) -> Br
     return get_task(task).brief(record, task_options or {})
 
 
+class BriefLayoutSettings(BaseModel):
+    """How a codec that knows the brief's parts receives them (issue 31).
+
+    A task's brief may hold context passages, answer options and program text beside
+    its facts (:class:`~tersetalk.tasks.base.Brief`). A codec whose settings extend this
+    model receives each part in its own field, or folded into facts and the question
+    as its setting says (the ablation of each change); any other codec receives the
+    brief folded (:meth:`Brief.flat`), as every codec did before the parts existed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: passages as context (TerseTalk ``x`` lines, a free-form section) or as facts
+    brief_context: Literal["context", "facts"] = "context"
+    #: answer options as options (``x`` lines keyed by label, a section) or as facts
+    brief_options: Literal["options", "facts"] = "options"
+    #: program text as code kept verbatim (an uncapped ``x`` line, a fenced section), or
+    #: as the question itself (a ``q`` line under the cap: it overflows into ``M#``)
+    brief_code: Literal["code", "question"] = "code"
+
+
+def lay_out(brief: Brief, settings: object) -> Brief:
+    """``brief`` as a codec with ``settings`` receives it (see :class:`BriefLayoutSettings`)."""
+    if not isinstance(settings, BriefLayoutSettings):
+        return brief.flat()
+    return lay_out_parts(
+        brief,
+        context=settings.brief_context == "context",
+        options=settings.brief_options == "options",
+        code=settings.brief_code == "code",
+    )
+
+
 def render_brief(brief: Brief) -> str:
-    """The free-form Manager message."""
+    """The free-form Manager message: goal, context passages, facts, options, the tool
+    response, program text (fenced) and the question, each part under its own heading."""
     lines = [f"Goal: {brief.goal}"]
+    for name, text in brief.context:
+        lines += [f"{name.capitalize()}:", text]
     if brief.facts:
         lines.append("Facts:")
         lines.extend(f"- {f}" for f in brief.facts)
+    if brief.options:
+        lines.append("Options:")
+        lines.extend(f"- {label}: {text}" for label, text in brief.options)
     if brief.payload:
         lines.append("Tool response:")
         lines.append(brief.payload)
+    if brief.code:
+        lines += ["Code:", "```python", brief.code.strip("\n"), "```"]
     lines.append(f"Question: {brief.question}")
     return "\n".join(lines)
 

@@ -44,10 +44,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from tersetalk.agents.engine import Dialogue, Sent
-from tersetalk.agents.roles import split_sentences
+from tersetalk.agents.roles import BriefLayoutSettings, split_sentences
 from tersetalk.agents.topology import CHAIN, STAR, Outcome, Topology
 from tersetalk.protocol import TAGS, parse_lenient
 from tersetalk.records import OutcomeField, RecordLayout
@@ -211,8 +211,10 @@ def policy_route(policy: str, *, rule: str, task: str, seed: int, example_id: st
 
 
 # -- settings -----------------------------------------------------------------------------
-class RouteSettings(BaseModel):
-    """A routed system's routing knobs (flat in ``systems.<name>.variants.<variant>``)."""
+class RouteSettings(BriefLayoutSettings):
+    """A routed system's routing knobs (flat in ``systems.<name>.variants.<variant>``),
+    and how its brief carries the task's parts (``brief_context``, ``brief_options``,
+    ``brief_code``: :class:`~tersetalk.agents.roles.BriefLayoutSettings`)."""
 
     model_config = ConfigDict(extra="forbid")
 

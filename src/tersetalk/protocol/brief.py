@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from .caps import CapCounters, CompressHook, apply_caps
 from .errors import ProtocolError
-from .lines import FactLine, GoalLine, LineBase, QuestionLine, RoleLine
+from .lines import ContextLine, FactLine, GoalLine, LineBase, QuestionLine, RoleLine
 from .memory import Memory
 from .summarize import Summarizer
 from .tags import role_for
@@ -27,8 +27,17 @@ def encode_brief(
     compress: CompressHook | None = None,
     role_line: bool = True,
     merge_facts: bool = False,
+    context: Iterable[tuple[str, str]] = (),
+    options: Iterable[tuple[str, str]] = (),
+    code: str = "",
 ) -> tuple[list[LineBase], CapCounters]:
-    """``r``, ``g``, one ``f`` per fact, and ``q`` (to ``addressee``), capped.
+    """``r``, ``g``, context, one ``f`` per fact, options, code and ``q`` (to
+    ``addressee``), capped.
+
+    ``context`` (``(name, passage)``) and ``options`` (``(label, text)``) become ``x``
+    lines (``["x", "passage", ...]``, ``["x", "A", "bank"]``) before and after the facts;
+    ``code`` one ``["x", "code", ...]`` line before the question that no cap touches
+    (a summary would cut a signature or docstring; it never overflows into ``M#``).
 
     ``role_line=False`` leaves out the ``r`` line and ``goal=None`` the ``g`` line (a
     transport that names the sender, and a receiver told the task's goal once, need
@@ -55,7 +64,12 @@ def encode_brief(
     lines: list[LineBase] = [RoleLine(role=role_letter)] if role_line else []
     if goal is not None:
         lines.append(GoalLine(text=goal))
+    lines += [ContextLine(key=name, value=text) for name, text in context]
     lines += [FactLine(text=fact) for fact in facts]
+    lines += [ContextLine(key=label, value=text) for label, text in options]
+    code_line = ContextLine(key="code", value=code) if code else None
+    if code_line is not None:
+        lines.append(code_line)
     if question is not None:
         lines.append(QuestionLine(to=to_letter, text=question))
     result = apply_caps(
@@ -65,6 +79,7 @@ def encode_brief(
         summarizer=summarizer,
         compress=compress,
         count_tokens=count_tokens,
+        verbatim=lambda line: line is code_line,
     )
     out = merge_fact_lines(result.lines) if merge_facts else result.lines
     return out, result.counters

@@ -135,11 +135,14 @@ def apply_caps(
     summarizer: str | Summarizer = "extractive",
     compress: CompressHook | None = None,
     count_tokens: TokenCounter = approx_token_count,
+    verbatim: Callable[[LineBase], bool] | None = None,
 ) -> CapResult:
     """Cap every line whose tag has a cap; ``caps=None`` means :data:`DEFAULT_CAPS`.
 
-    Pass ``caps={}`` for no caps at all. The compress hook's output is not stored in
-    memory (it is accepted as a lossy rewrite that fits); a summarised payload always is.
+    Pass ``caps={}`` for no caps at all; a line for which ``verbatim(line)`` is true is
+    never capped (program text, which a summary would cut mid-statement). The compress
+    hook's output is not stored in memory (it is accepted as a lossy rewrite that fits);
+    a summarised payload always is.
     Exceptions from hooks propagate: a broken compressor must show up as an error row.
     """
     caps = validate_caps(DEFAULT_CAPS if caps is None else caps)
@@ -151,7 +154,7 @@ def apply_caps(
     compressed: Counter[str] = Counter()
     methods: Counter[str] = Counter()
     for line in lines:
-        if line.tag in caps:
+        if line.tag in caps and not (verbatim is not None and verbatim(line)):
             new, outcome = cap_line(
                 line,
                 caps[line.tag],

@@ -47,6 +47,42 @@ class Brief:
     facts: list[str] = field(default_factory=list)
     question: str = ""
     payload: str = ""
+    #: passages to read, not evidence picked for the question: ``(name, text)``
+    #: (BoolQ's passage, Social IQa's situation)
+    context: list[tuple[str, str]] = field(default_factory=list)
+    #: answer options ``(label, text)`` (CommonsenseQA, Social IQa)
+    options: list[tuple[str, str]] = field(default_factory=list)
+    #: program text to complete, kept verbatim (HumanEval's signature and docstring)
+    code: str = ""
+
+    def flat(self) -> Brief:
+        """The brief with everything as facts and the question, as codecs that know
+        only facts see it (:func:`tersetalk.agents.roles.lay_out`)."""
+        return lay_out_parts(self, context=False, options=False, code=False)
+
+
+def lay_out_parts(brief: Brief, *, context: bool, options: bool, code: bool) -> Brief:
+    """``brief`` with the parts whose flag is False folded into facts and the question.
+
+    Folded, a context passage becomes its sentences as facts (before the evidence), an
+    option a fact ``"A: bank"`` (after it), and the program text the question itself
+    (the prompt as the task gives it). A part whose flag is True stays in its field.
+    """
+    facts = list(brief.facts)
+    if not context:
+        facts = [s for _, text in brief.context for s in split_sentences(text)] + facts
+    if not options:
+        facts += [f"{label}: {text}" for label, text in brief.options]
+    folded_code = bool(brief.code) and not code
+    return Brief(
+        goal=brief.goal,
+        facts=facts,
+        question=brief.code if folded_code else brief.question,
+        payload=brief.payload,
+        context=list(brief.context) if context else [],
+        options=list(brief.options) if options else [],
+        code="" if folded_code else brief.code,
+    )
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9$\"'(])")

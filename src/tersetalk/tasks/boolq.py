@@ -99,8 +99,11 @@ def correct(prediction: str, gold: str) -> bool:
 
 
 def brief(record: dict, options: Mapping[str, Any]) -> Brief:
-    """The passage's sentences as facts and the question with its question mark."""
-    return Brief(goal=GOAL, facts=list(record["context"]), question=brief_question(record))
+    """The passage as context (folded into facts, it is its sentences) and the question
+    with its question mark."""
+    return Brief(
+        goal=GOAL, context=[("passage", record["passage"])], question=brief_question(record)
+    )
 
 
 TASK = Task(

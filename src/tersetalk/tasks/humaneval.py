@@ -42,6 +42,18 @@ WORKER_SYSTEM = (
     "Reply with the complete function in one ```python code block. No explanation."
 )
 
+#: the question beside the program text when the code travels as code
+CODE_QUESTION = "Write the complete function."
+
+
+def brief(record: dict, options: Mapping[str, Any]) -> Brief:
+    """The prompt (signature and docstring) as code kept verbatim, and the question.
+
+    Folded (:meth:`Brief.flat`), the question is the prompt itself, code that a
+    summariser must not cut."""
+    return Brief(goal=GOAL, code=record["question"], question=CODE_QUESTION)
+
+
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 _GOLD_KEYS = ("entry_point", "prompt", "task_id", "test")
 
@@ -193,9 +205,7 @@ TASK = Task(
         to_record=to_record,
         gold=gold_of,
     ),
-    # no facts: the question is the prompt (signature and docstring), code that a
-    # summariser must not cut
-    brief=lambda record, options: Brief(goal=GOAL, facts=[], question=record["question"]),
+    brief=brief,
     worker_system=WORKER_SYSTEM,
     answer_note="The answer is the complete Python function (signature and body).",
     metric=Metric(

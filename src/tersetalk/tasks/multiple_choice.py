@@ -139,9 +139,16 @@ def correct(prediction: str, gold: str) -> bool:
 
 
 def brief(record: dict, options: Mapping[str, Any]) -> Brief:
-    """The situation (Social IQa), then one fact per option ("A: bank"), and the question."""
-    facts = [*record["context"], *option_lines(record)]
-    return Brief(goal=GOAL, facts=facts, question=record["question"].strip())
+    """The situation (Social IQa) as context, the options as options, and the question.
+
+    Folded into facts (:meth:`Brief.flat`), the situation's sentences come first and
+    then one fact per option (``"A: bank"``, :func:`option_lines`)."""
+    return Brief(
+        goal=GOAL,
+        context=[("situation", text) for text in record["context"]],
+        options=[(str(label), str(text)) for label, text in record["options"]],
+        question=record["question"].strip(),
+    )
 
 
 def gold_text(gold: str) -> str | None:

@@ -559,6 +559,9 @@ class TerseTalkCodec(Codec):
             compress=self.touch.compress_hook,
             role_line=tts.role_lines,
             merge_facts=tts.fact_lines == "merged",
+            context=[(name, self.wire_text(text)) for name, text in self.brief.context],
+            options=[(label, self.wire_text(text)) for label, text in self.brief.options],
+            code=self.brief.code,
         )
 
     def content_lines(self, kind: str, content: Any) -> list[LineBase]:
