@@ -239,3 +239,79 @@ def test_ablations_are_recorded_and_change_only_the_score(base_config, tmp_path,
     assert (scrambled["route_signals"] != base["route_signals"]).any()
     # the messages do not change: only what the router reads does
     assert (scrambled["messages"] == base["messages"]).all()
+
+
+# -- issue 31: the fan-out cap, the planning Manager, the brief's parts --------------------------
+def test_fan_out_cap_sends_a_chain_route_to_the_star_and_records_it(base_config, tmp_path,
+                                                                    samples):  # fmt: skip
+    chain = routed_run(base_config, tmp_path, samples, "gsm8k", "topology_tersetalk",
+                       policy="chain")  # fmt: skip
+    capped = routed_run(base_config, tmp_path, samples, "gsm8k", "topology_tersetalk",
+                        policy="chain", fan_out_cap=1)  # fmt: skip
+    assert (chain["route"] == "chain").all() and not chain["route_capped"].any()
+    assert (capped["route"] == "star").all() and capped["route_capped"].all()
+    # the cap changes the route, never what the rule said
+    assert (capped["route_rule"] == chain["route_rule"]).all()
+    with pytest.raises(ValidationError):
+        RouteSettings(fan_out_cap=0)
+
+
+def planning(messages, gen, schema):
+    """The scripted double with a Manager that plans: two steps, one delegating M#1."""
+    if schema is not None and schema.__name__ == "ManagerPlan":
+        return json.dumps({"steps": [{"text": "Find the numbers", "ref": ""},
+                                     {"text": "Check the result", "ref": "M#1"}]})  # fmt: skip
+    if messages[0]["content"].startswith("You are the Manager"):
+        return "1. Find the numbers\n2. Check the result"
+    return scripted(messages, gen, schema)
+
+
+@pytest.mark.parametrize("name", ["topology_tersetalk", "topology_freeform"])
+def test_a_planning_manager_writes_plan_lines_the_router_reads(base_config, tmp_path, samples,
+                                                               name):  # fmt: skip
+    cfg = copy.deepcopy(base_config)
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    cfg["systems"][name] = {"variants": {"v": {"policy": "adaptive", "planner": "model"}}}
+    cfg.update(ablations={}, calibration={})
+    cfg["evaluation"]["comparisons"] = []
+    validate_config(cfg)
+    spec = run_spec(cfg, "gsm8k", name, "v")
+    df = run(spec, samples["gsm8k"], tmp_path / f"{name}.parquet",
+             client=ScriptedClient(planning), progress=False)  # fmt: skip
+    assert df["error"].isna().all()
+    for _, row in df.iterrows():
+        signals = json.loads(row["route_signals"])
+        assert signals["plans"] == 2  # both steps counted as plan lines / numbered steps
+        brief = json.loads(row["messages"])[0]["content"]
+        assert "Find the numbers" in brief
+    assert (df["c_planner_calls"] == 1).all() and (df["c_planner_steps"] == 2).all()
+    if name == "topology_tersetalk":
+        # the d line only when the brief's memory holds M#1 (a GSM8K fact overflowed)
+        refs = df["c_planner_refs"]
+        assert set(refs) <= {0, 1}
+
+
+def test_structured_briefs_route_the_direct_tasks_to_the_star():
+    """The brief's parts as typed lines: a BoolQ passage and multiple-choice options count as
+    nothing, HumanEval's code is seen as code and never overflows into M#."""
+    from tersetalk.agents.roles import build_brief, lay_out
+    from tersetalk.protocol import serialize
+    from tersetalk.protocol.brief import encode_brief
+    from tersetalk.systems.topology import TerseTalkRouteSettings
+
+    def routed(task, **layout):
+        rec = load_records(task, data_dir=REPO / "data")[0]
+        b = lay_out(build_brief(task, rec), TerseTalkRouteSettings(**layout))
+        lines, _ = encode_brief(b.goal, b.facts, b.question, context=b.context,
+                                options=b.options, code=b.code)  # fmt: skip
+        wire = serialize(lines)
+        return decide(typed_signals(typed_lines(wire)), DEFAULT_WEIGHTS, 3.0)[0], wire
+
+    for task in ("boolq", "commonsenseqa", "socialiqa"):
+        assert routed(task)[0] == "star", task
+        folded = {"brief_context": "facts", "brief_options": "facts"}
+        assert routed(task, **folded)[0] == "chain", task  # the facts ablation: as before
+    route, wire = routed("humaneval")
+    assert route == "chain" and '["x","code",' in wire and '"o"' not in wire
+    route, wire = routed("humaneval", brief_code="question")
+    assert '["o",' in wire  # folded into the question, the prompt overflows into M#

@@ -8,7 +8,8 @@ comparison is protocol against protocol:
 - ``typed`` (TerseTalk-JSONL): the tags say what a line is. ``facts``, ``plans``,
   ``questions`` and ``assumptions`` count ``f``, ``p``, ``q`` and ``u`` lines; ``refs``
   is 1 when a line points into the Manager's memory (a ``d`` or ``o`` line, whose
-  payload is an ``M#`` id), ``code`` is 1 when a payload holds code.
+  payload is an ``M#`` id), ``code`` is 1 when a payload other than a plan step holds
+  code. Context passages and answer options (``x`` lines) count as nothing.
 - ``prose`` (free-form): the same rules guessed from text. Each sentence is a fact, a
   question (it ends with ``?``) or an assumption (it opens with *assume*, *suppose*,
   *let*, *if*); a numbered line is a plan step; ``refs`` is 1 for an ``M#`` id or a
@@ -24,6 +25,11 @@ Ablations: ``drop`` one signal (its weight becomes 0, its count is still recorde
 and ``scramble_tags`` (protocol necessity): before the typed lines are counted, their
 tag letters go through a permutation of the tag alphabet drawn from the run's seed and
 the example id, so the counts no longer mean what the tags said.
+
+Safety valve: ``fan_out_cap`` bounds the Workers one example engages (a route over it
+takes the star, recorded as ``route_capped``). The route is chosen once per example,
+before its first message, and held to its end, so no example switches topology within
+a round (the seed's min-dwell of one round holds by construction).
 
 Policies (the study's six are these five on the two codecs): ``star`` and ``chain``
 (fixed), ``random`` (seeded 50/50 per example), ``oracle`` (the task's label,
@@ -56,6 +62,7 @@ from tersetalk.tasks.registry import topology_label, topology_labels
 __all__ = [
     "DEFAULT_THETA",
     "DEFAULT_WEIGHTS",
+    "FAN_OUT",
     "FEATURES",
     "POLICIES",
     "SIGNALS",
@@ -86,6 +93,8 @@ FEATURES: tuple[str, ...] = ("typed", "prose")
 #: a task's topology label (``Task.topology``) -> the topology that serves it
 TOPOLOGY_OF_LABEL: dict[str, str] = {"direct": "star", "chain": "chain"}
 
+#: Workers each topology engages (what ``fan_out_cap`` bounds)
+FAN_OUT: dict[str, int] = {"star": 1, "chain": 2}
 _COUNTED_TAGS = {"f": "facts", "p": "plans", "q": "questions", "u": "assumptions"}
 #: tags whose payload is a pointer into the Manager's memory
 _REF_TAGS = ("d", "o")
@@ -124,7 +133,8 @@ def typed_signals(lines: list[TypedLine]) -> dict[str, int]:
         if tag in _COUNTED_TAGS:
             counts[_COUNTED_TAGS[tag]] += 1
     counts["refs"] = int(any(tag in _REF_TAGS for tag, _ in lines))
-    counts["code"] = int(any(has_code(text) for _, text in lines))
+    # a plan step is prose about the work ("return the sum"), not program text
+    counts["code"] = int(any(has_code(text) for tag, text in lines if tag != "p"))
     return counts
 
 
@@ -228,6 +238,9 @@ class RouteSettings(BriefLayoutSettings):
     drop: Literal["facts", "plans", "questions", "assumptions", "refs", "code"] | None = None
     #: shuffle the tag letters of the typed lines before counting (typed features only)
     scramble_tags: bool = False
+    #: the most Workers one example may engage (the star 1, the chain 2): a route to a
+    #: topology over the cap takes the star instead, recorded as ``route_capped``
+    fan_out_cap: int = Field(2, ge=1)
 
     @field_validator("weights", mode="before")
     @classmethod
@@ -267,6 +280,7 @@ ROUTE_FIELDS = (
     OutcomeField("route_features", "string", "error"),
     OutcomeField("route_drop", "string", ""),
     OutcomeField("route_scrambled", "bool", False),
+    OutcomeField("route_capped", "bool", False),
     # a timing (t_* columns are not deterministic): signals, score and policy
     OutcomeField("t_route_s", "float64", float("nan")),
 )
@@ -343,6 +357,9 @@ class Routed(Topology):
         weights = rs.effective_weights()
         rule, s = decide(signals, weights, rs.theta)
         route = policy_route(rs.policy, rule=rule, task=task, seed=seed, example_id=example_id)
+        capped = FAN_OUT[route] > rs.fan_out_cap
+        if capped:
+            route = "star"
         elapsed = time.perf_counter() - start
         outcome = (CHAIN if route == "chain" else STAR).run(_BriefWritten(d, brief))
         label = topology_labels().get(task)
@@ -358,6 +375,7 @@ class Routed(Topology):
             route_features=self.features,
             route_drop=rs.drop or "",
             route_scrambled=rs.scramble_tags,
+            route_capped=capped,
             t_route_s=elapsed,
         )
         return outcome

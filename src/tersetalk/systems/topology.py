@@ -11,14 +11,18 @@ lines. The six policies of the study are the five fixed/random/oracle/adaptive o
 TerseTalk plus the adaptive one on free-form; free-form's fixed runs are its baselines.
 
 Routing knobs (flat beside the codec's): ``policy``, ``theta``, ``weights``, ``drop``
-(one signal out of the score) and, TerseTalk only, ``scramble_tags``. Every row records
+(one signal out of the score) and, TerseTalk only, ``scramble_tags``; how the brief
+carries the task's parts (``brief_context``, ``brief_options``, ``brief_code``); the
+planning Manager (``planner: model`` and its ``plan_*`` knobs,
+:mod:`tersetalk.agents.planner`). Every row records
 the route, the rule's decision, the score, the signals, the weights and θ, and the
 routing time (``t_route_s``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import dataclasses
+from typing import Any, Literal
 
 from pydantic import model_validator
 
@@ -29,16 +33,31 @@ from tersetalk.agents.codecs.tersetalk import (
     TerseTalkSettings,
     touchpoint_models,
 )
-from tersetalk.agents.engine import Sent
-from tersetalk.agents.roles import Participant
+from tersetalk.agents.engine import Dialogue, Sent
+from tersetalk.agents.planner import (
+    PlanCounters,
+    PlannerSettings,
+    insert_plan,
+    insert_prose_plan,
+    numbered_plan,
+    plan_lines,
+    prose_plan,
+)
+from tersetalk.agents.roles import Brief, Participant
 from tersetalk.agents.router import Routed, RouteSettings
 from tersetalk.encoders.prepare import prepared_compressor_inputs
+from tersetalk.protocol import LineBase, serialize
 from tersetalk.systems import Axis, register
 
-__all__ = ["ProseRouteSettings", "RoutedProseCodec", "TerseTalkRouteSettings"]
+__all__ = [
+    "ProseRouteSettings",
+    "RoutedProseCodec",
+    "RoutedTerseTalkCodec",
+    "TerseTalkRouteSettings",
+]
 
 
-class ProseRouteSettings(RouteSettings):
+class ProseRouteSettings(RouteSettings, PlannerSettings):
     """``topology_freeform``'s variant settings: the routing knobs only."""
 
     @model_validator(mode="after")
@@ -51,7 +70,7 @@ class ProseRouteSettings(RouteSettings):
         return self
 
 
-class TerseTalkRouteSettings(TerseTalkSettings, RouteSettings):
+class TerseTalkRouteSettings(TerseTalkSettings, RouteSettings, PlannerSettings):
     """``topology_tersetalk``'s variant settings: TerseTalk's knobs and the routing ones.
 
     One difference from ``tersetalk``'s defaults: ``fact_lines: each``. The router counts
@@ -62,16 +81,57 @@ class TerseTalkRouteSettings(TerseTalkSettings, RouteSettings):
 
 
 class RoutedProseCodec(ProseCodec):
-    """Prose, with Worker1's draft labelled for Worker2 (it arrives after the brief).
+    """Prose, with Worker1's draft labelled for Worker2 (it arrives after the brief),
+    and, under ``planner: model``, the planning Manager's numbered steps in the brief
+    (one call, before the question)."""
 
-    Only the model's input changes; the messages on the wire are the prose codec's.
-    """
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.plan_counters = PlanCounters()
+        self._plan: str | None = None
+
+    def write_brief(self, brief: Brief) -> str:
+        text = super().write_brief(brief)
+        if self._plan is None:  # the plan is asked for once per example
+            steps, self.plan_counters = prose_plan(self.conv, self.ctx.gen, brief, self.settings)
+            self._plan = numbered_plan(steps)
+        return insert_prose_plan(text, self._plan, brief.question)
+
+    def counters(self, d: Dialogue) -> dict[str, Any]:
+        return {**super().counters(d), **self.plan_counters.as_dict()}
 
     def compose(self, who: Participant, inbox: list[Sent]) -> str:
         if who.letter == "W2" and len(inbox) == 2:
             task, draft = inbox
             return f"{task.text}\n\nFirst worker's draft:\n{draft.text}"
         return super().compose(who, inbox)
+
+
+class RoutedTerseTalkCodec(TerseTalkCodec):
+    """TerseTalk, and under ``planner: model`` the planning Manager's ``p`` lines (and
+    ``d`` lines for the stored texts it delegates) inserted after capping, before the
+    question: one call per example, its counters recorded as ``planner_*``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.plan_counters = PlanCounters()
+        self._plan: list[LineBase] | None = None
+
+    def write(self, kind: str, sender: str, receiver: str, content: Any) -> Sent:
+        sent = super().write(kind, sender, receiver, content)
+        if kind != "brief":
+            return sent
+        if self._plan is None:  # the plan is asked for once per example
+            self._plan, self.plan_counters = plan_lines(
+                self.conv, self.ctx.gen, self.brief, self.memory, self.tts, self.tts.enforcement
+            )
+        if not self._plan:
+            return sent
+        self.lines = insert_plan(self.lines, self._plan)
+        return dataclasses.replace(sent, text=serialize(self.lines))
+
+    def counters(self, d: Dialogue) -> dict[str, Any]:
+        return {**super().counters(d), **self.plan_counters.as_dict()}
 
 
 ROUTE_AXES = {
@@ -88,7 +148,7 @@ register(
 )
 register(
     "topology_tersetalk",
-    codec=TerseTalkCodec,
+    codec=RoutedTerseTalkCodec,
     settings=TerseTalkRouteSettings,
     topology=Routed("typed"),
     inputs=lambda s: prepared_compressor_inputs(touchpoint_models(s)),
