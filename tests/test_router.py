@@ -315,3 +315,28 @@ def test_structured_briefs_route_the_direct_tasks_to_the_star():
     assert route == "chain" and '["x","code",' in wire and '"o"' not in wire
     route, wire = routed("humaneval", brief_code="question")
     assert '["o",' in wire  # folded into the question, the prompt overflows into M#
+
+
+def test_weights_from_reads_the_fitted_router_and_names_what_is_wrong(tmp_path):
+    import yaml
+
+    fitted = {"facts": 0.5, "plans": 1.0, "questions": -0.25, "assumptions": 0.0, "refs": 2.0,
+              "code": 3.0}  # fmt: skip
+    path = tmp_path / "router.yaml"
+    entry = {"weights": fitted, "theta": 1.25}
+    path.write_text(yaml.safe_dump({"systems": {"topology_tersetalk": entry}}))
+    rs = RouteSettings(weights_from=str(path))
+    assert rs.rule("topology_tersetalk") == (fitted, 1.25)
+    dropped = RouteSettings(weights_from=str(path), drop="code").rule("topology_tersetalk")
+    assert dropped[0]["code"] == 0.0 and dropped[0]["refs"] == 2.0
+    assert RouteSettings().rule("x") == (dict(DEFAULT_WEIGHTS), 3.0)  # by hand: unchanged
+    with pytest.raises(ValueError, match="no fitted router for 'topology_freeform'"):
+        rs.rule("topology_freeform")
+    path.write_text(yaml.safe_dump({"topology_tersetalk": {"weights": {"facts": 1}, "theta": 0}}))
+    with pytest.raises(ValueError, match="weights must give each of"):
+        rs.rule("topology_tersetalk")  # a rewritten file is read again
+    path.write_text(yaml.safe_dump({"topology_tersetalk": {"weights": fitted, "theta": "x"}}))
+    with pytest.raises(ValueError, match="must be finite"):
+        rs.rule("topology_tersetalk")
+    with pytest.raises(ValueError, match="topology-fit"):
+        RouteSettings(weights_from=str(tmp_path / "missing.yaml")).rule("topology_tersetalk")

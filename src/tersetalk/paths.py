@@ -34,6 +34,11 @@ CALIBRATION = "results/calibration/{task}.yaml"
 # ---- the topology study (topology.smk) ------------------------------------------------
 TOPOLOGY_SAMPLE = "results/topology/samples/{task}.parquet"
 TOPOLOGY_RUN = "results/topology/runs/{task}/{system}/{variant}.parquet"
+#: the study's calibration split (disjoint from its sample) and the router signals read
+#: from its briefs, on which the fitted router (ROUTER_FILE) learns
+TOPOLOGY_CALIBRATION = "results/topology/samples/{task}.calibration.parquet"
+TOPOLOGY_SIGNALS = "results/topology/calibration/{task}/{system}.parquet"
+ROUTER_FILE = "results/topology/router.yaml"
 
 
 def results_prefix(model: str | None = None) -> str:

@@ -31,14 +31,18 @@ rule topology:
         TOPOLOGY_TABLES,
         "results/topology/summary.json",
         TOPOLOGY_FIGURES,
+        paths.ROUTER_FILE,
+        "results/topology/leave_one_task_out_fitted.csv",
 
 
-# The study's sample of one task: topology.n_eval examples with the main seed.
+# The study's sample of one task: topology.n_eval examples with the main seed, and its
+# calibration split (topology.calibration_n examples, disjoint) for the fitted router.
 rule topology_sample:
     input:
         sample_input,
     output:
-        paths.TOPOLOGY_SAMPLE,
+        sample=paths.TOPOLOGY_SAMPLE,
+        calibration=paths.TOPOLOGY_CALIBRATION,
     log:
         "results/logs/topology/sample/{task}.log",
     wildcard_constraints:
@@ -50,14 +54,66 @@ rule topology_sample:
         runtime=10,
     params:
         n=TOPOLOGY["n_eval"],
+        calibration_n=TOPOLOGY["calibration_n"],
         seed=config["seed"],
         source=config["data"]["source"],
         data_dir=config["data"]["dir"],
         options=sample_task_options,
     shell:
-        "tersetalk sample --task {wildcards.task} --n {params.n} --calibration-n 0 "
-        "--seed {params.seed} --source {params.source} --data-dir {params.data_dir} "
-        "--task-options {params.options:q} --out {output} > {log} 2>&1"
+        "tersetalk sample --task {wildcards.task} --n {params.n} "
+        "--calibration-n {params.calibration_n} --seed {params.seed} "
+        "--source {params.source} --data-dir {params.data_dir} "
+        "--task-options {params.options:q} --out {output.sample} "
+        "--calibration-out {output.calibration} > {log} 2>&1"
+
+
+# The router's signals on one task's calibration split, read from the briefs of a routed
+# system's topology.fit.variant as a run would write them (no Worker runs).
+rule topology_signals:
+    input:
+        sample=paths.TOPOLOGY_CALIBRATION,
+    output:
+        paths.TOPOLOGY_SIGNALS,
+    log:
+        "results/logs/topology/signals/{task}/{system}.log",
+    wildcard_constraints:
+        task="|".join(topology_labels()),
+        system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
+    conda:
+        ENV
+    resources:
+        mem_mb=3000,
+        runtime=10,
+    params:
+        spec=lambda wc: spec_json(
+            run_spec(topology_study(), wc.task, wc.system, TOPOLOGY_FIT["variant"])
+        ),
+    shell:
+        "tersetalk topology-signals --sample {input.sample} --spec-json {params.spec:q} "
+        "--out {output} > {log} 2>&1"
+
+
+# The fitted router: weights and θ per routed system on the calibration signals of all
+# study tasks (logistic regression), and leave-one-task-out fits.
+rule topology_fit:
+    input:
+        topology_signal_files,
+    output:
+        router=paths.ROUTER_FILE,
+        loto="results/topology/leave_one_task_out_fitted.csv",
+    log:
+        "results/logs/topology/fit.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        l2=TOPOLOGY_FIT["l2"],
+        seed=config["seed"],
+    shell:
+        "tersetalk topology-fit {input} --l2 {params.l2} --seed {params.seed} "
+        "--out {output.router} --loto-out {output.loto} > {log} 2>&1"
 
 
 # One routed system's policy (a variant) on the study's sample of one task: run_system's

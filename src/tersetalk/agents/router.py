@@ -41,6 +41,7 @@ policy computes and records the signals, the score and what the rule would say
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -48,6 +49,7 @@ import random
 import re
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
@@ -238,6 +240,10 @@ class RouteSettings(BriefLayoutSettings):
     drop: Literal["facts", "plans", "questions", "assumptions", "refs", "code"] | None = None
     #: shuffle the tag letters of the typed lines before counting (typed features only)
     scramble_tags: bool = False
+    #: a router file (``tersetalk topology-fit``'s ``results/topology/router.yaml``):
+    #: the weights and θ fitted for this system replace ``weights`` and ``theta`` (which
+    #: are then not used; each row records the ones that were)
+    weights_from: str | None = None
     #: the most Workers one example may engage (the star 1, the chain 2): a route to a
     #: topology over the cap takes the star instead, recorded as ``route_capped``
     fan_out_cap: int = Field(2, ge=1)
@@ -257,9 +263,56 @@ class RouteSettings(BriefLayoutSettings):
             return {**DEFAULT_WEIGHTS, **weights}
         return weights
 
-    def effective_weights(self) -> dict[str, float]:
-        """The weights the score uses: ``drop`` set to 0."""
-        return {k: (0.0 if k == self.drop else float(self.weights[k])) for k in SIGNALS}
+    def effective_weights(self, weights: Mapping[str, float] | None = None) -> dict[str, float]:
+        """The weights the score uses (``weights``, or the settings' own): ``drop`` set to 0."""
+        weights = self.weights if weights is None else weights
+        return {k: (0.0 if k == self.drop else float(weights[k])) for k in SIGNALS}
+
+    def rule(self, system: str) -> tuple[dict[str, float], float]:
+        """``(weights, theta)`` the rule uses for ``system``: the settings' own, or the
+        fitted ones of ``weights_from`` (``drop`` applied either way)."""
+        if self.weights_from is None:
+            return self.effective_weights(), self.theta
+        weights, theta = load_fitted(self.weights_from, system)
+        return self.effective_weights(weights), theta
+
+
+def load_fitted(path: str | Path, system: str) -> tuple[dict[str, float], float]:
+    """The fitted ``(weights, theta)`` of ``system`` in a router file (read once per
+    version of the file); a clear error naming the file and the key when it cannot."""
+    p = Path(path)
+    try:
+        stat = p.stat()
+    except OSError as exc:
+        raise ValueError(
+            f"router file {p}: {exc.strerror}; build it with `tersetalk topology-fit` "
+            "(the workflow's topology_fit rule)"
+        ) from None
+    return _load_fitted(str(p), stat.st_mtime_ns, stat.st_size, system)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_fitted(path: str, _mtime: int, _size: int, system: str) -> tuple[dict, float]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"router file {path}: cannot be read: {exc}") from None
+    systems = data.get("systems", data) if isinstance(data, dict) else None
+    entry = systems.get(system) if isinstance(systems, dict) else None
+    if not isinstance(entry, dict):
+        known = sorted(systems) if isinstance(systems, dict) else []
+        raise ValueError(f"router file {path}: no fitted router for {system!r} (has: {known})")
+    weights, theta = entry.get("weights"), entry.get("theta")
+    if not isinstance(weights, dict) or sorted(weights) != sorted(SIGNALS):
+        raise ValueError(f"router file {path}: {system}.weights must give each of {list(SIGNALS)}")
+    bad = sorted(k for k, v in weights.items() if not _finite(v))
+    if bad or not _finite(theta):
+        raise ValueError(
+            f"router file {path}: {system}: weights {bad} / theta {theta!r} must be finite numbers"
+        )
+    return {k: float(v) for k, v in weights.items()}, float(theta)
 
 
 def _finite(value: object) -> bool:
@@ -322,10 +375,12 @@ class Routed(Topology):
     (prose, TerseTalk) give a star run byte-identical to the fixed star's.
     """
 
-    def __init__(self, features: str) -> None:
+    def __init__(self, features: str, system: str = "") -> None:
         if features not in FEATURES:
             raise ValueError(f"unknown router features {features!r}; known: {FEATURES}")
         self.features = features
+        #: the system whose fitted router ``weights_from`` names
+        self.system = system
         self.name = f"routed_{features}"
         self.layout = RecordLayout(
             directions=_directions(STAR.layout, CHAIN.layout),
@@ -354,8 +409,8 @@ class Routed(Topology):
         brief = d.codec.write("brief", "M", "W", d.brief)
         start = time.perf_counter()
         signals = self.signals(brief.text, rs, seed, example_id)
-        weights = rs.effective_weights()
-        rule, s = decide(signals, weights, rs.theta)
+        weights, theta = rs.rule(self.system)
+        rule, s = decide(signals, weights, theta)
         route = policy_route(rs.policy, rule=rule, task=task, seed=seed, example_id=example_id)
         capped = FAN_OUT[route] > rs.fan_out_cap
         if capped:
@@ -369,7 +424,7 @@ class Routed(Topology):
             route_rule=rule,
             route_label=TOPOLOGY_OF_LABEL[label] if label else "",
             route_score=s,
-            route_theta=rs.theta,
+            route_theta=theta,
             route_signals=json.dumps(signals, sort_keys=True),
             route_weights=json.dumps(weights, sort_keys=True),
             route_features=self.features,

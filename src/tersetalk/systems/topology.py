@@ -134,6 +134,11 @@ class RoutedTerseTalkCodec(TerseTalkCodec):
         return {**super().counters(d), **self.plan_counters.as_dict()}
 
 
+def router_inputs(settings: RouteSettings) -> dict[str, list[str]]:
+    """The router file a fitted variant reads (``weights_from``): built before its run."""
+    return {"router": [settings.weights_from]} if settings.weights_from else {}
+
+
 ROUTE_AXES = {
     "theta": Axis(label="router threshold θ"),
     "drop": Axis(label="signal left out"),
@@ -143,15 +148,16 @@ register(
     "topology_freeform",
     codec=RoutedProseCodec,
     settings=ProseRouteSettings,
-    topology=Routed("prose"),
+    topology=Routed("prose", "topology_freeform"),
+    inputs=router_inputs,
     ablation=ROUTE_AXES,
 )
 register(
     "topology_tersetalk",
     codec=RoutedTerseTalkCodec,
     settings=TerseTalkRouteSettings,
-    topology=Routed("typed"),
-    inputs=lambda s: prepared_compressor_inputs(touchpoint_models(s)),
+    topology=Routed("typed", "topology_tersetalk"),
+    inputs=lambda s: {**prepared_compressor_inputs(touchpoint_models(s)), **router_inputs(s)},
     ablation=ROUTE_AXES,
     rates=TERSETALK_RATES,
 )

@@ -4,6 +4,7 @@ from tersetalk.config import topology_config
 from tersetalk.tasks.registry import topology_labels
 
 TOPOLOGY = config["topology"]
+TOPOLOGY_FIT = TOPOLOGY["fit"]
 TOPOLOGY_SYSTEMS = [
     name for name, spec in (TOPOLOGY.get("systems") or {}).items() if spec.get("enabled", True)
 ]
@@ -35,3 +36,14 @@ def topology_spec_json(wildcards):
     return spec_json(
         run_spec(topology_study(), wildcards.task, wildcards.system, wildcards.variant)
     )
+
+
+def topology_signal_files(wildcards=None):
+    """The calibration signals of every (study task, routed system that runs on it)."""
+    study = topology_study()
+    return [
+        paths.TOPOLOGY_SIGNALS.format(task=task, system=system)
+        for task in study["tasks"]
+        for system in enabled_systems(study)
+        if runs_on(study, system, task)
+    ]
