@@ -27,7 +27,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.dashboard.cli",  # dashboard
     "tersetalk.stats.targets",  # targets (results/tables/targets.{csv,tex})
     "tersetalk.metrics.topology_cli",  # topology (the topology study's report)
-    "tersetalk.metrics.topology_fit_cli",  # topology-signals, topology-fit (fitted router)
+    "tersetalk.topology_fit_cli",  # topology-signals, topology-fit (fitted router)
     "tersetalk.shards",  # shard-sample, merge-runs (run.shard_size)
     "tersetalk.sensitivity",  # models compare (sensitivity.models)
     "tersetalk.mcp.cli",  # mcp-proxy

@@ -3,7 +3,7 @@
 - ``topology-signals``: the router's signals of each example of a sample, from the
   Manager's brief written as a run of the routed system would write it (no Worker runs;
   no model call unless a planning Manager writes the brief):
-  :func:`tersetalk.metrics.topology_signals.write_signals`.
+  :func:`tersetalk.topology_signals.write_signals`.
 - ``topology-fit``: per routed system, the router's weights and θ by logistic
   regression on those signals (``results/topology/router.yaml``), and the
   leave-one-task-out fits (:mod:`tersetalk.metrics.topology_fit`).
@@ -41,6 +41,12 @@ def signals_spec(args: argparse.Namespace) -> dict:
         task = args.task or str(read_sample(args.sample)[0]["task"])
         study = topology_config(load_config(*args.config))
         variant = args.variant or study["topology"].get("fit", {}).get("variant", "adaptive")
+        known = {name: sorted(sys_["variants"]) for name, sys_ in study["systems"].items()}
+        if variant not in known.get(args.system, []):
+            raise ConfigError(
+                f"config key 'topology.systems.{args.system}.variants.{variant}' does not "
+                f"exist; the topology study's systems and variants: {known}"
+            )
         spec = run_spec(study, task, args.system, variant)
     for key in ("task", "system", "variant"):
         given = getattr(args, key)
@@ -50,7 +56,7 @@ def signals_spec(args: argparse.Namespace) -> dict:
 
 
 def _cmd_signals(args: argparse.Namespace) -> None:
-    from tersetalk.metrics.topology_signals import write_signals
+    from tersetalk.topology_signals import write_signals
 
     spec = signals_spec(args)
     df = write_signals(spec, args.sample, args.out)
