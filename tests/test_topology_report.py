@@ -253,6 +253,28 @@ def test_report_writes_every_variant_the_ablations_and_the_summary(tmp_path):
         assert (again / name).read_text() == (tables / name).read_text()
 
 
+def test_the_targets_read_what_the_report_writes(tmp_path):
+    from tersetalk.stats.targets import topology_rows
+
+    runs = []
+    for (system, variant), g in study(n=40).groupby(["system", "variant"]):
+        p = tmp_path / f"{system}-{variant}.parquet"
+        g.to_parquet(p)
+        runs.append(str(p))
+    report(runs, tmp_path / "t", tmp_path / "f", n_resamples=300)
+    rows = {r["id"]: r for r in topology_rows(tmp_path / "t")}
+    agree = rows["topology_agreement"]
+    assert agree["status"] == "met" and "160/160" in agree["measured"]
+    assert agree["ci_low"] == pytest.approx(wilson(1.0, 160)[0])
+    assert "fitted weights (fitted)" in agree["reason"]
+    # adaptive routes half to the chain: 50% more tokens than the star, quality kept
+    tokens = rows["topology_tokens"]
+    assert tokens["status"] == "not met" and tokens["value"] == pytest.approx(-0.5)
+    assert "non-inferior" in tokens["reason"] and "n=160 pairs" in tokens["measured"]
+    adv = rows["topology_protocol_advantage"]
+    assert adv["value"] == 2.0 and np.isfinite(adv["ci_low"]) and "rerun" not in adv["reason"]
+
+
 def test_report_refuses_an_unreadable_router_file(tmp_path):
     runs = []
     for (system, variant), g in study(n=1).groupby(["system", "variant"]):
