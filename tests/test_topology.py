@@ -366,13 +366,19 @@ def test_report_writes_the_tables_and_figures(base_config, tmp_path, samples):
     six = pd.read_csv(tables / "six_policies.csv")
     assert list(six["policy_label"]) == ["Fixed-Star", "Fixed-Chain", "FreeForm-Adaptive",
                                          "TerseTalk-Adaptive"]  # fmt: skip
+    # real runs record the end-to-end time and, on TerseTalk only, the overflow counter
+    pol = pd.read_csv(tables / "policies.csv").set_index(["system", "variant"])
+    assert pol["t_example_mean_s"].notna().all() and pol["selection_ci_low"].notna().all()
+    assert pol.loc["topology_tersetalk", "overflow_rate"].notna().all()
+    assert pol.loc["topology_freeform", "overflow_rate"].isna().all()
     sweep = pd.read_csv(tables / "theta_sweep.csv")
     assert sorted(set(sweep["theta"])) == [1.0, 3.0, 5.0, 7.0]
     summary = json.loads((tables / "summary.json").read_text())
     assert summary["n_rows"] == 2 * 2 * 3 * 3 and summary["errors"] == 0
     assert set(summary["selection_accuracy_adaptive"]) == {"topology_tersetalk",
                                                             "topology_freeform"}  # fmt: skip
-    for stem in ("topology_selection", "topology_tokens_accuracy", "topology_theta"):
+    for stem in ("topology_selection", "topology_tokens_accuracy", "topology_theta",
+                 "topology_ablations"):  # fmt: skip
         assert (figures / f"{stem}.png").stat().st_size > 0
     other = pd.read_parquet(paths[0]).assign(system="freeform")
     other.to_parquet(tmp_path / "freeform.parquet")
