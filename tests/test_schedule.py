@@ -184,13 +184,19 @@ def test_the_topology_target_samples_and_runs_its_own_study(repo):
     out = _dry_run(repo, "topology")
     samples = _files(out, r"tersetalk sample --task \w+ --n \d+ --calibration-n \d+")
     assert samples == sorted(
-        f"tersetalk sample --task {t} --n 5 --calibration-n 0"
+        f"tersetalk sample --task {t} --n 5 --calibration-n 10"
         for t in ("boolq", "commonsenseqa", "socialiqa", "hotpotqa", "gsm8k", "humaneval")
     )
-    runs = _files(out, r"results/[\w/-]+\.parquet")
+    runs = _files(out, r"results/[\w/.-]+\.parquet")
     assert runs and all(r.startswith("results/topology/") for r in runs), runs
-    assert len([r for r in runs if r.startswith("results/topology/runs/")]) == 6 * (15 + 6)
+    # 21 TerseTalk variants and 8 free-form ones on each of the six tasks
+    assert len([r for r in runs if r.startswith("results/topology/runs/")]) == 6 * (21 + 8)
     assert "results/topology/runs/humaneval/topology_tersetalk/scrambled.parquet" in runs
+    # the fitted router: signals of each task's calibration split, one fit, read by `fitted`
+    assert "results/topology/calibration/boolq/topology_freeform.parquet" in runs
+    assert "results/topology/samples/boolq.calibration.parquet" in runs
+    assert len(re.findall(r"tersetalk topology-fit ", out)) == 1
+    assert "--router-yaml results/topology/router.yaml" in out
     # the paper's layer: 100 examples per task, the same runs
     paper = _dry_run(repo, "topology", "--configfile", "config/paper.yaml")
-    assert "tersetalk sample --task boolq --n 100 --calibration-n 0" in paper
+    assert "tersetalk sample --task boolq --n 100 --calibration-n 50" in paper

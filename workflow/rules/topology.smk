@@ -16,11 +16,12 @@ TOPOLOGY_TABLES = [
         "policies_by_task",
         "theta_sweep",
         "leave_one_task_out",
+        "ablations",
     )
 ]
 TOPOLOGY_FIGURES = [
     f"figures/topology_{name}.{ext}"
-    for name in ("selection", "tokens_accuracy", "theta")
+    for name in ("selection", "tokens_accuracy", "theta", "ablations")
     for ext in ("png", "pdf")
 ]
 
@@ -137,7 +138,9 @@ use rule run_system as topology_run with:
 
 rule topology_report:
     input:
-        topology_runs,
+        runs=topology_runs,
+        router=paths.ROUTER_FILE,
+        loto="results/topology/leave_one_task_out_fitted.csv",
     output:
         TOPOLOGY_TABLES,
         "results/topology/summary.json",
@@ -149,5 +152,9 @@ rule topology_report:
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        seed=config["evaluation"]["seed"],
     shell:
-        "tersetalk topology {input} --tables results/topology --figures figures > {log} 2>&1"
+        "tersetalk topology {input.runs} --router-yaml {input.router} "
+        "--loto-fitted {input.loto} --tables results/topology --figures figures "
+        "--seed {params.seed} > {log} 2>&1"
