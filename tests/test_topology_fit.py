@@ -375,6 +375,26 @@ def test_the_signals_and_fit_commands_make_no_model_call(tmp_path, samples, monk
     table = pd.read_csv(loto)
     assert sorted(set(table["system"])) == ["topology_freeform", "topology_tersetalk"]
     assert table["note"].str.contains("one label only").all()  # two tasks: one label left
+    # selection accuracy of the same signals: the variant's rule and the fitted router
+    sel = tmp_path / "selection.csv"
+    argv = ["topology-selection", *map(str, files), "--router-yaml", str(router),
+            "--out", str(sel)]  # fmt: skip
+    assert main(argv) == 0
+    table = pd.read_csv(sel)
+    frame = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    for (system, router_kind), g in table[table["task"] == "all"].groupby(["system", "router"]):
+        rows = frame[frame["system"] == system]
+        if router_kind == "variant":
+            expected = int((rows["route_rule"] == rows["label"]).sum())
+        else:
+            fit = fits[system]
+            pairs = zip(rows["route_signals"], rows["label"], strict=True)
+            expected = sum(fit.route(json.loads(s)) == lab for s, lab in pairs)
+        (row,) = g.to_dict("records")
+        assert (row["n"], row["k"]) == (6, expected)
+        assert row["ci_low"] <= row["selection_accuracy"] <= row["ci_high"]
+    per_task = table[(table["task"] != "all") & (table["router"] == "variant")]
+    assert set(per_task["task"]) == {"boolq", "hotpotqa"} and (per_task["n"] == 3).all()
 
 
 def test_the_fit_command_says_what_is_wrong(tmp_path, samples, monkeypatch, capsys):

@@ -7,6 +7,8 @@
 - ``topology-fit``: per routed system, the router's weights and θ by logistic
   regression on those signals (``results/topology/router.yaml``), and the
   leave-one-task-out fits (:mod:`tersetalk.metrics.topology_fit`).
+- ``topology-selection``: selection accuracy of those signals under each variant's rule
+  and the fitted router, with intervals (a larger sample measured without a run).
 """
 
 from __future__ import annotations
@@ -126,6 +128,22 @@ def _cmd_fit(args: argparse.Namespace) -> None:
         raise SystemExit(f"tersetalk topology-fit: error: {exc}") from None
 
 
+def _cmd_selection(args: argparse.Namespace) -> None:
+    from tersetalk.metrics.topology_fit import read_router_yaml, selection_from_signals
+
+    try:
+        frame = pd.concat([pd.read_parquet(p) for p in args.signals], ignore_index=True)
+        fits = read_router_yaml(args.router_yaml)[0] if args.router_yaml else None
+        table = selection_from_signals(frame, fits)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"tersetalk topology-selection: error: {exc}") from None
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out, index=False)
+    overall = table[table["task"] == "all"]
+    print(overall.drop(columns="task").to_string(index=False, float_format="%.3f"))
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "topology-signals",
@@ -167,3 +185,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--out", required=True, help="router YAML to write")
     f.add_argument("--loto-out", help="leave-one-task-out CSV to write")
     f.set_defaults(func=_cmd_fit)
+
+    c = sub.add_parser(
+        "topology-selection",
+        help="selection accuracy of briefs' signals, by the variant's rule and the fitted one",
+        description="Selection accuracy (with 95%% Wilson intervals) of the routes the "
+        "signals files' variants choose, and of the fitted router (--router-yaml) replayed on "
+        "the same signals, per task and over all tasks. With a deterministic Manager the "
+        "route depends on the brief alone, so no run is needed to measure it.",
+    )
+    c.add_argument("signals", nargs="+", help="signals Parquet files (topology-signals)")
+    c.add_argument("--router-yaml", help="a fitted router file (topology-fit --out)")
+    c.add_argument("--out", help="CSV of every row (per task and 'all')")
+    c.set_defaults(func=_cmd_selection)

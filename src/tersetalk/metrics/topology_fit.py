@@ -461,3 +461,51 @@ def read_router_yaml(path: str | Path) -> tuple[dict[str, FittedRouter], dict[st
     if not isinstance(meta, dict):
         raise RouterFileError(f"router file {path}: key meta must be a mapping")
     return {str(k): _entry(path, str(k), v) for k, v in systems.items()}, meta
+
+
+def selection_from_signals(
+    frame: pd.DataFrame, fits: Mapping[str, FittedRouter] | None = None
+) -> pd.DataFrame:
+    """Selection accuracy of briefs' signals (``topology-signals`` rows), without a run.
+
+    One row per (system, variant, router, task) and per (system, variant, router) over
+    all tasks (``task`` "all"): ``router`` is ``variant`` (the variant's own rule, as
+    recorded in ``route_rule``) or ``fitted`` (the system's router in ``fits`` replayed
+    on the same signals); ``k`` right of ``n`` with its 95% Wilson interval. Error rows
+    count as wrong choices, as in a run.
+    """
+    from tersetalk.stats.intervals import wilson
+
+    rows = []
+    for (system, variant), g in frame.groupby(["system", "variant"], sort=True):
+        routers = {"variant": g["route_rule"].astype("string")}
+        if fits and system in fits:
+            fit = fits[system]
+            routers["fitted"] = pd.Series(
+                [
+                    fit.route(json.loads(sig)) if isinstance(sig, str) and sig else "error"
+                    for sig in g["route_signals"]
+                ],
+                index=g.index,
+                dtype="string",
+            )
+        for router, routes in routers.items():
+            right = (routes == g["label"].astype("string")).fillna(False)
+            parts = [("all", right)] + [(t, right[g["task"] == t]) for t in sorted(set(g["task"]))]
+            for task, ok in parts:
+                n, k = len(ok), int(ok.sum())
+                low, high = wilson(k / n, n) if n else (math.nan, math.nan)
+                rows.append(
+                    {
+                        "system": system,
+                        "variant": variant,
+                        "router": router,
+                        "task": task,
+                        "n": n,
+                        "k": k,
+                        "selection_accuracy": k / n if n else math.nan,
+                        "ci_low": low,
+                        "ci_high": high,
+                    }  # fmt: skip
+                )
+    return pd.DataFrame(rows)
