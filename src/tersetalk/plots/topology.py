@@ -86,8 +86,10 @@ def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) ->
 def _errorbars(ax, y: np.ndarray, sub: pd.DataFrame, color, label: str, marker: str) -> None:
     """Points at each selection accuracy with its Wilson interval, ``n`` written beside."""
     x = sub["selection_accuracy"].to_numpy(float)
-    err = np.vstack([x - sub["selection_ci_low"].to_numpy(float),
-                     sub["selection_ci_high"].to_numpy(float) - x])  # fmt: skip
+    # clipped at 0: at a proportion of 0 or 1 the interval's end may differ from it by
+    # a rounding error (matplotlib refuses a negative error bar)
+    err = np.clip(np.vstack([x - sub["selection_ci_low"].to_numpy(float),
+                             sub["selection_ci_high"].to_numpy(float) - x]), 0, None)  # fmt: skip
     ax.errorbar(x, y, xerr=err, fmt=marker, color=color, capsize=3, ms=7, label=label)
     for yi, hi, n in zip(y, sub["selection_ci_high"], sub["n"], strict=True):
         ax.annotate(f"n={int(n)}", (min(float(hi), 1.0), yi), xytext=(9, 0),

@@ -30,4 +30,7 @@ def wilson(proportion: float, n: int, confidence: float = 0.95) -> tuple[float, 
     p = proportion
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at 0 and 1 the bound is the proportion itself, exactly (not 1 - 1e-16 by rounding)
+    low = 0.0 if p == 0.0 else max(0.0, centre - half)
+    high = 1.0 if p == 1.0 else min(1.0, centre + half)
+    return low, high
