@@ -58,7 +58,8 @@ __all__ = [
 
 
 class ProseRouteSettings(RouteSettings, PlannerSettings):
-    """``topology_freeform``'s variant settings: the routing knobs only."""
+    """``topology_freeform``'s variant settings: the routing knobs, the brief's layout and
+    the planning Manager (no codec knobs: free-form has none)."""
 
     @model_validator(mode="after")
     def _no_tags_to_scramble(self) -> ProseRouteSettings:
