@@ -340,3 +340,29 @@ def test_weights_from_reads_the_fitted_router_and_names_what_is_wrong(tmp_path):
         rs.rule("topology_tersetalk")
     with pytest.raises(ValueError, match="topology-fit"):
         RouteSettings(weights_from=str(tmp_path / "missing.yaml")).rule("topology_tersetalk")
+
+
+def test_the_critics_copy_keeps_the_code_the_question_asks_about(base_config, tmp_path):
+    """critic_copy: question sends the Critic the question; when the brief carries the
+    program text apart from it (HumanEval), the code line goes with it, uncapped."""
+    ev, _ = sample("humaneval", load_records("humaneval", data_dir=REPO / "data"), n=1,
+                   calibration_n=0, seed=3)  # fmt: skip
+    path = tmp_path / "he.parquet"
+    ev.to_parquet(path)
+    cfg = copy.deepcopy(base_config)
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    cfg["systems"]["topology_tersetalk"] = {"variants": {"v": {"policy": "star"}}}
+    cfg.update(ablations={}, calibration={})
+    cfg["evaluation"]["comparisons"] = []
+    cfg["humaneval"] = {"sandbox": {"isolation": "process"}}  # control flow only: no bwrap needed
+    validate_config(cfg)
+    spec = run_spec(cfg, "humaneval", "topology_tersetalk", "v")
+    df = run(spec, path, tmp_path / "out.parquet", client=ScriptedClient(scripted),
+             progress=False)  # fmt: skip
+    messages = json.loads(df["messages"].iloc[0])
+    to_critic = [m for m in messages if m["sender"] == "M" and m["receiver"] == "C"]
+    assert to_critic, [(m["sender"], m["receiver"]) for m in messages]
+    record = ev["record"].iloc[0]
+    prompt = (json.loads(record) if isinstance(record, str) else record)["question"]
+    code = json.dumps(["x", "code", prompt], ensure_ascii=False, separators=(",", ":"))
+    assert code in to_critic[0]["content"]

@@ -579,8 +579,11 @@ class TerseTalkCodec(Codec):
         return lines if self.tts.role_lines else [ln for ln in lines if ln.tag != "r"]
 
     def critic_copy_lines(self) -> list[LineBase]:
-        """What ``critic_copy: question`` sends the Critic: the question, uncapped."""
+        """What ``critic_copy: question`` sends the Critic: the question, uncapped (with
+        the program text it asks about, when the brief carries code apart from it)."""
         lines: list[LineBase] = [RoleLine(role="M")] if self.tts.role_lines else []
+        if self.brief.code:
+            lines.append(ContextLine(key="code", value=self.brief.code))
         return lines + [QuestionLine(to="W", text=self.wire_question())]
 
     def wire_text(self, text: str) -> str:
