@@ -125,6 +125,9 @@ def test_a_body_line_that_reads_as_a_hint_falls_back_to_json_and_says_so():
 @PROPS
 @given(json_values, st.integers(1, 400), st.sampled_from(["exact", "greedy", "binary"]))
 @example([{"> [ref: x]": None}, {"> [ref: x]": None}], 15, "exact")
+@example(
+    [{"v": None, "id": 0, "name": ""}, {"v": {"a\nb": None}, "id": 0, "name": ""}], 26, "exact"
+)
 def test_never_exceeds_budget_and_names_what_it_leaves_out(value, budget, method):
     node = from_python(value)
     try:
@@ -136,8 +139,11 @@ def test_never_exceeds_budget_and_names_what_it_leaves_out(value, budget, method
     # every key of the input is in the text, or an overflow hint names it / its array / its parent
     for path in _keys(value):
         key = path[-1]
-        if json.dumps(key, ensure_ascii=False) in enc.text or (
-            isinstance(key, str) and key in enc.text
+        quoted = json.dumps(key, ensure_ascii=False)
+        # as JSON writes it, as it is, or escaped inside a quoted cell (a path table's
+        # header writes a newline in a key as \n)
+        if quoted in enc.text or (
+            isinstance(key, str) and (key in enc.text or quoted[1:-1] in enc.text)
         ):
             continue
         named = any(H.path_text(path[:i]) in h for i in range(len(path)) for h in hints)
