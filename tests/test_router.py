@@ -195,16 +195,23 @@ def samples(tmp_path_factory):
     return out
 
 
-def routed_run(base_config, tmp_path, samples, task, name, **settings):
+def routed_spec(base_config, tmp_path, task, name, sections=None, **settings):
+    """The run spec of system ``name`` with one variant ``v`` of ``settings`` on ``task``
+    (``sections``: more top-level config sections, e.g. a task's own)."""
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")
     cfg["systems"][name] = {"variants": {"v": settings}}
-    cfg.update(ablations={}, calibration={})
+    cfg.update(ablations={}, calibration={}, **(sections or {}))
     cfg["evaluation"]["comparisons"] = []
     validate_config(cfg)
-    spec = run_spec(cfg, task, name, "v")
+    return run_spec(cfg, task, name, "v")
+
+
+def routed_run(base_config, tmp_path, samples, task, name, client=None, **settings):
+    spec = routed_spec(base_config, tmp_path, task, name, **settings)
     out = tmp_path / f"{task}-{name}-{abs(hash(json.dumps(settings, sort_keys=True)))}.parquet"
-    return run(spec, samples[task], out, client=ScriptedClient(scripted), progress=False)
+    client = client or ScriptedClient(scripted)
+    return run(spec, samples[task], out, client=client, progress=False)
 
 
 @pytest.mark.parametrize("name", ["topology_tersetalk", "topology_freeform"])
@@ -269,15 +276,9 @@ def planning(messages, gen, schema):
 @pytest.mark.parametrize("name", ["topology_tersetalk", "topology_freeform"])
 def test_a_planning_manager_writes_plan_lines_the_router_reads(base_config, tmp_path, samples,
                                                                name):  # fmt: skip
-    cfg = copy.deepcopy(base_config)
-    cfg["cache_dir"] = str(tmp_path / "cache")
-    cfg["systems"][name] = {"variants": {"v": {"policy": "adaptive", "planner": "model"}}}
-    cfg.update(ablations={}, calibration={})
-    cfg["evaluation"]["comparisons"] = []
-    validate_config(cfg)
-    spec = run_spec(cfg, "gsm8k", name, "v")
-    df = run(spec, samples["gsm8k"], tmp_path / f"{name}.parquet",
-             client=ScriptedClient(planning), progress=False)  # fmt: skip
+    planned = {"policy": "adaptive", "planner": "model"}
+    df = routed_run(base_config, tmp_path, samples, "gsm8k", name,
+                    client=ScriptedClient(planning), **planned)  # fmt: skip
     assert df["error"].isna().all()
     for _, row in df.iterrows():
         signals = json.loads(row["route_signals"])
@@ -349,14 +350,10 @@ def test_the_critics_copy_keeps_the_code_the_question_asks_about(base_config, tm
                    calibration_n=0, seed=3)  # fmt: skip
     path = tmp_path / "he.parquet"
     ev.to_parquet(path)
-    cfg = copy.deepcopy(base_config)
-    cfg["cache_dir"] = str(tmp_path / "cache")
-    cfg["systems"]["topology_tersetalk"] = {"variants": {"v": {"policy": "star"}}}
-    cfg.update(ablations={}, calibration={})
-    cfg["evaluation"]["comparisons"] = []
-    cfg["humaneval"] = {"sandbox": {"isolation": "process"}}  # control flow only: no bwrap needed
-    validate_config(cfg)
-    spec = run_spec(cfg, "humaneval", "topology_tersetalk", "v")
+    # control flow only: no bwrap needed
+    sections = {"humaneval": {"sandbox": {"isolation": "process"}}}
+    spec = routed_spec(base_config, tmp_path, "humaneval", "topology_tersetalk", sections,
+                       policy="star")  # fmt: skip
     df = run(spec, path, tmp_path / "out.parquet", client=ScriptedClient(scripted),
              progress=False)  # fmt: skip
     messages = json.loads(df["messages"].iloc[0])
