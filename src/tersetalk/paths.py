@@ -1,65 +1,166 @@
 """Where the workflow's files live: each path template written once.
 
-The templates are Snakemake patterns (``{task}``, ``{system}``, ... are wildcards), so
-the rules use them as their inputs and outputs as they are, and Python fills them
-with :meth:`str.format` (``RUN.format(task="gsm8k", system="freeform",
-variant="default")``). A sensitivity model's files are the same templates under
-``results/models/<name>/`` (:func:`for_model`).
+Every result a model produces lives under that model's own folder, so switching
+``models:`` adds results beside the old ones and never replaces them::
 
-Logs and the files one rule alone names stay in that rule.
+    results/<model key>/runs/{task}/{system}/{variant}.parquet   (and metrics/, scores/,
+        summary.parquet, calibration/, stats/, tables/, topology/, formats/, logs/)
+    figures/<model key>/main.png ...
+
+The model key is ``models.key`` when set, else the model's name made path-safe
+(:func:`model_key`: ``smollm2-135m-instruct`` for the embedded default). What does not
+depend on the model is shared: the samples (``results/samples/``), the call cache, the
+microbenchmarks, the MCP study, the LLMLingua compressor's weights and cross-model
+comparisons (``results/compare/``, ``figures/compare/``).
+
+The templates are Snakemake patterns (``{task}``, ``{system}``, ... are wildcards), so the
+rules use them as their inputs and outputs as they are, and Python fills them with
+:meth:`str.format`. A :class:`Layout` gives one model's paths
+(``Layout("smollm2-135m-instruct").RUN``); the workflow builds the configured model's
+as ``paths`` (workflow/rules/common.smk).
 """
 
 from __future__ import annotations
 
-#: the default model's results; a sensitivity model's are under results/models/<name>/
-RESULTS = "results/"
+import re
+from dataclasses import dataclass
+from pathlib import Path
 
-# ---- samples (data.smk, run.smk, topology.smk) ----------------------------------------
+RESULTS = "results/"
+FIGURES = "figures/"
+
+#: folder names directly under results/ (and figures/) that hold shared files, so no
+#: model key may take them
+SHARED_FOLDERS = frozenset(
+    {"samples", "cache", "logs", "bench", "mcp", "models", "compare", "audit", "mediator"}
+)
+
+# ---- shared: samples (data.smk, run.smk, topology.smk) --------------------------------
 SAMPLE = "results/samples/{task}.parquet"
 CALIBRATION_SAMPLE = "results/samples/{task}.calibration.parquet"
 SAMPLE_SHARD = "results/samples/shards/{task}/{shard}.parquet"
+#: the topology study's sample and its calibration split (disjoint from it)
+TOPOLOGY_SAMPLE = "results/samples/topology/{task}.parquet"
+TOPOLOGY_CALIBRATION = "results/samples/topology/{task}.calibration.parquet"
 
-# ---- runs, their metrics and scores (run.smk, score.smk) ------------------------------
-RUN = "results/runs/{task}/{system}/{variant}.parquet"
-RUN_SHARD = "results/runs/shards/{task}/{system}/{variant}/{shard}.parquet"
-METRICS = "results/metrics/{task}/{system}/{variant}.parquet"
-SCORES = "results/scores/{task}/{system}/{variant}.parquet"
-SUMMARY = "results/summary.parquet"
+# ---- one model's files, relative to results/<model key>/ ------------------------------
+MODEL_TEMPLATES = {
+    # runs, their metrics and scores (run.smk, score.smk)
+    "RUN": "runs/{task}/{system}/{variant}.parquet",
+    "RUN_SHARD": "runs/shards/{task}/{system}/{variant}/{shard}.parquet",
+    "METRICS": "metrics/{task}/{system}/{variant}.parquet",
+    "SCORES": "scores/{task}/{system}/{variant}.parquet",
+    "SUMMARY": "summary.parquet",
+    # calibration (calibrate.smk): a grid point's run, or a reference run whose {point} is
+    # its variant, on the calibration shard; the file the runs choose by
+    "CALIBRATION_RUN": "calibration/runs/{task}/{system}/{point}.parquet",
+    "CALIBRATION": "calibration/{task}.yaml",
+    # the topology study (topology.smk): its runs, the router signals read from its
+    # calibration briefs, and the router fitted on them
+    "TOPOLOGY_RUN": "topology/runs/{task}/{system}/{variant}.parquet",
+    "TOPOLOGY_SIGNALS": "topology/calibration/{task}/{system}.parquet",
+    "ROUTER_FILE": "topology/router.yaml",
+}
 
-# ---- calibration (calibrate.smk): a grid point's run, or a reference run whose
-# {point} is its variant, on the calibration shard; the file the runs choose by ---------
-CALIBRATION_RUN = "results/calibration/runs/{task}/{system}/{point}.parquet"
-CALIBRATION = "results/calibration/{task}.yaml"
-
-# ---- the topology study (topology.smk) ------------------------------------------------
-TOPOLOGY_SAMPLE = "results/topology/samples/{task}.parquet"
-TOPOLOGY_RUN = "results/topology/runs/{task}/{system}/{variant}.parquet"
-#: the study's calibration split (disjoint from its sample) and the router signals read
-#: from its briefs, on which the fitted router (ROUTER_FILE) learns
-TOPOLOGY_CALIBRATION = "results/topology/samples/{task}.calibration.parquet"
-TOPOLOGY_SIGNALS = "results/topology/calibration/{task}/{system}.parquet"
-ROUTER_FILE = "results/topology/router.yaml"
-
-
-def results_prefix(model: str | None = None) -> str:
-    """Where a model's results live: ``results/`` (default model) or ``results/models/<name>/``."""
-    return RESULTS if model is None else f"{RESULTS}models/{model}/"
-
-
-def for_model(template: str, model: str | None = None) -> str:
-    """``template`` (a ``results/...`` path) for ``model``'s results; ``model="{model}"``
-    gives the Snakemake pattern with a ``{model}`` wildcard."""
-    if not template.startswith(RESULTS):
-        raise ValueError(f"{template!r} is not under {RESULTS}")
-    return results_prefix(model) + template.removeprefix(RESULTS)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def calibration_file(task: str, model: str | None = None) -> str:
-    """The calibration file of ``task`` (for a sensitivity ``model``: its own)."""
-    return for_model(CALIBRATION, model).format(task=task)
+def model_key(models: dict) -> str:
+    """The folder name of a ``models`` section's results: ``key`` when set, else the
+    model's name (or its file's stem) with every run of other characters than letters,
+    digits, ``.``, ``_`` and ``-`` made one ``-`` (``llama3.1:8b`` -> ``llama3.1-8b``)."""
+    explicit = models.get("key")
+    if explicit:
+        key = str(explicit)
+        if not KEY_PATTERN.fullmatch(key):
+            raise ValueError(
+                f"models.key {key!r}: use letters, digits, '.', '_' and '-', "
+                "starting with a letter or digit"
+            )
+    else:
+        name = models.get("model") or Path(str(models.get("model_path") or "")).stem
+        key = _UNSAFE.sub("-", str(name)).strip("-._")
+        if not key:
+            raise ValueError("models: set models.model (or models.key) to name the results")
+    if key in SHARED_FOLDERS:
+        raise ValueError(
+            f"model key {key!r} is the name of a shared results folder "
+            f"({', '.join(sorted(SHARED_FOLDERS))}): set models.key to another name"
+        )
+    return key
 
 
-def calibration_reference_run(task: str, label: str, model: str | None = None) -> str:
-    """A reference run (``system/variant`` label) on the calibration shard of ``task``."""
-    system, _, variant = label.partition("/")
-    return for_model(CALIBRATION_RUN, model).format(task=task, system=system, point=variant)
+def model_root(key: str, results: str | Path = RESULTS) -> Path:
+    """The folder of model ``key``'s results."""
+    return Path(results) / key
+
+
+def model_keys(results: str | Path = RESULTS) -> list[str]:
+    """The models with results under ``results``, sorted: folders holding a summary, runs,
+    the format study or the topology study."""
+    root = Path(results)
+    if not root.is_dir():
+        return []
+    marks = ("summary.parquet", "runs", "formats", "topology")
+    return sorted(
+        d.name
+        for d in root.iterdir()
+        if d.is_dir()
+        and d.name not in SHARED_FOLDERS
+        and any((d / mark).exists() for mark in marks)
+    )
+
+
+def calibration_file(task: str, key: str) -> str:
+    """The calibration file of ``task`` for model ``key``."""
+    return Layout(key).CALIBRATION.format(task=task)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One model's paths: ``RUN``, ``SCORES``, ... (:data:`MODEL_TEMPLATES` under
+    ``results/<key>/``) and the shared ``SAMPLE``-like templates, as attributes."""
+
+    key: str
+
+    SAMPLE = SAMPLE
+    CALIBRATION_SAMPLE = CALIBRATION_SAMPLE
+    SAMPLE_SHARD = SAMPLE_SHARD
+    TOPOLOGY_SAMPLE = TOPOLOGY_SAMPLE
+    TOPOLOGY_CALIBRATION = TOPOLOGY_CALIBRATION
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self.results(MODEL_TEMPLATES[name])
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def results(self, rel: str = "") -> str:
+        """``results/<key>/<rel>``."""
+        return f"{RESULTS}{self.key}/{rel}"
+
+    def figure(self, rel: str) -> str:
+        """``figures/<key>/<rel>``."""
+        return f"{FIGURES}{self.key}/{rel}"
+
+    def for_model(self, path: str, model: str | None) -> str:
+        """``path`` (one of this model's) as model ``model``'s; itself for ``None``.
+        ``model="{model}"`` gives the Snakemake pattern with a ``{model}`` wildcard."""
+        if model is None:
+            return path
+        for mine, theirs in ((self.results(), RESULTS), (f"{FIGURES}{self.key}/", FIGURES)):
+            if path.startswith(mine):
+                return f"{theirs}{model}/{path.removeprefix(mine)}"
+        raise ValueError(f"{path!r} is not one of model {self.key!r}'s paths")
+
+    def calibration_file(self, task: str, model: str | None = None) -> str:
+        """The calibration file of ``task`` (for another ``model``: its own)."""
+        return calibration_file(task, model or self.key)
+
+    def calibration_reference_run(self, task: str, label: str, model: str | None = None) -> str:
+        """A reference run (``system/variant`` label) on the calibration shard of ``task``."""
+        system, _, variant = label.partition("/")
+        return self.for_model(self.CALIBRATION_RUN, model).format(
+            task=task, system=system, point=variant
+        )
