@@ -7,9 +7,12 @@ internet):
 - live pipeline: ``POST /api/live/message`` queues a message for the mediator
   (:mod:`.live`); its stage events come back over ``/ws``;
 - workflow: with ``attach``, a background task tails the runs' event files
-  (:mod:`.tail`) and pushes what is new over ``/ws``;
-- results: ``/api/tasks``, ``/api/examples``, ``/api/conversation``,
-  ``/api/summary``, ``/api/figures`` read the workflow's outputs
+  (:mod:`.tail`) and Snakemake's own log of every job (:mod:`.snakelog`, under the
+  workflow folder: ``workdir``, else the attached folder's parent) and pushes what is
+  new over ``/ws``;
+- results: ``/api/models``, and ``/api/tasks``, ``/api/examples``,
+  ``/api/conversation``, ``/api/summary``, ``/api/figures`` (each of one ``model``,
+  the default one when not named) read the workflow's outputs
   (:mod:`.results`); ``/files/{results|figures}/<path>`` serves a file from
   inside those two folders and nowhere else (HTML, SVG and XML files as downloads).
 
@@ -42,7 +45,8 @@ from fastapi.staticfiles import StaticFiles
 from tersetalk.dashboard.guard import HostGuard, allowed_names, download_only
 from tersetalk.dashboard.hub import Hub
 from tersetalk.dashboard.live import LiveMediator, Publish, default_live_config
-from tersetalk.dashboard.results import PathRefused, ResultsIndex, safe_path
+from tersetalk.dashboard.results import PathRefused, ResultsIndex, UnknownModel, safe_path
+from tersetalk.dashboard.snakelog import SnakemakeLog
 from tersetalk.dashboard.tail import EventTailer
 
 __all__ = ["DashboardSettings", "create_app"]
@@ -71,22 +75,50 @@ class DashboardSettings:
     host: str = "127.0.0.1"
     port: int | None = None
     allowed_hosts: tuple[str, ...] = ()
+    #: the workflow folder (its .snakemake/log and config/config.yaml); None: the
+    #: attached folder's parent
+    workdir: Path | None = None
+
+    def workflow_dir(self) -> Path | None:
+        if self.workdir is not None:
+            return Path(self.workdir)
+        return Path(self.attach).resolve().parent if self.attach is not None else None
 
 
 def _static_dir() -> Path:
     return Path(str(resources.files("tersetalk.dashboard") / "static"))
 
 
-async def _follow(tailer: EventTailer, hub: Hub, recent: deque, poll_s: float) -> None:
-    """Poll the event files forever; a bad poll is logged and the next one tried."""
+async def _follow(
+    tailer: EventTailer, hub: Hub, recent: deque, poll_s: float, jobs: SnakemakeLog | None
+) -> None:
+    """Poll the event files (and Snakemake's log) forever; a bad poll is logged and the
+    next one tried."""
     while True:
         try:
             for state, ev in await asyncio.to_thread(tailer.poll):
                 recent.append({**ev, "key": state.key})
                 hub.broadcast({"type": "run_event", "run": state.as_dict(), "event": ev})
+            if jobs is not None and await asyncio.to_thread(jobs.poll):
+                hub.broadcast({"type": "jobs", "jobs": jobs.state()})
         except Exception:  # noqa: BLE001 - the dashboard outlives one unreadable poll
             log.exception("event tailing failed; trying again")
         await asyncio.sleep(poll_s)
+
+
+def _calibration_points(workdir: Path | None) -> dict[str, dict[str, dict]]:
+    """system -> grid point -> settings, from the workflow's config/config.yaml (empty
+    when it cannot be read: the points are then named without their settings)."""
+    if workdir is None or not (workdir / "config" / "config.yaml").is_file():
+        return {}
+    try:
+        from tersetalk.config import calibration_points, load_config
+
+        cfg = load_config(workdir / "config" / "config.yaml")
+        return {system: calibration_points(cfg, system) for system in cfg.get("calibration", {})}
+    except Exception:  # noqa: BLE001 - labels are a nicety; a broken config must not stop us
+        log.warning("dashboard: no calibration settings from %s", workdir, exc_info=True)
+        return {}
 
 
 def create_app(
@@ -97,6 +129,9 @@ def create_app(
     hub = Hub()
     index = ResultsIndex(settings.results, settings.figures)
     tailer = EventTailer(settings.attach) if settings.attach is not None else None
+    workdir = settings.workflow_dir()
+    jobs = SnakemakeLog(workdir) if tailer is not None and workdir is not None else None
+    calibration = _calibration_points(workdir) if tailer is not None else {}
     recent: deque = deque(maxlen=settings.recent_events)
     if make_live is None:
         live = LiveMediator(default_live_config(), hub.threadsafe)
@@ -111,7 +146,9 @@ def create_app(
             # what is already on disk is the starting state, not news for the browser
             for state, ev in await asyncio.to_thread(tailer.poll):
                 recent.append({**ev, "key": state.key})
-            task = asyncio.create_task(_follow(tailer, hub, recent, settings.poll_s))
+            if jobs is not None:
+                await asyncio.to_thread(jobs.poll)
+            task = asyncio.create_task(_follow(tailer, hub, recent, settings.poll_s, jobs))
         try:
             yield
         finally:
@@ -136,6 +173,8 @@ def create_app(
             "attached": str(settings.attach) if settings.attach is not None else None,
             "runs": tailer.states() if tailer is not None else [],
             "recent": sorted(recent, key=lambda e: e.get("t") or 0),
+            "jobs": jobs.state() if jobs is not None else None,
+            "calibration": calibration,
         }
 
     @app.get("/", include_in_schema=False)
@@ -183,21 +222,25 @@ def create_app(
     def workflow() -> dict[str, Any]:
         return workflow_snapshot()
 
+    @app.get("/api/models")
+    def models() -> dict[str, Any]:
+        return index.models()
+
     @app.get("/api/runs")
-    def runs() -> list[dict[str, Any]]:
-        return index.runs()
+    def runs(model: str | None = None) -> list[dict[str, Any]]:
+        return index.runs(model)
 
     @app.get("/api/tasks")
-    def tasks() -> list[dict[str, Any]]:
-        return index.tasks()
+    def tasks(model: str | None = None) -> list[dict[str, Any]]:
+        return index.tasks(model)
 
     @app.get("/api/examples")
-    def examples(task: str) -> dict[str, Any]:
-        return index.examples(task)
+    def examples(task: str, model: str | None = None) -> dict[str, Any]:
+        return index.examples(task, model)
 
     @app.get("/api/conversation")
-    def conversation(task: str, example: str) -> dict[str, Any]:
-        conv = index.conversation(task, example)
+    def conversation(task: str, example: str, model: str | None = None) -> dict[str, Any]:
+        conv = index.conversation(task, example, model)
         if not conv["runs"]:
             skipped = "; ".join(f"{w['path']}: {w['message']}" for w in conv["warnings"])
             raise HTTPException(
@@ -208,12 +251,12 @@ def create_app(
         return conv
 
     @app.get("/api/summary")
-    def summary() -> dict[str, Any]:
-        return index.summary()
+    def summary(model: str | None = None) -> dict[str, Any]:
+        return index.summary(model)
 
     @app.get("/api/figures")
-    def figures() -> list[dict[str, str]]:
-        return index.figure_list()
+    def figures(model: str | None = None) -> list[dict[str, str]]:
+        return index.figure_list(model)
 
     @app.get("/files/{which}/{path:path}")
     def files(which: str, path: str) -> FileResponse:
@@ -229,6 +272,10 @@ def create_app(
         if download_only(target.name):  # model-made HTML/SVG must not run as this origin
             return FileResponse(target, filename=target.name, content_disposition_type="attachment")
         return FileResponse(target)
+
+    @app.exception_handler(UnknownModel)
+    async def unknown_model(request: Request, exc: UnknownModel) -> JSONResponse:
+        return JSONResponse({"error": str(exc.args[0])}, status_code=404)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

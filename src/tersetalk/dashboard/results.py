@@ -1,8 +1,11 @@
 """What the results browser reads: run files, the summary table, figures, and safe paths.
 
-Everything is read from the workflow's own outputs (``results/runs/<task>/
-<system>/<variant>.parquet``, ``results/summary.parquet``, ``figures/*.png``), so
-the browser shows exactly what the paper's numbers come from. Run files are read
+Everything is read from the workflow's own outputs, one model's at a time
+(``results/<model>/runs/<task>/<system>/<variant>.parquet``, ``results/<model>/
+summary.parquet``, ``figures/<model>/*.png``; :func:`tersetalk.paths.model_keys` lists
+the models), so the browser shows exactly what the paper's numbers come from. A
+results folder of the older flat layout (``results/runs/...`` with no model folder) is
+read as one model named :data:`LEGACY`. Run files are read
 once per modification time and kept (a run file is small and written atomically).
 A run file that cannot be read, or a symlink that leads out of the results folder,
 is skipped with a warning in the response, and the other runs still show.
@@ -21,7 +24,7 @@ import threading
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-__all__ = ["PathRefused", "ResultsIndex", "safe_path"]
+__all__ = ["LEGACY", "PathRefused", "ResultsIndex", "UnknownModel", "safe_path"]
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +49,33 @@ _CONVERSATION_COLUMNS = [
     "messages",
 ]
 FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
+#: the model name of a results folder in the flat layout of before per-model results
+LEGACY = "(flat layout)"
+LEGACY_NOTE = (
+    "this results folder has the flat layout of before per-model results (results/runs/...); "
+    "move its files under results/<model key>/ (see tersetalk.paths) to compare models"
+)
 
 
 class PathRefused(ValueError):
     """A requested path that would leave its folder (or is not a plain relative path)."""
+
+
+#: folders of the flat layout (and of one model's folder): never a model key
+_STUDY_FOLDERS = frozenset(
+    {"runs", "metrics", "scores", "calibration", "topology", "formats", "stats", "tables"}
+    | {"screenshots", "sensitivity"}
+)
+
+
+def _model_keys(results: Path) -> list[str]:
+    from tersetalk.paths import model_keys
+
+    return [k for k in model_keys(results) if k not in _STUDY_FOLDERS]
+
+
+class UnknownModel(LookupError):
+    """A model name with no results folder."""
 
 
 class UnreadableRun(ValueError):
@@ -109,8 +135,47 @@ class ResultsIndex:
             log.warning("results browser: %s: %s", rel, message)
         return {"path": rel, "message": message}
 
+    # -- models ------------------------------------------------------------------
+    def _legacy(self) -> bool:
+        return (self.results / "runs").is_dir() or (self.results / "summary.parquet").is_file()
+
+    def models(self) -> dict[str, Any]:
+        """The models with results, the default one (the only one, else the one whose
+        results changed last) and a note when the folder has the old flat layout."""
+        keys = _model_keys(self.results)
+        stamps = {}
+        for key in keys:
+            folder = self.results / key
+            marks = [folder / m for m in ("summary.parquet", "runs", "topology", "formats")]
+            stamps[key] = max((m.stat().st_mtime for m in marks if m.exists()), default=0.0)
+        legacy = self._legacy()
+        if legacy:
+            keys = [*keys, LEGACY]
+            stamps[LEGACY] = -1.0  # a migrated model is the default over the old layout
+        default = max(keys, key=lambda k: (stamps[k], k)) if keys else None
+        return {
+            "models": [{"model": k, "updated": stamps[k]} for k in keys],
+            "default": default,
+            "note": LEGACY_NOTE if legacy else None,
+        }
+
+    def _base(self, model: str | None) -> tuple[Path, str]:
+        """The results folder of ``model`` (None: the default) and its path relative to
+        the results folder ("" for the flat layout); :class:`UnknownModel` if it has none."""
+        if model is None:
+            model = self.models()["default"]
+            if model is None:
+                return self.results, ""
+        if model == LEGACY and self._legacy():
+            return self.results, ""
+        if model not in _model_keys(self.results):
+            raise UnknownModel(f"no results of model {model!r} under {self.results}/")
+        return self.results / model, f"{model}/"
+
     # -- run files ---------------------------------------------------------------
-    def _scan(self) -> tuple[list[tuple[dict[str, Any], Path]], list[dict[str, str]]]:
+    def _scan(
+        self, model: str | None = None
+    ) -> tuple[list[tuple[dict[str, Any], Path]], list[dict[str, str]]]:
         """Every run file inside the results folder, with its real path; and what was skipped.
 
         ``glob`` follows symlinked folders and files, so each hit's real path is checked
@@ -118,9 +183,10 @@ class ResultsIndex:
         found: list[tuple[dict[str, Any], Path]] = []
         warnings: list[dict[str, str]] = []
         root = self.results.resolve()
+        base, _ = self._base(model)
         paths = [
-            *sorted((self.results / "runs").glob("*/*/*.parquet")),
-            *sorted((self.results / "topology" / "runs").glob("*/*/*.parquet")),
+            *sorted((base / "runs").glob("*/*/*.parquet")),
+            *sorted((base / "topology" / "runs").glob("*/*/*.parquet")),
         ]
         for path in paths:
             rel = path.relative_to(self.results).as_posix()
@@ -140,12 +206,13 @@ class ResultsIndex:
             found.append((run, real))
         return found, warnings
 
-    def runs(self) -> list[dict[str, Any]]:
-        """Every finished run file: task, system, variant, rows, path relative to results.
+    def runs(self, model: str | None = None) -> list[dict[str, Any]]:
+        """Every finished run file of ``model``: task, system, variant, rows, path relative
+        to results.
 
         The main study's (``runs/``) and the topology study's (``topology/runs/``, its
         routed systems beside the main systems on a task both studies sample)."""
-        return [run for run, _ in self._scan()[0]]
+        return [run for run, _ in self._scan(model)[0]]
 
     def _frame(self, path: Path):
         """The run file's columns the browser needs; raises if the file cannot be read
@@ -176,9 +243,11 @@ class ResultsIndex:
             self._cache[path] = (stamp, df)
         return df
 
-    def _task_frames(self, task: str) -> tuple[list[tuple[dict[str, Any], Any]], list[dict]]:
+    def _task_frames(
+        self, task: str, model: str | None = None
+    ) -> tuple[list[tuple[dict[str, Any], Any]], list[dict]]:
         """Each readable run file of ``task`` with its frame; warnings for what was skipped."""
-        found, warnings = self._scan()
+        found, warnings = self._scan(model)
         frames = []
         for run, real in found:
             if run["task"] != task:
@@ -192,17 +261,17 @@ class ResultsIndex:
                 warnings.append(self._warn(run["path"], f"skipped: cannot read ({why})"))
         return frames, warnings
 
-    def tasks(self) -> list[dict[str, Any]]:
+    def tasks(self, model: str | None = None) -> list[dict[str, Any]]:
         counts: dict[str, int] = {}
-        for run in self.runs():
+        for run in self.runs(model):
             counts[run["task"]] = counts.get(run["task"], 0) + 1
         return [{"task": t, "n_runs": n} for t, n in sorted(counts.items())]
 
-    def examples(self, task: str) -> dict[str, Any]:
+    def examples(self, task: str, model: str | None = None) -> dict[str, Any]:
         """The task's examples over all its runs, in sample order, with their question;
         ``warnings`` names the files skipped (unreadable, or leading outside)."""
         seen: dict[str, dict[str, Any]] = {}
-        frames, warnings = self._task_frames(task)
+        frames, warnings = self._task_frames(task, model)
         for _, df in frames:
             for row in df.itertuples(index=False):
                 ex = seen.setdefault(
@@ -218,11 +287,11 @@ class ResultsIndex:
         ordered = sorted(seen.values(), key=lambda e: (e["position"] or 0, e["example_id"]))
         return {"task": task, "examples": ordered, "warnings": warnings}
 
-    def conversation(self, task: str, example_id: str) -> dict[str, Any]:
+    def conversation(self, task: str, example_id: str, model: str | None = None) -> dict[str, Any]:
         """Every run's record of one example: messages with tokens, verdict, prediction, score."""
         runs = []
         question = gold = None
-        frames, warnings = self._task_frames(task)
+        frames, warnings = self._task_frames(task, model)
         for run, df in frames:
             rows = df[df["example_id"] == str(example_id)]
             if rows.empty:
@@ -251,15 +320,18 @@ class ResultsIndex:
         }
 
     # -- summary and figures -------------------------------------------------------
-    def summary(self) -> dict[str, Any]:
-        """``results/summary.parquet`` as columns and rows (``missing`` when not built yet)."""
+    def summary(self, model: str | None = None) -> dict[str, Any]:
+        """``results/<model>/summary.parquet`` as columns and rows (``missing`` when not
+        built yet)."""
         import pandas as pd
 
-        empty = {"path": "summary.parquet", "missing": False, "columns": [], "rows": []}
+        _, prefix = self._base(model)
+        rel = f"{prefix}summary.parquet"
+        empty = {"path": rel, "missing": False, "columns": [], "rows": []}
         try:
-            path = safe_path(self.results, "summary.parquet")
+            path = safe_path(self.results, rel)
         except PathRefused:
-            warning = self._warn("summary.parquet", "skipped: it leads outside the results folder")
+            warning = self._warn(rel, "skipped: it leads outside the results folder")
             return {**empty, "warnings": [warning]}
         if not path.is_file():
             return {**empty, "missing": True, "warnings": []}
@@ -267,23 +339,29 @@ class ResultsIndex:
             df = pd.read_parquet(path)
         except Exception as exc:  # noqa: BLE001 - a torn summary is a warning, not a 500
             why = f"{type(exc).__name__}: {exc}"[:500]
-            warning = self._warn("summary.parquet", f"skipped: unreadable ({why})")
+            warning = self._warn(rel, f"skipped: unreadable ({why})")
             return {**empty, "warnings": [warning]}
         rows = [[_clean(v) for v in rec] for rec in df.itertuples(index=False, name=None)]
         return {
-            "path": "summary.parquet",
+            "path": rel,
             "missing": False,
             "columns": list(df.columns),
             "rows": rows,
             "warnings": [],
         }
 
-    def figure_list(self) -> list[dict[str, str]]:
-        """Figures the workflow drew (images only; the PDFs are for the paper)."""
+    def figure_list(self, model: str | None = None) -> list[dict[str, str]]:
+        """Figures the workflow drew for ``model`` (``figures/<model>/``, and the shared
+        ones outside any model's folder; images only, the PDFs are for the paper)."""
         if not self.figures.is_dir():
             return []
+        _, prefix = self._base(model)
+        others = {k for k in _model_keys(self.results) if f"{k}/" != prefix}
         out = []
         for path in sorted(self.figures.rglob("*")):
+            top = path.relative_to(self.figures).parts[0]
+            if top in others:
+                continue
             if path.suffix.lower() in FIGURE_SUFFIXES and path.is_file():
                 rel = path.relative_to(self.figures).as_posix()
                 try:
