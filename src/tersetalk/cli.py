@@ -32,6 +32,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.sensitivity",  # models compare (sensitivity.models)
     "tersetalk.mcp.cli",  # mcp-proxy
     "tersetalk.mcp.experiment_cli",  # mcp-experiment (the proxy on real servers)
+    "tersetalk.results_doc",  # results-doc (results/<key>/RESULTS.md)
 )
 
 
