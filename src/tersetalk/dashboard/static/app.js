@@ -1,6 +1,6 @@
 // The dashboard's entry point: tabs, theme, and the one WebSocket every view listens to.
 import { initLive, onLiveMessage, onLiveSnapshot } from "./live.js";
-import { initWorkflow, onWorkflowEvent, onWorkflowSnapshot } from "./workflow.js";
+import { initWorkflow, onJobs, onWorkflowEvent, onWorkflowSnapshot } from "./workflow.js";
 import { initResults, showResults } from "./results.js";
 
 const THEME_KEY = "tersetalk-theme";
@@ -22,7 +22,7 @@ function initTheme() {
 }
 
 function showView() {
-  const name = (location.hash || "#live").slice(1);
+  const name = (location.hash || "#live").slice(1).split("?")[0];
   const view = ["live", "workflow", "results"].includes(name) ? name : "live";
   for (const section of document.querySelectorAll("section.view")) {
     section.hidden = section.dataset.view !== view;
@@ -49,6 +49,8 @@ function connect(attempt = 0) {
       onWorkflowSnapshot(msg.progress);
     } else if (msg.type === "run_event") {
       onWorkflowEvent(msg.run, msg.event);
+    } else if (msg.type === "jobs") {
+      onJobs(msg.jobs);
     } else {
       onLiveMessage(msg);
     }

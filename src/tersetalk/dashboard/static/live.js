@@ -1,5 +1,16 @@
 // Live pipeline view: the diagram lights each stage as the mediator's events arrive.
+// A reload shows the last message again: its result (passes, keys, judge, delivery) comes
+// from the server's history, the event log, the draft and the open panels from localStorage.
 import { el, fmtNum, getJSON, pct, clock } from "./util.js";
+
+const STORE_KEY = "tersetalk-live";
+const stored = (() => {
+  try { return JSON.parse(localStorage.getItem(STORE_KEY) || "{}") || {}; } catch (e) { return {}; }
+})();
+function save(patch) {
+  Object.assign(stored, patch);
+  try { localStorage.setItem(STORE_KEY, JSON.stringify(stored)); } catch (e) { /* storage off */ }
+}
 
 const ORDER = ["agent_a", "compression", "keys", "judge", "agent_b"];
 const state = { mid: null, original: null, budget: null, limit: null, passes: 0,
@@ -38,6 +49,20 @@ function resetMessage(mid) {
   $("judge-issues").replaceChildren();
   $("timeline-body").replaceChildren(el("tr", {}, el("td", { colspan: 4, class: "muted", text: "no passes yet" })));
   setRatio(null);
+  flagDelivery(null);
+}
+
+// A delivered message over the budget is flagged whatever the judge said.
+function flagDelivery(tokens, original, judgePassed) {
+  const over = tokens !== null && tokens !== undefined && state.budget !== null && tokens > state.budget;
+  const flag = $("delivery-flag");
+  flag.hidden = !over;
+  $("delivery-badge").hidden = !over;
+  stageNode("agent_b").classList.toggle("over-budget", over);
+  if (!over) { flag.textContent = ""; return; }
+  const inText = original === null || original === undefined ? "" : `${original} tokens in, `;
+  const judge = judgePassed ? " (the judge passed it)" : "";
+  flag.textContent = `Over budget: ${inText}${tokens} delivered, budget ${state.budget}${judge}`;
 }
 
 // Light `stage`: the one before it is done, the link into it flows.
@@ -125,7 +150,7 @@ function renderJudge(d) {
   stageNode("judge").classList.toggle("verdict-fail", !d.passed);
 }
 
-function logEvent(ev) {
+function showEvent(ev) {
   const list = $("event-log");
   const d = ev.data || {};
   const bits = Object.entries(d).filter(([k, v]) => typeof v !== "object" && k !== "text")
@@ -133,6 +158,13 @@ function logEvent(ev) {
   list.prepend(el("li", {}, el("span", { class: "muted", text: `${clock(ev.timestamp)} ` }),
     el("span", { class: "k", text: ev.event }), ` ${bits}`));
   while (list.children.length > 60) list.lastChild.remove();
+}
+
+function logEvent(ev) {
+  showEvent(ev);
+  const d = ev.data || {};
+  const slim = Object.fromEntries(Object.entries(d).filter(([k, v]) => typeof v !== "object" && k !== "text"));
+  save({ events: [...(stored.events || []), { event: ev.event, timestamp: ev.timestamp, data: slim }].slice(-60) });
 }
 
 function onPipelineEvent(ev) {
@@ -188,6 +220,7 @@ function onPipelineEvent(ev) {
     case "pipeline_complete":
       light("agent_b");
       setTok("agent_b", `${d.delivered_tokens} tok`);
+      flagDelivery(d.delivered_tokens, state.original, null);
       finishAll();
       break;
     case "pipeline_error": {
@@ -211,6 +244,18 @@ function onResult(rec, stats) {
     if (rec.judge) renderJudge(rec.judge);
     $("text-agent_b").textContent = rec.delivered.text || "–";
     if (rec.delivered.text) setTok("agent_b", `${rec.delivered.tokens} tok`);
+    const c = rec.compression;
+    if (c) {
+      state.original = c.original_tokens ?? rec.original.tokens;
+      setTok("compression", `${c.final_tokens} tok`);
+      setRatio(c.original_tokens ? c.final_tokens / c.original_tokens : null);
+      setBudget(c.final_tokens);
+      if (state.passes === 0 && (c.passes || []).length) for (const p of c.passes) addTimelineRow(p);
+      setPasses(c.n_passes ?? state.passes);
+    }
+    if (rec.extraction) setTok("keys", `${(rec.extraction.keys || []).length} keys`);
+    if (rec.delivered.text) flagDelivery(rec.delivered.tokens, rec.original.tokens, rec.judge ? rec.judge.passed : null);
+    save({ mid: rec.message_id, submitted: rec.original.text });
   }
   renderStats(stats);
 }
@@ -240,7 +285,14 @@ function renderConfig(cfg) {
       dl.append(el("dt", { text: k }), el("dd", { text: typeof v === "object" ? JSON.stringify(v) : String(v) }));
     }
     const on = values.enabled === undefined ? "" : values.enabled ? " (on)" : " (off)";
-    return el("details", { class: "config-block", "data-config": name }, el("summary", { text: `${titles[name] || name}${on}` }), dl);
+    const block = el("details", { class: "config-block", "data-config": name,
+      open: (stored.open || []).includes(name) }, el("summary", { text: `${titles[name] || name}${on}` }), dl);
+    block.addEventListener("toggle", () => {
+      const open = new Set(stored.open || []);
+      if (block.open) open.add(name); else open.delete(name);
+      save({ open: [...open] });
+    });
+    return block;
   }));
 }
 
@@ -264,6 +316,10 @@ export function onLiveSnapshot(live) {
     resetMessage(last.message_id);
     onResult(last, live.stats);
     for (const s of ORDER) if (state.enabled[s]) stageNode(s).classList.add("done");
+    // the events of before the reload, if they are of this server's messages
+    if (!$("event-log").children.length && live.history.some((h) => h.message_id === stored.mid)) {
+      for (const ev of stored.events || []) showEvent(ev);
+    }
   }
 }
 
@@ -293,5 +349,8 @@ export function initLive() {
   });
   $("demo-button").addEventListener("click", () => {
     $("message-input").value = state.demo;
+    save({ draft: state.demo });
   });
+  if (stored.draft) $("message-input").value = stored.draft;
+  $("message-input").addEventListener("input", () => save({ draft: $("message-input").value }));
 }
