@@ -33,6 +33,7 @@ PLUGIN_COMMANDS = (
     "tersetalk.mcp.cli",  # mcp-proxy
     "tersetalk.mcp.experiment_cli",  # mcp-experiment (the proxy on real servers)
     "tersetalk.results_doc",  # results-doc (results/<key>/RESULTS.md)
+    "tersetalk.columns",  # columns (the data dictionary, docs/columns.md)
 )
 
 

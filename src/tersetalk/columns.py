@@ -1,0 +1,1124 @@
+"""The data dictionary: every column of every Parquet/CSV file the workflow writes.
+
+Why here, as data: a column that a writer adds without a line in this module is a
+column nobody can interpret a year later. ``tests/test_columns.py`` produces real
+frames through the writing code (a run, its metrics, its score row) and fails on any
+column no entry matches, and on entries that match nothing; ``docs/columns.md`` is
+generated from this module (``tersetalk columns --markdown docs/columns.md``) and a
+test checks it is up to date; ``tersetalk columns FILE`` documents one file's
+columns and flags the undocumented ones.
+
+An entry's ``pattern`` is a column name in which ``<placeholder>`` stands for one of
+the values :data:`PLACEHOLDERS` lists (``tokens_<S>_<R>``: ``tokens_M_W``, ...).
+``<column>`` is special: in ``<column>_mean`` it stands for any column the entry's
+``of`` files document (the summary's means of per-example columns).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from tersetalk.protocol.repair import REPAIR_KINDS
+from tersetalk.protocol.tags import CAPPABLE_TAGS, TAG_NAMES, TAGS
+
+__all__ = [
+    "FILES",
+    "PLACEHOLDERS",
+    "Column",
+    "FileKind",
+    "columns_for",
+    "document",
+    "entries",
+    "file_kind",
+    "markdown",
+    "match",
+    "undocumented",
+]
+
+#: what a ``<name>`` in a pattern may stand for (a regular expression)
+PLACEHOLDERS: dict[str, str] = {
+    "S": r"[A-Z][A-Z0-9]*",
+    "R": r"[A-Z][A-Z0-9]*",
+    "tokenizer": r"cl100k|o200k|model",
+    "role": r"manager|worker|worker1|worker2|critic",
+    "tag": "|".join(TAGS),
+    "ctag": "|".join(CAPPABLE_TAGS),
+    "kind": "|".join(REPAIR_KINDS),
+    "route": r"tersetalk|llmlingua|overflow",
+    "verdict": r"accept|revise|escalate",
+    "package": r"[a-z0-9_]+",
+    "oh": r"syntax|escape|label|ref|role|goal|title|question|echo",
+}
+
+_PLACEHOLDER_HELP = {
+    "S": "sender letter (M Manager, W Worker, W1/W2 chain Workers, C Critic)",
+    "R": "receiver letter, as for S",
+    "tokenizer": "cl100k (tiktoken cl100k_base), o200k (tiktoken o200k_base), model "
+    "(the run's own model tokenizer)",
+    "role": "manager, worker, worker1, worker2, critic",
+    "tag": "a TerseTalk line tag: " + ", ".join(f"{t} ({n})" for t, n in TAG_NAMES.items()),
+    "ctag": "a cappable tag: " + ", ".join(CAPPABLE_TAGS),
+    "kind": "a lenient-parser repair kind: " + ", ".join(REPAIR_KINDS),
+    "route": "a hybrid route: tersetalk, llmlingua, overflow",
+    "verdict": "a Critic verdict: accept, revise, escalate",
+    "package": "a Python package name",
+    "oh": "an overhead class of the audit: syntax, escape, label, ref, role, goal, "
+    "title, question, echo",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One documented column (or a family of columns, when ``pattern`` has placeholders).
+
+    ``only`` names what writes it when not every row or run has it (a system, a task,
+    the router); empty when every file of its kinds has it.
+    """
+
+    pattern: str
+    dtype: str
+    unit: str
+    meaning: str
+    files: tuple[str, ...]
+    only: str = ""
+    of: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """A kind of output file: where such files live and who writes them."""
+
+    name: str
+    paths: tuple[str, ...]
+    writer: str
+    row: str
+
+
+_M = "results/<model>/"
+FILES: dict[str, FileKind] = {
+    f.name: f
+    for f in [
+        FileKind("run", (f"{_M}runs/<task>/<system>/<variant>.parquet",
+                         f"{_M}runs/shards/<task>/<system>/<variant>/<shard>.parquet",
+                         f"{_M}calibration/runs/<task>/<system>/<point>.parquet",
+                         f"{_M}topology/runs/<task>/<system>/<variant>.parquet"),
+                 "tersetalk.records.build_record / records_frame (tersetalk run)",
+                 "one example of one run"),
+        FileKind("metrics", (f"{_M}metrics/<task>/<system>/<variant>.parquet",),
+                 "tersetalk.metrics.per_record.per_record_metrics (tersetalk score)",
+                 "one example of one run, paired with the free-form reference"),
+        FileKind("summary", (f"{_M}scores/<task>/<system>/<variant>.parquet",
+                             f"{_M}summary.parquet", f"{_M}summary.csv"),
+                 "tersetalk.metrics.summary.run_metrics / aggregate (tersetalk score, "
+                 "tersetalk aggregate)", "one run"),
+        FileKind("samples", ("results/samples/<task>.parquet",
+                             "results/samples/<task>.calibration.parquet",
+                             "results/samples/topology/<task>.parquet"),
+                 "tersetalk.tasks.loading.sample (tersetalk sample)", "one example"),
+        FileKind("stats", (f"{_M}stats/noninferiority.parquet",
+                           f"{_M}stats/noninferiority.csv"),
+                 "tersetalk.stats.noninferiority (tersetalk stats)",
+                 "one (task, treatment, control) comparison"),
+        FileKind("table_main", (f"{_M}tables/main.csv",),
+                 "tersetalk.plots.tables (tersetalk plot)", "one (task, run) of the paper table"),
+        FileKind("table_targets", (f"{_M}tables/targets.csv",),
+                 "tersetalk.stats.targets (tersetalk targets)", "one target of a seed paper"),
+        FileKind("topology_signals", (f"{_M}topology/calibration/<task>/<system>.parquet",),
+                 "tersetalk.topology_signals.write_signals", "one calibration brief"),
+        FileKind("topology_policies", (f"{_M}topology/policies.csv",
+                                       f"{_M}topology/policies_by_task.csv",
+                                       f"{_M}topology/six_policies.csv"),
+                 "tersetalk.metrics.topology", "one routing policy (per task)"),
+        FileKind("topology_loto", (f"{_M}topology/leave_one_task_out.csv",
+                                   f"{_M}topology/leave_one_task_out_fitted.csv",
+                                   f"{_M}topology/theta_sweep.csv",
+                                   f"{_M}topology/ablations.csv"),
+                 "tersetalk.metrics.topology / topology_fit", "one held-out task or setting"),
+        FileKind("formats", (f"{_M}formats/savings.parquet", f"{_M}formats/knapsack.parquet",
+                             f"{_M}formats/dedup.parquet", f"{_M}formats/comprehension.parquet",
+                             f"{_M}formats/*_summary.csv", f"{_M}formats/savings_by_shape.csv"),
+                 "tersetalk.formats.experiments (tersetalk formats)",
+                 "one payload, item, call or question"),
+        FileKind("bench", ("results/bench/mb<N>.parquet", "results/bench/mb<N>.csv",
+                           "results/bench/corpus.parquet", "results/mcp/mb5.parquet",
+                           "results/mcp/mb5.csv"),
+                 "tersetalk.bench (tersetalk bench)", "one measured method"),
+        FileKind("mcp", ("results/mcp/<server>.parquet", "results/mcp/summary.csv"),
+                 "tersetalk.mcp.experiment (tersetalk mcp-experiment)",
+                 "one arm and step (summary: per server, arm and tool)"),
+        FileKind("audit", ("results/audit/audit.csv", "results/audit/summary.csv"),
+                 "tersetalk.metrics.audit (tersetalk audit)",
+                 "one token-overhead class per run and direction"),
+    ]
+}  # fmt: skip
+
+_RUN = ("run",)
+_RM = ("run", "metrics")
+_SUM = ("summary",)
+_ALL_EX = ("run", "metrics", "summary")
+
+# ---- the c_* counters: a system's numeric counters, one column each in run files -------
+# (records.build_record writes every bool/int/float counter as c_<name>; metrics copy them;
+# the summary has c_<name>_mean over answered examples)
+_COUNTERS: list[tuple[str, str, str, str, str]] = [
+    # (name, dtype, unit, meaning, only)
+    ("compliance_calls", "int64", "calls", "structured replies requested by the Speaker "
+     "(Worker and Critic turns; tersetalk.agents.codecs.tersetalk.Speaker._note)", "tersetalk"),
+    ("compliance_first_try", "int64", "calls", "replies valid on the first attempt "
+     "(schema mode: 1 attempt; posthoc: parsed clean)", "tersetalk"),
+    ("compliance_after_retries", "int64", "calls", "replies valid only after schema retries",
+     "tersetalk"),
+    ("compliance_repaired", "int64", "calls", "replies read only after lenient repairs",
+     "tersetalk"),
+    ("compliance_fallback", "int64", "calls", "replies with no readable structure, taken as raw "
+     "text", "tersetalk"),
+    ("repairs", "int64", "repairs", "lenient-parser repairs applied to replies, all kinds",
+     "tersetalk"),
+    ("repairs_<kind>", "int64", "repairs", "lenient-parser repairs of one kind "
+     "(tersetalk.protocol.repair.REPAIR_KINDS)", "tersetalk"),
+    ("reply_truncated", "int64", "fields", "reply fields cut to their length bound", "tersetalk"),
+    ("reply_dropped", "int64", "items", "reply list items dropped past their count bound",
+     "tersetalk"),
+    ("lines_total", "int64", "lines", "lines of the Manager's brief after capping "
+     "(protocol.caps.CapCounters)", "tersetalk"),
+    ("lines_<tag>", "int64", "lines", "lines of the capped brief with this tag", "tersetalk"),
+    ("overflow_total", "int64", "lines", "brief lines whose text went to memory behind an M# "
+     "overflow pointer", "tersetalk"),
+    ("overflow_<ctag>", "int64", "lines", "overflowed brief lines by original tag", "tersetalk"),
+    ("compressed_total", "int64", "lines", "brief lines shortened by the summarizer instead of "
+     "overflowing", "tersetalk"),
+    ("compressed_<ctag>", "int64", "lines", "compressed brief lines by original tag", "tersetalk"),
+    ("density", "float64", "ratio 0-1", "1 - overflow_total / lines_total (1 for an empty brief)",
+     "tersetalk"),
+    ("msg_lines_total", "int64", "lines", "TerseTalk lines of every message sent as lines "
+     "(codecs.tersetalk.message_line_counts)", "tersetalk"),
+    ("msg_lines_<tag>", "int64", "lines", "lines of the sent messages with this tag", "tersetalk"),
+    ("msg_lines_<S>_<R>", "int64", "lines", "lines sent from S to R", "tersetalk"),
+    ("deref_derefs", "int64", "pointers", "distinct M# pointers resolved for a Worker's need "
+     "(re-injected)", "tersetalk"),
+    ("deref_reinjected_tokens", "int64", "tokens (cl100k)", "tokens of the texts re-injected by "
+     "dereferencing", "tersetalk"),
+    ("deref_missing", "int64", "pointers", "requested M# ids the memory did not hold", "tersetalk"),
+    ("memory_entries", "int64", "entries", "entries in the overflow memory at the end",
+     "tersetalk"),
+    ("memory_bytes", "int64", "bytes", "UTF-8 bytes held in the overflow memory at the end",
+     "tersetalk"),
+    ("memory_evictions", "int64", "entries", "entries evicted (FIFO) from the memory",
+     "tersetalk"),
+    ("memory_puts", "int64", "entries", "texts stored in the memory", "tersetalk"),
+    ("tp_payload_calls", "int64", "calls", "LLMLingua touchpoint: payloads offered for "
+     "compression (encoders.touchpoints)", "tersetalk"),
+    ("tp_payload_fit", "int64", "calls", "payloads whose compression fit the cap", "tersetalk"),
+    ("tp_summary_calls", "int64", "calls", "summaries made by LLMLingua instead of the "
+     "summarizer", "tersetalk"),
+    ("tp_deref_compressed", "int64", "texts", "dereferenced texts compressed before re-injection",
+     "tersetalk"),
+    ("tp_deref_tokens_saved", "int64", "tokens (cl100k)", "tokens saved by compressing "
+     "dereferenced texts", "tersetalk"),
+    ("t_touchpoints_s", "float64", "s", "time spent in the LLMLingua touchpoints (timing)",
+     "tersetalk"),
+    ("hybrid_budget", "int64", "tokens (cl100k)", "the hybrid's per-message token budget",
+     "hybrid"),
+    ("hybrid_gate", "bool", "flag", "whether the hybrid's gate was on", "hybrid"),
+    ("turns", "int64", "messages", "messages the hybrid's gate decided", "hybrid"),
+    ("route_<route>", "int64", "messages", "messages sent on this route", "hybrid"),
+    ("share_<route>", "float64", "ratio 0-1", "route_<route> / turns", "hybrid"),
+    ("over_budget_turns", "int64", "messages", "messages sent over the budget (nothing could "
+     "overflow)", "hybrid"),
+    ("projected_turns", "int64", "messages", "messages for which a compressed free-form size was "
+     "projected", "hybrid"),
+    ("brief_route_<route>", "int64", "0/1", "1 when the Manager's brief took this route",
+     "hybrid"),
+    ("brief_est_tt", "int64", "tokens (cl100k)", "estimated TerseTalk size of the brief",
+     "hybrid"),
+    ("brief_sent_tokens", "int64", "tokens (cl100k)", "tokens of the brief as sent", "hybrid"),
+    ("brief_ff_tokens", "int64", "tokens (cl100k)", "free-form tokens of the brief (when "
+     "projected)", "hybrid"),
+    ("brief_projection", "float64", "tokens (cl100k)", "projected LLMLingua-compressed size of "
+     "the brief", "hybrid"),
+    ("projection_error_tokens", "float64", "tokens (cl100k)", "mean of sent - projected tokens "
+     "over messages routed to LLMLingua", "hybrid"),
+    ("lingua_messages", "int64", "messages", "messages compressed by LLMLingua", "hybrid"),
+    ("lingua_origin_tokens", "int64", "tokens (cl100k)", "tokens of the message before "
+     "compression (encoders.messages.message_counters)", "llmlingua, hybrid"),
+    ("lingua_tokens", "int64", "tokens (cl100k)", "tokens of the message as sent",
+     "llmlingua, hybrid"),
+    ("lingua_rate", "float64", "ratio", "lingua_tokens / lingua_origin_tokens",
+     "llmlingua, hybrid"),
+    ("lingua_ctx_origin_tokens", "int64", "tokens (cl100k)", "compressible context tokens before "
+     "compression", "llmlingua, hybrid"),
+    ("lingua_ctx_tokens", "int64", "tokens (cl100k)", "context tokens after compression",
+     "llmlingua, hybrid"),
+    ("lingua_ctx_rate", "float64", "ratio", "compression rate of the context",
+     "llmlingua, hybrid"),
+    ("lingua_kept_tokens", "int64", "tokens (cl100k)", "tokens kept verbatim (question, "
+     "instructions)", "llmlingua, hybrid"),
+    ("lingua_target_rate", "float64", "ratio", "the target compression rate",
+     "llmlingua, hybrid"),
+    ("lingua_target_ctx_tokens", "int64", "tokens (cl100k)", "target size of the context",
+     "llmlingua, hybrid"),
+    ("lingua_scope_rate", "float64", "ratio", "achieved rate in the target's scope (context or "
+     "message)", "llmlingua, hybrid"),
+    ("lingua_rate_error", "float64", "ratio", "lingua_scope_rate / lingua_target_rate - 1",
+     "llmlingua, hybrid"),
+    ("lingua_abs_rate_error", "float64", "ratio", "|lingua_rate_error|", "llmlingua, hybrid"),
+    ("lingua_within_tolerance", "int64", "0/1", "1 when |rate error| <= the configured "
+     "tolerance", "llmlingua, hybrid"),
+    ("lingua_target_unreachable", "int64", "0/1", "1 when the target could not be reached "
+     "(kept parts alone exceed it)", "llmlingua, hybrid"),
+    ("lingua_skipped", "int64", "0/1", "1 when compression was skipped", "llmlingua, hybrid"),
+    ("lingua_attempts", "int64", "calls", "compressor calls made for the message",
+     "llmlingua, hybrid"),
+    ("lingua_fallbacks", "int64", "calls", "compressor retries at another rate",
+     "llmlingua, hybrid"),
+    ("lingua_forced_tokens", "int64", "tokens (cl100k)", "tokens forced to be kept (digits)",
+     "llmlingua, hybrid"),
+    ("lingua_compressor_mismatch", "int64", "0/1", "1 when the compressor folder does not match "
+     "the embedded model", "llmlingua, hybrid"),
+    ("t_lingua_s", "float64", "s", "time spent compressing (timing)", "llmlingua, hybrid"),
+    ("mediator_original_tokens", "int64", "tokens", "tokens of the brief before mediation "
+     "(systems.mediator_system.counters_of)", "mediator"),
+    ("mediator_passes", "int64", "passes", "recursive compression passes", "mediator"),
+    ("mediator_final_tokens", "int64", "tokens", "tokens after compression", "mediator"),
+    ("mediator_ratio", "float64", "ratio", "final / original tokens", "mediator"),
+    ("mediator_input_truncated", "bool", "flag", "whether the input was cut to the compressor's "
+     "window", "mediator"),
+    ("mediator_n_keys", "int64", "keys", "semantic keys extracted", "mediator"),
+    ("mediator_judge_passed", "bool", "flag", "whether the judge accepted the mediated message",
+     "mediator"),
+    ("mediator_judge_confidence", "float64", "0-1", "the judge's confidence", "mediator"),
+    ("mediator_delivered_tokens", "int64", "tokens", "tokens of the message delivered",
+     "mediator"),
+    ("mediator_passthrough", "bool", "flag", "whether mediation failed and the brief went "
+     "unmediated", "mediator"),
+    ("msp_original_tokens", "int64", "tokens", "tokens of the brief (systems.msp_system)", "msp"),
+    ("msp_signal_tokens", "int64", "tokens", "tokens of the Minimal Signal's wire form", "msp"),
+    ("msp_compression_ratio", "float64", "ratio", "signal / original tokens", "msp"),
+    ("msp_decoded_tokens", "int64", "tokens", "tokens of the signal decoded back to prose", "msp"),
+    ("msp_similarity", "float64", "0-1", "semantic similarity of decoded and original", "msp"),
+    ("msp_judge_passed", "bool", "flag", "whether the semantic judge passed the signal", "msp"),
+    ("msp_similarity_passed", "bool", "flag", "whether the similarity met its threshold", "msp"),
+    ("msp_intent_present", "bool", "flag", "whether the decoded text states the intent", "msp"),
+    ("msp_target_present", "bool", "flag", "whether the decoded text names the target", "msp"),
+    ("msp_target_coverage", "float64", "ratio 0-1", "share of target terms the decoded text "
+     "covers", "msp"),
+    ("msp_passthrough", "bool", "flag", "whether encoding failed and the brief went as prose",
+     "msp"),
+    ("t_msp_encode_ms", "float64", "ms", "encoding time (timing)", "msp"),
+    ("t_msp_decode_ms", "float64", "ms", "decoding time (timing)", "msp"),
+    ("t_msp_judge_ms", "float64", "ms", "judging time (timing)", "msp"),
+    ("t_msp_latency_ms", "float64", "ms", "total encode-decode-judge time (timing)", "msp"),
+    ("planner_calls", "int64", "calls", "Manager planning calls made (agents.planner.PlanCounters)",
+     "planner"),
+    ("planner_first_try", "int64", "0/1", "the plan was valid at the first try", "planner"),
+    ("planner_after_retries", "int64", "0/1", "valid after the backend's retries", "planner"),
+    ("planner_repaired", "int64", "0/1", "rebuilt by the lenient reading", "planner"),
+    ("planner_failed", "int64", "0/1", "a call was made and the brief went without a plan",
+     "planner"),
+    ("planner_parse_failures", "int64", "readings", "readings of the reply that failed",
+     "planner"),
+    ("planner_steps", "int64", "steps", "plan steps sent", "planner"),
+    ("planner_steps_dropped", "int64", "steps", "steps past plan_max_steps or empty, not sent",
+     "planner"),
+    ("planner_steps_repeated", "int64", "steps", "steps repeating an earlier one, not sent",
+     "planner"),
+    ("planner_steps_truncated", "int64", "steps", "step texts cut to plan_step_chars",
+     "planner"),
+    ("planner_refs", "int64", "pointers", "M# references sent as d lines", "planner"),
+    ("planner_refs_dropped", "int64", "pointers", "ids not sent (malformed or not in memory)",
+     "planner"),
+    ("planner_refs_repeated", "int64", "pointers", "ids already sent by an earlier step",
+     "planner"),
+    ("planner_lines_ignored", "int64", "lines", "reply lines neither a step nor a reference",
+     "planner"),
+    ("planner_input_truncated", "int64", "0/1", "the planner's input was cut to "
+     "plan_input_chars", "planner"),
+    ("planner_output_truncated", "int64", "0/1", "the reply hit the output limit", "planner"),
+    ("planner_prompt_tokens", "int64", "tokens (model)", "the planning call's prompt tokens "
+     "(-1: unknown)", "planner"),
+    ("planner_completion_tokens", "int64", "tokens (model)", "its completion tokens "
+     "(-1: unknown)", "planner"),
+    ("cod_marker", "int64", "0/1", "1 when the Chain-of-Draft Worker wrote its answer marker "
+     "(systems.freeform)", "freeform"),
+    ("cod_fallback", "int64", "0/1", "1 when the answer was taken without the marker",
+     "freeform"),
+    ("format_payload_tokens", "int64", "tokens (cl100k)", "tokens of the tool payload as encoded "
+     "(systems.formats_system)", "formats"),
+    ("format_payload_tokens_pretty", "int64", "tokens (cl100k)", "tokens of the payload as "
+     "pretty JSON", "formats"),
+    ("format_payload_saving", "float64", "ratio", "1 - encoded / pretty tokens", "formats"),
+    ("format_value_share", "float64", "ratio 0-1", "share of the payload's value kept under the "
+     "budget", "formats"),
+    ("format_lossless", "int64", "0/1", "1 when the encoding kept every value", "formats"),
+    ("format_fallback", "int64", "0/1", "1 when the encoder fell back to JSON", "formats"),
+]  # fmt: skip
+
+_E = Column  # short name for the tables below
+_COMMON: list[Column] = [
+    _E("task", "string", "", "task name (hotpotqa, gsm8k, ...)", _ALL_EX + ("samples",)),
+    _E("system", "string", "", "system name (freeform, tersetalk, ...)", _ALL_EX),
+    _E("variant", "string", "", "variant of the system (config systems.<system>.variants); a "
+       "calibration grid point's id in calibration runs", _ALL_EX),
+    _E("seed", "int64", "", "the run's seed", _ALL_EX),
+    _E("example_id", "string", "", "the example's id in its dataset", _RM + ("samples",)),
+    _E("position", "int64", "index (0-based)", "the example's place in the sample, from 0",
+       _RM + ("samples",)),
+    _E("question", "string", "text", "the question as the task poses it", _RUN + ("samples",)),
+    _E("gold", "string", "text", "the gold answer", _RUN + ("samples",)),
+    _E("prediction", "string", "text", "the extracted answer (empty on an error row)", _RUN),
+    _E("raw_answer", "string", "text", "the Worker's final reply before extraction", _RUN),
+    _E("em", "float64", "0/1", "exact match (the task's official normalisation)", _RM + _SUM),
+    _E("f1", "float64", "0-1", "token F1 (the task's official definition)", _RM + _SUM),
+    _E("precision", "float64", "0-1", "token precision", _RUN + _SUM),
+    _E("recall", "float64", "0-1", "token recall", _RUN + _SUM),
+    _E("correct", "float64", "0/1", "the task's accuracy for this example", _RM),
+    _E("verdict", "string", "", "the Critic's last verdict: accept, revise or escalate", _RUN,
+       "star topology"),
+    _E("verdict_explicit", "bool", "flag", "False when the Critic stated no verdict and accept "
+       "was assumed", _RUN, "star topology"),
+    _E("revisions", "int64", "rounds", "revise rounds the Critic asked for", _RUN,
+       "star topology"),
+    _E("tokens_<S>_<R>", "int64", "tokens (cl100k)", "tokens of every message sent from S to R",
+       _RUN),
+    _E("tokens_total_<tokenizer>", "int64", "tokens", "tokens of every message of the "
+       "conversation under this tokenizer", _RM),
+    _E("bytes_on_wire", "int64", "bytes", "UTF-8 bytes of every message sent", _RM),
+    _E("n_messages", "int64", "messages", "messages sent between agents", _RUN),
+    _E("n_model_calls", "int64", "calls", "model calls made (summary: summed over the run)",
+       _RUN + _SUM),
+    _E("usage_prompt_tokens", "float64", "tokens (model)", "prompt tokens the backend reported, "
+       "summed over calls; NaN when any call's usage is unknown", _RUN),
+    _E("usage_completion_tokens", "float64", "tokens (model)", "completion tokens the backend "
+       "reported; NaN when any call's usage is unknown", _RUN),
+    _E("usage_unknown_calls", "int64", "calls", "calls without usage from the backend (summary: "
+       "summed)", _RUN + _SUM),
+    _E("usage_source", "string", "", "where the usage counts came from, distinct sources "
+       "joined by '; '", _RUN + _SUM),
+    _E("messages", "string (JSON list)", "", "the conversation: one object per message "
+       "(sender, receiver, content, tokens_cl100k, tokens_o200k, tokens_model, bytes, ...)",
+       _RUN),
+    _E("counters", "string (JSON object)", "", "every protocol counter of the system "
+       "(non-numeric ones too: logs, traces); numeric ones are also c_* columns", _RUN),
+    _E("counters_timing", "string (JSON object)", "", "the system's own timings (counters "
+       "named t_*)", _RUN),
+    _E("backend", "string", "", "model backend (llamacpp, openai, scripted)", _RUN + _SUM),
+    _E("model", "string", "", "model name the backend served", _RUN + _SUM),
+    _E("spec_hash", "string", "", "hash of the run spec the row was produced with", _RUN),
+    _E("error", "string", "", "the error that ended the example (null when it completed); "
+       "error rows are kept, never dropped", _RM),
+    _E("t_example_s", "float64", "s", "wall time of the example (timing)", _RM),
+    _E("t_model_s", "float64", "s", "time inside model calls (timing)", _RUN),
+    _E("t_ttft_mean_s", "float64", "s", "mean time to first token over calls (timing; "
+       "summary: mean over examples)", _RM + _SUM),
+    _E("t_itl_mean_s", "float64", "s", "mean inter-token latency over calls (timing)",
+       _RM + _SUM),
+    _E("cache_hits", "int64", "calls", "calls answered from the call cache (summary: summed)",
+       _RUN + _SUM),
+    _E("calls", "string (JSON list)", "", "one object per model call: role, timing, usage, "
+       "attempts, cache hit", _RUN),
+    _E("route", "string", "", "the topology the router chose (star or chain)", _RUN, "router"),
+    _E("route_policy", "string", "", "the routing policy (fixed, rule, oracle, ...)", _RUN,
+       "router"),
+    _E("route_rule", "string", "", "the topology the rule picked before any override", _RUN,
+       "router"),
+    _E("route_label", "string", "", "the example's topology label (direct or collaborative "
+       "optimal)", _RUN, "router"),
+    _E("route_score", "float64", "", "the router's weighted signal score", _RUN + (
+       "topology_signals",), "router"),
+    _E("route_theta", "float64", "", "the threshold the score is compared with",
+       _RUN + ("topology_signals",), "router"),
+    _E("route_signals", "string (JSON object)", "counts", "the brief's signals (facts, plans, "
+       "questions, ...)", _RUN + ("topology_signals",), "router"),
+    _E("route_weights", "string (JSON object)", "", "the weights of the signals",
+       _RUN + ("topology_signals",), "router"),
+    _E("route_features", "string", "", "which features the router read", _RUN, "router"),
+    _E("route_drop", "string", "", "the signal dropped in an ablation ('' for none)", _RUN,
+       "router"),
+    _E("route_scrambled", "bool", "flag", "whether the signals were scrambled (ablation)", _RUN,
+       "router"),
+    _E("route_capped", "bool", "flag", "whether the brief was capped before routing", _RUN,
+       "router"),
+    _E("t_route_s", "float64", "s", "time the routing decision took (timing)", _RUN, "router"),
+    _E("sandbox_isolation", "string", "", "how the model's code was isolated (bwrap, ...)", _RUN,
+       "humaneval"),
+    _E("sandbox_reason", "string", "", "why the sandbox failed the program ('' when it passed)",
+       _RUN, "humaneval"),
+    _E("sandbox_detail", "string", "text", "the sandbox's output tail", _RUN, "humaneval"),
+    _E("t_sandbox_s", "float64", "s", "time the sandboxed test took (timing)", _RUN,
+       "humaneval"),
+    # ---- metrics only
+    _E("tokens_sent_<role>_<tokenizer>", "int64", "tokens", "tokens of the messages this role "
+       "sent", ("metrics",)),
+    _E("tokens_received_<role>_<tokenizer>", "int64", "tokens", "tokens of the messages this "
+       "role received", ("metrics",)),
+    _E("tokens_<S>_<R>_<tokenizer>", "int64", "tokens", "tokens sent from S to R under this "
+       "tokenizer", ("metrics",)),
+    _E("worker_input_is_jsonl", "bool", "flag", "whether the Worker's input was TerseTalk lines "
+       "(rendered as prose for the semantic metrics)", ("metrics",)),
+    _E("t_ttft_max_s", "float64", "s", "longest time to first token over calls (timing)",
+       ("metrics",)),
+    _E("tokens_per_s", "float64", "tokens/s", "completion tokens over model time (timing; "
+       "summary: over examples with known usage)", ("metrics",) + _SUM),
+    _E("gold_reaches_worker", "float64", "0/1", "whether the gold answer's words reach the "
+       "Worker's input", ("metrics",)),
+    _E("facts_reaching_worker", "float64", "ratio 0-1", "share of the supporting facts that reach "
+       "the Worker", ("metrics",), "hotpotqa"),
+    _E("n_facts_checked", "int64", "facts", "supporting facts checked for "
+       "facts_reaching_worker", ("metrics",), "hotpotqa"),
+    _E("reference_tokens_total_cl100k", "float64", "tokens (cl100k)", "total tokens of the "
+       "free-form reference run on this example", ("metrics",)),
+    _E("token_reduction", "float64", "ratio", "1 - tokens_total_cl100k / the reference's",
+       ("metrics",)),
+    _E("mw_token_reduction", "float64", "ratio", "the same for the brief's edge (M_W) alone",
+       ("metrics",)),
+    _E("semantic_jaccard", "float64", "0-1", "word Jaccard of the Worker's input with the "
+       "reference's", ("metrics",)),
+    _E("semantic_bertscore_f1", "float64", "0-1", "BERTScore F1 of the Worker's input with the "
+       "reference's", ("metrics",)),
+    _E("semantic_method", "string", "", "how the semantic score was computed (model, or why "
+       "not)", ("metrics",) + _SUM),
+    # ---- summary (scores/ and summary.parquet)
+    _E("n", "int64", "examples", "examples of the run, error rows included", _SUM),
+    _E("n_errors", "int64", "examples", "error rows", _SUM),
+    _E("accuracy", "float64", "0-1", "the task's official accuracy over every gold example "
+       "(error rows count 0)", _SUM),
+    _E("<column>_mean", "float64", "as the column", "mean over answered examples of the "
+       "per-example column", _SUM, of=("run", "metrics")),
+    _E("n_usage_unknown", "int64", "examples", "examples whose usage is unknown", _SUM),
+    _E("usage_mean_n", "int64", "examples", "answered examples with known usage (the rows the "
+       "usage means average)", _SUM),
+    _E("revision_rate", "float64", "ratio 0-1", "share of answered examples with a revise round",
+       _SUM, "star topology"),
+    _E("verdict_explicit_rate", "float64", "ratio 0-1", "share of explicit Critic verdicts",
+       _SUM, "star topology"),
+    _E("verdict_<verdict>_share", "float64", "ratio 0-1", "share of final verdicts of this kind",
+       _SUM, "star topology"),
+    _E("t_example_mean_s", "float64", "s", "mean example wall time (timing)", _SUM),
+    _E("tokens_per_s_example_mean", "float64", "tokens/s", "mean of the per-example "
+       "tokens_per_s (timing)", _SUM),
+    _E("overflow_rate", "float64", "ratio 0-1", "pooled c_overflow_total / c_lines_total", _SUM,
+       "tersetalk"),
+    _E("compressed_rate", "float64", "ratio 0-1", "pooled c_compressed_total / c_lines_total",
+       _SUM, "tersetalk"),
+    _E("compliance_first_try_rate", "float64", "ratio 0-1", "pooled compliance_first_try / "
+       "compliance_calls", _SUM, "tersetalk"),
+    _E("compliance_after_retries_rate", "float64", "ratio 0-1", "pooled compliance_after_retries "
+       "/ compliance_calls", _SUM, "tersetalk"),
+    _E("compliance_repaired_rate", "float64", "ratio 0-1", "pooled compliance_repaired / "
+       "compliance_calls", _SUM, "tersetalk"),
+    _E("compliance_fallback_rate", "float64", "ratio 0-1", "pooled compliance_fallback / "
+       "compliance_calls", _SUM, "tersetalk"),
+    _E("route_<route>_share", "float64", "ratio 0-1", "pooled route_<route> / turns", _SUM,
+       "hybrid"),
+    _E("lingua_n_messages", "int64", "messages", "messages with an achieved and a target rate",
+       _SUM, "llmlingua, hybrid"),
+    _E("lingua_target_rate", "float64", "ratio", "the target rate (median when it varies)", _SUM,
+       "llmlingua, hybrid"),
+    _E("lingua_achieved_rate_p10", "float64", "ratio", "10th percentile of the achieved rate",
+       _SUM, "llmlingua, hybrid"),
+    _E("lingua_achieved_rate_p50", "float64", "ratio", "median achieved rate", _SUM,
+       "llmlingua, hybrid"),
+    _E("lingua_achieved_rate_p90", "float64", "ratio", "90th percentile of the achieved rate",
+       _SUM, "llmlingua, hybrid"),
+    _E("lingua_achieved_rate_mean", "float64", "ratio", "mean achieved rate", _SUM,
+       "llmlingua, hybrid"),
+    _E("lingua_n_reachable", "int64", "messages", "messages whose target was reachable", _SUM,
+       "llmlingua, hybrid"),
+    _E("lingua_within_20pct_share", "float64", "ratio 0-1", "among reachable messages, share "
+       "within 20% of the target", _SUM, "llmlingua, hybrid"),
+    _E("lingua_unreachable_n", "int64", "messages", "messages whose target was unreachable",
+       _SUM, "llmlingua, hybrid"),
+    _E("lingua_unreachable_share", "float64", "ratio 0-1", "lingua_unreachable_n / "
+       "lingua_n_messages", _SUM, "llmlingua, hybrid"),
+]  # fmt: skip
+
+_OTHER: list[Column] = [
+    # ---- samples
+    _E("split", "string", "", "the dataset split the example comes from", ("samples",)),
+    _E("row", "int64", "index (0-based)", "the example's row in the dataset file",
+       ("samples",)),
+    _E("record", "string (JSON object)", "", "the task's full record (context, facts, tests)",
+       ("samples",)),
+    # ---- stats/noninferiority
+    *[_E(n, t, u, m, ("stats",)) for n, t, u, m in [
+        ("task", "string", "", "task"),
+        ("treatment", "string", "", "the run tested (system/variant)"),
+        ("control", "string", "", "the run it is compared with (system/variant)"),
+        ("n_treatment", "int64", "examples", "examples of the treatment"),
+        ("n_control", "int64", "examples", "examples of the control"),
+        ("n_paired", "int64", "examples", "examples both runs hold"),
+        ("n_only_treatment", "int64", "examples", "examples only the treatment holds"),
+        ("n_only_control", "int64", "examples", "examples only the control holds"),
+        ("only_treatment", "string", "", "ids of those examples"),
+        ("only_control", "string", "", "ids of those examples"),
+        ("mean_diff", "float64", "accuracy points (0-1)", "mean paired accuracy difference "
+         "treatment - control"),
+        ("lower_bound", "float64", "accuracy (0-1)", "one-sided bootstrap lower bound of the "
+         "difference"),
+        ("lower_bound_t", "float64", "accuracy (0-1)", "the t-interval's lower bound"),
+        ("upper_bound", "float64", "accuracy (0-1)", "the upper bound of the difference"),
+        ("p_bootstrap", "float64", "p", "bootstrap p-value of H0: diff <= -margin"),
+        ("p_t", "float64", "p", "paired t-test p-value of the same"),
+        ("margin", "float64", "accuracy (0-1)", "the non-inferiority margin"),
+        ("alpha", "float64", "", "the test's level"),
+        ("n", "int64", "examples", "examples the test used"),
+        ("n_resamples", "int64", "", "bootstrap resamples"),
+        ("seed", "int64", "", "bootstrap seed"),
+        ("non_inferior", "bool", "flag", "whether non-inferiority was shown"),
+        ("method", "string", "", "the test's method"),
+        ("mean_treatment", "float64", "0-1", "the treatment's accuracy"),
+        ("mean_control", "float64", "0-1", "the control's accuracy"),
+        ("note", "string", "", "remarks (too few examples, ...)"),
+        ("lower_bound_above_margin", "bool", "flag", "lower_bound > -margin"),
+        ("n_min", "int64", "examples", "examples needed for a verdict"),
+        ("verdict", "string", "", "non-inferior, inconclusive or inferior"),
+        ("verdict_reason", "string", "", "why the verdict"),
+        ("diff_ci_low", "float64", "0-1", "two-sided CI of the difference, low"),
+        ("diff_ci_high", "float64", "0-1", "two-sided CI of the difference, high"),
+        ("accuracy_treatment_ci_low", "float64", "0-1", "the treatment accuracy's CI, low"),
+        ("accuracy_treatment_ci_high", "float64", "0-1", "the treatment accuracy's CI, high"),
+        ("accuracy_control_ci_low", "float64", "0-1", "the control accuracy's CI, low"),
+        ("accuracy_control_ci_high", "float64", "0-1", "the control accuracy's CI, high"),
+        ("tokens_n", "int64", "examples", "paired examples of the token test"),
+        ("tokens_mean_treatment", "float64", "tokens (cl100k)", "mean tokens of the treatment"),
+        ("tokens_mean_control", "float64", "tokens (cl100k)", "mean tokens of the control"),
+        ("tokens_reduction_mean", "float64", "tokens (cl100k)", "mean paired reduction"),
+        ("tokens_reduction_median", "float64", "tokens (cl100k)", "median paired reduction"),
+        ("tokens_relative_reduction", "float64", "ratio", "1 - treatment / control mean tokens"),
+        ("tokens_relative_reduction_mean", "float64", "ratio", "mean per-example relative "
+         "reduction"),
+        ("tokens_relative_reduction_median", "float64", "ratio", "its median"),
+        ("tokens_relative_reduction_ci_low", "float64", "ratio", "its CI, low"),
+        ("tokens_relative_reduction_ci_high", "float64", "ratio", "its CI, high"),
+        ("tokens_n_relative", "int64", "examples", "examples with a relative reduction"),
+        ("tokens_t_statistic", "float64", "", "paired t statistic of the tokens"),
+        ("tokens_p_ttest", "float64", "p", "its p-value"),
+        ("tokens_wilcoxon_statistic", "float64", "", "Wilcoxon signed-rank statistic"),
+        ("tokens_p_wilcoxon", "float64", "p", "its p-value"),
+        ("tokens_alternative", "string", "", "the alternative hypothesis"),
+        ("tokens_wilcoxon_zero_method", "string", "", "Wilcoxon's zero method"),
+        ("tokens_note", "string", "", "remarks on the token test"),
+        ("tokens_n_errors_excluded", "int64", "examples", "error rows left out"),
+        ("confidence", "float64", "", "the CIs' confidence level"),
+        ("key", "string", "", "the column pairing examples (example_id)"),
+        ("accuracy_col", "string", "", "the accuracy column tested"),
+        ("tokens_col", "string", "", "the token column tested"),
+        ("not_computed", "string", "", "why the test was not computed ('' when it was)"),
+    ]],
+    # ---- tables/main.csv (display names)
+    *[_E(n, t, u, m, ("table_main",)) for n, t, u, m in [
+        ("task", "string", "", "task"), ("run", "string", "", "system/variant"),
+        ("n", "int64", "examples", "examples"),
+        ("accuracy", "float64", "0-1", "accuracy"),
+        ("acc. CI low", "float64", "0-1", "accuracy bootstrap CI, low"),
+        ("acc. CI high", "float64", "0-1", "accuracy bootstrap CI, high"),
+        ("F1", "float64", "0-1", "token F1"),
+        ("tokens/ex", "float64", "tokens (cl100k)", "mean tokens per example"),
+        ("reduction vs ref", "float64", "ratio", "mean token_reduction"),
+        ("BERTScore F1", "float64", "0-1", "mean semantic_bertscore_f1"),
+        ("semantic method", "string", "", "semantic_method"),
+        ("facts kept", "float64", "ratio 0-1", "mean facts_reaching_worker"),
+        ("overflow", "float64", "ratio 0-1", "overflow_rate"),
+        ("valid 1st try", "float64", "ratio 0-1", "compliance_first_try_rate"),
+    ]],
+    # ---- tables/targets.csv
+    *[_E(n, t, u, m, ("table_targets",)) for n, t, u, m in [
+        ("id", "string", "", "the target's id"), ("seed", "string", "", "the seed paper"),
+        ("target", "string", "", "the target as stated"), ("task", "string", "", "task"),
+        ("run", "string", "", "system/variant measured"),
+        ("measured", "string", "", "what was measured"),
+        ("value", "float64", "as measured", "the measured value"),
+        ("ci_low", "float64", "as value", "its CI, low"),
+        ("ci_high", "float64", "as value", "its CI, high"),
+        ("threshold", "float64", "as value", "the target's threshold"),
+        ("status", "string", "", "met, not met, inconclusive or not measured"),
+        ("reason", "string", "", "why the status"),
+        ("source", "string", "", "the file the value comes from"),
+    ]],
+    # ---- topology calibration signals
+    *[_E(n, t, u, m, ("topology_signals",)) for n, t, u, m in [
+        ("task", "string", "", "task"), ("example_id", "string", "", "example"),
+        ("system", "string", "", "system"), ("variant", "string", "", "variant"),
+        ("features", "string", "", "which features were read"),
+        ("label", "string", "", "the example's topology label"),
+        ("facts", "int64", "lines", "facts in the brief"),
+        ("plans", "int64", "lines", "plan steps"), ("questions", "int64", "lines", "questions"),
+        ("assumptions", "int64", "lines", "assumptions"), ("refs", "int64", "lines", "references"),
+        ("code", "int64", "lines", "code lines"),
+        ("route_rule", "string", "", "the topology the rule picks"),
+        ("brief", "string", "text", "the brief as sent"),
+        ("tokens_cl100k", "int64", "tokens (cl100k)", "tokens of the brief"),
+        ("tokens_o200k", "int64", "tokens (o200k)", "tokens of the brief"),
+        ("bytes", "int64", "bytes", "UTF-8 bytes of the brief"),
+        ("model_calls", "int64", "calls", "model calls made for the brief"),
+        ("error", "string", "", "error (null when none)"),
+    ]],
+    # ---- topology policies
+    *[_E(n, t, u, m, ("topology_policies",)) for n, t, u, m in [
+        ("policy_label", "string", "", "display label of the policy (six_policies)"),
+        ("system", "string", "", "system"), ("variant", "string", "", "variant"),
+        ("task", "string", "", "task (policies_by_task)"),
+        ("policy", "string", "", "routing policy"), ("n", "int64", "examples", "examples"),
+        ("errors", "int64", "examples", "error rows"),
+        ("selection_accuracy", "float64", "0-1", "share routed to their label's topology"),
+        ("selection_ci_low", "float64", "0-1", "its CI, low"),
+        ("selection_ci_high", "float64", "0-1", "its CI, high"),
+        ("accuracy", "float64", "0-1", "task accuracy"),
+        ("tokens", "float64", "tokens (cl100k)", "mean total tokens per example"),
+        ("chain_share", "float64", "ratio 0-1", "share routed to the chain"),
+        ("t_route_mean_s", "float64", "s", "mean routing time"),
+        ("t_route_median_s", "float64", "s", "median routing time"),
+        ("t_example_mean_s", "float64", "s", "mean example time"),
+        ("t_example_median_s", "float64", "s", "median example time"),
+        ("overflow_rate", "float64", "ratio 0-1", "pooled overflow rate"),
+        ("drop", "string", "", "signal dropped (ablation)"),
+        ("scrambled", "string", "", "whether signals were scrambled"),
+        ("best_fixed", "string", "", "the best fixed topology"),
+        ("best_fixed_variant", "string", "", "its variant"),
+        ("token_reduction", "float64", "ratio", "1 - tokens / the best fixed policy's"),
+        ("quality_preservation", "float64", "ratio", "accuracy / the best fixed policy's"),
+        ("efficiency_score", "float64", "", "token_reduction x quality_preservation"),
+        ("n_paired", "int64", "examples", "examples paired with the best fixed policy"),
+        ("token_reduction_paired", "float64", "ratio", "paired token reduction"),
+        ("token_reduction_ci_low", "float64", "ratio", "its CI, low"),
+        ("token_reduction_ci_high", "float64", "ratio", "its CI, high"),
+        ("quality_diff", "float64", "0-1", "accuracy - the best fixed policy's"),
+        ("quality_diff_lower", "float64", "0-1", "its lower bound"),
+        ("quality_diff_upper", "float64", "0-1", "its upper bound"),
+        ("quality_verdict", "string", "", "non-inferiority verdict of the quality"),
+        ("quality_verdict_reason", "string", "", "why"),
+    ]],
+    *[_E(n, t, u, m, ("topology_loto",)) for n, t, u, m in [
+        ("held_out", "string", "", "the task held out"),
+        ("theta", "float64", "", "the router's threshold"),
+        ("train_selection_accuracy", "float64", "0-1", "selection accuracy on the other tasks"),
+        ("selection_accuracy", "float64", "0-1", "selection accuracy on the held-out task"),
+        ("selection_ci_low", "float64", "0-1", "its CI, low"),
+        ("selection_ci_high", "float64", "0-1", "its CI, high"),
+        ("full_selection_accuracy", "float64", "0-1", "with every signal (ablations)"),
+        ("delta", "float64", "0-1", "selection_accuracy - full_selection_accuracy"),
+        ("n", "int64", "examples", "examples"), ("errors", "int64", "examples", "error rows"),
+        ("task", "string", "", "task"), ("system", "string", "", "system"),
+        ("variant", "string", "", "variant"), ("ablation", "string", "", "the ablation"),
+        ("signal", "string", "", "the signal ablated"),
+        ("chain_share", "float64", "ratio 0-1", "share routed to the chain"),
+        ("router", "string", "", "rule or fitted router"),
+        ("weights", "string (JSON object)", "", "fitted signal weights"),
+        ("note", "string", "", "remarks"),
+    ]],
+    # ---- format study
+    *[_E(n, t, u, m, ("formats",)) for n, t, u, m in [
+        ("item_id", "string", "", "payload or tree id"),
+        ("payload_id", "string", "", "payload id"),
+        ("kind", "string", "", "payload kind (json, markdown) / question kind"),
+        ("shape", "string", "", "payload shape (tabular, nested, ...)"),
+        ("tokenizer", "string", "", "the tokenizer counted with"),
+        ("encoder", "string", "", "the encoder (json_compact, csv, toon, adaptive, ...)"),
+        ("tokens", "int64", "tokens", "tokens of the encoded payload"),
+        ("eligible", "bool", "flag", "whether the encoder can encode the payload"),
+        ("best_single_format", "string", "", "the cheapest single format"),
+        ("json_compact_tokens", "int64", "tokens", "tokens as compact JSON"),
+        ("json_compact", "float64", "tokens", "mean tokens as compact JSON"),
+        ("savings_vs_json_compact_pct", "float64", "%", "saving against compact JSON"),
+        ("n", "int64", "items", "items"),
+        ("budget_fraction", "float64", "ratio", "budget as a share of the compact JSON tokens"),
+        ("budget", "int64", "tokens", "the token budget"),
+        ("method", "string", "", "knapsack solver"),
+        ("value_share", "float64", "ratio 0-1", "share of the payload's value kept"),
+        ("lossless", "bool", "flag", "whether every value was kept"),
+        ("error", "string", "", "error (null when none)"),
+        ("t_solve_s", "float64", "s", "solver time (timing)"),
+        ("t_solve_s_median", "float64", "s", "median solver time"),
+        ("infeasible", "int64", "items", "items with no solution in budget"),
+        ("gap_to_exact_mean", "float64", "ratio", "mean value gap to the exact solver"),
+        ("gap_to_exact_max", "float64", "ratio", "largest value gap to the exact solver"),
+        ("session", "string", "", "dedup session"), ("call", "int64", "index", "call in session"),
+        ("hit", "bool", "flag", "whether the payload was a dedup hit"),
+        ("tokens_full", "int64", "tokens", "tokens without dedup"),
+        ("tokens_sent", "int64", "tokens", "tokens sent with dedup"),
+        ("baseline", "string", "", "baseline encoder"),
+        ("calls", "int64", "calls", "calls"), ("hit_rate", "float64", "ratio 0-1", "dedup hits"),
+        ("dedup_savings_pct", "float64", "%", "saving from dedup"),
+        ("encoder_savings_pct", "float64", "%", "saving from the encoder"),
+        ("combined_savings_pct", "float64", "%", "both"),
+        ("qid", "string", "", "question id"),
+        ("payload_tokens", "int64", "tokens", "tokens of the payload in the prompt"),
+        ("prompt_tokens", "int64", "tokens", "tokens of the whole prompt"),
+        ("gold", "string", "", "gold answer"), ("prediction", "string", "", "model answer"),
+        ("correct", "bool", "flag", "whether the answer was right"),
+        ("n_questions", "int64", "questions", "questions"),
+        ("accuracy", "float64", "0-1", "accuracy"),
+        ("payload_tokens_mean", "float64", "tokens", "mean payload tokens"),
+        ("errors", "int64", "questions", "error rows"),
+        ("accuracy_minus_json_compact_pts", "float64", "points", "accuracy - compact JSON's"),
+    ]],
+    # ---- microbenchmarks (mb1-mb5, corpus)
+    *[_E(n, t, u, m, ("bench",)) for n, t, u, m in [
+        ("benchmark", "string", "", "mb1..mb5"), ("group", "string", "", "corpus group"),
+        ("source", "string", "", "corpus source"), ("n_messages", "int64", "messages", "messages"),
+        ("n_items", "int64", "items", "items"), ("method", "string", "", "method measured"),
+        ("family", "string", "", "method family"),
+        ("representation", "string", "", "message representation"),
+        ("description", "string", "", "what the method does"),
+        ("baseline", "string", "", "the baseline method"),
+        ("baseline_description", "string", "", "what the baseline does"),
+        ("is_baseline", "bool", "flag", "whether this row is the baseline"),
+        ("bytes", "int64", "bytes", "bytes processed"),
+        ("median_ns", "float64", "ns", "median time per batch"),
+        ("q1_ns", "float64", "ns", "first quartile"), ("q3_ns", "float64", "ns", "third quartile"),
+        ("min_ns", "float64", "ns", "minimum"),
+        ("cpu_median_ns", "float64", "ns", "median CPU time"),
+        ("inner_loops", "int64", "", "calls per timed batch"),
+        ("repeats", "int64", "", "timed batches"),
+        ("repeats_requested", "int64", "", "batches asked for"),
+        ("ns_per_message", "float64", "ns", "time per message"),
+        ("ns_per_item", "float64", "ns", "time per item"),
+        ("ns_per_byte", "float64", "ns", "time per byte"),
+        ("ns_per_op", "float64", "ns", "time per operation"),
+        ("cpu_ns_per_op", "float64", "ns", "CPU time per operation"),
+        ("ns_per_kib", "float64", "ns", "time per KiB"),
+        ("mb_per_s", "float64", "MB/s", "throughput"),
+        ("speedup_vs_baseline", "float64", "x", "baseline median / median"),
+        ("speedup_vs_baseline_cpu", "float64", "x", "the same in CPU time"),
+        ("speedup_lo", "float64", "x", "bootstrap CI of the speedup, low"),
+        ("speedup_hi", "float64", "x", "bootstrap CI of the speedup, high"),
+        ("speedup_vs_prose", "float64", "x", "speedup against prose"),
+        ("limit", "string", "", "the limit compared with"),
+        ("ratio_vs_limit", "float64", "x", "median / the limit's"),
+        ("ratio_vs_limit_cpu", "float64", "x", "the same in CPU time"),
+        ("ratio_vs_limit_lo", "float64", "x", "its CI, low"),
+        ("ratio_vs_limit_hi", "float64", "x", "its CI, high"),
+        ("limit_target", "float64", "x", "the target ratio"),
+        ("meets_limit_target", "bool", "flag", "ratio within target"),
+        ("seed_target", "string", "", "the seed paper's target"),
+        ("meets_seed_target", "bool", "flag", "whether it is met"),
+        ("seed_target_verdict", "string", "", "verdict"),
+        ("fields_equal", "bool", "flag", "extracted fields equal across methods"),
+        ("warmup", "int64", "", "warm-up batches"),
+        ("min_batch_ns", "float64", "ns", "minimum batch time"),
+        ("seed", "int64", "", "random seed"), ("corpus", "string", "", "corpus file"),
+        ("env_<package>", "string", "", "the environment: package version, CPU, Python, "
+         "platform, load, time of measuring"),
+        ("chunk_size", "int64", "bytes", "stream chunk size"), ("n_chunks", "int64", "", "chunks"),
+        ("n_real_messages", "int64", "messages", "real messages in the stream"),
+        ("stream", "string", "", "stream kind"), ("units", "int64", "", "units parsed"),
+        ("same_units_any_chunking", "bool", "flag", "same units whatever the chunking"),
+        ("stream_bytes_target", "int64", "bytes", "target stream size"),
+        ("codec", "string", "", "codec"), ("library", "string", "", "library"),
+        ("operation", "string", "", "encode, decode, ..."),
+        ("bytes_per_message", "float64", "bytes", "bytes per message"),
+        ("bytes_vs_baseline", "float64", "ratio", "bytes / the baseline's"),
+        ("round_trip_equal", "bool", "flag", "decode(encode(x)) == x"),
+        ("size", "int64", "", "problem size"), ("ops_per_call", "int64", "", "operations per call"),
+        ("equivalent", "bool", "flag", "same result as the baseline"),
+        ("scaling_vs_smallest", "float64", "x", "time / the smallest size's"),
+        ("sizes", "string", "", "sizes measured"),
+        ("payload_kib", "float64", "KiB", "payload size"),
+        ("payload_bytes", "int64", "bytes", "payload size"),
+        ("ratio_vs_sha256", "float64", "x", "time / bare sha256's"),
+        ("ratio_vs_sha256_lo", "float64", "x", "its CI, low"),
+        ("ratio_vs_sha256_hi", "float64", "x", "its CI, high"),
+        ("p50_ns", "float64", "ns", "median per call"),
+        ("p99_ns", "float64", "ns", "99th percentile"),
+        ("calls_sampled", "int64", "calls", "calls sampled"),
+        ("seed_limit_stat", "string", "", "statistic the seed limit is on"),
+        ("seed_limit_ns", "float64", "ns", "the seed paper's limit"),
+        ("ratio_to_seed_limit", "float64", "x", "measured / limit"),
+        ("meets_seed_limit", "bool", "flag", "within the limit"),
+        ("size_nominal", "string", "", "corpus size class"),
+        ("task", "string", "", "task"), ("system", "string", "", "system"),
+        ("variant", "string", "", "variant"), ("example_id", "string", "", "example"),
+        ("kind", "string", "", "message kind"), ("sender", "string", "", "sender letter"),
+        ("receiver", "string", "", "receiver letter"),
+        ("origin", "string", "", "where it came from"),
+        ("fields", "string (JSON)", "", "the message's fields"),
+        ("jsonl", "string", "text", "as TerseTalk lines"),
+        ("freeform", "string", "text", "as prose"),
+        ("prose", "string", "text", "as rendered prose"),
+        ("bytes_jsonl", "int64", "bytes", "bytes as lines"),
+        ("bytes_freeform", "int64", "bytes", "bytes as prose"),
+        ("bytes_prose", "int64", "bytes", "bytes as rendered prose"),
+    ]],
+    # ---- MCP study
+    *[_E(n, t, u, m, ("mcp",)) for n, t, u, m in [
+        ("server", "string", "", "MCP server"), ("arm", "string", "", "direct or proxied arm"),
+        ("budget", "int64", "tokens", "token budget"), ("step", "int64", "index", "step"),
+        ("role", "string", "", "who called"), ("tool", "string", "", "tool called"),
+        ("arguments", "string (JSON)", "", "tool arguments"),
+        ("is_error", "bool", "flag", "tool returned an error"),
+        ("chars", "int64", "characters", "result length"),
+        ("tokens", "int64", "tokens (cl100k)", "tokens the client received"),
+        ("direct_tokens", "int64", "tokens (cl100k)", "tokens without the proxy"),
+        ("saved_tokens", "int64", "tokens (cl100k)", "direct - received"),
+        ("identical_to_direct", "bool", "flag", "same text as direct"),
+        ("kind", "string", "", "result kind"), ("dedup_hit", "bool", "flag", "dedup hit"),
+        ("invalidated", "bool", "flag", "cache entry invalidated"),
+        ("hints", "string", "", "hints sent"),
+        ("proxy_raw_tokens", "int64", "tokens (cl100k)", "tokens the proxy received"),
+        ("proxy_sent_tokens", "int64", "tokens (cl100k)", "tokens the proxy sent"),
+        ("t_downstream_s", "float64", "s", "server time"),
+        ("t_pipeline_s", "float64", "s", "proxy time"),
+        ("t_client_s", "float64", "s", "client time"),
+        ("retrievals", "int64", "calls", "retrieval calls"),
+        ("retrievals_exact", "int64", "calls", "exact retrievals"),
+        ("retrieved_tokens", "int64", "tokens (cl100k)", "tokens retrieved"),
+        ("retrieval_args", "string (JSON)", "", "retrieval arguments"),
+        ("t_retrieval_s", "float64", "s", "retrieval time"),
+        ("t_pipeline_ratio", "float64", "ratio", "proxy time / server time"),
+        ("t_client_direct_s", "float64", "s", "client time direct"),
+        ("t_client_overhead_ratio", "float64", "ratio", "client time / direct client time"),
+        ("calls", "int64", "calls", "calls"), ("dedup_hits", "int64", "calls", "dedup hits"),
+        ("errors", "int64", "calls", "error results"),
+        ("t_pipeline_ratio_median", "float64", "ratio", "median"),
+        ("t_client_overhead_ratio_median", "float64", "ratio", "median"),
+        ("saving", "float64", "ratio", "1 - tokens / direct_tokens"),
+    ]],
+    # ---- token audit
+    *[_E(n, t, u, m, ("audit",)) for n, t, u, m in [
+        ("task", "string", "", "task"), ("system", "string", "", "system"),
+        ("variant", "string", "", "variant"), ("run", "string", "", "system/variant"),
+        ("kind", "string", "", "message kind"), ("direction", "string", "", "S_R edge"),
+        ("format", "string", "", "message format"), ("tag", "string", "", "line tag"),
+        ("part", "string", "", "part of the line"),
+        ("lines_per_example", "float64", "lines", "lines per example"),
+        ("n_examples", "int64", "examples", "examples"),
+        ("messages_per_example", "float64", "messages", "messages per example"),
+        ("jsonl_share", "float64", "ratio 0-1", "share of messages sent as lines"),
+        ("total", "float64", "tokens (cl100k)", "tokens per example"),
+        ("payload", "float64", "tokens (cl100k)", "payload tokens per example"),
+        ("overhead", "float64", "tokens (cl100k)", "overhead tokens per example"),
+        ("overhead_share", "float64", "ratio 0-1", "overhead / total"),
+        ("oh_<oh>", "float64", "tokens (cl100k)", "overhead tokens of this class"),
+        ("top_overhead", "string", "", "largest overhead class"),
+        ("d_total", "float64", "tokens (cl100k)", "total - the reference run's"),
+        ("d_payload", "float64", "tokens (cl100k)", "payload - the reference's"),
+        ("d_overhead", "float64", "tokens (cl100k)", "overhead - the reference's"),
+        ("d_oh_<oh>", "float64", "tokens (cl100k)", "the class's tokens - the reference's"),
+        ("top_d_overhead", "string", "", "class with the largest difference"),
+    ]],
+]  # fmt: skip
+
+
+def _counter_entries() -> list[Column]:
+    out = []
+    for name, dtype, unit, meaning, only in _COUNTERS:
+        out.append(Column(f"c_{name}", dtype, unit, meaning, _RM, only))
+    return out
+
+
+@cache
+def entries() -> tuple[Column, ...]:
+    """Every documented column, in dictionary order."""
+    return (*_COMMON, *_counter_entries(), *_OTHER)
+
+
+def _regex(pattern: str) -> str:
+    parts = re.split(r"(<[A-Za-z_]+>)", pattern)
+    out = []
+    for p in parts:
+        if p.startswith("<") and p.endswith(">"):
+            out.append(f"(?:{PLACEHOLDERS[p[1:-1]]})")
+        else:
+            out.append(re.escape(p))
+    return "".join(out)
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(_regex(pattern))
+
+
+def columns_for(kind: str) -> list[Column]:
+    """The entries of one file kind."""
+    if kind not in FILES:
+        raise KeyError(f"unknown file kind {kind!r}; known: {', '.join(FILES)}")
+    return [e for e in entries() if kind in e.files]
+
+
+def match(column: str, kind: str) -> Column | None:
+    """The entry documenting ``column`` in a file of ``kind`` (None: undocumented)."""
+    for e in columns_for(kind):
+        if e.of:
+            stem = column.removesuffix("_mean")
+            if stem != column and any(match(stem, k) is not None for k in e.of):
+                return e
+            continue
+        if _compiled(e.pattern).fullmatch(column):
+            return e
+    return None
+
+
+def undocumented(columns, kind: str) -> list[str]:
+    """The columns no entry of ``kind`` documents, in their order."""
+    return [c for c in columns if match(str(c), kind) is None]
+
+
+def file_kind(path: str | Path) -> str | None:
+    """The kind of an output file, from its path (None when the path says nothing)."""
+    p = Path(path).as_posix()
+    name = Path(p).name
+    rules = [
+        (r"/(runs|calibration/runs)/", "run"),
+        (r"/metrics/", "metrics"),
+        (r"/scores/|(^|/)summary\.(parquet|csv)$", "summary"),
+        (r"/topology/calibration/", "topology_signals"),
+        (r"(^|/)samples/", "samples"),
+        (r"/stats/noninferiority", "stats"),
+        (r"/tables/main\.csv$", "table_main"),
+        (r"/tables/targets\.csv$", "table_targets"),
+        (r"/topology/(policies|policies_by_task|six_policies)\.csv$", "topology_policies"),
+        (r"/topology/(leave_one_task_out|leave_one_task_out_fitted|theta_sweep|ablations)\.csv$",
+         "topology_loto"),
+        (r"/formats/", "formats"),
+        (r"/mcp/mb5\.", "bench"),
+        (r"/bench/", "bench"),
+        (r"/mcp/", "mcp"),
+        (r"/audit/", "audit"),
+    ]  # fmt: skip
+    if name == "summary.csv" and "/mcp/" in f"/{p}":
+        return "mcp"
+    if name == "summary.csv" and "/audit/" in f"/{p}":
+        return "audit"
+    for rx, kind in rules:
+        if re.search(rx, f"/{p}"):
+            return kind
+    return None
+
+
+def _read_columns(path: Path) -> list[str]:
+    if path.suffix == ".csv":
+        import pandas as pd
+
+        return [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(path).names)
+
+
+def document(path: str | Path, kind: str | None = None) -> tuple[str, list[str]]:
+    """A Markdown table of one file's columns with their entries, and the undocumented ones."""
+    path = Path(path)
+    kind = kind or file_kind(path)
+    cols = _read_columns(path)
+    lines = [f"# {path}", ""]
+    if kind is None:
+        lines.append(
+            "The path says nothing about the file's kind; give it with --kind "
+            f"({', '.join(FILES)}).\n"
+        )
+        return "\n".join(lines), cols
+    lines += [f"Kind: `{kind}` ({FILES[kind].row} per row).", ""]
+    lines += ["| column | type | unit | meaning |", "| --- | --- | --- | --- |"]
+    missing = []
+    for c in cols:
+        e = match(c, kind)
+        if e is None:
+            missing.append(c)
+            lines.append(f"| `{c}` | | | **UNDOCUMENTED** |")
+        else:
+            lines.append(f"| `{c}` | {e.dtype} | {e.unit} | {_cell(_describe(c, e))} |")
+    if missing:
+        lines += ["", f"{len(missing)} undocumented column(s): {', '.join(missing)}"]
+    return "\n".join(lines) + "\n", missing
+
+
+def _describe(column: str, e: Column) -> str:
+    """An entry's meaning; for a ``<column>_mean`` entry, with the averaged column's."""
+    if e.of:
+        stem = column.removesuffix("_mean")
+        for k in e.of:
+            inner = match(stem, k)
+            if inner is not None:
+                return f"mean over answered examples of `{stem}`: {_meaning(inner)}"
+    return _meaning(e)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _meaning(e: Column) -> str:
+    return f"{e.meaning} (only: {e.only})" if e.only else e.meaning
+
+
+def markdown() -> str:
+    """The whole dictionary as Markdown (``docs/columns.md``)."""
+    out = [
+        "# Data dictionary",
+        "",
+        "Generated by `tersetalk columns --markdown docs/columns.md` from "
+        "`src/tersetalk/columns.py`; do not edit by hand (a test checks it is up to date).",
+        "",
+        "Every column of every Parquet/CSV file the workflow writes: type, unit and meaning. "
+        "`tersetalk columns FILE` shows one file's columns with their entries and flags "
+        "undocumented ones. In a pattern, `<name>` stands for:",
+        "",
+    ]
+    out += [f"- `<{k}>`: {v}" for k, v in _PLACEHOLDER_HELP.items()]
+    out += [
+        "- `<column>` (in `<column>_mean`): any per-example column documented for run or "
+        "metrics files",
+        "",
+        "Columns prefixed `t_` (and `c_t_*`, `tokens_per_s*`, `cache_hits`, `calls`, "
+        "`counters_timing`) are timings of one execution; all other columns of a run are "
+        "reproduced exactly by a rerun with the same seed.",
+        "",
+    ]
+    for kind, f in FILES.items():
+        out += [f"## {kind}", "", f"One row per {f.row}. Written by {f.writer}.", ""]
+        out += [f"- `{p}`" for p in f.paths]
+        out += ["", "| column | type | unit | meaning |", "| --- | --- | --- | --- |"]
+        for e in columns_for(kind):
+            out.append(f"| `{e.pattern}` | {e.dtype} | {e.unit} | {_cell(_meaning(e))} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _cmd_columns(args) -> None:
+    from tersetalk.io import InputFileError, write_text_atomic
+
+    if args.markdown:
+        write_text_atomic(markdown(), args.markdown)
+        return
+    if not args.files:
+        print(markdown(), end="")
+        return
+    if args.kind and args.kind not in FILES:
+        raise InputFileError(f"--kind {args.kind!r}: use one of {', '.join(FILES)}")
+    any_missing = False
+    for f in args.files:
+        path = Path(f)
+        if not path.exists():
+            raise InputFileError(f"{path} does not exist")
+        try:
+            text, missing = document(path, args.kind)
+        except (OSError, ValueError) as exc:
+            raise InputFileError(f"{path}: cannot read its columns ({exc})") from exc
+        print(text)
+        any_missing = any_missing or bool(missing)
+    if any_missing and args.strict:
+        raise SystemExit(1)
+
+
+def add_commands(sub) -> None:
+    """``tersetalk columns``: the data dictionary."""
+    p = sub.add_parser(
+        "columns",
+        help="the data dictionary: every output column's type, unit and meaning",
+        description="Without FILE: print the whole data dictionary as Markdown (what "
+        "docs/columns.md holds). With Parquet/CSV files: each file's columns with their "
+        "documentation; undocumented columns are flagged.",
+    )
+    p.add_argument("files", nargs="*", metavar="FILE", help="Parquet or CSV output files")
+    p.add_argument(
+        "--kind",
+        help=f"the files' kind when their path does not say it ({', '.join(FILES)})",
+    )
+    p.add_argument("--markdown", metavar="OUT", help="write the whole dictionary to OUT")
+    p.add_argument(
+        "--strict", action="store_true", help="exit 1 when a file has an undocumented column"
+    )
+    p.set_defaults(func=_cmd_columns)
