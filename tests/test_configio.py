@@ -122,7 +122,7 @@ def test_demo_applies_the_files_logging_level_and_trace_dir(tmp_path, monkeypatc
     logger = logging.getLogger("tersetalk.mediator")
     before = logger.level
     try:
-        rc = main(["mediator", "demo", "--config", str(path), "--compressor", "truncate"])
+        rc = main(["mediator", "demo", "--mediator-config", str(path), "--compressor", "truncate"])
         assert rc == 0 and logger.level == logging.DEBUG
     finally:
         logger.setLevel(before)

@@ -369,7 +369,7 @@ async def _session(config: Path | None, telemetry: Path, body):
     args = ["-m", "tersetalk", "mcp-proxy", "--telemetry", str(telemetry),
             "--call-timeout", "20"]  # fmt: skip
     if config is not None:
-        args += ["--config", str(config)]
+        args += ["--proxy-config", str(config)]
     args += ["--", sys.executable, str(FIXTURE)]
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
     with anyio.fail_after(300):  # a hang detector, not a speed check
@@ -456,7 +456,7 @@ def test_proxy_times_out_a_silent_downstream(tmp_path):
         from mcp import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        args = ["-m", "tersetalk", "mcp-proxy", "--call-timeout", "2", "--config", str(cfg),
+        args = ["-m", "tersetalk", "mcp-proxy", "--call-timeout", "2", "--proxy-config", str(cfg),
                 "--", sys.executable, str(FIXTURE)]  # fmt: skip
         params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
         with anyio.fail_after(300):
@@ -479,7 +479,7 @@ def test_cli_errors_are_clear(tmp_path):
     assert r.returncode == 2 and "give the downstream server's command after --" in r.stderr
     bad = tmp_path / "p.yaml"
     bad.write_text("budget: zero\n")
-    r = run("--config", str(bad), "--", "true")
+    r = run("--proxy-config", str(bad), "--", "true")
     assert r.returncode == 2 and "budget" in r.stderr
     r = run("--", str(tmp_path / "no-such-server"))
     assert r.returncode == 2 and "cannot start" in r.stderr

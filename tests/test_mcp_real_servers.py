@@ -33,7 +33,7 @@ async def _drive(command: list[str], script, tmp: Path, config: str, direct: boo
     cfg = tmp / "proxy.yaml"
     cfg.write_text(config)
     tel = tmp / "calls.jsonl"
-    args = ["-m", "tersetalk", "mcp-proxy", "--config", str(cfg), "--telemetry", str(tel),
+    args = ["-m", "tersetalk", "mcp-proxy", "--proxy-config", str(cfg), "--telemetry", str(tel),
             "--call-timeout", "120", "--", *command]  # fmt: skip
     proxied = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
     plain = StdioServerParameters(command=command[0], args=command[1:])

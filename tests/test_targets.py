@@ -445,7 +445,7 @@ def test_build_targets_and_cli(tmp_path):
     table.to_parquet(tmp_path / "ni.parquet")
     out = tmp_path / "tables" / "targets.csv"
     code = main(["targets", *map(str, paths), "--summary", str(tmp_path / "summary.parquet"),
-                 "--stats", str(tmp_path / "ni.parquet"), "--config", json.dumps(config),
+                 "--stats", str(tmp_path / "ni.parquet"), "--config-json", json.dumps(config),
                  "--bench-dir", str(dirs["bench_dir"]), "--formats-dir", str(dirs["formats_dir"]),
                  "--topology-dir", str(dirs["topology_dir"]), "--csv", str(out),
                  "--tex", str(out.with_suffix(".tex"))])  # fmt: skip

@@ -10,11 +10,21 @@ import argparse
 import importlib
 import json
 import logging
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tersetalk import __version__
+
+#: the workflow's default config (the Snakefile's ``configfile:``), relative to the
+#: working directory; every ``--config`` file is layered over it
 DEFAULT_CONFIG = "config/config.yaml"
+
+#: loggers that log one line per HTTP request at INFO (the ``openai`` backend's client);
+#: quiet unless ``-v``, so a run's log is its progress, not its traffic
+HTTP_LOGGERS = ("httpx", "httpcore", "openai", "httpx2", "urllib3")
 
 #: modules that add their own subcommands with ``add_commands(subparsers)``
 PLUGIN_COMMANDS = (
@@ -37,12 +47,135 @@ PLUGIN_COMMANDS = (
 )
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, verbose: bool = False) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not verbose:
+        for name in HTTP_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def load_workflow_config(paths: Sequence[str | Path] = ()) -> dict:
+    """The workflow config a subcommand's ``--config`` names, validated.
+
+    Layered as Snakemake layers ``--configfile`` over the Snakefile's ``configfile:``:
+    the default config (:data:`DEFAULT_CONFIG`, when the working directory has one),
+    then each given file merged over it in order, then the schema's defaults for what
+    none of them sets. So a file holding only ``n_eval: 3`` changes only ``n_eval``.
+    Why one function: every subcommand that takes ``--config`` reads it the same way,
+    and a file means what it means to ``snakemake --configfile``.
+    """
+    from tersetalk.config import load_config
+
+    layers = [Path(p) for p in paths]
+    default = Path(DEFAULT_CONFIG)
+    if default.is_file() and not (layers and layers[0].resolve() == default.resolve()):
+        layers.insert(0, default)
+    return load_config(*layers)
+
+
+def add_config_option(parser: argparse.ArgumentParser, what: str = "") -> None:
+    """``--config FILE ...``: the one meaning of ``--config`` in every subcommand
+    (read with :func:`load_workflow_config`)."""
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help=f"workflow config YAML file(s), each layered over the previous and all over "
+        f"{DEFAULT_CONFIG} (as snakemake --configfile does){what}",
+    )
+
+
+def add_renamed_option(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """A hidden ``old`` flag that still works as ``new``, with a warning.
+
+    Why: ``--config`` names a workflow config YAML in every subcommand; a command whose
+    ``--config`` used to name another kind of file keeps accepting it for a while.
+    """
+    target = next(a for a in parser._actions if new in a.option_strings)
+
+    class _Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(f"{parser.prog}: warning: {old} is deprecated here, use {new} ({old} names "
+                  "a workflow config YAML elsewhere)", file=sys.stderr)  # fmt: skip
+            setattr(namespace, target.dest, target.type(values) if target.type else values)
+
+    parser.add_argument(old, action=_Renamed, help=argparse.SUPPRESS, metavar=target.metavar,
+                        default=argparse.SUPPRESS)  # fmt: skip
+
+
+_RST_ROLE = re.compile(r":[\w-]+:`~?([^`<]*?)\s*(?:<[^`>]*>)?`")
+_RST_LINK = re.compile(r"`([^`<]+?)\s*<([^`>]+)>`__?")
+
+
+def plain_text(text: str | None) -> str | None:
+    """Help text without reStructuredText markup: docstrings double as descriptions.
+
+    ``code`` and :role:`target` become their text (``~a.b`` its last part), a link its
+    text and address, ``**bold**`` its text, and a literal-block ``::`` a colon.
+    """
+    if not text:
+        return text
+
+    def role(m: re.Match) -> str:
+        inner = m.group(1)
+        return inner.rsplit(".", 1)[-1] if m.group(0).split("`", 1)[1].startswith("~") else inner
+
+    text = _RST_ROLE.sub(role, text)
+    text = _RST_LINK.sub(r"\1 (\2)", text)
+    text = re.sub(r"``(.+?)``", r"\1", text, flags=re.S)
+    text = re.sub(r"\*\*(.+?)\*\*", r"\1", text)
+    text = re.sub(r"`([^`]+)`_\b", r"\1", text)
+    text = re.sub(r"(?m)^\s*::\s*$\n?", "", text)
+    return re.sub(r"(?m)(\S)::$", r"\1:", text)
+
+
+def _subcommand_missing(parser: argparse.ArgumentParser, choices: Sequence[str]):
+    listed = f": {', '.join(choices)}" if len(choices) <= 8 else ""
+    see = f"see {parser.prog} --help"
+
+    def fail(args: argparse.Namespace) -> None:
+        parser.error(f"choose a subcommand{listed} ({see})")
+
+    return fail
+
+
+def tidy_parser(parser: argparse.ArgumentParser, top: bool = True) -> None:
+    """What every (sub)command's parser shares, applied after the plug-ins added theirs.
+
+    Plain help text (no RST; a subcommand without a description gets its one-line help);
+    a missing subcommand is an error that lists the choices (not the name of an internal
+    argument); ``-v`` is accepted after the subcommand too.
+    Works on any one parser, so a parser built later (lazily) can be tidied alone.
+    """
+    parser.description = plain_text(parser.description)
+    parser.epilog = plain_text(parser.epilog)
+    if not top and not any("-v" in a.option_strings for a in parser._actions):
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="also log each HTTP request to the model (as tersetalk -v)",
+        )
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = plain_text(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain_text(choice.help)
+                sub = action.choices[choice.dest]
+                if not sub.description and choice.help:  # at least what the list says
+                    sub.description = choice.help[0].upper() + choice.help[1:] + "."
+            if action.required:
+                action.required = False
+                parser.set_defaults(func=_subcommand_missing(parser, list(action.choices)))
+            for sub in {id(p): p for p in action.choices.values()}.values():
+                tidy_parser(sub, top=False)
 
 
 def _json_option(text: str, option: str, kind: type, example: str) -> Any:
@@ -111,11 +244,11 @@ def _spec_from_json(text: str) -> dict:
 
 
 def _cmd_sample(args: argparse.Namespace) -> None:
-    from tersetalk.config import ConfigError, load_config
+    from tersetalk.config import ConfigError
     from tersetalk.io import write_parquet_atomic
     from tersetalk.tasks.loading import load_records, sample
 
-    cfg = load_config(*args.config) if args.config else {}
+    cfg = load_workflow_config(args.config)
     n = args.n if args.n is not None else cfg.get("n_eval")
     cal_n = args.calibration_n if args.calibration_n is not None else cfg.get("calibration_n", 50)
     seed = args.seed if args.seed is not None else cfg.get("seed", 0)
@@ -146,7 +279,7 @@ def _cmd_sample(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from tersetalk.config import ConfigError, load_config, run_spec
+    from tersetalk.config import ConfigError, run_spec
     from tersetalk.runner import run
 
     if args.spec_json:
@@ -155,7 +288,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         if not (args.task and args.system):
             raise ConfigError("give --task and --system (or --spec-json)")
         spec = run_spec(
-            load_config(*args.config), args.task, args.system, args.variant or "default"
+            load_workflow_config(args.config), args.task, args.system, args.variant or "default"
         )
     for key in ("task", "system", "variant"):
         given = getattr(args, key)
@@ -306,6 +439,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging verbosity (default: INFO)",
     )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also log each HTTP request to the model (the openai backend's httpx, httpcore "
+        "and openai loggers; quiet otherwise)",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from tersetalk.tasks.registry import names as task_names
 
@@ -321,12 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=task_names(),
         help="which task (the registered ones: built-ins and TERSETALK_TASKS plug-ins)",
     )
-    s.add_argument(
-        "--config",
-        nargs="+",
-        help="config YAML file(s), later ones merged over "
-        "earlier ones, for defaults of the options below",
-    )
+    add_config_option(s, "; defaults of the options below")
     s.add_argument("--n", type=int, help="evaluation examples (default: config n_eval)")
     s.add_argument(
         "--calibration-n",
@@ -357,12 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--variant", help="variant name under systems.<system>.variants (default: default)"
     )
-    r.add_argument(
-        "--config",
-        nargs="+",
-        default=[DEFAULT_CONFIG],
-        help=f"config YAML file(s), later merged over earlier (default: {DEFAULT_CONFIG})",
-    )
+    add_config_option(r)
     r.add_argument(
         "--spec-json",
         help="a complete run spec as JSON (what Snakemake passes); overrides --config",
@@ -549,12 +680,27 @@ def build_parser() -> argparse.ArgumentParser:
                 raise  # a missing dependency inside the module, not a missing module
             continue
         mod.add_commands(sub)
+    tidy_parser(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; its exit code. Ctrl-C is one line and 130 (128 + SIGINT), not a
+    traceback: a run's finished examples are checkpointed as they finish, so there is
+    nothing more to say than that it stopped."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        pass
+    # outside the handler: the traceback's frames are gone, so a progress bar they held
+    # has closed its line before this one is written
+    print("tersetalk: interrupted", file=sys.stderr)
+    return 130
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.verbose)
     from tersetalk.calibration import CalibrationError
     from tersetalk.config import ConfigError
     from tersetalk.io import InputFileError

@@ -156,8 +156,14 @@ def _cmd_compare(args: argparse.Namespace) -> None:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """``tersetalk models compare``."""
-    p = sub.add_parser("models", help="model sensitivity (sensitivity.models)")
-    msub = p.add_subparsers(dest="models_command", required=True)
+    p = sub.add_parser(
+        "models",
+        help="model sensitivity (sensitivity.models)",
+        description="Compare the same runs across models: the workflow's sensitivity study "
+        "(config key sensitivity.models) runs each listed model, then `models compare` puts "
+        "their token reduction and accuracy side by side.",
+    )
+    msub = p.add_subparsers(dest="models_command", required=True, metavar="SUBCOMMAND")
     c = msub.add_parser(
         "compare",
         help="compare token reduction and accuracy across models",

@@ -24,15 +24,13 @@ __all__ = ["add_commands", "fit_files", "signals_spec"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONFIG = "config/config.yaml"
-
 
 def signals_spec(args: argparse.Namespace) -> dict:
     """The run spec the briefs are written under: ``--spec-json`` (what the workflow
     passes) or the topology study's config (``--config``) for ``--system``/``--variant``
     on the sample's task."""
-    from tersetalk.cli import _spec_from_json
-    from tersetalk.config import ConfigError, load_config, run_spec, topology_config
+    from tersetalk.cli import _spec_from_json, load_workflow_config
+    from tersetalk.config import ConfigError, run_spec, topology_config
     from tersetalk.tasks.loading import read_sample
 
     if args.spec_json:
@@ -41,7 +39,7 @@ def signals_spec(args: argparse.Namespace) -> dict:
         if not args.system:
             raise ConfigError("give --system and --variant (or --spec-json)")
         task = args.task or str(read_sample(args.sample)[0]["task"])
-        study = topology_config(load_config(*args.config))
+        study = topology_config(load_workflow_config(args.config))
         variant = args.variant or study["topology"].get("fit", {}).get("variant", "adaptive")
         known = {name: sorted(sys_["variants"]) for name, sys_ in study["systems"].items()}
         if variant not in known.get(args.system, []):
@@ -161,13 +159,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="variant under topology.systems.<system> (default: topology.fit.variant)",
     )
     s.add_argument("--task", help="the sample's task (default: read from the sample)")
-    s.add_argument(
-        "--config",
-        nargs="+",
-        default=[DEFAULT_CONFIG],
-        help=f"config YAML file(s), later merged over earlier (default: {DEFAULT_CONFIG}); "
-        "the variant is looked up in its topology section",
-    )
+    from tersetalk.cli import add_config_option
+
+    add_config_option(s, "; the variant is looked up in its topology section")
     s.add_argument("--spec-json", help="a complete run spec as JSON (overrides --config)")
     s.add_argument("--out", required=True, help="signals Parquet to write")
     s.set_defaults(func=_cmd_signals)

@@ -20,16 +20,14 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
 
-def _live_models(config_path: str | None) -> tuple[dict, int]:
-    """The ``models`` section and seed of the workflow config (the "configured model")."""
-    path = Path(config_path) if config_path else Path("config/config.yaml")
-    if not path.is_file():
-        if config_path:
-            raise FileNotFoundError(f"--config {config_path} does not exist")
-        return {"backend": "llamacpp"}, 0  # outside a checkout: the embedded model
-    from tersetalk.config import load_config
+def _live_models(config_paths: list[str]) -> tuple[dict, int]:
+    """The ``models`` section and seed of the workflow config (the "configured model"):
+    the ``--config`` files layered over config/config.yaml, as every subcommand reads them."""
+    from tersetalk.cli import DEFAULT_CONFIG, load_workflow_config
 
-    cfg = load_config(path)
+    if not config_paths and not Path(DEFAULT_CONFIG).is_file():
+        return {"backend": "llamacpp"}, 0  # outside a checkout: the embedded model
+    cfg = load_workflow_config(config_paths)
     return dict(cfg["models"]), int(cfg.get("seed", 0))
 
 
@@ -140,10 +138,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="mediator YAML for the live view (config/mediator.example.yaml's "
         "layout; default: the `mediator demo` settings, judge on)",
     )
-    d.add_argument(
-        "--config",
-        help="workflow config whose models section the live mediator uses "
-        "(default: config/config.yaml if present, else the embedded model)",
+    from tersetalk.cli import add_config_option
+
+    add_config_option(
+        d, "; the live mediator uses its models section (no config at all: the embedded model)"
     )
     d.add_argument(
         "--server-log-level",

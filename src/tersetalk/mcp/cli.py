@@ -1,7 +1,7 @@
 """``tersetalk mcp-proxy``: put the format-adaptive encoder in front of any MCP server.
 
   tersetalk mcp-proxy -- uvx mcp-server-sqlite --db-path my.db
-  tersetalk mcp-proxy --config proxy.yaml --telemetry calls.jsonl -- npx -y @scope/server
+  tersetalk mcp-proxy --proxy-config proxy.yaml --telemetry calls.jsonl -- npx -y @scope/server
 
 Your MCP client launches the proxy instead of the server: in its config, put
 ``tersetalk`` as the command and ``["mcp-proxy", "--", <the server's command and
@@ -30,7 +30,7 @@ def _cmd(args: argparse.Namespace) -> None:
               "e.g. tersetalk mcp-proxy -- uvx mcp-server-git", file=sys.stderr)  # fmt: skip
         raise SystemExit(2)
     try:
-        config = load(args.config)
+        config = load(args.proxy_config)
     except ProxyConfigError as exc:
         print(f"tersetalk mcp-proxy: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -68,8 +68,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", type=Path, help="YAML or TOML settings (see --print-schema); "
+    p.add_argument("--proxy-config", type=Path, metavar="FILE",
+                   help="the proxy's YAML or TOML settings (see --print-schema); "
                    "default: lossless, o200k_base, dedup of 5 results")  # fmt: skip
+    from tersetalk.cli import add_renamed_option
+
+    add_renamed_option(p, "--config", "--proxy-config")
     p.add_argument("--telemetry", type=Path,
                    help="append one JSON line per tool call here (tokens in and out, hints, "
                    "dedup hits, invalidations, downstream and proxy seconds)")  # fmt: skip

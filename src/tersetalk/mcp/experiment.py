@@ -211,7 +211,7 @@ def run_session(command: Sequence[str], steps: Sequence[Step], *, retrieve: bool
 
 
 def proxy_command(config: Path, telemetry: Path, downstream: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "tersetalk", "mcp-proxy", "--config", str(config),
+    return [sys.executable, "-m", "tersetalk", "mcp-proxy", "--proxy-config", str(config),
             "--telemetry", str(telemetry), "--", *downstream]  # fmt: skip
 
 

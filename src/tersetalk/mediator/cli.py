@@ -28,14 +28,14 @@ DEMO_MESSAGE = (
 def _build_config(args: argparse.Namespace):
     from tersetalk.mediator.config import load_mediator_file, parse_mediator_config
 
-    if args.config:
-        file = load_mediator_file(args.config)
+    if args.mediator_config:
+        file = load_mediator_file(args.mediator_config)
         # the file's logging.level is the level of the mediator's own loggers
         logging.getLogger("tersetalk.mediator").setLevel(file.logging.level)
         if file.dashboard.enabled:
             logging.getLogger("tersetalk.mediator").warning(
                 "%s: dashboard.enabled is set; `mediator demo` starts no dashboard (%s:%d)",
-                args.config, file.dashboard.host, file.dashboard.port,
+                args.mediator_config, file.dashboard.host, file.dashboard.port,
             )  # fmt: skip
         cfg = file.mediator
     else:
@@ -145,10 +145,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "(llama.cpp) when a stage needs one.",
     )
     d.add_argument(
-        "--config",
+        "--mediator-config",
+        metavar="FILE",
         help="mediator YAML (see config/mediator.example.yaml; the layout of the design "
         "document, with logging: and dashboard:, is accepted too)",
     )
+    from tersetalk.cli import add_renamed_option
+
+    add_renamed_option(d, "--config", "--mediator-config")
     d.add_argument("--message", help="the message to send (default: a built-in demo message)")
     d.add_argument("--message-file", help="read the message from this file")
     d.add_argument("--budget", type=int, help="token budget of stage 1")

@@ -29,7 +29,7 @@ def _cmd_demo(args: argparse.Namespace) -> None:
     )
 
     try:
-        cfg = load_msp_config(args.config) if args.config else parse_msp_config({})
+        cfg = load_msp_config(args.msp_config) if args.msp_config else parse_msp_config({})
         data = cfg.model_dump()
         if args.threshold is not None:
             data["judge"]["threshold"] = args.threshold
@@ -85,7 +85,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         description="Encode a message to a Minimal Signal with the model backend "
                         "(embedded model by default), decode it back, and score the round trip "
                         "with the MiniLM semantic judge.")  # fmt: skip
-    d.add_argument("--config", help="MSP YAML (see config/msp.example.yaml)")
+    d.add_argument("--msp-config", metavar="FILE", help="MSP YAML (see config/msp.example.yaml)")
+    from tersetalk.cli import add_renamed_option
+
+    add_renamed_option(d, "--config", "--msp-config")
     d.add_argument("--message", help="the message (default: a built-in demo message)")
     d.add_argument("--style", help="decoder style (default from config: professional)")
     d.add_argument("--threshold", type=float, help="judge threshold (default 0.80)")

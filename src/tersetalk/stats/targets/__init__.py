@@ -175,7 +175,7 @@ def _cmd_targets(args: argparse.Namespace) -> None:
     summary = read_parquet(args.summary, "summary")
     frames = [read_parquet(p, "per-example metrics") for p in args.records]
     stats_table = read_parquet(args.stats, "non-inferiority table") if args.stats else None
-    config = json.loads(args.config) if args.config else {}
+    config = json.loads(args.config_json) if args.config_json else {}
     df = build_targets(summary=summary, metrics=frames, stats_table=stats_table, config=config,
                        bench_dir=args.bench_dir, formats_dir=args.formats_dir,
                        topology_dir=args.topology_dir)  # fmt: skip
@@ -196,7 +196,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument("records", nargs="*", help="per-example metrics (results/metrics/...)")
     t.add_argument("--summary", required=True, help="results/summary.parquet")
     t.add_argument("--stats", help="results/stats/noninferiority.parquet")
-    t.add_argument("--config", help="JSON: the config's evaluation and systems sections")
+    t.add_argument(
+        "--config-json", metavar="JSON", help="the config's evaluation and systems sections"
+    )
+    from tersetalk.cli import add_renamed_option
+
+    add_renamed_option(t, "--config", "--config-json")
     t.add_argument("--bench-dir", default="results/bench")
     t.add_argument("--formats-dir", default="results/formats")
     t.add_argument("--topology-dir", default="results/topology")
