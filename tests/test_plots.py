@@ -18,7 +18,7 @@ def _summary() -> pd.DataFrame:
     for task in ("gsm8k", "hotpotqa"):
         for i, variant in enumerate(["caps_baseline", "enforce_json", "enforce_posthoc"]):
             rows.append(
-                dict(task=task, system="tersetalk", variant=variant, accuracy=0.1 * i,
+                dict(task=task, system="tersetalk", variant=variant, n=4, accuracy=0.1 * i,
                      tokens_total_cl100k_mean=200.0 + 50 * i, overflow_rate=0.1,
                      compliance_first_try_rate=1.0 - 0.5 * i, backend="llamacpp",
                      model="m.gguf")

@@ -16,7 +16,46 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-__all__ = ["save_figure", "theme"]
+__all__ = ["TASK_NAMES", "save_figure", "task_display", "theme", "wilson_errors"]
+
+#: Every figure names a task this way (the paper's spelling), whatever the module: one
+#: mapping, so a task is never "gsm8k" in one figure and "GSM8K" in the next. A task
+#: not listed (a plug-in) appears by its id.
+TASK_NAMES = {
+    "hotpotqa": "HotpotQA",
+    "gsm8k": "GSM8K",
+    "boolq": "BoolQ",
+    "commonsenseqa": "CommonsenseQA",
+    "socialiqa": "Social IQa",
+    "humaneval": "HumanEval",
+    "toolqa": "ToolQA",
+}
+
+
+def task_display(task: str) -> str:
+    """The display name of a task id ("socialiqa" -> "Social IQa")."""
+    return TASK_NAMES.get(str(task), str(task))
+
+
+def wilson_errors(proportion, n) -> tuple:
+    """Error-bar lengths (below, above) of each proportion's 95% Wilson interval.
+
+    Arrays in, arrays out, ready for ``errorbar(yerr=...)``; ``n`` of 0 gives the whole
+    unit interval. Why Wilson: at 0 or 1 of a few examples it still has width.
+    """
+    import numpy as np
+
+    from tersetalk.stats.intervals import wilson
+
+    p = np.atleast_1d(np.asarray(proportion, float))
+    k = np.atleast_1d(np.asarray(n, float))
+    bounds = np.array(
+        [
+            wilson(float(pi), int(ki)) if np.isfinite(pi) else (np.nan, np.nan)
+            for pi, ki in zip(p, k, strict=True)
+        ]  # fmt: skip
+    ).reshape(-1, 2)
+    return np.clip(p - bounds[:, 0], 0, None), np.clip(bounds[:, 1] - p, 0, None)
 
 
 def theme() -> None:

@@ -58,9 +58,22 @@ def _speedup_panel(ax, df: pd.DataFrame, x: list, labels: list[str], xkey: str, 
     ax.axhline(target, color="tab:red", ls=target_style, lw=1.6, label=target_label)
     ax.set_yscale("log")
     ax.set_xticks(range(len(x)), labels)
-    ratio = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-    ax.yaxis.set_major_formatter(ratio)
-    ax.yaxis.set_minor_formatter(ratio)  # within one decade the minor ticks are labelled
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(_minor_ratio(ax)))
+
+
+def _minor_ratio(ax):
+    """Minor tick labels of a log ratio axis: only 2x and 5x of a decade, and only when
+    the axis spans little more than a decade (with all nine labelled they touch)."""
+
+    def label(v: float, _pos) -> str:
+        lo, hi = sorted(ax.get_ylim())
+        if v <= 0 or lo <= 0 or np.log10(hi / lo) > 1.3:
+            return ""
+        mantissa = round(v / 10 ** np.floor(np.log10(v) + 1e-9), 3)
+        return f"{v:g}x" if mantissa in (2.0, 5.0) else ""
+
+    return label
 
 
 def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
@@ -71,7 +84,9 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
     n_rows = 3 if mb4 is None else 4
-    fig, axes = plt.subplots(n_rows, 2, figsize=(15, 17.5 * n_rows / 3))
+    # constrained layout keeps the suptitle and the legends under the panels clear of
+    # the panels' titles (tight_layout placed the suptitle over them)
+    fig, axes = plt.subplots(n_rows, 2, figsize=(15, 17.5 * n_rows / 3), layout="constrained")
     limit_cols = ("ratio_vs_limit", "ratio_vs_limit_lo", "ratio_vs_limit_hi")
 
     # (a) MB-1
@@ -86,7 +101,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_title(f"(a) MB-1 field extraction: speedup over {base}", loc="left")
     ax.set_xlabel("corpus group (mean free-form bytes per message)")
     ax.set_ylabel(f"speedup over {base} (median)")
-    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 
     # (c) MB-1 against the limit
     ax = axes[1][0]
@@ -98,7 +113,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_title(f"(c) MB-1 against the limit ({limit})", loc="left")
     ax.set_xlabel("corpus group (mean free-form bytes per message)")
     ax.set_ylabel(f"{limit} median / method median")
-    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 
     # (b) MB-2
     ax = axes[0][1]
@@ -163,13 +178,13 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     env = mb1.iloc[0]
     fig.suptitle(
         f"TerseTalk microbenchmarks — {env['env_cpu']}, {env['env_cpus_usable']} CPUs, "
+        f"{int(env['repeats'])} repeats, load avg {env['env_loadavg_1m']}\n"
         f"{env['env_python']}, orjson {env['env_orjson']}, msgspec {env.get('env_msgspec', '?')}, "
         f"msgpack {env['env_msgpack']}, "
-        f"protobuf {env['env_protobuf']} ({env['env_protobuf_backend']}); "
-        f"{int(env['repeats'])} repeats; load avg {env['env_loadavg_1m']}",
-        fontsize=11,
+        f"protobuf {env['env_protobuf']} ({env['env_protobuf_backend']})",
+        fontsize=12,
     )
-    fig.tight_layout(h_pad=2.5, w_pad=3)
+    fig.get_layout_engine().set(h_pad=0.12, w_pad=0.15)
     from tersetalk.plotting import save_figure
 
     return save_figure(fig, out_stem, dpi=150)
@@ -189,7 +204,7 @@ def _mb4_panels(ax_ratio, ax_ns, mb4: pd.DataFrame) -> None:
     ax_ratio.set_title("(g) MB-4 M# memory: speed against plain structures", loc="left")
     ax_ratio.set_xlabel(f"entries in the store (baselines: {bases})")
     ax_ratio.set_ylabel("baseline median / store median")
-    ax_ratio.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4,
+    ax_ratio.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
                     frameon=False)  # fmt: skip
     for op in ops:
         for is_base, style in ((False, "o-"), (True, "s--")):
@@ -203,7 +218,7 @@ def _mb4_panels(ax_ratio, ax_ns, mb4: pd.DataFrame) -> None:
     ax_ns.set_title("(h) MB-4 cost per operation (median)", loc="left")
     ax_ns.set_xlabel("entries in the store")
     ax_ns.set_ylabel("nanoseconds per operation (log scale)")
-    ax_ns.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3,
+    ax_ns.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
                  frameon=False)  # fmt: skip
 
 

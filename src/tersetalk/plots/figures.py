@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import save_figure, theme  # noqa: E402
+from tersetalk.plotting import save_figure, task_display, theme, wilson_errors  # noqa: E402
 
 
 def task_title(task: str) -> str:
@@ -240,6 +240,7 @@ def ablation(
     out_stem: str | Path,
     axis_label: str | None = None,
     axis_panels: Sequence[str] = (),
+    records: pd.DataFrame | None = None,
 ) -> list[Path]:
     """Tokens and accuracy against one setting, plus the panels the system's axis adds;
     accuracy against overflow rate when the runs overflow.
@@ -249,64 +250,138 @@ def ablation(
     columns ``axis_panels`` (e.g. the enforcement mode's compliance). The caller passes them in
     (``tersetalk plot-ablation`` reads ``systems.ablation_axis``), so this module
     needs no system.
+
+    Every estimate carries n (in the legend) and a 95% interval: Wilson for accuracy and
+    other proportions; for tokens the bootstrap's over answered examples when
+    ``records`` (per-example metrics) are given, else none (the axis says so). A
+    categorical setting (on/off, a mode) is drawn as categories, a numeric one as a
+    line; the overflow panel is left out when no run overflowed.
     """
     theme()
     sub = summary[(summary["system"] == system) & summary["variant"].isin(variants)].copy()
     if sub.empty:
         raise ValueError(f"no runs of {system} with variants {variants} in the summary")
-    sub["value"] = sub["variant"].map(lambda v: values.get(v, v))
-    order = [values.get(v, v) for v in variants]
-    numeric = all(isinstance(v, int | float) for v in order)
-    sub = sub.sort_values("value" if numeric else "variant")
+    raw = [values.get(v, v) for v in variants]
+    # a bool is an int to Python, but on/off is a category: never a line over 0..1
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
+    shown = {v: (r if numeric else _category(r)) for v, r in zip(variants, raw, strict=True)}
+    sub["value"] = sub["variant"].map(shown)
+    order = list(dict.fromkeys(shown[v] for v in variants))
+    sub = sub.sort_values(["task", "value"] if numeric else ["task"], kind="stable")
+    sub = sub.merge(_token_intervals(records, system, variants), how="left",
+                    on=["task", "variant"])  # fmt: skip
     panels = ["tokens_total_cl100k_mean", "accuracy"]
-    panels += [p for p in axis_panels if p in sub]
-    if "overflow_rate" in sub and sub["overflow_rate"].notna().any():
+    panels += [p for p in axis_panels if p in sub and sub[p].notna().any()]
+    # a panel of runs that never overflowed would be every point at 0: left out
+    if "overflow_rate" in sub and (sub["overflow_rate"].fillna(0) > 0).any():
         panels.append("overflow")
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0), squeeze=False)
+    tasks = list(dict.fromkeys(sub["task"]))
+    colors = dict(zip(tasks, sns.color_palette("colorblind", len(tasks)), strict=True))
+    width = max(4.4, 0.55 * len(order) * len(tasks) + 1.6) if not numeric else 4.6
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels) + 2.2, 4.4),
+                             squeeze=False, layout="constrained")  # fmt: skip
+    has_token_ci = sub["tokens_ci_low"].notna().any()
     for ax, panel in zip(axes[0], panels, strict=True):
         if panel == "overflow":
-            sns.scatterplot(
-                data=sub, x="overflow_rate", y="accuracy", hue="task", style="task", s=90, ax=ax
-            )
-            ax.set_xlabel("overflow rate (share of lines)")
-            ax.set_ylabel("accuracy")
-            ax.set_ylim(-0.05, 1.05)
+            _overflow_panel(ax, sub, tasks, colors)
             continue
-        if numeric:
-            sns.lineplot(
-                data=sub,
-                x="value",
-                y=panel,
-                hue="task",
-                style="task",
-                markers=True,
-                dashes=False,
-                ax=ax,
-                markersize=9,
-            )
-        else:
-            sns.barplot(data=sub, x="value", y=panel, hue="task", order=order, ax=ax)
-            fmt = "%.0f" if panel.startswith("tokens") else "%.2f"
-            for bars in ax.containers:  # a value of 0 stays readable as a number
-                ax.bar_label(bars, fmt=fmt, fontsize=8, padding=2)
+        proportion = not panel.startswith("tokens")
+        _setting_panel(ax, sub, panel, tasks, colors, order, numeric, proportion)
         ax.set_xlabel(axis_label or setting)
-        if panel.startswith("tokens"):
-            ax.set_ylabel("tokens per example")
+        if not proportion:
+            ax.set_ylabel(
+                "tokens per example, mean\n(95% bootstrap CI)"
+                if has_token_ci
+                else "tokens per example, mean\n(no interval: per-run scores only)"
+            )
         elif panel.startswith("compliance"):
-            ax.set_ylabel("replies valid at first try (share)")
-            ax.set_ylim(-0.05, 1.05)
+            ax.set_ylabel("replies valid at first try\n(95% Wilson CI over examples)")
         else:
-            ax.set_ylabel("accuracy")
-            ax.set_ylim(-0.05, 1.05)
-    # one legend for the figure, beside the panels, so it never covers a bar or a point
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes[0]:
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
-    fig.legend(handles, labels, title="task", loc="center left", bbox_to_anchor=(1.0, 0.5))
+            ax.set_ylabel("accuracy (95% Wilson CI)")
+    handles = [
+        plt.Line2D([], [], color=colors[t], marker="o", ls="-" if numeric else "",
+                   label=f"{task_display(t)} ({_n_text(sub[sub['task'] == t]['n'])})")
+        for t in tasks
+    ]  # fmt: skip
+    fig.legend(handles=handles, title="task (examples per run)", loc="outside right upper",
+               frameon=False)  # fmt: skip
     fig.suptitle(f"{system}: {setting} ablation — {_model_label(sub)}", fontsize=11)
-    fig.tight_layout()
     return save_figure(fig, out_stem)
+
+
+def _category(value: object) -> str:
+    """A setting's value as a category label: on/off for a flag, else its text."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _n_text(n: pd.Series) -> str:
+    lo, hi = int(n.min()), int(n.max())
+    return f"n={lo}" if lo == hi else f"n={lo}-{hi}"
+
+
+def _token_intervals(records: pd.DataFrame | None, system: str, variants: list[str]):
+    """Bootstrap 95% intervals of the mean tokens per answered example, per task and
+    variant, from per-example metrics; empty (no interval drawn) without them."""
+    cols = ["task", "variant", "tokens_ci_low", "tokens_ci_high"]
+    if records is None or records.empty:
+        return pd.DataFrame(columns=cols)
+    from tersetalk.stats import bootstrap_ci
+
+    rec = records[(records["system"] == system) & records["variant"].isin(variants)]
+    rows = []
+    for (task, variant), g in rec[rec["error"].isna()].groupby(["task", "variant"], sort=True):
+        ci = bootstrap_ci(g["tokens_total_cl100k"].to_numpy(float), n_resamples=1000, seed=0)
+        rows.append((task, variant, ci.ci_low, ci.ci_high))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _setting_panel(ax, sub, panel, tasks, colors, order, numeric, proportion) -> None:
+    """One estimate against the setting: a line per task over a numeric setting, dodged
+    bars per category otherwise; each with its interval (Wilson for a proportion, the
+    bootstrap's for tokens when per-example metrics were given)."""
+    width = 0.8 / len(tasks)
+    for j, task in enumerate(tasks):
+        t = sub[sub["task"] == task]
+        y = t[panel].to_numpy(float)
+        if proportion:
+            err = np.vstack(wilson_errors(y, t["n"].to_numpy()))
+        elif t["tokens_ci_low"].notna().any():
+            low, high = t["tokens_ci_low"].to_numpy(float), t["tokens_ci_high"].to_numpy(float)
+            err = np.clip(np.vstack([y - low, high - y]), 0, None)
+        else:
+            err = None
+        if numeric:
+            x = t["value"].to_numpy(float)
+            ax.errorbar(x, y, yerr=err, fmt="o-", ms=7, capsize=3, color=colors[task])
+        else:
+            x = np.array([order.index(v) for v in t["value"]]) - 0.4 + width * (j + 0.5)
+            ax.bar(x, y, width=width * 0.92, color=colors[task], alpha=0.75)
+            # the point marks the estimate, so a value of 0 shows as a dot on the axis
+            ax.errorbar(x, y, yerr=err, fmt="o", ms=4, capsize=3, color="0.15")
+    if not numeric:
+        ax.set_xticks(range(len(order)), order)
+        if sum(len(str(o)) for o in order) > 40:
+            ax.tick_params(axis="x", rotation=25)
+            for lab in ax.get_xticklabels():
+                lab.set_horizontalalignment("right")
+    if proportion:
+        ax.set_ylim(-0.05, 1.05)
+    else:
+        ax.set_ylim(bottom=0)
+
+
+def _overflow_panel(ax, sub, tasks, colors) -> None:
+    """Accuracy (95% Wilson CI) against the overflow rate, one point per run."""
+    for task in tasks:
+        t = sub[sub["task"] == task]
+        y = t["accuracy"].to_numpy(float)
+        ax.errorbar(t["overflow_rate"], y, yerr=np.vstack(wilson_errors(y, t["n"].to_numpy())),
+                    fmt="o", ms=7, capsize=3, color=colors[task])  # fmt: skip
+    ax.set_xlabel("overflow rate (share of lines)")
+    ax.set_ylabel("accuracy (95% Wilson CI)")
+    ax.set_ylim(-0.05, 1.05)
 
 
 def main_table(summary: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,296 @@
+"""Every figure the workflow draws, checked for overlapping text and empty axes (issue 32).
+
+Each figure goes through the function its rule calls (``tersetalk plot``,
+``plot-ablation`` per configured ablation, ``bench plot``, ``formats plot``, ``topology``,
+``models compare``) on small frames with the columns of a tiny run; the figure is caught
+where it is saved and checked by :mod:`tersetalk.plots.checks`. The checker itself is
+tested on figures that are wrong on purpose, so it cannot pass by seeing nothing.
+
+Synthetic numbers: a test of the drawing code, never a reported result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import tersetalk.formats.plot as formats_plot  # noqa: E402
+import tersetalk.plots.figures as F  # noqa: E402
+import tersetalk.plots.topology as topology_plot  # noqa: E402
+import tersetalk.plotting as plotting  # noqa: E402
+from tersetalk.plots.checks import (  # noqa: E402
+    FigureLayoutError,
+    check_figure,
+    empty_axes,
+    figure_problems,
+    overlapping_texts,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = ("hotpotqa", "gsm8k")
+N = 4  # examples per task, as in a tiny run
+MAIN_RUNS = [("freeform", "default"), ("freeform", "cod"), ("llmlingua", "default"),
+             ("tersetalk", "default"), ("hybrid", "default"), ("mediator", "default"),
+             ("msp", "default")]  # fmt: skip
+ROLES = ("manager", "worker", "critic")
+
+
+# -- the checker on figures that are wrong on purpose ----------------------------------
+
+
+def test_checker_finds_overlapping_text():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("a title long enough to collide")
+    fig.suptitle("a suptitle long enough to collide", y=0.9)  # drawn over the title
+    ax.annotate("here", (0.5, 0.5))
+    ax.annotate("here too", (0.5, 0.5))  # on top of the first annotation
+    problems = overlapping_texts(fig)
+    assert any("suptitle" in p or "figure text" in p for p in problems), problems
+    assert any("'here'" in p and "'here too'" in p for p in problems), problems
+    with pytest.raises(FigureLayoutError, match="overlaps"):
+        check_figure(fig, "bad")
+    plt.close(fig)
+
+
+def test_checker_finds_crowded_tick_labels():
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.bar(range(12), range(12))
+    ax.set_xticks(range(12), [f"category {i}" for i in range(12)])
+    assert any("tick label" in p for p in overlapping_texts(fig))
+    plt.close(fig)
+
+
+def test_checker_finds_an_empty_axes():
+    fig, (full, empty, only_ref) = plt.subplots(1, 3, figsize=(9, 3))
+    full.plot([0, 1], [0, 1])
+    empty.set_title("nothing")
+    only_ref.axhline(0.5)  # a reference line is not data
+    only_ref.text(0.5, 0.5, "no runs")  # nor is a message
+    problems = empty_axes(fig)
+    assert len(problems) == 2 and "nothing" in problems[0], problems
+    assert figure_problems(fig)[-2:] == problems
+    plt.close(fig)
+
+
+def test_checker_passes_a_clean_figure():
+    fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
+    ax.scatter([1, 2, 3], [0, 0, 0])  # zeros are data
+    ax.set(title="clean", xlabel="x", ylabel="y")
+    fig.suptitle("suptitle")
+    check_figure(fig)
+    plt.close(fig)
+
+
+# -- catching every figure where it is saved --------------------------------------------
+
+
+@pytest.fixture
+def caught(monkeypatch, tmp_path):
+    """Figures saved during the test, by file stem, with their problems (checked before
+    saving, as drawn); the files are written to ``tmp_path`` as usual."""
+    seen: dict[str, list[str]] = {}
+    real = plotting.save_figure
+
+    def spy(fig, out_stem, *args, **kwargs):
+        seen[Path(out_stem).name] = figure_problems(fig)
+        return real(fig, out_stem, *args, **kwargs)
+
+    for module in (plotting, F, topology_plot, formats_plot):
+        monkeypatch.setattr(module, "save_figure", spy)
+    return seen
+
+
+def assert_clean(seen: dict[str, list[str]], expected: set[str]) -> None:
+    assert expected <= set(seen), f"not drawn: {sorted(expected - set(seen))}"
+    bad = {name: problems for name, problems in seen.items() if problems}
+    assert not bad, json.dumps(bad, indent=1)
+
+
+# -- inputs with a tiny run's columns --------------------------------------------------
+
+
+def records(runs=MAIN_RUNS, *, variants_of=None) -> pd.DataFrame:
+    """Per-example metrics (``tersetalk score --out-records``) of ``runs`` on TASKS."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for t, task in enumerate(TASKS):
+        for s, (system, variant) in enumerate(runs):
+            for i in range(N):
+                sent = {r: float(rng.integers(10, 200)) for r in ROLES}
+                # msp never right on gsm8k: a zero that must not look like a missing bar
+                correct = 0.0 if (system == "msp" and task == "gsm8k") else float((i + s + t) % 2)
+                rows.append(
+                    {"task": task, "system": system, "variant": variant, "seed": 0,
+                     "example_id": f"{task}-{i}", "correct": correct, "error": None,
+                     "tokens_total_cl100k": sum(sent.values()),
+                     "tokens_M_W_cl100k": 20.0 + 30 * i + s,
+                     **{f"tokens_sent_{r}_cl100k": v for r, v in sent.items()}}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summary_of(rec: pd.DataFrame, *, overflow=None, compliance=None) -> pd.DataFrame:
+    """The per-run rows ``tersetalk aggregate`` writes, as far as the figures read them."""
+    rows = []
+    for (task, system, variant), g in rec.groupby(["task", "system", "variant"], sort=True):
+        ok = g[g["error"].isna()]
+        rows.append(
+            {"task": task, "system": system, "variant": variant, "seed": 0, "n": len(g),
+             "n_errors": len(g) - len(ok), "accuracy": g["correct"].mean(),
+             "tokens_total_cl100k_mean": ok["tokens_total_cl100k"].mean(),
+             **{f"tokens_sent_{r}_cl100k_mean": ok[f"tokens_sent_{r}_cl100k"].mean()
+                for r in ROLES},
+             "token_reduction_mean": 0.1, "overflow_rate": overflow(variant) if overflow
+             else (0.0 if system == "tersetalk" else np.nan),
+             "compliance_first_try_rate": compliance(variant) if compliance else np.nan,
+             "semantic_method": "jaccard", "backend": "llamacpp", "model": "qwen2.5-0.5b.gguf"}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+# -- the figures -----------------------------------------------------------------------
+
+
+def test_main_figures(caught, tmp_path):
+    rec = records()
+    # hybrid never ran gsm8k's longest examples: a missing bin, not a zero
+    rec = rec[~((rec["system"] == "hybrid") & (rec["example_id"] == "gsm8k-3"))]
+    summary = F.with_intervals(summary_of(rec), rec, n_resamples=200)
+    F.quality_vs_tokens(summary, tmp_path / "quality_vs_tokens")
+    F.token_breakdown(summary, tmp_path / "token_breakdown")
+    F.accuracy_by_length(rec, "freeform/default", tmp_path / "accuracy_by_length")
+    assert_clean(caught, {"quality_vs_tokens", "token_breakdown", "accuracy_by_length"})
+
+
+def _ablations():
+    from tersetalk.config import ablation_values, load_config
+    from tersetalk.systems import ablation_axis
+
+    config = load_config(REPO / "config" / "config.yaml")
+    for name, spec in config["ablations"].items():
+        axis = ablation_axis(spec["system"], spec["setting"])
+        yield name, spec, ablation_values(config, name), axis
+
+
+@pytest.mark.parametrize("name,spec,values,axis", list(_ablations()), ids=lambda v: str(v)[:20])
+@pytest.mark.parametrize("with_records", [True, False], ids=["records", "scores-only"])
+def test_ablation_figure(caught, tmp_path, name, spec, values, axis, with_records):
+    variants = list(spec["variants"])
+    rec = records([(spec["system"], v) for v in variants])
+    overflow = (lambda v: 0.1 * variants.index(v)) if name == "caps" else None
+    summary = summary_of(rec, overflow=overflow, compliance=lambda v: 0.5)
+    F.ablation(summary, spec["system"], variants, spec["setting"], values,
+               tmp_path / f"ablation_{name}", axis_label=axis.label, axis_panels=axis.panels,
+               records=rec if with_records else None)  # fmt: skip
+    assert_clean(caught, {f"ablation_{name}"})
+
+
+def test_ablation_leaves_out_an_all_zero_overflow_panel_and_draws_flags_as_categories(
+    monkeypatch, tmp_path
+):
+    seen = {}
+
+    def spy(fig, out_stem):
+        seen["fig"] = fig
+        return [out_stem]
+
+    monkeypatch.setattr(F, "save_figure", spy)
+    variants = ["caps_very_relaxed", "with_roles"]
+    rec = records([("tersetalk", v) for v in variants])
+    F.ablation(summary_of(rec), "tersetalk", variants, "role_lines",
+               {"caps_very_relaxed": False, "with_roles": True}, tmp_path / "x")  # fmt: skip
+    axes = seen["fig"].axes
+    assert len(axes) == 2  # tokens and accuracy: every overflow rate was 0
+    ticks = [t.get_text() for t in axes[1].get_xticklabels()]
+    assert ticks == ["off", "on"]
+    assert all(len(a.patches) == 2 * len(TASKS) for a in axes)  # bars, not lines
+    legend = [t.get_text() for t in seen["fig"].legends[0].get_texts()]
+    assert sorted(legend) == [f"GSM8K (n={N})", f"HotpotQA (n={N})"]
+    plt.close(seen["fig"])
+
+
+def test_bench_figure(caught, tmp_path):
+    from tersetalk.cli import main
+
+    msgs = [
+        {"sender": "M", "receiver": "W", "kind": "brief",
+         "content": "Goal: Solve it.\nFacts:\n- Dr. Lee has 3.5 kg.\nQuestion: How much?"},
+        {"sender": "C", "receiver": "W", "kind": "verdict", "content": '["r","C"]\n["v","R"]'},
+    ]  # fmt: skip
+    run = tmp_path / "run.parquet"
+    pd.DataFrame([{"task": "gsm8k", "system": "freeform", "variant": "default",
+                   "example_id": "e1", "messages": json.dumps(msgs)}]).to_parquet(run)  # fmt: skip
+    corpus = tmp_path / "corpus.parquet"
+    assert main(["bench", "corpus", "--runs", str(run), "--sizes", "1,8", "--per-size", "4",
+                 "--out", str(corpus)]) == 0  # fmt: skip
+    fast = ["--repeats", "1", "--warmup", "0", "--min-batch-ms", "0.01"]
+    out = {}
+    for which in ("mb1", "mb2", "mb3", "mb4"):
+        out[which] = tmp_path / f"{which}.parquet"
+        extra = {"mb2": ["--chunk-sizes", "1,16", "--stream-bytes", "1024"],
+                 "mb4": ["--memory-sizes", "50,200"]}.get(which, [])  # fmt: skip
+        source = [] if which == "mb4" else ["--corpus", str(corpus)]
+        assert main(["bench", "run", "--which", which, *source, "--out", str(out[which]),
+                     *fast, *extra]) == 0  # fmt: skip
+    assert main(["bench", "plot", *[a for w in out for a in (f"--{w}", str(out[w]))],
+                 "--out-stem", str(tmp_path / "bench")]) == 0  # fmt: skip
+    assert_clean(caught, {"bench"})
+
+
+def test_formats_figures(caught, tmp_path):
+    from tersetalk.formats.experiments import main
+
+    data = REPO / "data" / "toolresponses"
+    for exp in ("savings", "knapsack", "dedup"):
+        argv = [exp, "--data-dir", str(data), "--out", str(tmp_path / f"{exp}.parquet"),
+                "--limit", "3", "--tokenizers", "o200k_base", "--budgets", "0.5", "1",
+                "--dedup-json", json.dumps({"sessions": 1, "calls": 6})]  # fmt: skip
+        assert main(argv) == 0
+    encoders = list(formats_plot.ENCODER_ORDER)
+    comp = pd.DataFrame(
+        [{"payload_id": f"p{p}", "shape": "table", "qid": f"q{p}{q}", "kind": "count",
+          "encoder": e, "tokenizer": "o200k_base", "payload_tokens": 100 + 3 * k,
+          "prompt_tokens": 150 + 3 * k, "gold": "1", "prediction": "1",
+          "correct": (p + q + k) % 3 != 0, "error": None}
+         for p in range(2) for q in range(3) for k, e in enumerate(encoders)]
+    )  # fmt: skip
+    comp.to_parquet(tmp_path / "comprehension.parquet")
+    argv = [a for exp in ("savings", "knapsack", "dedup", "comprehension")
+            for a in (f"--{exp}", str(tmp_path / f"{exp}.parquet"))]  # fmt: skip
+    assert formats_plot.main([*argv, "--figures", str(tmp_path / "f"),
+                              "--tables", str(tmp_path / "t")]) == 0  # fmt: skip
+    assert_clean(caught, {"formats_savings", "formats_knapsack", "formats_comprehension"})
+
+
+def test_topology_figures(caught, tmp_path):
+    from test_topology_report import study
+
+    from tersetalk.metrics.topology_cli import report
+
+    runs = []
+    for (system, variant), g in study(n=3).groupby(["system", "variant"]):
+        p = tmp_path / f"{system}-{variant}.parquet"
+        g.to_parquet(p)
+        runs.append(str(p))
+    report(runs, tmp_path / "t", tmp_path / "f", n_resamples=100)
+    assert_clean(caught, {"topology_selection", "topology_tokens_accuracy", "topology_theta",
+                          "topology_ablations"})  # fmt: skip
+
+
+def test_model_sensitivity_figure(caught, tmp_path):
+    from tersetalk.sensitivity import comparison_table, plot_comparison
+
+    rec = records()
+    summaries = {name: summary_of(rec) for name in ("qwen2.5-0.5b", "llama3.1-8b")}
+    table = comparison_table(summaries, "freeform/default")
+    plot_comparison(table, tmp_path / "model_sensitivity")
+    assert_clean(caught, {"model_sensitivity"})
