@@ -10,6 +10,7 @@ PNG. Nothing here is a number anyone reports: it is what the browser displays.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -110,3 +111,60 @@ LONG_MESSAGE = (
     "It must not include customer names. Store 12 sold 4,310 units and store 21 sold 5,125. "
     "Our goal is to decide where the extra staff go in April."
 )
+
+
+#: the model key the full-size folder's results are under, and a second model with fewer
+FULL_MODEL = "smollm2-135m-instruct"
+OTHER_MODEL = "qwen2.5-14b"
+
+
+def default_runs(config: dict) -> list[tuple[str, str, str]]:
+    """(task, system, variant) of every run of the default target, as the workflow's
+    ``run_targets`` lists them (systems and variants narrowed to the tasks they run on)."""
+    from tersetalk.config import enabled_systems
+    from tersetalk.tasks.schedule import runs_on, variant_runs_on
+
+    return [
+        (task, system, variant)
+        for task in config["tasks"]
+        for system in enabled_systems(config)
+        if runs_on(config, system, task)
+        for variant in config["systems"][system]["variants"]
+        if variant_runs_on(config, system, variant, task)
+    ]
+
+
+def build_full_results(base_config: dict, root: Path) -> list[tuple[str, str, str]]:
+    """``root/results/<FULL_MODEL>/`` in the per-model layout with a run file for each of
+    the default target's runs (82 with config/config.yaml), its summary and a figure, and
+    ``root/results/<OTHER_MODEL>/`` with two runs; returns the runs.
+
+    The rows are the two real run files :func:`build_results` writes (two HotpotQA
+    examples), copied under every (task, system, variant) name: the page is tested at
+    full size, and no number from here means anything."""
+    import shutil
+
+    import pandas as pd
+
+    seed = root / "seed"
+    seed.mkdir(parents=True, exist_ok=True)
+    build_results(base_config, seed)
+    rows = pd.read_parquet(seed / "results" / "runs" / "hotpotqa" / "freeform" / "default.parquet")
+    summary_row = pd.read_parquet(seed / "results" / "summary.parquet").iloc[:1]
+    runs = default_runs(base_config)
+    for model, chosen in ((FULL_MODEL, runs), (OTHER_MODEL, runs[:2])):
+        base = root / "results" / model
+        summaries = []
+        for task, system, variant in chosen:
+            df = rows.assign(task=task, system=system, variant=variant)
+            out = base / "runs" / task / system / f"{variant}.parquet"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            df.to_parquet(out)
+            summaries.append(summary_row.assign(task=task, system=system, variant=variant))
+        pd.concat(summaries, ignore_index=True).to_parquet(base / "summary.parquet")
+        figures = root / "figures" / model
+        figures.mkdir(parents=True, exist_ok=True)
+        shutil.copy(seed / "figures" / "tokens.png", figures / "tokens.png")
+    # the newer model is the default one
+    os.utime(root / "results" / FULL_MODEL / "summary.parquet")
+    return runs

@@ -215,12 +215,12 @@ function renderSummary() {
   }
   const all = $("all-columns").checked;
   const cols = summary.columns.map((c, i) => [c, i]).filter(([c]) => all || SUMMARY_DEFAULT.includes(c));
-  const [ti, si, vi] = ["task", "system", "variant"].map((c) => summary.columns.indexOf(c));
+  const [si, vi] = ["system", "variant"].map((c) => summary.columns.indexOf(c));
   let rows = summary.rows.slice();
-  // the chosen systems (of the chosen task's runs); a summary row of another task stays
+  // the chosen systems' rows, on every task
   const chosen = sel.compare ? sel.compare : sel.show;
   if (chosen !== null && si >= 0 && vi >= 0) {
-    rows = rows.filter((r) => (ti >= 0 && r[ti] !== sel.task) || chosen.includes(`${r[si]}/${r[vi]}`));
+    rows = rows.filter((r) => chosen.includes(`${r[si]}/${r[vi]}`));
   }
   if (sortState.col !== null) {
     const i = sortState.col;
