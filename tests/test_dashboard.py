@@ -345,3 +345,89 @@ def test_the_topology_studys_runs_are_browsed_beside_the_main_ones(site, tmp_pat
     assert ("freeform", "default") in runs and index.tasks() == [{"task": "hotpotqa", "n_runs": 3}]
     example = index.examples("hotpotqa")["examples"][0]["example_id"]
     assert len(index.conversation("hotpotqa", example)["runs"]) == 3
+
+
+def test_results_per_model_with_the_flat_layout_still_read(site, tmp_path):
+    """Each model's results under results/<model>/; the newest is the default; an old flat
+    folder is one more model, with a note on the migration; an unknown model is a 404."""
+    import shutil
+
+    from tersetalk.dashboard.results import LEGACY, ResultsIndex, UnknownModel
+
+    results = tmp_path / "results"
+    for model in ("model-a", "model-b"):
+        shutil.copytree(site / "results" / "runs", results / model / "runs")
+        shutil.copy(site / "results" / "summary.parquet", results / model / "summary.parquet")
+    os.utime(results / "model-a" / "summary.parquet", (1e9, 1e9))
+    os.utime(results / "model-a" / "runs", (1e9, 1e9))
+    (tmp_path / "figures" / "model-a").mkdir(parents=True)
+    (tmp_path / "figures" / "model-b").mkdir()
+    for model in ("model-a", "model-b"):
+        shutil.copy(site / "figures" / "tokens.png", tmp_path / "figures" / model / "tokens.png")
+    index = ResultsIndex(results, tmp_path / "figures")
+    got = index.models()
+    assert [m["model"] for m in got["models"]] == ["model-a", "model-b"]
+    assert got["default"] == "model-b" and got["note"] is None
+    assert index.runs("model-a")[0]["path"].startswith("model-a/runs/")
+    assert index.summary("model-a")["path"] == "model-a/summary.parquet"
+    assert [f["name"] for f in index.figure_list("model-a")] == ["model-a/tokens.png"]
+    with pytest.raises(UnknownModel):
+        index.tasks("../etc")
+    shutil.copytree(site / "results" / "runs", results / "runs")  # the old layout beside
+    got = index.models()
+    assert got["models"][-1]["model"] == LEGACY
+    assert "results/<model key>/" in got["note"] and got["default"] == "model-b"
+    assert index.runs(LEGACY)[0]["path"].startswith("runs/")
+    client = LoopbackClient(create_app(DashboardSettings(results=results, figures=tmp_path)))
+    assert client.get("/api/tasks", params={"model": "nope"}).status_code == 404
+    assert client.get("/api/summary", params={"model": "model-a"}).json()["rows"]
+
+
+def test_snakemakes_log_gives_every_job_progress_and_an_estimate(tmp_path):
+    from tersetalk.dashboard.snakelog import SnakemakeLog, parse_log
+
+    text = """Building DAG of jobs...
+Job stats:
+job      count
+-----  -------
+run          2
+score        2
+total        4
+
+Select jobs to execute...
+[Thu Nov 26 21:17:08 2026]
+localrule run:
+    output: results/m/runs/hotpotqa/freeform/default.parquet
+    jobid: 3
+    wildcards: task=hotpotqa, system=freeform, variant=default
+[Thu Nov 26 21:17:08 2026]
+rule run:
+    output: results/m/calibration/runs/hotpotqa/tersetalk/g03.parquet
+    jobid: 4
+    wildcards: task=hotpotqa, system=tersetalk, point=g03
+[Thu Nov 26 21:18:08 2026]
+Finished jobid: 3 (Rule: run)
+1 of 4 steps (25%) done
+[Thu Nov 26 21:18:08 2026]
+rule score:
+    jobid: 2
+[Thu Nov 26 21:18:10 2026]
+Error in rule score:
+    jobid: 2
+"""
+    state = parse_log(text, now=None)
+    assert (state["done"], state["total"], state["ended"]) == (1, 4, False)
+    status = {j["jobid"]: (j["rule"], j["status"]) for j in state["jobs"]}
+    assert status == {"3": ("run", "finished"), "4": ("run", "running"), "2": ("score", "failed")}
+    assert state["rules"]["score"] == {"planned": 2, "jobs": 1, "finished": 0, "failed": 1}
+    assert state["eta_s"] == pytest.approx(state["elapsed_s"] * 3)
+    ended = parse_log(text + "Complete log(s): x.snakemake.log\n")
+    assert ended["ended"] and ended["eta_s"] is None and ended["elapsed_s"] == 62
+    assert {j["status"] for j in ended["jobs"]} == {"finished", "stopped", "failed"}
+    folder = tmp_path / ".snakemake" / "log"
+    folder.mkdir(parents=True)
+    log = SnakemakeLog(tmp_path)
+    assert not log.poll() and log.state() is None
+    (folder / "2026-11-26T211706.snakemake.log").write_text(text)
+    assert log.poll() and not log.poll()
+    assert log.state()["log"] == "2026-11-26T211706.snakemake.log"

@@ -62,8 +62,11 @@ function renderJobs() {
     const list = byRule.get(rule) || [];
     const planned = Math.max(c.planned || 0, c.jobs);
     const head = `${rule}: ${c.finished} / ${planned} done${c.jobs - c.finished - c.failed ? `, ${c.jobs - c.finished - c.failed} running` : ""}${c.failed ? `, ${c.failed} failed` : ""}`;
+    const running = c.jobs - c.finished - c.failed;
+    const [cls, word] = c.failed ? ["failed", "failed"] : c.finished === planned ? ["finished", "done"]
+      : running ? ["running", "running"] : ["waiting", "waiting"];
     return el("details", { class: "rule", "data-rule": rule, open: c.failed > 0 },
-      el("summary", {}, el("span", { class: `status ${c.failed ? "failed" : c.finished === planned ? "finished" : "running"}`, text: c.failed ? "failed" : c.finished === planned ? "done" : "running" }), ` ${head}`),
+      el("summary", {}, el("span", { class: `status ${cls}`, text: word }), ` ${head}`),
       el("table", { class: "jobs" }, el("tbody", {}, ...list.map((j) => el("tr", { "data-job": j.jobid },
         el("td", {}, el("span", { class: `status ${j.status}`, text: j.status })),
         el("td", { class: "mono small", text: j.wildcards || j.output || "" }),
