@@ -32,6 +32,7 @@ from tersetalk.calibration import (
     write,
 )
 from tersetalk.config import calibration_points, calibration_spec, load_config, run_spec
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
@@ -358,11 +359,11 @@ def samples(template):
 
 
 def _without_brief(raw):
-    messages = json.loads(raw)
+    messages = message_list(raw)
     for m in messages:
         if (m["sender"], m["receiver"]) == ("M", "W"):
             m["content"] = ""
-    return json.dumps(messages)
+    return messages
 
 
 @pytest.fixture(scope="module")
@@ -824,13 +825,16 @@ def test_scripted_zero_accuracy_calibration_through_the_cli(zero_accuracy_runs, 
 def test_calibrate_rule_passes_the_sample_and_the_options_as_one_json(repo):
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "-p", "-F", "--cores", "1",
-         "results/calibration/gsm8k.yaml"],
+         "results/smollm2-135m-instruct/calibration/gsm8k.yaml"],
         cwd=repo, capture_output=True, text=True,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     command = next(line for line in res.stdout.splitlines() if "tersetalk calibrate " in line)
     assert "--sample results/samples/gsm8k.calibration.parquet" in command
-    assert "--reference-run results/calibration/runs/gsm8k/freeform/default.parquet" in command
+    assert (
+        "--reference-run results/smollm2-135m-instruct/calibration/runs/gsm8k/freeform/"
+        "default.parquet" in command
+    )
     spec = json.loads(shlex.split(command.partition("--spec-json ")[2])[0])
     cfg = load_config(repo / "config" / "config.yaml")
     assert spec == calibration.options(cfg, "gsm8k")

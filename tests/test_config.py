@@ -79,7 +79,9 @@ def test_calibration_points_are_explicit_specs(base_config):
     assert spec["variant"] == "g05" and "calibration_file" not in spec
     assert spec["variant_settings"]["caps"] == "relaxed"
     calibrated = run_spec(base_config, "hotpotqa", "tersetalk", "default")
-    assert calibrated["calibration_file"] == "results/calibration/hotpotqa.yaml"
+    assert (
+        calibrated["calibration_file"] == "results/smollm2-135m-instruct/calibration/hotpotqa.yaml"
+    )
 
 
 def test_calibration_reference_defaults_to_the_evaluation_reference(base_config):

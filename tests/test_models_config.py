@@ -13,6 +13,7 @@ import yaml
 from workflow_support import copy_workflow
 
 from tersetalk.config import ConfigError, merge, run_spec, sensitivity_models, validate_config
+from tersetalk.paths import model_key
 from tersetalk.sensitivity import comparison_table
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -66,9 +67,13 @@ def test_dry_run_with_every_model_listed(repo, tmp_path):
     )  # fmt: skip
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-3000:]
-    for name in EXPECTED:
-        assert f"results/models/{name}/summary.parquet" in out
-    assert "figures/model_sensitivity.png" in out
+    # each model file names its folder (models.key), else its model's name does; the
+    # configured model (smollm2-135m's) is compared too, and run once
+    keys = {*EXPECTED, "Qwen-Qwen2.5-7B-Instruct", "smollm2-135m-instruct"}
+    keys -= {"openai_compat", "smollm2-135m"}
+    for key in keys:
+        assert f"results/{key}/summary.parquet" in out
+    assert "figures/compare/models.png" in out
 
 
 # --- resolving sensitivity.models -----------------------------------------------------
@@ -89,8 +94,45 @@ def test_inline_entries_override_the_default_model(base_config):
     models = sensitivity_models(
         _with_models(base_config, [{"name": "a"}, {"name": "b", "models": {"n_ctx": 2048}}])
     )
-    assert models["a"] == base_config["models"]
-    assert models["b"] == {**base_config["models"], "n_ctx": 2048}
+    # an inline entry keeps its results under its name
+    assert models["a"] == {**base_config["models"], "key": "a"}
+    assert models["b"] == {**base_config["models"], "n_ctx": 2048, "key": "b"}
+
+
+def test_results_keys_are_readable_and_path_safe():
+    assert model_key({"model": "smollm2-135m-instruct"}) == "smollm2-135m-instruct"
+    assert model_key({"model": "llama3.1:8b"}) == "llama3.1-8b"
+    assert model_key({"model": "Qwen/Qwen2.5-7B-Instruct"}) == "Qwen-Qwen2.5-7B-Instruct"
+    assert model_key({"model": None, "model_path": "/m/tiny-q4.gguf"}) == "tiny-q4"
+    assert model_key({"model": "m", "key": "run-2"}) == "run-2"
+    with pytest.raises(ValueError, match="shared results folder"):
+        model_key({"model": "cache"})
+    with pytest.raises(ValueError, match="models.key"):
+        model_key({"model": "m", "key": "../up"})
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ([{"name": "smollm2-135m-instruct", "models": {"n_ctx": 2048}}],
+         "the configured model's folder"),
+        ([{"name": "a", "models": {"key": "k"}}, {"name": "b", "models": {"key": "k"}}],
+         "both keep their results in results/k/"),
+    ],
+)  # fmt: skip
+def test_two_models_never_share_a_results_folder(base_config, entries, message):
+    with pytest.raises(ConfigError, match=message):
+        sensitivity_models(_with_models(base_config, entries))
+
+
+def test_listing_the_configured_model_runs_it_once(base_config):
+    models = sensitivity_models(_with_models(base_config, ["smollm2-135m", "llama3.1-8b"]))
+    assert list(models) == ["llama3.1-8b"]
+
+
+def test_a_results_key_naming_a_shared_folder_is_a_config_error(base_config):
+    with pytest.raises(ConfigError, match="config key 'models'.*shared results folder"):
+        validate_config(merge(base_config, {"models": {"key": "samples"}}))
 
 
 def test_a_model_run_spec_names_its_model_and_its_own_calibration(base_config):
@@ -98,10 +140,10 @@ def test_a_model_run_spec_names_its_model_and_its_own_calibration(base_config):
     spec = run_spec(cfg, "gsm8k", "tersetalk", "default", "llama3.1-8b")
     assert spec["models"]["model"] == "llama3.1:8b"
     assert spec["sensitivity_model"] == "llama3.1-8b"
-    assert spec["calibration_file"] == "results/models/llama3.1-8b/calibration/gsm8k.yaml"
+    assert spec["calibration_file"] == "results/llama3.1-8b/calibration/gsm8k.yaml"
     default = run_spec(cfg, "gsm8k", "tersetalk", "default")
     assert "sensitivity_model" not in default
-    assert default["calibration_file"] == "results/calibration/gsm8k.yaml"
+    assert default["calibration_file"] == "results/smollm2-135m-instruct/calibration/gsm8k.yaml"
 
 
 @pytest.mark.parametrize(
@@ -181,15 +223,49 @@ def test_two_embedded_aliases_through_the_sensitivity_target(repo, tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     for model in ("smollm2-a", "smollm2-b"):
         for run in ("freeform/default", "tersetalk/caps_aggressive"):
-            df = pd.read_parquet(work / f"results/models/{model}/runs/gsm8k/{run}.parquet")
+            df = pd.read_parquet(work / f"results/{model}/runs/gsm8k/{run}.parquet")
             assert len(df) == 1 and df["backend"].iloc[0] == "llamacpp"
-    assert not (work / "results/runs").exists()  # the default model's tree is not built
-    table = pd.read_csv(work / "results/tables/models.csv")
-    assert sorted(set(table["model_name"])) == ["smollm2-a", "smollm2-b"]
-    assert len(table) == 4
+    table = pd.read_csv(work / "results/compare/models.csv")
+    # the configured model is compared with the listed ones
+    assert sorted(set(table["model_name"])) == ["smollm2-135m-instruct", "smollm2-a", "smollm2-b"]
+    assert len(table) == 6
     tt = table[table["run"] == "tersetalk/caps_aggressive"].set_index("model_name")
     # the same model under two names: the same answers and the same token counts
     assert tt.loc["smollm2-a", "token_reduction"] == tt.loc["smollm2-b", "token_reduction"]
     assert tt.loc["smollm2-a", "token_reduction"] != 0
-    assert (work / "figures/model_sensitivity.png").stat().st_size > 10_000
-    assert (work / "figures/model_sensitivity.pdf").exists()
+    assert (work / "figures/compare/models.png").stat().st_size > 10_000
+    assert (work / "figures/compare/models.pdf").exists()
+
+
+@pytest.mark.integration
+def test_switching_models_keeps_both_results(repo, tmp_path):
+    """A user runs a target, changes `models:` (here: another results key for the same
+    embedded weights, so the second run is served from the call cache) and runs it again:
+    the first model's files stay as they were, and `compare` reads both."""
+    work = copy_workflow(repo, tmp_path / "work")
+    path = work / "config" / "config.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    cfg.update(n_eval=1, calibration_n=0, tasks=["gsm8k"], calibration={}, ablations={})
+    cfg["systems"] = {"freeform": {"variants": {"default": {}}}}
+    cfg["evaluation"]["comparisons"] = []
+    cfg["generation"].update(max_tokens=32, critic_max_tokens=16)  # short: a DAG test
+    path.write_text(yaml.safe_dump(cfg))
+    (work / "other.yaml").write_text("models:\n  key: smollm2-other\n")
+
+    def snakemake(*args):
+        res = subprocess.run(
+            SNAKEMAKE + ["--cores", "1", *args], cwd=work, capture_output=True, text=True
+        )
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+    first = work / "results/smollm2-135m-instruct"
+    snakemake("aggregate")
+    before = {p: p.read_bytes() for p in first.rglob("*.parquet")}
+    assert first / "runs/gsm8k/freeform/default.parquet" in before
+    snakemake("aggregate", "--configfile", "other.yaml")
+    second = work / "results/smollm2-other"
+    assert (second / "runs/gsm8k/freeform/default.parquet").exists()
+    assert {p: p.read_bytes() for p in first.rglob("*.parquet")} == before  # untouched
+    snakemake("compare", "--configfile", "other.yaml")
+    table = pd.read_csv(work / "results/compare/models.csv")
+    assert sorted(set(table["model_name"])) == ["smollm2-135m-instruct", "smollm2-other"]

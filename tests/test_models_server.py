@@ -9,6 +9,7 @@ this module and stopped afterwards.
 from __future__ import annotations
 
 import enum
+import importlib.metadata
 import importlib.util
 import socket
 import subprocess
@@ -21,17 +22,27 @@ import pytest
 
 from tersetalk.models import GenerationConfig, ModelUnavailableError, make_client
 
+#: what llama_cpp.server imports beyond llama-cpp-python itself; the main install brings
+#: them (pyproject: llama-cpp-python[server]), so these tests never skip for want of them
 SERVER_DEPS = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
-missing = [m for m in SERVER_DEPS if importlib.util.find_spec(m) is None]
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        bool(missing),
-        reason=f"llama_cpp.server needs `pip install 'llama-cpp-python[server]'` "
-        f"(missing: {', '.join(missing)})",
-    ),
-]
+pytestmark = pytest.mark.integration
+
+
+def test_the_main_install_brings_the_local_server():
+    """The README's local-server command works after the README's main install: the
+    package requires llama-cpp-python[server] unconditionally (not under an extra), and
+    `python -m llama_cpp.server --help` imports the whole server."""
+    required = [r for r in importlib.metadata.requires("tersetalk") or [] if "extra ==" not in r]
+    assert any(r.replace(" ", "").startswith("llama-cpp-python[server]") for r in required), (
+        required
+    )
+    assert not [m for m in SERVER_DEPS if importlib.util.find_spec(m) is None]
+    res = subprocess.run(
+        [sys.executable, "-m", "llama_cpp.server", "--help"], capture_output=True, text=True
+    )
+    assert res.returncode == 0 and "--model" in res.stdout, res.stderr[-2000:]
+
 
 MSGS = [{"role": "user", "content": "Name a colour."}]
 ALIAS = "smollm2"

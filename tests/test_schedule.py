@@ -153,13 +153,17 @@ def _files(out, pattern):
 
 def test_dry_run_schedules_exactly_the_toolqa_runs(repo):
     out = _dry_run(repo)
-    runs = _files(out, r"results/runs/toolqa/[\w-]+/[\w-]+\.parquet")
-    assert runs == sorted(f"results/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS)
-    assert _files(out, r"results/runs/\w+/formats/") == ["results/runs/toolqa/formats/"]
-    assert not _files(out, r"results/calibration/[\w/]*toolqa[\w/.]*")
-    assert _files(out, r"results/calibration/\w+\.yaml") == [
-        "results/calibration/gsm8k.yaml",
-        "results/calibration/hotpotqa.yaml",
+    runs = _files(out, r"results/smollm2-135m-instruct/runs/toolqa/[\w-]+/[\w-]+\.parquet")
+    assert runs == sorted(
+        f"results/smollm2-135m-instruct/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS
+    )
+    assert _files(out, r"results/smollm2-135m-instruct/runs/\w+/formats/") == [
+        "results/smollm2-135m-instruct/runs/toolqa/formats/"
+    ]
+    assert not _files(out, r"results/smollm2-135m-instruct/calibration/[\w/]*toolqa[\w/.]*")
+    assert _files(out, r"results/smollm2-135m-instruct/calibration/\w+\.yaml") == [
+        "results/smollm2-135m-instruct/calibration/gsm8k.yaml",
+        "results/smollm2-135m-instruct/calibration/hotpotqa.yaml",
     ]
     sample = re.search(r"tersetalk sample --task toolqa .*", out).group(0)
     assert "--calibration-n 0 " in sample
@@ -172,12 +176,14 @@ def test_dry_run_schedules_exactly_the_toolqa_runs(repo):
 
 def test_paper_dry_run_adds_its_budgets_and_a_gsm8k_only_run_has_no_toolqa(repo):
     out = _dry_run(repo, "--configfile", "config/paper.yaml")
-    runs = _files(out, r"results/runs/toolqa/[\w-]+/[\w-]+\.parquet")
+    runs = _files(out, r"results/smollm2-135m-instruct/runs/toolqa/[\w-]+/[\w-]+\.parquet")
     extra = ["formats/mckp_budget_500", "formats/mckp_budget_1000"]
-    assert runs == sorted(f"results/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS + extra)
+    assert runs == sorted(
+        f"results/smollm2-135m-instruct/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS + extra
+    )
     assert '"max_payload_tokens": 4000' in re.search(r"tersetalk sample --task toolqa .*", out)[0]
     out = _dry_run(repo, "--config", "tasks=[gsm8k]")
-    assert "toolqa" not in out and "results/runs/gsm8k/formats" not in out
+    assert "toolqa" not in out and "results/smollm2-135m-instruct/runs/gsm8k/formats" not in out
 
 
 def test_the_topology_target_samples_and_runs_its_own_study(repo):
@@ -188,15 +194,22 @@ def test_the_topology_target_samples_and_runs_its_own_study(repo):
         for t in ("boolq", "commonsenseqa", "socialiqa", "hotpotqa", "gsm8k", "humaneval")
     )
     runs = _files(out, r"results/[\w/.-]+\.parquet")
-    assert runs and all(r.startswith("results/topology/") for r in runs), runs
+    assert runs and all(r.startswith("results/smollm2-135m-instruct/topology/") for r in runs), runs
     # 21 TerseTalk variants and 8 free-form ones on each of the six tasks
-    assert len([r for r in runs if r.startswith("results/topology/runs/")]) == 6 * (21 + 8)
-    assert "results/topology/runs/humaneval/topology_tersetalk/scrambled.parquet" in runs
+    assert len(
+        [r for r in runs if r.startswith("results/smollm2-135m-instruct/topology/runs/")]
+    ) == 6 * (21 + 8)
+    assert (
+        "results/smollm2-135m-instruct/topology/runs/humaneval/topology_tersetalk/scrambled.parquet"
+        in runs
+    )
     # the fitted router: signals of each task's calibration split, one fit, read by `fitted`
-    assert "results/topology/calibration/boolq/topology_freeform.parquet" in runs
-    assert "results/topology/samples/boolq.calibration.parquet" in runs
+    assert (
+        "results/smollm2-135m-instruct/topology/calibration/boolq/topology_freeform.parquet" in runs
+    )
+    assert "results/samples/topology/boolq.calibration.parquet" in runs
     assert len(re.findall(r"tersetalk topology-fit ", out)) == 1
-    assert "--router-yaml results/topology/router.yaml" in out
+    assert "--router-yaml results/smollm2-135m-instruct/topology/router.yaml" in out
     # the paper's layer: 100 examples per task, the same runs
     paper = _dry_run(repo, "topology", "--configfile", "config/paper.yaml")
     assert "tersetalk sample --task boolq --n 100 --calibration-n 50" in paper

@@ -165,8 +165,8 @@ def _workdir(repo: Path, dest: Path, shard_size: int | None) -> Path:
     return dest
 
 
-RUN = "results/runs/gsm8k/freeform/default.parquet"
-SHARDS = "results/runs/shards/gsm8k/freeform/default"
+RUN = "results/smollm2-135m-instruct/runs/gsm8k/freeform/default.parquet"
+SHARDS = "results/smollm2-135m-instruct/runs/shards/gsm8k/freeform/default"
 
 
 def _sm(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

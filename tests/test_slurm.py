@@ -153,7 +153,9 @@ def test_tiny_dag_through_slurm_matches_the_local_run(both_runs):
             cols = [c for c in deterministic_columns(a) if not TIMING_DERIVED.match(c)]
             assert len(cols) > 10, (path, cols)
             pd.testing.assert_frame_equal(a[cols], b[cols], obj=path)
-        runs = pd.read_parquet(cluster / f"results/runs/hotpotqa/{run}.parquet")
+        runs = pd.read_parquet(
+            cluster / f"results/smollm2-135m-instruct/runs/hotpotqa/{run}.parquet"
+        )
         # real model calls on the cluster's node: nothing came from a cache
         assert (runs["n_model_calls"] >= 2).all() and (runs["cache_hits"] == 0).all(), run
         assert runs["backend"].tolist() == ["llamacpp"] and runs["error"].isna().all(), run

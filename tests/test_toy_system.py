@@ -115,5 +115,8 @@ def test_the_workflow_schedules_the_toy_system(toy, repo):
         cwd=repo, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "results/runs/gsm8k/toy_upper/default.parquet" in proc.stdout + proc.stderr
+    assert (
+        "results/smollm2-135m-instruct/runs/gsm8k/toy_upper/default.parquet"
+        in proc.stdout + proc.stderr
+    )
     assert _status(repo) == before

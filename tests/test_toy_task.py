@@ -148,7 +148,7 @@ def test_the_workflow_schedules_the_toy_task(toy, repo):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     log = proc.stdout + proc.stderr
     assert "results/samples/arith.parquet" in log
-    assert "results/runs/arith/freeform/default.parquet" in log
+    assert "results/smollm2-135m-instruct/runs/arith/freeform/default.parquet" in log
     assert _status(repo) == before
 
 

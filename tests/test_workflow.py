@@ -74,19 +74,23 @@ def test_one_example_through_the_whole_dag(repo, tmp_path):
     args = ["--cores", "2", "--config", "n_eval=1", "calibration_n=1", "tasks=[gsm8k]"]
     res = _sm(args, work)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    run = pd.read_parquet(work / "results/runs/gsm8k/freeform/default.parquet")
+    run = pd.read_parquet(
+        work / "results/smollm2-135m-instruct/runs/gsm8k/freeform/default.parquet"
+    )
     assert len(run) == 1 and run["n_model_calls"].iloc[0] >= 2
     assert run["backend"].iloc[0] == "llamacpp"
-    summary = pd.read_parquet(work / "results/summary.parquet")
+    summary = pd.read_parquet(work / "results/smollm2-135m-instruct/summary.parquet")
     # freeform/default, freeform/cod (Chain-of-Draft) and tersetalk/default
     assert summary["n"].tolist() == [1, 1, 1]
-    assert (work / "results/tables/targets.csv").exists()
-    assert (work / "figures/quality_vs_tokens.png").stat().st_size > 10_000
-    assert (work / "results/calibration/gsm8k.yaml").exists()
-    assert (work / "results/stats/noninferiority.csv").exists()
+    assert (work / "results/smollm2-135m-instruct/tables/targets.csv").exists()
+    assert (work / "figures/smollm2-135m-instruct/quality_vs_tokens.png").stat().st_size > 10_000
+    assert (work / "results/smollm2-135m-instruct/calibration/gsm8k.yaml").exists()
+    assert (work / "results/smollm2-135m-instruct/stats/noninferiority.csv").exists()
     # forced rerun: every call comes from the cache
     res = _sm(args + ["--forceall"], work)
     assert res.returncode == 0, res.stderr[-3000:]
-    again = pd.read_parquet(work / "results/runs/gsm8k/freeform/default.parquet")
+    again = pd.read_parquet(
+        work / "results/smollm2-135m-instruct/runs/gsm8k/freeform/default.parquet"
+    )
     assert again["cache_hits"].iloc[0] == again["n_model_calls"].iloc[0]
     assert again["prediction"].equals(run["prediction"])

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from tersetalk.configio import read_yaml
-from tersetalk.paths import calibration_file
+from tersetalk.paths import calibration_file, model_key
 
 #: where the schema lives inside the package (and, linked, in workflow/schemas/)
 SCHEMA_RESOURCE = ("tersetalk", "schemas/config.schema.yaml")
@@ -102,6 +102,7 @@ def validate_config(config: dict) -> dict:
         max_in_flight(config["models"])
     except ModelError as exc:
         raise ConfigError(f"config key 'models.max_concurrency': {exc}") from None
+    results_key(config)
     _check_tasks(config)
     _check_systems(config["systems"], "systems")
     _check_topology(config)
@@ -364,8 +365,6 @@ def run_spec(config: dict, task: str, system: str, variant: str, model: str | No
     if model is not None:
         spec = run_spec(with_model(config, model), task, system, variant)
         spec["sensitivity_model"] = model
-        if "calibration_file" in spec:
-            spec["calibration_file"] = calibration_file(task, model)
         return spec
     try:
         variant_settings = config["systems"][system]["variants"][variant]
@@ -387,7 +386,7 @@ def run_spec(config: dict, task: str, system: str, variant: str, model: str | No
         "cache_dir": config.get("cache_dir", "results/cache"),
     }
     if variant_settings.get("calibrated"):
-        spec["calibration_file"] = calibration_file(task)
+        spec["calibration_file"] = calibration_file(task, results_key(config))
     return spec
 
 
@@ -464,6 +463,8 @@ def _resolve_sensitivity(config: dict, section: dict) -> dict[str, dict]:
     folder = Path(section.get("dir", "config/models"))
     models_schema = _load_schema()["properties"]["models"]
     out: dict[str, dict] = {}
+    default_key = results_key(config)
+    keys: dict[str, str] = {}  # results key -> entry name
     for entry in section.get("models") or []:
         name, overrides = _model_entry(entry, folder)
         if name in out:
@@ -476,8 +477,42 @@ def _resolve_sensitivity(config: dict, section: dict) -> dict[str, dict]:
                 f"config key 'sensitivity.models': model {name!r}'s settings are invalid: {exc}"
             ) from None
         _apply_defaults(models_schema, merged)
+        # the folder of its results: its own models.key, else (inline entry) its name, else
+        # its model's name, as `--configfile config/models/<x>.yaml` would give
+        merged["key"] = overrides.get("key") or (name if isinstance(entry, dict) else None)
+        merged["key"] = _results_key(merged, f"sensitivity.models entry {name!r}")
+        if merged["key"] == default_key:
+            if _without_key(merged) == _without_key(config["models"]):
+                continue  # the configured model itself: compared anyway, run once
+            raise ConfigError(
+                f"config key 'sensitivity.models': model {name!r} keeps its results in "
+                f"results/{default_key}/, the configured model's folder, with other settings: "
+                "give it another models.key"
+            )
+        if merged["key"] in keys:
+            raise ConfigError(
+                f"config key 'sensitivity.models': models {keys[merged['key']]!r} and {name!r} "
+                f"both keep their results in results/{merged['key']}/: give one a models.key"
+            )
+        keys[merged["key"]] = name
         out[name] = merged
     return out
+
+
+def _without_key(models: dict) -> dict:
+    return {k: v for k, v in models.items() if k != "key"}
+
+
+def _results_key(models: dict, where: str) -> str:
+    try:
+        return model_key(models)
+    except ValueError as exc:
+        raise ConfigError(f"config key 'models' ({where}): {exc}") from None
+
+
+def results_key(config: dict) -> str:
+    """The folder name of the configured model's results (results/<key>/, figures/<key>/)."""
+    return _results_key(config["models"], "the configured model")
 
 
 def with_model(config: dict, model: str) -> dict:

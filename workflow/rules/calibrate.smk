@@ -10,7 +10,7 @@ rule calibration_run:
     output:
         paths.CALIBRATION_RUN,
     log:
-        "results/logs/calibration/{task}/{system}/{point}.log",
+        paths.results("logs/calibration/{task}/{system}/{point}.log"),
     conda:
         ENV
     threads: MODEL_THREADS
@@ -38,7 +38,7 @@ rule calibrate:
             category="Calibration",
         ),
     log:
-        "results/logs/calibration/{task}.log",
+        paths.results("logs/calibration/{task}.log"),
     conda:
         ENV
     resources:

@@ -1,18 +1,21 @@
 # What every study shares: config validation, the run targets, wildcard constraints and
 # `all`'s target list. Each study's helpers live beside its rules (data.smk, run.smk, ...);
-# path templates are written once, in tersetalk.paths.
+# path templates are written once, in tersetalk.paths: `paths` is the configured model's
+# layout (results/<key>/..., figures/<key>/...; tersetalk.paths.Layout).
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
 from pathlib import Path
 
-from tersetalk import paths
+import tersetalk.paths as paths_module
 from tersetalk.config import (
     ConfigError,
     enabled_systems,
+    results_key,
     run_spec,
     sensitivity_models,
     validate_config,
@@ -25,8 +28,15 @@ try:
     validate_config(config)
     # sensitivity.models: name -> model settings; each runs every system (models.smk)
     SENSITIVITY = sensitivity_models(config)
+    # the folder of the configured model's results: models.key, else its name made path-safe
+    MODEL_KEY = results_key(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+
+# the configured model's paths (results/<MODEL_KEY>/..., figures/<MODEL_KEY>/...)
+paths = paths_module.Layout(MODEL_KEY)
+# a sensitivity model's results key (its {model} wildcard) -> its sensitivity.models name
+SENSITIVITY_BY_KEY = {settings["key"]: name for name, settings in SENSITIVITY.items()}
 
 # Rules call the `tersetalk` command. If it is not on PATH (Snakemake started as
 # .venv/bin/snakemake without activating the venv), use the one beside this Python.
@@ -50,12 +60,21 @@ wildcard_constraints:
     ablation="[A-Za-z0-9_-]+",
     point="[A-Za-z0-9_-]+",
     shard="[0-9]+-of-[0-9]+",
-    model="[A-Za-z0-9][A-Za-z0-9._-]*",
+    # only the sensitivity models' keys: the configured model's paths are literal
+    model="|".join(map(re.escape, SENSITIVITY_BY_KEY)) or "(?!)",
+
+
+def _model_key(wildcards):
+    """The results key of the sensitivity model a job belongs to (its {model} wildcard),
+    None for the configured model."""
+    return wildcards.get("model")
 
 
 def _model(wildcards):
-    """The sensitivity model a job belongs to (its {model} wildcard), None for the default."""
-    return wildcards.get("model")
+    """The sensitivity.models name of the model a job belongs to, None for the configured
+    model."""
+    key = _model_key(wildcards)
+    return None if key is None else SENSITIVITY_BY_KEY[key]
 
 
 def run_targets(template=paths.RUN, study=None):

@@ -10,31 +10,31 @@ rule plot:
         records=metric_targets(),
     output:
         pareto=report(
-            "figures/quality_vs_tokens.png",
+            paths.figure("quality_vs_tokens.png"),
             caption="../report/quality_vs_tokens.rst",
             category="Main results",
         ),
-        pareto_pdf="figures/quality_vs_tokens.pdf",
+        pareto_pdf=paths.figure("quality_vs_tokens.pdf"),
         roles=report(
-            "figures/token_breakdown.png",
+            paths.figure("token_breakdown.png"),
             caption="../report/token_breakdown.rst",
             category="Main results",
         ),
-        roles_pdf="figures/token_breakdown.pdf",
+        roles_pdf=paths.figure("token_breakdown.pdf"),
         length=report(
-            "figures/accuracy_by_length.png",
+            paths.figure("accuracy_by_length.png"),
             caption="../report/accuracy_by_length.rst",
             category="Main results",
         ),
-        length_pdf="figures/accuracy_by_length.pdf",
+        length_pdf=paths.figure("accuracy_by_length.pdf"),
         table=report(
-            "results/tables/main.csv",
+            paths.results("tables/main.csv"),
             caption="../report/main_table.rst",
             category="Tables",
         ),
-        tex="results/tables/main.tex",
+        tex=paths.results("tables/main.tex"),
     log:
-        "results/logs/plot/main.log",
+        paths.results("logs/plot/main.log"),
     conda:
         ENV
     resources:
@@ -56,14 +56,14 @@ rule plot_ablation:
         ablation_scores,
     output:
         png=report(
-            "figures/ablation_{ablation}.png",
+            paths.figure("ablation_{ablation}.png"),
             caption="../report/ablation.rst",
             category="Ablations",
             subcategory="{ablation}",
         ),
-        pdf="figures/ablation_{ablation}.pdf",
+        pdf=paths.figure("ablation_{ablation}.pdf"),
     log:
-        "results/logs/plot/ablation_{ablation}.log",
+        paths.results("logs/plot/ablation_{ablation}.log"),
     conda:
         ENV
     resources:

@@ -4,7 +4,7 @@
 #   knapsack      exact vs greedy vs binary at budgets (fractions of compact-JSON tokens)
 #   dedup         a seeded replay of repeated tool calls through the L0 cache
 #   comprehension questions with gold answers by construction, answered by the model
-# figures/formats_*.{png,pdf} and results/formats/*.csv summarise them.
+# figures/<key>/formats_*.{png,pdf} and results/<key>/formats/*.csv summarise them.
 
 
 include: "helpers/formats.smk"
@@ -24,9 +24,9 @@ rule formats_experiment:
     input:
         FORMATS_DATA,
     output:
-        "results/formats/{experiment}.parquet",
+        paths.results("formats/{experiment}.parquet"),
     log:
-        "results/logs/formats/{experiment}.log",
+        paths.results("logs/formats/{experiment}.log"),
     wildcard_constraints:
         experiment="savings|knapsack|dedup",
     conda:
@@ -51,9 +51,9 @@ rule formats_comprehension:
     input:
         FORMATS_DATA[0],
     output:
-        "results/formats/comprehension.parquet",
+        paths.results("formats/comprehension.parquet"),
     log:
-        "results/logs/formats/comprehension.log",
+        paths.results("logs/formats/comprehension.log"),
     conda:
         ENV
     resources:
@@ -74,21 +74,25 @@ rule formats_comprehension:
 
 rule formats_figures:
     input:
-        savings="results/formats/savings.parquet",
-        knapsack="results/formats/knapsack.parquet",
-        dedup="results/formats/dedup.parquet",
-        comprehension="results/formats/comprehension.parquet",
+        savings=paths.results("formats/savings.parquet"),
+        knapsack=paths.results("formats/knapsack.parquet"),
+        dedup=paths.results("formats/dedup.parquet"),
+        comprehension=paths.results("formats/comprehension.parquet"),
     output:
         formats_targets(),
     log:
-        "results/logs/formats/figures.log",
+        paths.results("logs/formats/figures.log"),
     conda:
         ENV
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        figures=lambda wildcards, output: os.path.dirname(output[0]),
+        tables=lambda wildcards, output: os.path.dirname(output[-1]),
     shell:
         "tersetalk formats plot --savings {input.savings} "
         "--knapsack {input.knapsack} --dedup {input.dedup} "
-        "--comprehension {input.comprehension} --figures figures --tables results/formats "
+        "--comprehension {input.comprehension} --figures {params.figures} "
+        "--tables {params.tables} "
         "> {log} 2>&1"

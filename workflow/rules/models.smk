@@ -1,7 +1,8 @@
-# Model sensitivity (sensitivity.models): every system again per model, under
-# results/models/{model}/ (calibration, runs, metrics, scores, summary), by the same rules
-# as the default model's results/ tree; then one figure and table compare the models.
-# Nothing here exists when sensitivity.models is empty (the default).
+# Models side by side. Each model's results live in its own folder, results/<key>/ (the
+# configured model's: paths; see tersetalk.paths), so switching `models:` adds results.
+# Model sensitivity (sensitivity.models) runs every system again per listed model, under
+# results/{model}/ (calibration, runs, metrics, scores, summary), by the same rules as the
+# configured model's; `compare` draws every model that has a summary side by side.
 
 
 include: "helpers/models.smk"
@@ -21,20 +22,20 @@ if SENSITIVITY:
             output:
                 model_path(paths.RUN),
             log:
-                "results/models/{model}/logs/run/{task}/{system}/{variant}.merge.log",
+                model_path(paths.results("logs/run/{task}/{system}/{variant}.merge.log")),
 
     use rule calibration_run as model_calibration_run with:
         output:
             model_path(paths.CALIBRATION_RUN),
         log:
-            "results/models/{model}/logs/calibration/{task}/{system}/{point}.log",
+            model_path(paths.results("logs/calibration/{task}/{system}/{point}.log")),
 
     # the inputs are calibrate's: its input functions read the {model} wildcard
     use rule calibrate as model_calibrate with:
         output:
             model_path(paths.CALIBRATION),
         log:
-            "results/models/{model}/logs/calibration/{task}.log",
+            model_path(paths.results("logs/calibration/{task}.log")),
 
     use rule score as model_score with:
         input:
@@ -45,46 +46,54 @@ if SENSITIVITY:
             records=model_path(paths.METRICS),
             score=model_path(paths.SCORES),
         log:
-            "results/models/{model}/logs/score/{task}/{system}/{variant}.log",
+            model_path(paths.results("logs/score/{task}/{system}/{variant}.log")),
 
     use rule aggregate as model_aggregate with:
         input:
             model_score_targets,
         output:
             summary=model_path(paths.SUMMARY),
-            csv="results/models/{model}/summary.csv",
+            csv=model_path(paths.results("summary.csv")),
         log:
-            "results/models/{model}/logs/aggregate.log",
+            model_path(paths.results("logs/aggregate.log")),
 
-    rule model_sensitivity:
-        input:
-            **{name: paths.for_model(paths.SUMMARY, name) for name in SENSITIVITY},
-        output:
-            png=report(
-                "figures/model_sensitivity.png",
-                caption="../report/model_sensitivity.rst",
-                category="Model sensitivity",
-            ),
-            pdf="figures/model_sensitivity.pdf",
-            table="results/tables/models.csv",
-        log:
-            "results/logs/plot/model_sensitivity.log",
-        conda:
-            ENV
-        resources:
-            mem_mb=2000,
-            runtime=10,
-        params:
-            summaries=lambda wildcards, input: " ".join(
-                f"--summary {name}={path}" for name, path in input.items()
-            ),
-            reference=config["evaluation"]["reference"],
-            stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
-        shell:
-            "tersetalk models compare {params.summaries} --reference {params.reference} "
-            "--table {output.table} --out-stem {params.stem} > {log} 2>&1"
+
+# Every model with results: the configured one, the sensitivity models, and the models
+# whose summaries are already on disk (an earlier `models:`), read as they are.
+rule model_sensitivity:
+    input:
+        unpack(compared_summaries),
+    output:
+        png=report(
+            COMPARE_PNG,
+            caption="../report/model_sensitivity.rst",
+            category="Model sensitivity",
+        ),
+        pdf=COMPARE_PDF,
+        table=COMPARE_TABLE,
+    log:
+        "results/logs/compare_models.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        summaries=lambda wildcards, input: " ".join(
+            f"--summary {name}={path}" for name, path in input.items()
+        ),
+        reference=config["evaluation"]["reference"],
+        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+    shell:
+        "tersetalk models compare {params.summaries} --reference {params.reference} "
+        "--table {output.table} --out-stem {params.stem} > {log} 2>&1"
 
 
 rule sensitivity:
     input:
         sensitivity_targets(),
+
+
+rule compare:
+    input:
+        COMPARE_TABLE,

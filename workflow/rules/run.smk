@@ -54,7 +54,7 @@ if SHARD_SIZE:
         output:
             paths.RUN,
         log:
-            "results/logs/run/{task}/{system}/{variant}.merge.log",
+            paths.results("logs/run/{task}/{system}/{variant}.merge.log"),
         conda:
             ENV
         resources:

@@ -14,7 +14,7 @@ rule score:
         records=paths.METRICS,
         score=paths.SCORES,
     log:
-        "results/logs/score/{task}/{system}/{variant}.log",
+        paths.results("logs/score/{task}/{system}/{variant}.log"),
     conda:
         ENV
     resources:
@@ -32,12 +32,12 @@ rule aggregate:
     output:
         summary=paths.SUMMARY,
         csv=report(
-            "results/summary.csv",
+            paths.results("summary.csv"),
             caption="../report/summary.rst",
             category="Tables",
         ),
     log:
-        "results/logs/aggregate.log",
+        paths.results("logs/aggregate.log"),
     conda:
         ENV
     resources:

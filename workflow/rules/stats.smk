@@ -9,15 +9,15 @@ rule noninferiority:
     input:
         metric_targets(),
     output:
-        table="results/stats/noninferiority.parquet",
+        table=paths.results("stats/noninferiority.parquet"),
         csv=report(
-            "results/stats/noninferiority.csv",
+            paths.results("stats/noninferiority.csv"),
             caption="../report/noninferiority.rst",
             category="Tables",
         ),
-        tex="results/stats/noninferiority.tex",
+        tex=paths.results("stats/noninferiority.tex"),
     log:
-        "results/logs/stats.log",
+        paths.results("logs/stats.log"),
     conda:
         ENV
     resources:
@@ -42,29 +42,29 @@ rule noninferiority:
 rule stats:
     input:
         stats_targets(),
-        "results/tables/targets.csv",
+        paths.results("tables/targets.csv"),
 
 
 rule targets:
     input:
         summary=paths.SUMMARY,
-        stats="results/stats/noninferiority.parquet",
+        stats=paths.results("stats/noninferiority.parquet"),
         records=metric_targets(),
         formats=[
-            "results/formats/dedup.parquet",
-            "results/formats/comprehension.parquet",
-            "results/formats/savings_by_shape.csv",
+            paths.results("formats/dedup.parquet"),
+            paths.results("formats/comprehension.parquet"),
+            paths.results("formats/savings_by_shape.csv"),
         ],
         optional=targets_optional_inputs,
     output:
         csv=report(
-            "results/tables/targets.csv",
+            paths.results("tables/targets.csv"),
             caption="../report/targets.rst",
             category="Tables",
         ),
-        tex="results/tables/targets.tex",
+        tex=paths.results("tables/targets.tex"),
     log:
-        "results/logs/targets.log",
+        paths.results("logs/targets.log"),
     conda:
         ENV
     resources:
@@ -74,7 +74,12 @@ rule targets:
         # the sections the table reads: the reference, the margin, the mediator's budget,
         # which formats variants have a token budget
         config=json.dumps(targets_config(config), sort_keys=True),
+        formats=lambda wildcards, input: os.path.dirname(input.formats[0]),
+        # results/<key>/topology/, beside the table's results/<key>/tables/
+        topology=lambda wildcards, output: os.path.join(
+            os.path.dirname(os.path.dirname(output.csv)), "topology"
+        ),
     shell:
         "tersetalk targets {input.records} --summary {input.summary} --stats {input.stats} "
-        "--config {params.config:q} --bench-dir results/bench --formats-dir results/formats "
-        "--topology-dir results/topology --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+        "--config-json {params.config:q} --bench-dir results/bench --formats-dir {params.formats} "
+        "--topology-dir {params.topology} --csv {output.csv} --tex {output.tex} > {log} 2>&1"

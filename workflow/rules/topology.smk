@@ -1,7 +1,7 @@
 # The topology study (issue 16): star or chain per example, six policies, the router's
 # ablations. Target: `snakemake --cores all topology` (config: the `topology` section).
 # The study samples its own examples (topology.n_eval per task of topology.tasks) and runs
-# its routed systems (topology.systems) under results/topology/, so it never re-samples or
+# its routed systems (topology.systems) under results/<key>/topology/, so it never re-samples or
 # reruns the main study; one report job reads all its runs.
 
 
@@ -9,7 +9,7 @@ include: "helpers/topology.smk"
 
 
 TOPOLOGY_TABLES = [
-    f"results/topology/{name}.csv"
+    paths.results(f"topology/{name}.csv")
     for name in (
         "policies",
         "six_policies",
@@ -20,20 +20,20 @@ TOPOLOGY_TABLES = [
     )
 ]
 TOPOLOGY_FIGURES = [
-    f"figures/topology_{name}.{ext}"
+    paths.figure(f"topology_{name}.{ext}")
     for name in ("selection", "tokens_accuracy", "theta", "ablations")
     for ext in ("png", "pdf")
 ]
 
 
-# The study's tables and figures (results/topology/, figures/topology_*).
+# The study's tables and figures (results/<key>/topology/, figures/<key>/topology_*).
 rule topology:
     input:
         TOPOLOGY_TABLES,
-        "results/topology/summary.json",
+        paths.results("topology/summary.json"),
         TOPOLOGY_FIGURES,
         paths.ROUTER_FILE,
-        "results/topology/leave_one_task_out_fitted.csv",
+        paths.results("topology/leave_one_task_out_fitted.csv"),
 
 
 # The study's sample of one task: topology.n_eval examples with the main seed, and its
@@ -76,7 +76,7 @@ rule topology_signals:
     output:
         paths.TOPOLOGY_SIGNALS,
     log:
-        "results/logs/topology/signals/{task}/{system}.log",
+        paths.results("logs/topology/signals/{task}/{system}.log"),
     wildcard_constraints:
         task="|".join(topology_labels()),
         system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
@@ -101,9 +101,9 @@ rule topology_fit:
         topology_signal_files,
     output:
         router=paths.ROUTER_FILE,
-        loto="results/topology/leave_one_task_out_fitted.csv",
+        loto=paths.results("topology/leave_one_task_out_fitted.csv"),
     log:
-        "results/logs/topology/fit.log",
+        paths.results("logs/topology/fit.log"),
     conda:
         ENV
     resources:
@@ -118,14 +118,14 @@ rule topology_fit:
 
 
 # One routed system's policy (a variant) on the study's sample of one task: run_system's
-# command and threads, on the study's sample and config, under results/topology/.
+# command and threads, on the study's sample and config, under results/<key>/topology/.
 use rule run_system as topology_run with:
     input:
         unpack(topology_run_input),
     output:
         paths.TOPOLOGY_RUN,
     log:
-        "results/logs/topology/run/{task}/{system}/{variant}.log",
+        paths.results("logs/topology/run/{task}/{system}/{variant}.log"),
     wildcard_constraints:
         task="|".join(topology_labels()),
         system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
@@ -140,13 +140,13 @@ rule topology_report:
     input:
         runs=topology_runs,
         router=paths.ROUTER_FILE,
-        loto="results/topology/leave_one_task_out_fitted.csv",
+        loto=paths.results("topology/leave_one_task_out_fitted.csv"),
     output:
         TOPOLOGY_TABLES,
-        "results/topology/summary.json",
+        paths.results("topology/summary.json"),
         TOPOLOGY_FIGURES,
     log:
-        "results/logs/topology/report.log",
+        paths.results("logs/topology/report.log"),
     conda:
         ENV
     resources:
@@ -154,7 +154,9 @@ rule topology_report:
         runtime=10,
     params:
         seed=config["evaluation"]["seed"],
+        tables=lambda wildcards, output: os.path.dirname(output[0]),
+        figures=lambda wildcards, output: os.path.dirname(output[-1]),
     shell:
         "tersetalk topology {input.runs} --router-yaml {input.router} "
-        "--loto-fitted {input.loto} --tables results/topology --figures figures "
+        "--loto-fitted {input.loto} --tables {params.tables} --figures {params.figures} "
         "--seed {params.seed} > {log} 2>&1"

@@ -28,7 +28,7 @@ def calibration_run_input(wildcards):
 
 
 def calibration_run_targets(wildcards):
-    template = paths.for_model(paths.CALIBRATION_RUN, _model(wildcards))
+    template = paths.for_model(paths.CALIBRATION_RUN, _model_key(wildcards))
     return [
         template.format(task=wildcards.task, system=system, point=point)
         for system in calibration_systems(config, wildcards.task)
@@ -43,10 +43,10 @@ def calibration_reference_inputs(wildcards):
     own = {e["reference"] for e in opts["systems"].values() if "reference" in e}
     return {
         "reference": paths.calibration_reference_run(
-            wildcards.task, opts["reference"], _model(wildcards)
+            wildcards.task, opts["reference"], _model_key(wildcards)
         ),
         "system_references": [
-            paths.calibration_reference_run(wildcards.task, label, _model(wildcards))
+            paths.calibration_reference_run(wildcards.task, label, _model_key(wildcards))
             for label in sorted(own)
         ],
     }

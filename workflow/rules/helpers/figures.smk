@@ -13,7 +13,7 @@ def ablation_target(name):
         return []
     if not system_tasks(config, config["ablations"][name]["system"]):
         return []
-    return [f"figures/ablation_{name}.{ext}" for ext in ("png", "pdf")]
+    return [paths.figure(f"ablation_{name}.{ext}") for ext in ("png", "pdf")]
 
 
 def ablation_targets():
@@ -22,20 +22,20 @@ def ablation_targets():
 
 def figure_targets():
     """Every figure of the paper: the main ones and one per configured ablation."""
-    main = [f"figures/{fig}.{ext}" for fig in MAIN_FIGURES for ext in ("png", "pdf")]
+    main = [paths.figure(f"{fig}.{ext}") for fig in MAIN_FIGURES for ext in ("png", "pdf")]
     return main + ablation_targets()
 
 
 def table_targets():
     """The paper's tables (CSV and LaTeX) and the summary as CSV."""
     return [
-        "results/tables/main.csv",
-        "results/tables/main.tex",
-        "results/stats/noninferiority.csv",
-        "results/stats/noninferiority.tex",
-        "results/tables/targets.csv",
-        "results/tables/targets.tex",
-        "results/summary.csv",
+        paths.results("tables/main.csv"),
+        paths.results("tables/main.tex"),
+        paths.results("stats/noninferiority.csv"),
+        paths.results("stats/noninferiority.tex"),
+        paths.results("tables/targets.csv"),
+        paths.results("tables/targets.tex"),
+        paths.results("summary.csv"),
     ]
 
 

@@ -6,8 +6,8 @@ FORMATS_TABLES = ["savings_by_shape", "knapsack_summary", "dedup_summary", "comp
 
 def formats_targets():
     """The format study's figures (PNG and PDF) and CSV tables."""
-    figs = [f"figures/{f}.{ext}" for f in FORMATS_FIGURES for ext in ("png", "pdf")]
-    return figs + [f"results/formats/{t}.csv" for t in FORMATS_TABLES]
+    figs = [paths.figure(f"{f}.{ext}") for f in FORMATS_FIGURES for ext in ("png", "pdf")]
+    return figs + [paths.results(f"formats/{t}.csv") for t in FORMATS_TABLES]
 
 
 def formats_comprehension_options():

@@ -1,8 +1,13 @@
 # The helpers of models.smk's rules: target lists, input and param functions.
 
+#: the comparison of every model with results (shared by the models: not under one's key)
+COMPARE_PNG = "figures/compare/models.png"
+COMPARE_PDF = "figures/compare/models.pdf"
+COMPARE_TABLE = "results/compare/models.csv"
+
 
 def model_path(path):
-    """A default-model results path (results/...) as the {model} level's (results/models/...)."""
+    """A path of the configured model (results/<key>/...) as the {model} wildcard's."""
     return paths.for_model(path, "{model}")
 
 
@@ -10,10 +15,18 @@ def sensitivity_targets():
     """The model comparison (figure and table) when sensitivity.models lists models."""
     if not SENSITIVITY:
         return []
-    figs = [f"figures/model_sensitivity.{ext}" for ext in ("png", "pdf")]
-    return figs + ["results/tables/models.csv"]
+    return [COMPARE_PNG, COMPARE_PDF, COMPARE_TABLE]
 
 
 def model_score_targets(wildcards):
-    """One model's score files: the default run targets under results/models/<name>/."""
+    """One sensitivity model's score files: the run targets under results/<its key>/."""
     return run_targets(paths.for_model(paths.SCORES, wildcards.model))
+
+
+def compared_summaries(wildcards):
+    """key -> summary of every model compared: the configured model and the sensitivity
+    models (built if missing), then every other model folder holding a summary."""
+    keys = [MODEL_KEY, *SENSITIVITY_BY_KEY]
+    found = [k for k in paths_module.model_keys(paths_module.RESULTS) if k not in keys]
+    on_disk = [k for k in found if os.path.exists(paths.for_model(paths.SUMMARY, k))]
+    return {key: paths.for_model(paths.SUMMARY, key) for key in keys + on_disk}

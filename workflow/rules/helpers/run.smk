@@ -10,13 +10,13 @@ def run_output():
 
 def run_log():
     if SHARD_SIZE:
-        return "results/logs/run/{task}/{system}/{variant}/{shard}.log"
-    return "results/logs/run/{task}/{system}/{variant}.log"
+        return paths.results("logs/run/{task}/{system}/{variant}/{shard}.log")
+    return paths.results("logs/run/{task}/{system}/{variant}.log")
 
 
 def run_shards(wildcards):
     """The shard run files a run is merged from, in shard order (run.shard_size)."""
-    template = paths.for_model(paths.RUN_SHARD, _model(wildcards))
+    template = paths.for_model(paths.RUN_SHARD, _model_key(wildcards))
     return [
         template.format(
             task=wildcards.task,
@@ -38,7 +38,7 @@ def run_input(wildcards):
     inputs = {"sample": sample}
     settings = config["systems"][wildcards.system]["variants"][wildcards.variant]
     if settings.get("calibrated"):
-        inputs["calibration"] = paths.calibration_file(wildcards.task, _model(wildcards))
+        inputs["calibration"] = paths.calibration_file(wildcards.task, _model_key(wildcards))
         grid = calibration_points(config, wildcards.system).values()
         inputs.update(workflow_inputs(wildcards.system, *grid))
     else:

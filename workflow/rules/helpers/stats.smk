@@ -5,15 +5,15 @@ from tersetalk.tasks.schedule import planned_runs
 
 
 def stats_targets():
-    return [f"results/stats/noninferiority.{ext}" for ext in ("parquet", "csv", "tex")]
+    return [paths.results(f"stats/noninferiority.{ext}") for ext in ("parquet", "csv", "tex")]
 
 
 #: what the targets table reads of the bench and topology studies (tersetalk.stats.targets:
 #: bench_rows, topology_rows), when present
 TARGETS_OPTIONAL = (
     "results/bench/mb*.csv",
-    "results/topology/six_policies.csv",
-    "results/topology/summary.json",
+    paths.results("topology/six_policies.csv"),
+    paths.results("topology/summary.json"),
 )
 
 
