@@ -283,7 +283,7 @@ def calibration_reference(config: dict, system: str) -> str:
     """The ``system/variant`` a calibrated system's grid points are judged against.
 
     ``calibration.<system>.reference`` when set, else ``evaluation.reference``. It
-    runs on the calibration shard as ``results/calibration/runs/<task>/<label>.parquet``.
+    runs on the calibration shard as ``results/<model>/calibration/runs/<task>/<label>.parquet``.
     """
     return config["calibration"][system].get("reference") or config["evaluation"]["reference"]
 

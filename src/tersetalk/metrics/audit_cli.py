@@ -29,8 +29,8 @@ spans copied from a reply the receiver itself sent). Means are per example over 
 run's examples without an error.
 
 example:
-  tersetalk audit results/runs/hotpotqa/freeform/default.parquet \\
-      results/runs/hotpotqa/tersetalk/*.parquet --out results/audit/audit.csv
+  tersetalk audit results/<model>/runs/hotpotqa/freeform/default.parquet \\
+      results/<model>/runs/hotpotqa/tersetalk/*.parquet --out results/audit/audit.csv
 """
 
 
@@ -52,8 +52,8 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         missing = [c for c in (*RUN_KEYS, "messages") if c not in df.columns]
         if missing:
             raise InputFileError(
-                f"run file {path} has no column(s) {', '.join(missing)}: give run files "
-                "written by `tersetalk run` (results/runs/<task>/<system>/<variant>.parquet)"
+                f"run file {path} has no column(s) {', '.join(missing)}: give run files written "
+                "by `tersetalk run` (results/<model>/runs/<task>/<system>/<variant>.parquet)"
             )
         if df.empty:
             log.warning("run file %s has no rows; left out", path)
@@ -99,7 +99,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="run Parquet files (results/runs/<task>/<system>/<variant>.parquet)",
+        help="run Parquet files (results/<model>/runs/<task>/<system>/<variant>.parquet)",
     )
     p.add_argument("--out", help="CSV path for the tidy per-line-tag table (written atomically)")
     p.add_argument(

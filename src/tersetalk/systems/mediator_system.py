@@ -10,7 +10,7 @@ result in ``counters`` (numeric ones also as ``c_mediator_*`` columns).
 
 In a workflow run the mediator also writes its JSONL trace (the design's trace
 schema, one record per mediated message, wall-clock fields included) next to the
-run file: ``results/runs/<task>/mediator/<variant>.parquet`` gets
+run file: ``results/<model>/runs/<task>/mediator/<variant>.parquet`` gets
 ``<variant>.trace.jsonl`` (:func:`trace_file`). A fresh run starts the file over; a
 resumed run appends to it, so each finished example has exactly one record.
 ``trace: false`` turns it off; ``trace_dir`` sends it to a folder of one's own
