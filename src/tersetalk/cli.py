@@ -331,6 +331,9 @@ def _cmd_aggregate(args: argparse.Namespace) -> None:
     write_parquet_atomic(df, Path(args.out))
     if args.csv:
         write_csv_atomic(df, args.csv)
+        from tersetalk import figmeta  # n, model, seed, commit beside the table
+
+        figmeta.write(args.csv, figmeta.describe(df, out=args.csv))
     cols = ["task", "system", "variant", "n", "n_errors", "accuracy", "tokens_total_cl100k_mean"]
     print(df[cols].to_string(index=False))
 
@@ -357,6 +360,14 @@ def _cmd_stats(args: argparse.Namespace) -> None:
         write_csv_atomic(df, args.csv)
     if args.tex:
         write_text_atomic(noninferiority_tex(df, skipped, **levels), args.tex)
+    import pandas as pd
+
+    from tersetalk import figmeta  # n, model, seed, commit beside each table
+
+    rows = pd.concat(frames, ignore_index=True) if frames else None
+    recorded = figmeta.describe(rows, out=args.csv or args.out, bootstrap_seed=args.seed)
+    for path in filter(None, (args.csv, args.tex)):
+        figmeta.write(path, recorded)
     print(df.to_string(index=False))
 
 
@@ -367,6 +378,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
     spec = _json_option(args.spec_json, "--spec-json", dict, example)
     doc = cal.calibrate_files(args.task, args.runs, args.reference_run, args.sample, spec)
     cal.write(doc, Path(args.out))
+    from tersetalk import figmeta  # n, model, seed, commit beside the file
+
+    runs = [*args.runs, *args.reference_run]
+    figmeta.write(args.out, figmeta.describe(figmeta.rows_of(runs), out=args.out))
     cal.log_choices(doc)
 
 

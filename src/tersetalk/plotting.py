@@ -63,14 +63,22 @@ def theme() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.25)
 
 
-def save_figure(fig, out_stem: str | Path, dpi: int = 200) -> list[Path]:
-    """Write ``fig`` as ``<out_stem>.pdf`` and ``.png`` (parents made) and close it."""
+def save_figure(fig, out_stem: str | Path, dpi: int = 200, *, data=None, **meta) -> list[Path]:
+    """Write ``fig`` as ``<out_stem>.pdf`` and ``.png`` (parents made) and close it.
+
+    Each file records what it was drawn from (:func:`tersetalk.figmeta.describe` of
+    ``data``, the rows the figure draws, and ``meta``): in its own metadata and in a
+    ``<file>.meta.json`` sidecar, which the report's captions read."""
+    from tersetalk import figmeta
+
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
+    recorded = figmeta.describe(data, out=out_stem, **meta)
     paths = []
     for ext in ("pdf", "png"):
         p = out_stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=dpi, bbox_inches="tight")
+        fig.savefig(p, dpi=dpi, bbox_inches="tight", metadata=figmeta.savefig_metadata(p, recorded))
+        figmeta.write(p, recorded)
         paths.append(p)
     plt.close(fig)
     return paths

@@ -129,7 +129,7 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
                frameon=False, title=title)  # fmt: skip
     from tersetalk.plotting import save_figure
 
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=table, model_key=", ".join(models))
 
 
 def _named_path(text: str) -> tuple[str, str]:
@@ -167,7 +167,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = msub.add_parser(
         "compare",
         help="compare token reduction and accuracy across models",
-        description="Read each model's summary (results/models/<name>/summary.parquet) and "
+        description="Read each model's summary (results/<model>/summary.parquet) and "
         "write a comparison table and figure: per task and run, token reduction against "
         "the model's own reference and accuracy, one bar per model.",
     )

@@ -70,7 +70,7 @@ def savings_figure(shapes: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         "(formats that would lose data are not counted)",
         y=1.04,
     )
-    return save_figure(g.figure, out_stem)
+    return save_figure(g.figure, out_stem, data=shapes)
 
 
 def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
@@ -92,7 +92,7 @@ def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     ax.set_title(
         f"Knapsack under a budget ({df['tokenizer'].iloc[0]}, {df['item_id'].nunique()} payloads)"
     )
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=df)
 
 
 def comprehension_figure(
@@ -136,7 +136,7 @@ def comprehension_figure(
         f"Answering from each encoding: {n} questions, {df['payload_id'].nunique()} payloads"
         + (f"\n{model}" if model else "")
     )
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=df, models=[model] if model else None)
 
 
 DESCRIPTION = "Draw the format study's figures and write its CSV tables."

@@ -60,4 +60,4 @@ def figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         ax.set_xlabel("")
         ax.set_ylabel("ratio per call")
     fig.tight_layout()
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=df)

@@ -146,7 +146,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
     )
     fig.suptitle(f"Quality vs tokens — {_model_label(summary)}", fontsize=11)
     fig.tight_layout()
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=summary)
 
 
 def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
@@ -179,7 +179,7 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     )
     fig.suptitle(f"Token breakdown by role — {_model_label(summary)}", fontsize=11)
     fig.tight_layout()
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=summary)
 
 
 def accuracy_by_length(
@@ -228,7 +228,7 @@ def accuracy_by_length(
     g.set(ylim=(0, 1.05))
     g.set_titles("{col_name}")
     g.figure.suptitle("Accuracy by message length", y=1.03, fontsize=11)
-    return save_figure(g.figure, out_stem)
+    return save_figure(g.figure, out_stem, data=records)
 
 
 def ablation(
@@ -306,7 +306,7 @@ def ablation(
     fig.legend(handles=handles, title="task (examples per run)", loc="outside right upper",
                frameon=False)  # fmt: skip
     fig.suptitle(f"{system}: {setting} ablation — {_model_label(sub)}", fontsize=11)
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=sub)
 
 
 def _category(value: object) -> str:

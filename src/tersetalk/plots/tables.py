@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tersetalk import figmeta
 from tersetalk.io import write_csv_atomic, write_text_atomic
 from tersetalk.plots import figures as F
 from tersetalk.stats.latex import to_latex
@@ -31,10 +32,14 @@ def write_main_table(summary: pd.DataFrame, tables: str | Path, seed: int) -> li
         + F.semantic_method_note(summary),
         label="tab:main",
     )
-    return [
+    paths = [
         write_csv_atomic(table, tables / "main.csv"),
         write_text_atomic(tex, tables / "main.tex"),
     ]
+    recorded = figmeta.describe(summary, out=paths[0], bootstrap_seed=seed)
+    for path in paths:
+        figmeta.write(path, recorded)
+    return paths
 
 
 def model_line(summary: pd.DataFrame) -> str:

@@ -51,7 +51,7 @@ def selection_by_task(per_task: pd.DataFrame, model: str, out_stem: str | Path) 
     ax.set(ylim=(0, 1.05), xlabel="task", ylabel="selection accuracy (vs task label)")
     ax.set_title(f"Topology selection per task ({model})")
     ax.legend(title="policy", bbox_to_anchor=(1.01, 1), loc="upper left")
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=per_task, models=[model])
 
 
 def tokens_vs_accuracy(six: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
@@ -66,7 +66,7 @@ def tokens_vs_accuracy(six: pd.DataFrame, model: str, out_stem: str | Path) -> l
            ylim=(-0.05, 1.05))  # fmt: skip
     ax.set_title(f"Tokens and accuracy per policy ({model})")
     ax.legend(title="policy", bbox_to_anchor=(1.01, 1), loc="upper left")
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=six, models=[model])
 
 
 def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
@@ -80,7 +80,7 @@ def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) ->
     sns.lineplot(data=sweep, x="theta", y="chain_share", hue="router", marker="o", ax=axes[1])
     axes[1].set(ylim=(0, 1.05), xlabel="threshold θ", ylabel="share routed to the chain")
     fig.suptitle(f"Router threshold sweep, replayed on recorded signals ({model})")
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=sweep, models=[model])
 
 
 def _errorbars(ax, y: np.ndarray, sub: pd.DataFrame, color, label: str, marker: str) -> None:
@@ -172,4 +172,4 @@ def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) 
     if handles:  # below the axes' labels, after the layout (tight_layout ignores it)
         fig.legend(handles, labels, title="router", loc="upper center", ncol=len(labels),
                    bbox_to_anchor=(0.5, 0.0))  # fmt: skip
-    return save_figure(fig, out_stem)
+    return save_figure(fig, out_stem, data=ablations, models=[model])

@@ -182,6 +182,11 @@ def _cmd_targets(args: argparse.Namespace) -> None:
     write_csv_atomic(df, args.csv)
     if args.tex:
         write_text_atomic(targets_tex(df), args.tex)
+    from tersetalk import figmeta  # n, model, seed, commit beside each table
+
+    recorded = figmeta.describe(summary, out=args.csv)
+    for path in filter(None, (args.csv, args.tex)):
+        figmeta.write(path, recorded)
     print(df[["id", "task", "run", "measured", "status"]].to_string(index=False))
 
 
