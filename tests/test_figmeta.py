@@ -69,6 +69,8 @@ def test_save_figure_records_n_from_the_data_model_seed_and_commit(tmp_path):
 def test_n_per_task_from_per_example_rows_and_differing_runs():
     rows = pd.DataFrame({"task": ["a", "a", "a", "b"], "example_id": ["1", "2", "1", "9"]})
     assert figmeta.describe(rows, commit="x")["n"] == {"a": 2, "b": 1}
+    questions = pd.DataFrame({"encoder": ["json", "toon", "json"], "qid": ["q1", "q1", "q2"]})
+    assert figmeta.describe(questions, commit="x")["n"] == {"all": 2}
     runs = pd.DataFrame({"task": ["a", "a"], "n": [3, 5]})
     meta = figmeta.describe(runs, commit="x")
     assert meta["n"] == {"a": [3, 5]}
@@ -133,7 +135,10 @@ def test_caption_template_prints_the_recorded_values_not_the_config(tmp_path):
     stem = tmp_path / "figures" / "mykey" / "quality_vs_tokens"
     save_figure(_figure(), stem, data=_summary())
     output = Namedlist(fromdict={"pareto": str(stem) + ".png", "pareto_pdf": str(stem) + ".pdf"})
-    params = Namedlist(fromdict={"provenance": figmeta.provenance(output)})
+    provenance = figmeta.provenance(output)
+    # by output name, position and file name (a rule whose outputs are a plain list)
+    assert provenance["pareto"] == provenance["0"] == provenance["quality_vs_tokens.png"]
+    params = Namedlist(fromdict={"provenance": provenance})
     config = {
         "n_eval": 10,
         "seed": 0,

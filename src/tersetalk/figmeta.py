@@ -48,6 +48,8 @@ __all__ = [
 
 #: the sidecar's name is the file's name plus this
 SUFFIX = ".meta.json"
+#: columns naming one example (a question, a payload), first found counted for n
+ID_COLUMNS = ("example_id", "qid", "item_id", "payload_id")
 #: what a field says when the data does not hold it
 UNKNOWN = "unknown"
 
@@ -89,16 +91,17 @@ def _key_from_path(out: str | Path | None) -> str | None:
 
 def _n_per_task(frame) -> dict[str, Any]:
     """n per task from the rows: the ``n`` column's values (one int when the runs of a
-    task agree, else ``[lowest, highest]``), else the distinct ``example_id`` values,
-    else the row count; ``"all"`` stands for the task when the rows name none."""
+    task agree, else ``[lowest, highest]``), else the distinct values of the first
+    :data:`ID_COLUMNS` column (examples, questions, payloads), else the row count;
+    ``"all"`` stands for the task when the rows name none."""
     tasks = frame["task"].astype(str) if "task" in frame.columns else None
     groups = frame.groupby(tasks, sort=True) if tasks is not None else [("all", frame)]
     out: dict[str, Any] = {}
     for task, rows in groups:
         if "n" in rows.columns:
             ns = sorted({int(v) for v in rows["n"].dropna()})
-        elif "example_id" in rows.columns:
-            ns = [int(rows["example_id"].nunique())]
+        elif ids := [c for c in ID_COLUMNS if c in rows.columns]:
+            ns = [int(rows[ids[0]].nunique())]
         else:
             ns = [len(rows)]
         if not ns:
@@ -302,7 +305,8 @@ def caption(meta: Mapping[str, Any] | None) -> str:
 
 def provenance(output: Iterable) -> dict[str, str]:
     """For a Snakemake rule's ``params``: each output's caption sentence by its name in
-    the rule (``{"pareto": "Built from: n = 1 per task; ..."}``), read from the sidecars.
+    the rule (``{"pareto": "Built from: n = 1 per task; ..."}``), its position (``"0"``)
+    and its file name (``"topology_theta.png"``), read from the sidecars.
 
     Use it as ``provenance=lambda wildcards, output: figmeta.provenance(output)``: a
     parameter that takes ``output`` is not a rerun trigger, so the text changing once
@@ -310,5 +314,8 @@ def provenance(output: Iterable) -> dict[str, str]:
     named = output.items() if hasattr(output, "items") else []
     result = {str(name): caption(read(str(path))) for name, path in named}
     for i, path in enumerate(output):
-        result.setdefault(str(i), caption(read(str(path))))
+        text = caption(read(str(path)))
+        result.setdefault(str(i), text)
+        # by file name too, for a rule whose outputs are a list (topology_report)
+        result.setdefault(Path(str(path)).name, text)
     return result
