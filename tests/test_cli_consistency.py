@@ -187,6 +187,24 @@ def test_run_with_a_partial_config_keeps_the_default_models(repo, partial, tmp_p
     assert specs[0]["seed"] == 7 and specs[0]["models"] == default["models"]
 
 
+def test_outside_a_checkout_a_partial_config_says_what_it_lacks(partial, tmp_path, monkeypatch,
+                                                                capsys):  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # no config/config.yaml here
+    argv = ["run", "--task", "gsm8k", "--system", "freeform", "--config", str(partial),
+            "--sample", "s.parquet", "--out", "r.parquet"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "'models' is a required property" in err
+    assert "there is no config/config.yaml under" in err and "Traceback" not in err
+
+
+def test_sample_outside_a_checkout_needs_no_config(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["sample", "--task", "gsm8k", "--n", "2", "--calibration-n", "0",
+            "--data-dir", str(repo / "data"), "--out", "s.parquet"]  # fmt: skip
+    assert main(argv) == 0 and (tmp_path / "s.parquet").is_file()
+
+
 def test_dashboard_reads_a_partial_config_layered(repo, partial, monkeypatch):
     from tersetalk.dashboard.cli import _live_models
 
@@ -288,3 +306,30 @@ def test_http_requests_are_logged_only_with_v(server, repo, tmp_path, gsm8k_samp
 def test_v_is_accepted_after_the_subcommand_too():
     assert build_parser().parse_args(["aggregate", "x", "--out", "y", "-v"]).verbose
     assert not build_parser().parse_args(["aggregate", "x", "--out", "y"]).verbose
+
+
+def test_an_interrupt_inside_an_exception_group_is_one_line_too(monkeypatch, capsys):
+    import tersetalk.cli
+
+    def interrupted(argv):
+        raise BaseExceptionGroup("task group", [KeyboardInterrupt()])
+
+    monkeypatch.setattr(tersetalk.cli, "_main", interrupted)
+    assert main([]) == 130
+    assert capsys.readouterr().err == "tersetalk: interrupted\n"
+
+
+def test_http_loggers_follow_v_in_one_process():
+    import logging
+
+    from tersetalk.cli import HTTP_LOGGERS, _setup_logging
+
+    before = {name: logging.getLogger(name).level for name in HTTP_LOGGERS}
+    try:
+        _setup_logging("INFO", verbose=False)
+        assert all(logging.getLogger(n).level == logging.WARNING for n in HTTP_LOGGERS)
+        _setup_logging("INFO", verbose=True)
+        assert all(logging.getLogger(n).level == logging.NOTSET for n in HTTP_LOGGERS)
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)

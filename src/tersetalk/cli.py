@@ -53,9 +53,8 @@ def _setup_logging(level: str, verbose: bool = False) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if not verbose:
-        for name in HTTP_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
+    for name in HTTP_LOGGERS:  # NOTSET: the level above, as given by --log-level
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
 
 
 def load_workflow_config(paths: Sequence[str | Path] = ()) -> dict:
@@ -68,13 +67,22 @@ def load_workflow_config(paths: Sequence[str | Path] = ()) -> dict:
     Why one function: every subcommand that takes ``--config`` reads it the same way,
     and a file means what it means to ``snakemake --configfile``.
     """
-    from tersetalk.config import load_config
+    from tersetalk.config import ConfigError, load_config
 
     layers = [Path(p) for p in paths]
     default = Path(DEFAULT_CONFIG)
-    if default.is_file() and not (layers and layers[0].resolve() == default.resolve()):
-        layers.insert(0, default)
-    return load_config(*layers)
+    if default.is_file():
+        if not (layers and layers[0].resolve() == default.resolve()):
+            layers.insert(0, default)
+        return load_config(*layers)
+    try:
+        return load_config(*layers)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc}\n(there is no {DEFAULT_CONFIG} under {Path.cwd()} for --config to be "
+            "layered over: run from the workflow's folder, or give --config files that "
+            "together set every required key)"
+        ) from None
 
 
 def add_config_option(parser: argparse.ArgumentParser, what: str = "") -> None:
@@ -248,7 +256,8 @@ def _cmd_sample(args: argparse.Namespace) -> None:
     from tersetalk.io import write_parquet_atomic
     from tersetalk.tasks.loading import load_records, sample
 
-    cfg = load_workflow_config(args.config)
+    # without --config and outside a checkout, the options alone (no defaults to read)
+    cfg = load_workflow_config(args.config) if args.config or Path(DEFAULT_CONFIG).is_file() else {}
     n = args.n if args.n is not None else cfg.get("n_eval")
     cal_n = args.calibration_n if args.calibration_n is not None else cfg.get("calibration_n", 50)
     seed = args.seed if args.seed is not None else cfg.get("seed", 0)
@@ -705,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     nothing more to say than that it stopped."""
     try:
         return _main(argv)
-    except KeyboardInterrupt:
+    except* KeyboardInterrupt:  # also inside an exception group (anyio's task groups)
         pass
     # outside the handler: the traceback's frames are gone, so a progress bar they held
     # has closed its line before this one is written
