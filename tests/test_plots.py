@@ -31,11 +31,11 @@ def test_ablation_figure(tmp_path, monkeypatch, setting, n_axes):
     seen = {}
     real_save = figures.save_figure
 
-    def spy(fig, out_stem):
+    def spy(fig, out_stem, **kwargs):
         seen["axes"] = fig.axes
         seen["legends"] = [ax.get_legend() for ax in fig.axes]
         seen["fig_legends"] = fig.legends
-        return real_save(fig, out_stem)
+        return real_save(fig, out_stem, **kwargs)
 
     monkeypatch.setattr(figures, "save_figure", spy)
     values = {"caps_baseline": "schema", "enforce_json": "json", "enforce_posthoc": "posthoc"}

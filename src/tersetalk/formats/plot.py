@@ -22,12 +22,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from tersetalk.formats.experiments import summary_tables  # noqa: E402
 from tersetalk.io import read_metadata, read_parquet, write_csv_atomic  # noqa: E402
-from tersetalk.plotting import save_figure, theme  # noqa: E402
+from tersetalk.plotting import save_figure, theme, wilson_errors  # noqa: E402
 
 ENCODER_ORDER = [
     "json_pretty",
@@ -45,7 +46,12 @@ ENCODER_ORDER = [
 def savings_figure(shapes: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     """``shapes``: the savings-by-shape table of every tokenizer (``summary_tables``)."""
     theme()
-    tables = shapes[shapes["encoder"] != "json_compact"]
+    # n in each shape's label: payloads of that shape (an encoder that would lose data on
+    # some of them is counted on fewer; the table CSV has its own n)
+    n = shapes.groupby(["tokenizer", "shape"])["n"].transform("max")
+    named = [f"{sh}\n(n={int(k)})" for sh, k in zip(shapes["shape"], n, strict=True)]
+    tables = shapes.assign(shape=named)
+    tables = tables[tables["encoder"] != "json_compact"]
     order = [e for e in ENCODER_ORDER if e in set(tables["encoder"])]
     g = sns.catplot(
         data=tables,
@@ -60,15 +66,16 @@ def savings_figure(shapes: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         palette="tab10",
     )
     g.set_axis_labels(
-        "payload shape (n payloads in the table CSV)", "tokens saved vs compact JSON (%)"
+        "payload shape (n payloads)",
+        "tokens saved vs compact JSON (%)",
     )
     for ax in g.axes.flat:
         ax.axhline(0, color="black", lw=0.8)
         ax.tick_params(axis="x", rotation=20)
     g.figure.suptitle(
-        "Lossless encodings of tool payloads: saving against compact JSON "
-        "(formats that would lose data are not counted)",
-        y=1.04,
+        "Lossless encodings of tool payloads: saving against compact JSON\n"
+        "(totals over the corpus, exact; formats that would lose data are not counted)",
+        y=1.1,
     )
     return save_figure(g.figure, out_stem, data=shapes)
 
@@ -87,7 +94,7 @@ def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         ax=ax,
     )
     ax.set_xlabel("budget (fraction of the payload's compact-JSON tokens)")
-    ax.set_ylabel("value kept (share of leaves, uniform)")
+    ax.set_ylabel("value kept (share of leaves, uniform)\nmean, 95% bootstrap CI")
     ax.set_ylim(0, 1.05)
     ax.set_title(
         f"Knapsack under a budget ({df['tokenizer'].iloc[0]}, {df['item_id'].nunique()} payloads)"
@@ -98,43 +105,46 @@ def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
 def comprehension_figure(
     df: pd.DataFrame, s: pd.DataFrame, out_stem: str | Path, model: str = ""
 ) -> list[Path]:
-    """``df``: the comprehension rows; ``s``: their ``comprehension_summary``."""
-    theme()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    # 95% Wilson intervals: a few dozen questions leave wide ones, and the figure says so
-    from scipy.stats import norm
+    """``df``: the comprehension rows; ``s``: their ``comprehension_summary``.
 
-    z = norm.ppf(0.975)
-    n, p = s["n_questions"], s["accuracy"]
-    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
-    half = z * ((p * (1 - p) / n + z**2 / (4 * n**2)) ** 0.5) / (1 + z**2 / n)
+    One row per encoder, cheapest payload first: accuracy with its 95% Wilson interval
+    (left) and payload tokens per question with a 95% bootstrap interval (right), n in
+    each row's label. Rows rather than one scatter with a text label per point: real
+    runs land several encoders on nearly the same point, and their labels piled up.
+    """
+    from tersetalk.stats import bootstrap_ci
+
+    theme()
+    s = s.sort_values(["payload_tokens_mean", "encoder"]).reset_index(drop=True)
+    y = np.arange(len(s))
     palette = dict(zip(s["encoder"], sns.color_palette("tab10", len(s)), strict=True))
-    for i, r in enumerate(s.sort_values("payload_tokens_mean").itertuples()):
-        lo = min(r.accuracy, max(0.0, centre[r.Index] - half[r.Index]))
-        hi = max(r.accuracy, min(1.0, centre[r.Index] + half[r.Index]))
-        ax.errorbar(
-            r.payload_tokens_mean,
-            r.accuracy,
-            yerr=[[r.accuracy - lo], [hi - r.accuracy]],
-            fmt="o",
-            ms=8,
-            color=palette[r.encoder],
-            capsize=4,
-        )
-        ax.annotate(
-            r.encoder,
-            (r.payload_tokens_mean, r.accuracy),
-            textcoords="offset points",
-            xytext=(6, 8 if i % 2 == 0 else -14),
-            fontsize=9,
-        )
-    ax.set_xlabel(f"payload tokens per question ({s['tokenizer'].iloc[0]})")
-    ax.set_ylabel("accuracy (gold by construction), 95% CI")
-    ax.set_ylim(-0.02, 1.02)
+    fig, (acc_ax, tok_ax) = plt.subplots(
+        1, 2, figsize=(10, 1.4 + 0.42 * len(s)), sharey=True, layout="constrained"
+    )
+    low, high = wilson_errors(s["accuracy"], s["n_questions"])
+    tok_lo, tok_hi = [], []
+    for r in s.itertuples():
+        tokens = df.loc[df["encoder"] == r.encoder, "payload_tokens"].to_numpy(float)
+        ci = bootstrap_ci(tokens, n_resamples=1000, seed=0)
+        tok_lo.append(max(0.0, r.payload_tokens_mean - ci.ci_low))
+        tok_hi.append(max(0.0, ci.ci_high - r.payload_tokens_mean))
+    for i, r in s.iterrows():
+        color = palette[r["encoder"]]
+        acc_ax.errorbar(r["accuracy"], i, xerr=[[low[i]], [high[i]]], fmt="o", ms=7,
+                        capsize=3, color=color)  # fmt: skip
+        tok_ax.errorbar(r["payload_tokens_mean"], i, xerr=[[tok_lo[i]], [tok_hi[i]]], fmt="s",
+                        ms=6, capsize=3, color=color)  # fmt: skip
+    acc_ax.set_yticks(y, [f"{e} (n={int(n)})" for e, n in zip(s["encoder"], s["n_questions"],
+                                                              strict=True)])  # fmt: skip
+    acc_ax.set_ylim(len(s) - 0.5, -0.5)
+    acc_ax.set_xlim(-0.02, 1.02)
+    acc_ax.set_xlabel("accuracy\n(gold by construction; 95% Wilson CI)")
+    tok_ax.set_xlim(left=0)
+    tok_ax.set_xlabel(f"payload tokens per question\n({s['tokenizer'].iloc[0]}; 95% bootstrap CI)")
     n = df["qid"].nunique()
-    ax.set_title(
+    fig.suptitle(
         f"Answering from each encoding: {n} questions, {df['payload_id'].nunique()} payloads"
-        + (f"\n{model}" if model else "")
+        + (f" — {model}" if model else "")
     )
     return save_figure(fig, out_stem, data=df, models=[model] if model else None)
 

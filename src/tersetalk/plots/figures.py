@@ -21,14 +21,16 @@ from tersetalk.plotting import save_figure, task_display, theme, wilson_errors  
 
 
 def task_title(task: str) -> str:
-    """A panel's title: the task's display title with its metric ("GSM8K (accuracy)");
+    """A panel's title: the task's display name with its metric ("GSM8K (accuracy)");
     a task the registry does not know (a plug-in not loaded here) by its name."""
     from tersetalk.tasks.registry import get
 
     try:
-        return get(task).title
+        title = get(task).title
     except KeyError:
-        return task
+        return task_display(task)
+    metric = title.partition(" (")[2]
+    return f"{task_display(task)} ({metric}" if metric else task_display(task)
 
 
 ROLE_COLORS = {"manager": "#4C72B0", "worker": "#DD8452", "critic": "#55A868"}
@@ -101,7 +103,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
                     [r.tokens_total_cl100k_mean - r.tokens_ci_low],
                     [r.tokens_ci_high - r.tokens_total_cl100k_mean],
                 ],
-                yerr=[[r.accuracy - r.accuracy_ci_low], [r.accuracy_ci_high - r.accuracy]],
+                yerr=np.vstack(wilson_errors(r.accuracy, r.n)),
                 fmt=marker,
                 ms=8,
                 capsize=3,
@@ -113,12 +115,14 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
         front = sub[np.asarray(mask)].sort_values("tokens_total_cl100k_mean")
         # name only the frontier's runs: labelling every point makes an unreadable pile
         for k, r in enumerate(front.itertuples()):
+            # below the point near the top, so the name stays inside the axes
+            dy = 6 + 9 * (k % 2)
             ax.annotate(
                 f"{r.system}/{r.variant}",
                 (r.tokens_total_cl100k_mean, r.accuracy),
                 fontsize=8,
                 textcoords="offset points",
-                xytext=(5, 6 + 9 * (k % 2)),
+                xytext=(5, -dy - 8 if r.accuracy > 0.85 else dy),
                 rotation=20,
             )
         ax.step(
@@ -131,8 +135,8 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
             label="Pareto frontier",
         )
         ax.set_title(f"{task_title(task)}, n={int(sub['n'].max())}")
-        ax.set_xlabel("tokens exchanged per example (cl100k_base)")
-        ax.set_ylabel("accuracy (95% bootstrap CI)")
+        ax.set_xlabel("tokens per example (cl100k; 95% bootstrap CI)")
+        ax.set_ylabel("accuracy (95% Wilson CI)")
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlim(0, 1.15 * float(sub["tokens_ci_high"].max() or x.max() or 1))
     # every panel's systems: with systems.<name>.tasks, panels need not share them
@@ -164,7 +168,15 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
             vals = sub[f"tokens_sent_{role}_cl100k_mean"].to_numpy(float)
             ax.barh(sub.index, vals, left=left, color=color, label=role)
             left += vals
-        ax.set_title(task_title(task))
+        if "tokens_ci_low" in sub and sub["tokens_ci_low"].notna().any():
+            # the interval of the total (every role) per example, at the bar's end
+            total = sub["tokens_total_cl100k_mean"].to_numpy(float)
+            err = np.vstack([total - sub["tokens_ci_low"].to_numpy(float),
+                             sub["tokens_ci_high"].to_numpy(float) - total])  # fmt: skip
+            ax.errorbar(total, np.arange(len(sub)), xerr=np.clip(err, 0, None), fmt="none",
+                        ecolor="0.15", capsize=3, lw=1, label="total (95% bootstrap CI)",
+                        )  # fmt: skip
+        ax.set_title(f"{task_title(task)}, {_n_text(sub['n'])}")
         ax.set_xlabel("tokens sent per example (cl100k_base)")
         ax.invert_yaxis()
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -173,7 +185,7 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         labels,
         title="sent by",
         loc="upper center",
-        ncol=3,
+        ncol=len(labels),
         frameon=False,
         bbox_to_anchor=(0.5, 0.0),
     )
@@ -210,25 +222,48 @@ def accuracy_by_length(
     if keep.any():
         data = data[keep]
     runs = sorted(data["run"].unique())
-    g = sns.catplot(
-        data=data,
-        x="length_bin",
-        y="correct",
-        hue="run",
-        col="task",
-        kind="bar",
-        errorbar=("ci", 95),
-        height=4,
-        aspect=1.3,
-        order=names,
-        hue_order=runs,
-        palette=sns.color_palette("husl", len(runs)),
+    tasks = list(dict.fromkeys(records["task"]))
+    palette = dict(zip(runs, sns.color_palette("husl", len(runs)), strict=True))
+    fig, axes = plt.subplots(
+        1, len(tasks), figsize=(0.5 * len(runs) * n_bins + 1.5 * len(tasks) + 3, 4.4),
+        squeeze=False, sharey=True, layout="constrained",
+    )  # fmt: skip
+    width = 0.84 / max(len(runs), 1)
+    for ax, task in zip(axes[0], tasks, strict=True):
+        d = data[data["task"] == task]
+        bins_n = ref[ref["task"] == task].groupby("length_bin").size()
+        for j, run in enumerate(runs):
+            x0 = np.arange(len(names)) - 0.42 + width * (j + 0.5)
+            cell = d[d["run"] == run].groupby("length_bin")["correct"].agg(["mean", "size"])
+            cell = cell.reindex(names)
+            have = cell["size"].fillna(0).to_numpy() > 0
+            acc, n = cell["mean"].to_numpy(float), cell["size"].fillna(0).to_numpy()
+            ax.bar(x0[have], acc[have], width=width * 0.9, color=palette[run], alpha=0.8)
+            # the dot marks the estimate: an accuracy of 0 is a dot on the axis with its
+            # interval, never the nothing a missing bin shows
+            low, high = wilson_errors(acc[have], n[have])
+            ax.errorbar(x0[have], acc[have], yerr=[low, high], fmt="o", ms=3, capsize=2,
+                        color="0.15", lw=1)  # fmt: skip
+            # a bin without examples of this run: an empty hatched slot, no dot
+            ax.bar(x0[~have], [1.0] * int((~have).sum()), width=width * 0.9, fill=False,
+                   hatch="///", edgecolor="0.6", lw=0)  # fmt: skip
+        ax.set_xticks(range(len(names)),
+                      [f"{b}\nn={int(bins_n.get(b, 0))}" for b in names])  # fmt: skip
+        ax.set_title(task_display(task))
+        ax.set_xlabel(("free-form message length (thirds)" if n_bins == 3 else "length bin")
+                      + "; n = examples per bin")  # fmt: skip
+        ax.set_ylim(0, 1.05)
+    axes[0][0].set_ylabel("accuracy (95% Wilson CI)")
+    handles = [matplotlib.patches.Patch(color=palette[r], alpha=0.8, label=r) for r in runs]
+    handles.append(
+        matplotlib.patches.Patch(fill=False, hatch="///", edgecolor="0.6", label="no examples")
     )
-    g.set_axis_labels("free-form message length (thirds)", "accuracy")
-    g.set(ylim=(0, 1.05))
-    g.set_titles("{col_name}")
-    g.figure.suptitle("Accuracy by message length", y=1.03, fontsize=11)
-    return save_figure(g.figure, out_stem, data=records)
+    fig.legend(handles=handles, title="run",
+               loc="outside right upper", frameon=False)  # fmt: skip
+    # per-example metrics name no model; a caller's frame that does gets it in the title
+    model = f" — {_model_label(records)}" if {"backend", "model"} <= set(records) else ""
+    fig.suptitle(f"Accuracy by message length{model}", fontsize=11)
+    return save_figure(fig, out_stem, data=records)
 
 
 def ablation(
@@ -298,11 +333,13 @@ def ablation(
             ax.set_ylabel("replies valid at first try\n(95% Wilson CI over examples)")
         else:
             ax.set_ylabel("accuracy (95% Wilson CI)")
+    names = {t: f"{task_display(t)} ({_n_text(sub[sub['task'] == t]['n'])})" for t in tasks}
     handles = [
-        plt.Line2D([], [], color=colors[t], marker="o", ls="-" if numeric else "",
-                   label=f"{task_display(t)} ({_n_text(sub[sub['task'] == t]['n'])})")
+        plt.Line2D([], [], color=colors[t], marker="o", label=names[t])
+        if numeric
+        else matplotlib.patches.Patch(color=colors[t], alpha=0.75, label=names[t])
         for t in tasks
-    ]  # fmt: skip
+    ]
     fig.legend(handles=handles, title="task (examples per run)", loc="outside right upper",
                frameon=False)  # fmt: skip
     fig.suptitle(f"{system}: {setting} ablation — {_model_label(sub)}", fontsize=11)
