@@ -159,7 +159,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="variant under topology.systems.<system> (default: topology.fit.variant)",
     )
     s.add_argument("--task", help="the sample's task (default: read from the sample)")
-    from tersetalk.cli import add_config_option
+    from tersetalk.cliargs import add_config_option
 
     add_config_option(s, "; the variant is looked up in its topology section")
     s.add_argument("--spec-json", help="a complete run spec as JSON (overrides --config)")

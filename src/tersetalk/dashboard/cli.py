@@ -23,7 +23,8 @@ DEFAULT_PORT = 8765
 def _live_models(config_paths: list[str]) -> tuple[dict, int]:
     """The ``models`` section and seed of the workflow config (the "configured model"):
     the ``--config`` files layered over config/config.yaml, as every subcommand reads them."""
-    from tersetalk.cli import DEFAULT_CONFIG, load_workflow_config
+    from tersetalk.cli import load_workflow_config
+    from tersetalk.cliargs import DEFAULT_CONFIG
 
     if not config_paths and not Path(DEFAULT_CONFIG).is_file():
         return {"backend": "llamacpp"}, 0  # outside a checkout: the embedded model
@@ -138,7 +139,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="mediator YAML for the live view (config/mediator.example.yaml's "
         "layout; default: the `mediator demo` settings, judge on)",
     )
-    from tersetalk.cli import add_config_option
+    from tersetalk.cliargs import add_config_option
 
     add_config_option(
         d, "; the live mediator uses its models section (no config at all: the embedded model)"

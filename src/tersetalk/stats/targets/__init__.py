@@ -204,7 +204,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--config-json", metavar="JSON", help="the config's evaluation and systems sections"
     )
-    from tersetalk.cli import add_renamed_option
+    from tersetalk.cliargs import add_renamed_option
 
     add_renamed_option(t, "--config", "--config-json")
     t.add_argument("--bench-dir", default="results/bench")
