@@ -22,7 +22,8 @@ from dashboard_support import (
     build_full_results,
     offline_live_config,
 )
-from test_dashboard_browser import CHROMIUM, Page, browser, serve, wait_js  # noqa: F401
+from test_dashboard_browser import CHROMIUM, Page, browser, serve  # noqa: F401
+from test_dashboard_browser import wait_js as _wait_js
 
 pytestmark = [
     pytest.mark.browser,
@@ -124,6 +125,11 @@ def page(browser):  # noqa: F811 - the module-scoped browser of test_dashboard_b
     p.close()
 
 
+def wait_js(pg, expression: str) -> None:
+    """test_dashboard_browser's wait, giving up sooner: nothing here waits for a model."""
+    _wait_js(pg, expression, timeout_ms=30_000)
+
+
 def _labels(pg) -> list[str]:
     return pg.eval_on_selector_all(".conv", "els => els.map(e => e.dataset.label)")
 
@@ -217,6 +223,15 @@ def test_a_model_selector_in_the_url(page, server):
     wait_js(pg, "document.querySelectorAll('.conv').length === 2")
     assert pg.input_value("#model-select") == OTHER_MODEL
     wait_js(pg, "document.querySelectorAll('#summary-table tbody tr').length === 2")
+    # another tab and back: the selection is in the URL again
+    pg.click("#tab-live")
+    pg.click("#tab-results")
+    wait_js(pg, f"location.hash.includes('model={OTHER_MODEL}')")
+    # a link to another selection followed in the same page
+    pg.goto(f"{server}#results?model={FULL_MODEL}&task=toolqa&compare=")
+    wait_js(pg, "document.querySelectorAll('.conv').length === 6")
+    assert pg.input_value("#model-select") == FULL_MODEL
+    assert pg.input_value("#task-select") == "toolqa"
     assert page.errors == []
 
 

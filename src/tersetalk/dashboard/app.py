@@ -106,19 +106,26 @@ async def _follow(
         await asyncio.sleep(poll_s)
 
 
-def _calibration_points(workdir: Path | None) -> dict[str, dict[str, dict]]:
-    """system -> grid point -> settings, from the workflow's config/config.yaml (empty
-    when it cannot be read: the points are then named without their settings)."""
+def _study_labels(workdir: Path | None) -> dict[str, Any]:
+    """From the workflow's config/config.yaml: ``calibration`` (system -> grid point ->
+    settings) and ``sensitivity`` (the results keys of the sensitivity study's models);
+    empty when it cannot be read (the points are then named without their settings)."""
+    empty: dict[str, Any] = {"calibration": {}, "sensitivity": []}
     if workdir is None or not (workdir / "config" / "config.yaml").is_file():
-        return {}
+        return empty
     try:
-        from tersetalk.config import calibration_points, load_config
+        from tersetalk.config import calibration_points, load_config, sensitivity_models
 
         cfg = load_config(workdir / "config" / "config.yaml")
-        return {system: calibration_points(cfg, system) for system in cfg.get("calibration", {})}
+        points = {system: calibration_points(cfg, system) for system in cfg.get("calibration", {})}
     except Exception:  # noqa: BLE001 - labels are a nicety; a broken config must not stop us
         log.warning("dashboard: no calibration settings from %s", workdir, exc_info=True)
-        return {}
+        return empty
+    try:
+        keys = sorted(str(m["key"]) for m in sensitivity_models(cfg).values())
+    except Exception:  # noqa: BLE001 - a sensitivity model file that is absent here
+        keys = []
+    return {"calibration": points, "sensitivity": keys}
 
 
 def create_app(
@@ -131,7 +138,7 @@ def create_app(
     tailer = EventTailer(settings.attach) if settings.attach is not None else None
     workdir = settings.workflow_dir()
     jobs = SnakemakeLog(workdir) if tailer is not None and workdir is not None else None
-    calibration = _calibration_points(workdir) if tailer is not None else {}
+    labels = _study_labels(workdir) if tailer is not None else _study_labels(None)
     recent: deque = deque(maxlen=settings.recent_events)
     if make_live is None:
         live = LiveMediator(default_live_config(), hub.threadsafe)
@@ -174,7 +181,8 @@ def create_app(
             "runs": tailer.states() if tailer is not None else [],
             "recent": sorted(recent, key=lambda e: e.get("t") or 0),
             "jobs": jobs.state() if jobs is not None else None,
-            "calibration": calibration,
+            "calibration": labels["calibration"],
+            "sensitivity": labels["sensitivity"],
         }
 
     @app.get("/", include_in_schema=False)

@@ -21,7 +21,8 @@ function readHash() {
   sel.task = q.get("task");
   sel.example = q.get("example");
   sel.show = q.has("show") ? q.get("show").split(",").filter(Boolean) : null;
-  sel.compare = q.has("compare") ? q.get("compare").split(",").slice(0, 2) : null;
+  const pair = (q.get("compare") || "").split(",").filter(Boolean);
+  sel.compare = pair.length === 2 ? pair : null; // anything else: no comparison
 }
 
 function writeHash() {
@@ -271,9 +272,15 @@ async function loadModel() {
 }
 
 export async function showResults() {
-  if (loaded) return;
+  if (loaded) {
+    // the Results tab clicked (a bare #results): the selection goes back into the URL;
+    // another selection pasted or followed (a shared link): it is loaded
+    if (!location.hash.includes("?")) { writeHash(); return; }
+    const before = JSON.stringify(sel);
+    readHash();
+    if (JSON.stringify(sel) === before) return;
+  } else readHash();
   loaded = true;
-  readHash();
   try {
     const models = await getJSON("/api/models");
     const names = models.models.map((m) => m.model);

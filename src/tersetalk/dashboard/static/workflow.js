@@ -5,6 +5,7 @@ import { el, fmtNum, clock } from "./util.js";
 
 const runs = new Map(); // key -> state
 let calibration = {}; // system -> grid point -> settings (from the workflow's config)
+let sensitivity = []; // the results keys of the sensitivity study's models
 let jobs = null; // Snakemake's jobs and progress
 const $ = (id) => document.getElementById(id);
 const STUDIES = ["main", "calibration", "topology", "formats", "sensitivity"];
@@ -17,7 +18,7 @@ export function studyOf(key) {
   if (i < 0) return { study: "main", model: "" };
   const model = parts.slice(0, i).join("/");
   const head = parts[i] === "runs" ? "main" : parts[i];
-  const sens = parts.includes("sensitivity");
+  const sens = parts.includes("sensitivity") || (head === "main" && sensitivity.includes(model));
   return { study: sens ? "sensitivity" : head, model };
 }
 
@@ -147,6 +148,7 @@ export function onWorkflowSnapshot(wf) {
   runs.clear();
   for (const r of wf.runs) runs.set(r.key, r);
   calibration = wf.calibration || {};
+  sensitivity = wf.sensitivity || [];
   jobs = wf.jobs || null;
   renderJobs();
   renderRuns();
