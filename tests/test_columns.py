@@ -164,3 +164,29 @@ def test_every_counter_is_documented_once():
     names = [e.pattern for e in C.entries()]
     assert len(names) == len(set((e.pattern, e.files) for e in C.entries()))
     assert sum(n.startswith("c_") for n in names) >= 90
+
+
+def test_messages_are_a_nested_list_and_old_json_strings_still_load(written, tmp_path):
+    import pyarrow.parquet as pq
+
+    from tersetalk.io import message_list, messages_arrow_type
+
+    path = written / "runs" / "hotpotqa" / "tersetalk" / "v.parquet"
+    assert pq.read_schema(path).field("messages").type == messages_arrow_type()
+    df = pd.read_parquet(path)
+    # a run file as written before issue 32: the same conversation as a JSON string
+    old = df.assign(messages=[json.dumps(message_list(m)) for m in df["messages"]])
+    old_path = tmp_path / "runs" / "hotpotqa" / "tersetalk" / "v.parquet"
+    old_path.parent.mkdir(parents=True)
+    old.to_parquet(old_path)
+    sample_path = written / "samples" / "hotpotqa.parquet"
+    scores = {}
+    for name, run_path in (("new", path), ("old", old_path)):
+        out = tmp_path / f"{name}.parquet"
+        assert main(["score", "--run", str(run_path), "--sample", str(sample_path),
+                     "--out-records", str(tmp_path / f"{name}_m.parquet"),
+                     "--out", str(out)]) == 0  # fmt: skip
+        scores[name] = pd.read_parquet(tmp_path / f"{name}_m.parquet")
+    cols = [c for c in scores["new"].columns if not c.startswith("t_")]
+    pd.testing.assert_frame_equal(scores["new"][cols], scores["old"][cols])
+    assert message_list(None) == [] and message_list("") == []

@@ -16,6 +16,7 @@ from tersetalk import events as publish
 from tersetalk.config import run_spec, validate_config
 from tersetalk.dashboard.tail import EventTailer
 from tersetalk.events import RunPublisher, events_path, publishing
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient, TransientModelError
 from tersetalk.records import deterministic_columns
 from tersetalk.runner import RunIncompleteError, run
@@ -71,7 +72,7 @@ def test_a_run_publishes_its_progress_in_order(spec, sample_path, tmp_path):
             "verdict",
             "example_finished",
         ]
-        sent = json.loads(row.messages)
+        sent = message_list(row.messages)
         got = [e for e in mine if e["event"] == "message"]
         assert [(m["turn"], m["tokens"]) for m in got] == [
             (m["turn"], m["tokens_cl100k"]) for m in sent

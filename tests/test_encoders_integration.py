@@ -19,6 +19,7 @@ from tersetalk.agents.roles import build_brief, render_brief
 from tersetalk.config import run_spec, validate_config
 from tersetalk.encoders.lingua import CompressorSettings, LinguaSettings, LLMLinguaCompressor
 from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared, prepare_compressor
+from tersetalk.io import message_list
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, read_sample, sample
 from tersetalk.tokens import count_tokens
@@ -77,7 +78,7 @@ def test_llmlingua_system_on_a_real_hotpotqa_example(prepared, base_config, tmp_
     df = run(spec, sample_path, tmp_path / "o.parquet", progress=False)
     row = df.iloc[0]
     assert pd.isna(row["error"]), row["error"]
-    brief = json.loads(row["messages"])[0]["content"]
+    brief = message_list(row["messages"])[0]["content"]
     ex = read_sample(sample_path)[0]
     original = render_brief(build_brief("hotpotqa", ex["record"], cfg["hotpotqa"]))
     assert count_tokens(brief) < count_tokens(original)

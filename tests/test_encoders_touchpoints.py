@@ -15,6 +15,7 @@ from tersetalk.config import run_spec, validate_config
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
 from tersetalk.encoders.touchpoints import COUNTER_KEYS, Touchpoints
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.protocol import ContextLine, DerefResult, unregister_summarizer
 from tersetalk.runner import run
@@ -99,7 +100,7 @@ def test_each_toggle_changes_its_own_counters_and_nothing_else(
             # the method named on every overflow line of the brief (the first message)
             methods = [
                 line[-1]
-                for brief in (json.loads(r)[0] for r in df["messages"])
+                for brief in (message_list(r)[0] for r in df["messages"])
                 for line in map(json.loads, brief["content"].splitlines())
                 if line[0] == "o"
             ]

@@ -15,6 +15,7 @@ import pytest
 
 from tersetalk.config import ConfigError, load_config, run_spec, validate_config
 from tersetalk.formats.solver import decode
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.runner import run
 from tersetalk.systems.formats_system import FormatsSettings, encode_payload
@@ -51,7 +52,7 @@ def _run(cfg, variant, sample_path, out, system="formats", task="toolqa"):
 
 
 def _brief(df, i=0):
-    msgs = json.loads(df["messages"].iloc[i])
+    msgs = message_list(df["messages"].iloc[i])
     return next(m["content"] for m in msgs if m["kind"] == "brief" and m["receiver"] == "W")
 
 

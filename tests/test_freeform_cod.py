@@ -7,12 +7,11 @@ example (marked integration).
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 
 from tersetalk.config import ConfigError, load_config, run_spec, validate_config
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.runner import run
 from tersetalk.systems import system, validate_variant
@@ -165,7 +164,7 @@ def test_cod_with_the_real_model(tmp_path):
     df = run(spec, tmp_path / "s.parquet", tmp_path / "cod.parquet", progress=False)
     row = df.iloc[0]
     assert pd.isna(row["error"]), row["error"]
-    messages = json.loads(row["messages"])
+    messages = message_list(row["messages"])
     assert messages and row["c_cod_marker"] + row["c_cod_fallback"] == 1
     # whichever way it was read, the prediction is what read_cod_answer makes of the reply
     assert row["prediction"] == read_cod_answer("gsm8k", row["raw_answer"])[0]

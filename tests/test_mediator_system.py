@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tersetalk.config import ConfigError, run_spec, validate_config
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
@@ -69,7 +70,7 @@ def test_mediator_system_sends_keys_and_records_them(base_config, tmp_path, samp
     df = run(spec, samples[task], tmp_path / "o.parquet", client=client, progress=False)
     assert df["error"].isna().all()
     for row in df.itertuples():
-        msgs = json.loads(row.messages)
+        msgs = message_list(row.messages)
         assert msgs[0]["content"] == "GOAL: answer it\nCONTEXT: Paris is big"
         c = json.loads(row.counters)
         assert c["mediator_passes"] >= 1 and c["mediator_n_keys"] == 2
@@ -93,7 +94,7 @@ def test_mediator_records_are_deterministic(base_config, tmp_path, samples):
     b = run(spec, samples["hotpotqa"], tmp_path / "b.parquet", client=ScriptedClient(responder),
             progress=False)  # fmt: skip
     assert a["counters"].tolist() == b["counters"].tolist()
-    assert a["messages"].tolist() == b["messages"].tolist()
+    assert [message_list(m) for m in a["messages"]] == [message_list(m) for m in b["messages"]]
     assert (a["c_mediator_final_tokens"] <= 20).all()
 
 
@@ -135,7 +136,7 @@ def test_msp_system_sends_the_signal(base_config, tmp_path, samples, task):
              progress=False)  # fmt: skip
     assert df["error"].isna().all()
     for row in df.itertuples():
-        sent = json.loads(json.loads(row.messages)[0]["content"])
+        sent = json.loads(message_list(row.messages)[0]["content"])
         assert sent == {"intent": "QUERY", "target": "the capital", "params": {"city": "Paris"},
                         "constraints": [], "state": {}, "priority": "medium"}  # fmt: skip
         c = json.loads(row.counters)
@@ -162,7 +163,7 @@ def test_msp_system_with_judge_records_similarity(base_config, tmp_path, samples
     assert any("'capital'" in i for i in issues if i.startswith("Target missing"))
     roles = [c["role"] for c in json.loads(df["calls"].iloc[0])]
     assert roles[:2] == ["msp_encode", "msp_decode"]
-    sent = json.loads(json.loads(df["messages"].iloc[0])[0]["content"])
+    sent = json.loads(message_list(df["messages"].iloc[0])[0]["content"])
     assert sent["version"] == "1.0" and "trace_id" in sent
     # latency is a timing counter: in counters_timing, never in the deterministic counters
     for row in df.itertuples():
@@ -198,7 +199,7 @@ def test_a_workflow_run_writes_its_trace_beside_the_run_file(base_config, tmp_pa
         assert [t["message_id"] for t in trace] == ids and len(ids) == 2
         assert all(trace_problems(t) == [] for t in trace)
         assert [t["delivered"]["text"] for t in trace] == [
-            json.loads(m)[0]["content"] for m in df["messages"]
+            message_list(m)[0]["content"] for m in df["messages"]
         ]
     off = spec_for(base_config, tmp_path, "mediator", "gsm8k", budget=12, trace=False)
     run(off, samples["gsm8k"], tmp_path / "off.parquet", client=ScriptedClient(responder),
@@ -232,7 +233,7 @@ def test_with_metadata_delivers_the_metadata_line_to_agent_b(base_config, tmp_pa
     df = run(spec, samples["hotpotqa"], tmp_path / "md.parquet", client=ScriptedClient(responder),
              progress=False)  # fmt: skip
     for row in df.itertuples():
-        first, *keys = json.loads(row.messages)[0]["content"].split("\n")
+        first, *keys = message_list(row.messages)[0]["content"].split("\n")
         c = json.loads(row.counters)
         sizes = f"{c['mediator_original_tokens']}->{c['mediator_final_tokens']}"
         assert first == f"[keys v1.0; {sizes} tokens, {c['mediator_passes']} passes]"

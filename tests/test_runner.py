@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from tersetalk.config import run_spec
+from tersetalk.io import message_list
 from tersetalk.metrics.summary import run_metrics
 from tersetalk.models import ScriptedClient
 from tersetalk.records import deterministic_columns
@@ -40,7 +41,7 @@ def test_run_writes_records_with_revision_and_messages(setup):
     assert len(df) == 4 and df["error"].isna().all()
     assert (df["prediction"] == "42").all() and (df["revisions"] == 1).all()
     assert (df["verdict"] == "revise").all()
-    msgs = json.loads(df["messages"].iloc[0])
+    msgs = message_list(df["messages"].iloc[0])
     assert [(m["sender"], m["receiver"]) for m in msgs] == [
         ("M", "W"),
         ("W", "C"),

@@ -14,6 +14,7 @@ from tersetalk.agents.topology import STAR
 from tersetalk.config import run_spec, validate_config
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.protocol import REPAIR_KINDS, TAGS, parse_lenient, parse_strict
 from tersetalk.runner import run
@@ -92,7 +93,7 @@ def test_every_turn_follows_the_gate_rule_and_is_logged(
     df = run_hybrid(base_config, tmp_path, hotpot, budget=budget)
     assert df["error"].isna().all()
     for log, raw in zip(logs(df), df["messages"], strict=True):
-        msgs = json.loads(raw)
+        msgs = message_list(raw)
         assert len(log) == len(msgs)  # one decision per message sent
         for entry, msg in zip(log, msgs, strict=True):
             assert entry["budget"] == budget and entry["sent_tokens"] == msg["tokens_cl100k"]
@@ -128,7 +129,7 @@ def test_a_budget_that_never_binds_is_exactly_tersetalk(base_config, tmp_path, h
     )
     assert (df["c_share_tersetalk"] == 1.0).all() and (df["c_brief_route_tersetalk"] == 1).all()
     assert compressor.loads == 0  # never needed, never loaded
-    strip = lambda raw: [(m["kind"], m["content"]) for m in json.loads(raw)]  # noqa: E731
+    strip = lambda raw: [(m["kind"], m["content"]) for m in message_list(raw)]  # noqa: E731
     assert [strip(r) for r in df["messages"]] == [strip(r) for r in tt["messages"]]
     assert "c_lingua_rate" not in df.columns  # no compression, no made-up rate
 
@@ -170,7 +171,7 @@ def test_overflow_tightens_caps_and_its_memory_answers_the_worker(
         brief = log[0]
         assert brief["route"] == "overflow"
         assert all(v < 30 for v in brief["caps"].values())  # tighter than the baseline caps
-        msgs = json.loads(raw)
+        msgs = message_list(raw)
         assert '"o"' in msgs[0]["content"]
         assert [m["kind"] for m in msgs].count("deref") == 1  # M#1 came from this memory
     assert (df["c_deref_derefs"] == 1).all() and (df["c_overflow_total"] > 0).all()
@@ -270,7 +271,7 @@ def test_messages_routed_to_llmlingua_add_no_lines(base_config, tmp_path, hotpot
     assert df["error"].isna().all()
     seen_prose = False
     for log, raw, (_, row) in zip(logs(df), df["messages"], df.iterrows(), strict=True):
-        msgs = json.loads(raw)
+        msgs = message_list(raw)
         typed = [m for e, m in zip(log, msgs, strict=True) if e["route"] != "llmlingua"]
         seen_prose |= len(typed) < len(msgs)
         for d in DIRECTIONS:
@@ -305,8 +306,9 @@ def test_gate_off_sends_every_turn_as_tersetalk_and_still_counts_the_budget(
     assert (off["c_route_tersetalk"] == off["c_turns"]).all()
     assert (off["c_projected_turns"] == 0).all() and compressor.loads == 1  # only `on` compressed
     assert (off["c_over_budget_turns"] > 0).all()
-    assert off["messages"].tolist() == free["messages"].tolist()
-    assert off["messages"].tolist() != on["messages"].tolist()
+    msgs = lambda df: [message_list(m) for m in df["messages"]]  # noqa: E731
+    assert msgs(off) == msgs(free)
+    assert msgs(off) != msgs(on)
     assert all(e["gate"] is False and e["budget"] == 20 for log in logs(off) for e in log
                if not e.get("repeat"))  # fmt: skip
 

@@ -397,9 +397,10 @@ _COMMON: list[Column] = [
        "summed)", _RUN + _SUM),
     _E("usage_source", "string", "", "where the usage counts came from, distinct sources "
        "joined by '; '", _RUN + _SUM),
-    _E("messages", "string (JSON list)", "", "the conversation: one object per message "
-       "(sender, receiver, content, tokens_cl100k, tokens_o200k, tokens_model, bytes, ...)",
-       _RUN),
+    _E("messages", "list<struct>", "", "the conversation, one struct per message: turn "
+       "(0-based), sender, receiver, kind, content, bytes, tokens_cl100k, tokens_o200k, "
+       "tokens_model (tersetalk.io.MESSAGE_FIELDS); files written before issue 32 hold the "
+       "same list as a JSON string (tersetalk.io.message_list reads both)", _RUN),
     _E("counters", "string (JSON object)", "", "every protocol counter of the system "
        "(non-numeric ones too: logs, traces); numeric ones are also c_* columns", _RUN),
     _E("counters_timing", "string (JSON object)", "", "the system's own timings (counters "

@@ -44,6 +44,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from tersetalk.io import message_list
+
 __all__ = [
     "ENV_SWITCH",
     "EVENTS_SUFFIX",
@@ -211,7 +213,7 @@ class RunPublisher(NullPublisher):
         messages = []
         if self._sent < (rec.get("n_messages") or 0):  # parse only when some were missed
             try:
-                messages = json.loads(rec.get("messages") or "[]")
+                messages = message_list(rec.get("messages"))
             except (TypeError, ValueError):
                 messages = []
         for msg in messages[self._sent :]:  # sent outside the hook (another thread, a test)

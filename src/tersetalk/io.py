@@ -22,7 +22,11 @@ if TYPE_CHECKING:  # pandas loads on first use: tokens.py writes its cache files
 
 __all__ = [
     "METADATA_KEY",
+    "MESSAGE_FIELDS",
     "InputFileError",
+    "message_list",
+    "messages_arrow_type",
+    "messages_column",
     "read_metadata",
     "read_parquet",
     "read_run_spec",
@@ -41,6 +45,60 @@ METADATA_KEY = b"tersetalk"
 
 class InputFileError(ValueError):
     """An input file is missing, truncated or not what the step expects."""
+
+
+#: the fields of one message of a run file's ``messages`` column (a Parquet list of
+#: structs), with their Arrow types: what ``Conversation.send`` records
+MESSAGE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("turn", "int64"),
+    ("sender", "string"),
+    ("receiver", "string"),
+    ("kind", "string"),
+    ("content", "string"),
+    ("bytes", "int64"),
+    ("tokens_cl100k", "int64"),
+    ("tokens_o200k", "int64"),
+    ("tokens_model", "int64"),
+)
+
+
+def messages_arrow_type():
+    """``list<struct<turn, sender, ...>>``: the Parquet type of the ``messages`` column,
+    fixed so that every run file has the same schema (an all-error run included)."""
+    import pyarrow as pa
+
+    return pa.list_(pa.struct([(name, pa.type_for_alias(t)) for name, t in MESSAGE_FIELDS]))
+
+
+def messages_column(values) -> Any:
+    """A ``messages`` column (values in any form :func:`message_list` reads) as pandas
+    reads it back from a run file: an array of arrays of dicts with the fixed fields, so
+    the frame a step returns equals the one it wrote."""
+    import pyarrow as pa
+
+    rows = [[{k: m.get(k) for k, _ in MESSAGE_FIELDS} for m in message_list(v)] for v in values]
+    return pa.array(rows, type=messages_arrow_type()).to_numpy(zero_copy_only=False)
+
+
+def message_list(value: Any) -> list[dict]:
+    """A record's ``messages`` as a list of dicts, whatever form it was read in.
+
+    Run files store a nested list of structs (pandas reads it as an array of dicts);
+    results written before that stored a JSON string, and checkpoints hold a plain
+    list. All three, and a missing value, are accepted so old results folders load.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return json.loads(value) if value.strip() else []
+    if isinstance(value, float) and value != value:  # NaN: a missing value
+        return []
+    if isinstance(value, dict):
+        raise InputFileError("a messages value is one object, not a list of messages")
+    try:
+        return [dict(m) for m in value]
+    except (TypeError, ValueError) as exc:
+        raise InputFileError(f"unreadable messages value ({type(value).__name__})") from exc
 
 
 def read_parquet(path: str | Path, what: str = "input") -> pd.DataFrame:
@@ -110,7 +168,22 @@ def write_parquet_atomic(df: pd.DataFrame, out: str | Path, metadata: dict | Non
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    nested = None
+    if "messages" in df.columns and not all(
+        v is None or isinstance(v, str) for v in df["messages"]
+    ):
+        # a run file's conversation: a list of structs of one fixed type (an empty
+        # conversation would otherwise make it list<null>, a JSON string a mixed column)
+        nested = [
+            [{k: m.get(k) for k, _ in MESSAGE_FIELDS} for m in message_list(v)]
+            for v in df["messages"]
+        ]
+        df = df.assign(messages=[[] for _ in nested])
     table = pa.Table.from_pandas(df, preserve_index=False)
+    if nested is not None:
+        column = pa.array(nested, type=messages_arrow_type())
+        i = table.column_names.index("messages")
+        table = table.set_column(i, pa.field("messages", column.type), column)
     if metadata:
         meta = dict(table.schema.metadata or {})
         meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True, default=str).encode()

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from tersetalk.io import MESSAGE_FIELDS, messages_column
 from tersetalk.tasks.registry import score_columns
 
 TOKENIZERS = ("cl100k", "o200k", "model")
@@ -198,7 +199,8 @@ def build_record(
         n_messages=len(messages),
         n_model_calls=len(calls),
         **usage_totals(calls),
-        messages=json.dumps(messages, ensure_ascii=False),
+        # the conversation as a list of structs (a nested Parquet column, MESSAGE_FIELDS)
+        messages=[{k: m.get(k) for k, _ in MESSAGE_FIELDS} for m in messages],
         # a system's own timings (counters named t_*) are kept apart from its counters
         counters=json.dumps(
             {k: v for k, v in counters.items() if not k.startswith("t_")}, sort_keys=True
@@ -253,7 +255,9 @@ def records_frame(records: list[dict], layout: RecordLayout) -> pd.DataFrame:
             df[f.name] = pd.to_numeric(df[f.name]).fillna(f.on_error).astype(f.dtype)
         else:
             df[f.name] = df[f.name].astype(f.dtype)
-    typed = set(ints) | set(_FLOAT_COLUMNS) | {f.name for f in layout.outcome}
+    # a checkpoint written before messages were nested holds them as a JSON string
+    df["messages"] = messages_column(df["messages"])
+    typed = set(ints) | set(_FLOAT_COLUMNS) | {f.name for f in layout.outcome} | {"messages"}
     for col in main:
         if col not in typed:
             df[col] = df[col].astype("string")

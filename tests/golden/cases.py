@@ -915,6 +915,23 @@ def value_columns(columns: list[str]) -> list[str]:
     return [c for c in columns if c not in TIMING_COLUMNS and not c.startswith(("t_", "c_t_"))]
 
 
+def _cell(col: str, value: Any) -> Any:
+    """A cell as the snapshot holds it. Run files store ``messages`` as a nested list of
+    structs (issue 32) where the snapshots were made with a JSON string: the transcript
+    is pinned as that JSON text (same keys, same order), so its content is compared."""
+    if col == "messages" and not isinstance(value, str):
+        from tersetalk.io import message_list
+
+        return json.dumps(message_list(value), ensure_ascii=False)
+    return _plain(value)
+
+
+def _dtype(df, col: str) -> str:
+    """A column's dtype; ``messages`` as the string column the snapshots were made with
+    (now a nested list: its storage type changed on purpose, its content is pinned)."""
+    return "string" if col == "messages" else str(df[col].dtype)
+
+
 def snapshot(case: Case, df, material: list[dict], doubles: Doubles) -> dict:
     columns = [str(c) for c in df.columns]
     schemas: dict[str, Any] = {}
@@ -929,8 +946,8 @@ def snapshot(case: Case, df, material: list[dict], doubles: Doubles) -> dict:
     return {
         "case": asdict(case),
         "columns": columns,
-        "dtypes": {c: str(df[c].dtype) for c in columns},
-        "values": {c: [_plain(v) for v in df[c].tolist()] for c in value_columns(columns)},
+        "dtypes": {c: _dtype(df, c) for c in columns},
+        "values": {c: [_cell(c, v) for v in df[c].tolist()] for c in value_columns(columns)},
         "call_log": [
             [{k: v for k, v in c.items() if k not in CALL_TIMING_KEYS} for c in json.loads(raw)]
             for raw in df["calls"]

@@ -29,7 +29,6 @@ then describe the synthetic sweep only.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tersetalk.io import message_list
 from tersetalk.protocol import OverflowLine, ProtocolError, parse_strict
 
 from .defaults import DEFAULT_MAX_REAL, DEFAULT_PER_SIZE, DEFAULT_SIZES
@@ -179,7 +179,7 @@ def real_messages(run_paths: Iterable[str | Path]) -> tuple[list[dict], Counter]
     for path in sorted(map(str, run_paths)):
         df = pd.read_parquet(path)
         for rec in df.itertuples(index=False):
-            messages = json.loads(getattr(rec, "messages", "[]") or "[]")
+            messages = message_list(getattr(rec, "messages", None))
             for msg in messages:
                 counts["messages"] += 1
                 fields, origin = fields_from_message(msg)

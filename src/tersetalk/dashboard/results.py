@@ -17,12 +17,13 @@ followed) must stay inside the folder it was asked of.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from tersetalk.io import message_list
 
 __all__ = ["LEGACY", "PathRefused", "ResultsIndex", "UnknownModel", "safe_path"]
 
@@ -296,9 +297,11 @@ class ResultsIndex:
             rows = df[df["example_id"] == str(example_id)]
             if rows.empty:
                 continue
-            row = {k: _clean(v) for k, v in rows.iloc[0].to_dict().items()}
-            try:
-                messages = json.loads(row.pop("messages", None) or "[]")
+            raw = rows.iloc[0].to_dict()
+            row = {k: _clean(v) for k, v in raw.items() if k != "messages"}
+            try:  # a nested list of structs, or a JSON string in older run files
+                messages = [{k: _clean(v) for k, v in m.items()}
+                            for m in message_list(raw.get("messages"))]  # fmt: skip
             except (TypeError, ValueError):
                 messages = []
             question = question or row.get("question")

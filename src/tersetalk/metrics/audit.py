@@ -78,6 +78,7 @@ from functools import lru_cache
 
 import pandas as pd
 
+from tersetalk.io import message_list
 from tersetalk.tasks.registry import get as get_task
 
 log = logging.getLogger(__name__)
@@ -481,7 +482,7 @@ def audit_runs(
             n += 1
             question = brief_question(keys["task"], rec.get("question"))
             sent_replies: dict[str, list[str]] = defaultdict(list)
-            for i, msg in enumerate(json.loads(rec["messages"] or "[]")):
+            for i, msg in enumerate(message_list(rec["messages"])):
                 content, kind = msg.get("content") or "", msg.get("kind", "")
                 sender, receiver = msg.get("sender", "?"), msg.get("receiver", "?")
                 lines = audit_message(content, kind=kind, task=keys["task"], question=question,

@@ -12,11 +12,11 @@ supporting fact, still appear in the text the Worker received?
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from functools import lru_cache
 
+from tersetalk.io import message_list
 from tersetalk.models.embedding import minilm_path
 from tersetalk.tasks.registry import get as get_task
 from tersetalk.tasks.scoring import normalize_answer
@@ -113,5 +113,6 @@ def answer_preservation(task: str, record: dict, gold: str, received: str) -> di
     }
 
 
-def messages_of(raw: str | None) -> list[dict]:
-    return json.loads(raw) if raw else []
+def messages_of(raw) -> list[dict]:
+    """A run row's messages: a nested list (run files) or a JSON string (older files)."""
+    return message_list(raw)
