@@ -278,6 +278,17 @@ def test_workflow_groups_studies_labels_calibration_and_shows_every_job(browser,
             assert pg.locator("details[data-rule='score'] tr[data-job]").count() == 10
             p.shot("scale-workflow")
             p.shot("scale-workflow-full", full_page=True)
+            pg.set_viewport_size({"width": 420, "height": 860})  # a phone: no sideways scroll
+            pg.click("details[data-rule='run'] summary")
+            width = pg.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert width[0] <= width[1], "the page scrolls sideways on a narrow window"
+            p.shot("scale-workflow-narrow")
+            pg.click("#tab-results")
+            pg.wait_for_selector(".conv")
+            pg.click("#filter-summary")
+            width = pg.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert width[0] <= width[1], "Results scrolls sideways on a narrow window"
+            p.shot("scale-results-narrow")
         assert p.errors == []
     finally:
         p.close()
