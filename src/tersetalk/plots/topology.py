@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import save_figure, theme  # noqa: E402
+from tersetalk.plotting import TASK_NAMES, save_figure, theme, wilson_errors  # noqa: E402
 
 __all__ = [
     "ablations_figure",
@@ -31,8 +31,11 @@ def _theme() -> None:
 
 
 def task_name(task: str) -> str:
-    """A task's display name as the paper writes it ("BoolQ", "Social IQa"): its
-    registry title without the metric; a task the registry does not know by its id."""
+    """A task's display name as the paper writes it ("BoolQ", "Social IQa"): the shared
+    mapping (:data:`tersetalk.plotting.TASK_NAMES`), else the registry title without the
+    metric; a task the registry does not know by its id."""
+    if task in TASK_NAMES:
+        return TASK_NAMES[task]
     from tersetalk.tasks.registry import get
 
     try:
@@ -42,43 +45,81 @@ def task_name(task: str) -> str:
 
 
 def selection_by_task(per_task: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
-    """Bars: selection accuracy per task (x) and policy (hue); ``per_task`` has
-    ``task``, ``policy_label``, ``selection_accuracy``."""
+    """Bars: selection accuracy per task (x) and policy (colour), each with its 95% Wilson
+    interval and a dot at the estimate (a selection accuracy of 0 is a dot on the axis; a
+    policy that did not run on a task has no bar and no dot); n per task in its label.
+    ``per_task`` has ``task``, ``policy_label``, ``selection_accuracy``, ``n``."""
     _theme()
-    fig, ax = plt.subplots(figsize=(10, 4))
-    data = per_task.assign(task=per_task["task"].map(task_name))
-    sns.barplot(data=data, x="task", y="selection_accuracy", hue="policy_label", ax=ax)
-    ax.set(ylim=(0, 1.05), xlabel="task", ylabel="selection accuracy (vs task label)")
+    tasks = list(dict.fromkeys(per_task["task"]))
+    policies = list(dict.fromkeys(per_task["policy_label"]))
+    fig, ax = plt.subplots(figsize=(1.2 + 0.55 * len(tasks) * max(len(policies), 1), 4.4),
+                           layout="constrained")  # fmt: skip
+    colors = dict(zip(policies, sns.color_palette(n_colors=max(len(policies), 1)), strict=False))
+    width = 0.84 / max(len(policies), 1)
+    for j, policy in enumerate(policies):
+        sub = per_task[per_task["policy_label"] == policy]
+        x = np.array([tasks.index(t) for t in sub["task"]]) - 0.42 + width * (j + 0.5)
+        y = sub["selection_accuracy"].to_numpy(float)
+        ax.bar(x, y, width=width * 0.9, color=colors[policy], alpha=0.8, label=policy)
+        ax.errorbar(x, y, yerr=np.vstack(wilson_errors(y, sub["n"].to_numpy())), fmt="o",
+                    ms=3, capsize=2, lw=1, color="0.15")  # fmt: skip
+    n_by_task = per_task.groupby("task")["n"].agg(["min", "max"])
+    ax.set_xticks(range(len(tasks)), [f"{task_name(t)}\n{_n(n_by_task.loc[t])}" for t in tasks])
+    ax.set(ylim=(0, 1.05), xlabel="task (n = examples per policy)",
+           ylabel="selection accuracy vs task label\n(95% Wilson CI)")  # fmt: skip
     ax.set_title(f"Topology selection per task ({model})")
-    ax.legend(title="policy", bbox_to_anchor=(1.01, 1), loc="upper left")
+    fig.legend(title="policy", loc="outside right upper", frameon=False)
     return save_figure(fig, out_stem, data=per_task, models=[model])
 
 
+def _n(row) -> str:
+    lo, hi = int(row["min"]), int(row["max"])
+    return f"n={lo}" if lo == hi else f"n={lo}-{hi}"
+
+
 def tokens_vs_accuracy(six: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
-    """One point per policy: mean tokens per example (x) against accuracy (y)."""
+    """One point per policy: mean tokens per example (x) against accuracy (y) with its
+    95% Wilson interval; n in the legend."""
     _theme()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     # a marker per policy as well as a colour: policies that route alike (an adaptive
     # policy sending everything to the chain) land on the same point and stay visible
-    sns.scatterplot(data=six, x="tokens", y="accuracy", hue="policy_label",
-                    style="policy_label", s=110, alpha=0.85, ax=ax)  # fmt: skip
-    ax.set(xlabel="tokens per example on the wire (cl100k_base)", ylabel="accuracy",
-           ylim=(-0.05, 1.05))  # fmt: skip
+    palette = sns.color_palette(n_colors=max(len(six), 1))
+    for i, r in enumerate(six.itertuples()):
+        low, high = wilson_errors(r.accuracy, r.n)
+        ax.errorbar(r.tokens, r.accuracy, yerr=[low, high], fmt="osXPD^v"[i % 7], ms=9,
+                    capsize=3, alpha=0.85, color=palette[i],
+                    label=f"{r.policy_label}, n={int(r.n)}")  # fmt: skip
+    ax.set(xlabel="tokens per example on the wire (cl100k_base, mean)",
+           ylabel="accuracy (95% Wilson CI)", ylim=(-0.05, 1.05))  # fmt: skip
     ax.set_title(f"Tokens and accuracy per policy ({model})")
-    ax.legend(title="policy", bbox_to_anchor=(1.01, 1), loc="upper left")
+    fig.legend(title="policy", loc="outside right upper", frameon=False)
     return save_figure(fig, out_stem, data=six, models=[model])
 
 
 def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
-    """Selection accuracy (and the chain share) against θ, one line per router;
-    ``sweep`` has ``router``, ``theta``, ``selection_accuracy``, ``chain_share`` (task all)."""
+    """Selection accuracy (and the chain share) against θ, one line per router, each with
+    its 95% Wilson band; ``sweep`` has ``router``, ``theta``, ``n``,
+    ``selection_accuracy``, ``chain_share`` (task all)."""
     _theme()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    sns.lineplot(data=sweep, x="theta", y="selection_accuracy", hue="router", marker="o",
-                 ax=axes[0])  # fmt: skip
-    axes[0].set(ylim=(0, 1.05), xlabel="threshold θ", ylabel="selection accuracy")
-    sns.lineplot(data=sweep, x="theta", y="chain_share", hue="router", marker="o", ax=axes[1])
-    axes[1].set(ylim=(0, 1.05), xlabel="threshold θ", ylabel="share routed to the chain")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    routers = list(dict.fromkeys(sweep["router"]))
+    palette = sns.color_palette(n_colors=max(len(routers), 1))
+    for i, router in enumerate(routers):
+        sub = sweep[sweep["router"] == router].sort_values("theta")
+        n = sub["n"].to_numpy()
+        for ax, col in zip(axes, ("selection_accuracy", "chain_share"), strict=True):
+            y = sub[col].to_numpy(float)
+            low, high = wilson_errors(y, n)
+            ax.plot(sub["theta"], y, "o-", color=palette[i], ms=5,
+                    label=f"{router}, {_n({'min': n.min(), 'max': n.max()})}")  # fmt: skip
+            ax.fill_between(sub["theta"], y - low, y + high, color=palette[i], alpha=0.15, lw=0)
+    axes[0].set(ylim=(0, 1.05), xlabel="threshold θ",
+                ylabel="selection accuracy\n(95% Wilson CI)")  # fmt: skip
+    axes[1].set(ylim=(0, 1.05), xlabel="threshold θ",
+                ylabel="share routed to the chain\n(95% Wilson CI)")  # fmt: skip
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="router", loc="outside right upper", frameon=False)
     fig.suptitle(f"Router threshold sweep, replayed on recorded signals ({model})")
     return save_figure(fig, out_stem, data=sweep, models=[model])
 
@@ -120,9 +161,9 @@ def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) 
     """The router's ablations: selection accuracy per dropped signal beside the full
     router (left) and with and without scrambled tags (right), per protocol, each with its
     95% Wilson interval and n. ``ablations``: :func:`tersetalk.metrics.topology.ablation_table`
-    rows with a ``router`` column. A panel whose ablation did not run says so."""
+    rows with a ``router`` column. A panel whose ablation did not run is left out (the
+    title names it); with neither, the full routers alone are drawn."""
     _theme()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), width_ratios=[3, 2])
     from tersetalk.agents.router import SIGNALS
 
     routers = list(dict.fromkeys(ablations["router"])) if len(ablations) else []
@@ -132,34 +173,37 @@ def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) 
 
     drops = ablations[ablations["ablation"].isin(["full", "drop"])]
     drops = drops.assign(row=np.where(drops["ablation"] == "full", full_label, drops["signal"]))
-    has_drops = (ablations["ablation"] == "drop").any()
-    if has_drops:
-        dropped = set(drops.loc[drops["ablation"] == "drop", "row"])
-        signals = [s for s in SIGNALS if s in dropped] + sorted(dropped - set(SIGNALS))
-        _panel(axes[0], drops, "row", [full_label, *signals], routers, style)
-        for r in drops[drops["ablation"] == "full"].itertuples():  # the full router's level
-            axes[0].axvline(r.selection_accuracy, color=style[r.router][0], ls="--", lw=1,
-                            alpha=0.6, zorder=0)  # fmt: skip
-        axes[0].set_ylabel("signal dropped from the score")
-    else:
-        axes[0].text(0.5, 0.5, "no dropped-signal variant run", ha="center", va="center",
-                     transform=axes[0].transAxes)  # fmt: skip
-        axes[0].set_axis_off()
-    axes[0].set_title("Dropped signal")
-
+    has_drops = bool((ablations["ablation"] == "drop").any())
     scr = ablations[ablations["ablation"].isin(["full", "scrambled"])]
     scrambled_routers = set(scr.loc[scr["ablation"] == "scrambled", "router"])
     scr = scr[scr["router"].isin(scrambled_routers)]
     scr = scr.assign(row=np.where(scr["ablation"] == "full", "tags as sent", "tags scrambled"))
-    if len(scrambled_routers):
-        _panel(axes[1], scr, "row", ["tags as sent", "tags scrambled"],
+    has_scr = bool(scrambled_routers)
+    ratios = [3] * (has_drops or not has_scr) + [2] * has_scr
+    fig, axes = plt.subplots(1, len(ratios), figsize=(2 + 5 * len(ratios), 4.8),
+                             width_ratios=ratios, squeeze=False)  # fmt: skip
+    axes = list(axes[0])
+    missing = []
+    if has_drops or not has_scr:
+        ax = axes[0]
+        dropped = set(drops.loc[drops["ablation"] == "drop", "row"])
+        signals = [s for s in SIGNALS if s in dropped] + sorted(dropped - set(SIGNALS))
+        _panel(ax, drops, "row", [full_label, *signals], routers, style)
+        for r in drops[drops["ablation"] == "full"].itertuples():  # the full router's level
+            ax.axvline(r.selection_accuracy, color=style[r.router][0], ls="--", lw=1,
+                       alpha=0.6, zorder=0)  # fmt: skip
+        ax.set_ylabel("signal dropped from the score")
+        ax.set_title("Dropped signal" if has_drops else "Full router")
+    if not has_drops:
+        missing.append("dropped signal")
+    if has_scr:
+        ax = axes[-1]
+        _panel(ax, scr, "row", ["tags as sent", "tags scrambled"],
                [r for r in routers if r in scrambled_routers], style)  # fmt: skip
-        axes[1].set_ylabel("")
+        ax.set_ylabel("")
+        ax.set_title("Scrambled tags")
     else:
-        axes[1].text(0.5, 0.5, "no scrambled-tag variant run", ha="center", va="center",
-                     transform=axes[1].transAxes)  # fmt: skip
-        axes[1].set_axis_off()
-    axes[1].set_title("Scrambled tags")
+        missing.append("scrambled tags")
 
     handles, labels = [], []
     for ax in axes:
@@ -167,7 +211,8 @@ def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) 
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.suptitle(f"Router ablations: selection accuracy vs task labels ({model})")
+    not_run = f"\nnot run: {', '.join(missing)}" if missing else ""
+    fig.suptitle(f"Router ablations: selection accuracy vs task labels ({model}){not_run}")
     fig.tight_layout()
     if handles:  # below the axes' labels, after the layout (tight_layout ignores it)
         fig.legend(handles, labels, title="router", loc="upper center", ncol=len(labels),
