@@ -4,6 +4,7 @@ captions print what was recorded, not the config."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -115,9 +116,15 @@ def test_commit_of_a_git_checkout_is_marked_dirty_and_elsewhere_unknown(tmp_path
     assert re.fullmatch(r"([0-9a-f]{40}(-dirty)?|unknown)", figmeta.git_commit())
 
 
-def test_missing_metadata_says_not_recorded(tmp_path):
+def test_missing_or_stale_metadata_says_not_recorded(tmp_path):
     path = tmp_path / "old.csv"
     path.write_text("a\n1\n")
+    assert figmeta.read(path) is None
+    figmeta.write(path, figmeta.describe(pd.DataFrame({"task": ["a"], "n": [4]}), commit="c"))
+    assert figmeta.read(path)["n"] == {"a": 4}
+    os.utime(path, (0, 2_000_000_000))  # touched later (Snakemake does): still its own
+    assert figmeta.read(path)["n"] == {"a": 4}
+    path.write_text("a\n2\n")  # replaced by a writer that does not record
     assert figmeta.read(path) is None
     assert "not recorded" in figmeta.caption(None)
 
@@ -225,3 +232,6 @@ def test_real_snakemake_report_shows_recorded_n_and_does_not_rerun(tmp_path):
     assert "other-model" not in text
     meta = json.loads((tmp_path / "figures/k/quality_vs_tokens.png.meta.json").read_text())
     assert meta["n"] == {"gsm8k": 1}
+    # Snakemake touched the outputs after the job: the sidecars still count as theirs
+    for name in ("quality_vs_tokens.png", "quality_vs_tokens.pdf"):
+        assert figmeta.read(tmp_path / "figures/k" / name)["n"] == {"gsm8k": 1}

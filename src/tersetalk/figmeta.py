@@ -199,24 +199,40 @@ def savefig_metadata(path: str | Path, meta: Mapping[str, Any] | None) -> dict[s
     return None
 
 
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def write(path: str | Path, meta: Mapping[str, Any]) -> Path:
-    """Write ``path``'s sidecar (after the file itself, so it is the newer of the two)."""
+    """Write ``path``'s sidecar, with the SHA-256 of ``path`` as written (``sha256``),
+    so a sidecar left beside a file some other writer replaced is known as stale.
+
+    Why not modification times: Snakemake touches a job's outputs when it finishes, so
+    a sidecar written a moment after its figure can look older than the figure."""
     from tersetalk.io import write_text_atomic
 
-    return write_text_atomic(json.dumps(dict(meta), indent=2, sort_keys=True) + "\n", sidecar(path))
+    path = Path(path)
+    body = {**dict(meta), "sha256": _digest(path)} if path.is_file() else dict(meta)
+    return write_text_atomic(json.dumps(body, indent=2, sort_keys=True) + "\n", sidecar(path))
 
 
 def read(path: str | Path) -> dict[str, Any] | None:
     """The metadata recorded for ``path``: its sidecar, else a PNG's ``tersetalk`` text
-    chunk; ``None`` when neither is there (or the sidecar is older than the file: a
-    writer that does not record replaced it)."""
+    chunk; ``None`` when neither is there, or the sidecar names another content than
+    the file's (a writer that does not record replaced the file)."""
     path = Path(path)
     side = sidecar(path)
-    if side.is_file() and (not path.exists() or side.stat().st_mtime >= path.stat().st_mtime - 1):
+    if side.is_file():
         try:
-            return json.loads(side.read_text(encoding="utf-8"))
+            meta = json.loads(side.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
+            meta = None
+        if isinstance(meta, dict):
+            recorded = meta.pop("sha256", None)
+            if recorded is None or not path.is_file() or recorded == _digest(path):
+                return meta
     if path.suffix.lower() == ".png" and path.is_file():
         return _png_text(path).get("tersetalk")
     return None
