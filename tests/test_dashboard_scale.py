@@ -89,6 +89,9 @@ def attached(full, tmp_path_factory):
     shutil.copytree(REPO / "config", wf / "config")
     base = wf / "results" / FULL_MODEL
     studies = [(f"runs/{t}/{s}/{v}", t, s, v) for t, s, v in runs]
+    studies.append(
+        ("calibration/runs/hotpotqa/freeform/default", "hotpotqa", "freeform", "default")
+    )
     for i in range(8):  # the calibration grid of tersetalk (g00-g07)
         point = f"g{i:02d}"
         studies.append(
@@ -246,7 +249,7 @@ def test_workflow_groups_studies_labels_calibration_and_shows_every_job(browser,
         ) as url:
             pg = p.page
             pg.goto(url + "#workflow")
-            wait_js(pg, "document.querySelectorAll('#runs-table tr[data-run]').length === 92")
+            wait_js(pg, "document.querySelectorAll('#runs-table tr[data-run]').length === 93")
             groups = pg.eval_on_selector_all(
                 "#runs-table tbody.study", "els => els.map(e => e.dataset.group)"
             )
@@ -258,8 +261,9 @@ def test_workflow_groups_studies_labels_calibration_and_shows_every_job(browser,
             assert len(main) == 82 and main == sorted(main, key=lambda r: (r[0], r[1]))
             calib = pg.locator("tbody[data-group='calibration'] tr[data-run] td:nth-child(4)")
             texts = calib.all_inner_texts()
-            assert texts[3] == "calibration point g03: caps=baseline, deref=never"
-            assert all(t.startswith("calibration point g0") for t in texts)
+            assert texts[0] == "calibration reference run: default"  # freeform/default
+            assert texts[4] == "calibration point g03: caps=baseline, deref=never"
+            assert all(t.startswith("calibration point g0") for t in texts[1:])
             head = pg.inner_text("tbody[data-group='main'] tr.group-head")
             assert head == f"main · {FULL_MODEL} · 70 / 82 finished · 12 running"
             # Snakemake's jobs: every rule, overall progress, elapsed time and an estimate

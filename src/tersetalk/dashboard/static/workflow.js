@@ -24,8 +24,11 @@ export function studyOf(key) {
 
 function variantLabel(r, study) {
   if (study !== "calibration") return r.variant;
-  const settings = (calibration[r.system] || {})[r.variant];
-  if (!settings) return `calibration point ${r.variant}`;
+  const grid = calibration[r.system];
+  const settings = (grid || {})[r.variant];
+  if (!settings) { // a reference run on the calibration shard, or a grid not in the config
+    return grid || !/^g\d+$/.test(r.variant) ? `calibration reference run: ${r.variant}` : `calibration point ${r.variant}`;
+  }
   const text = Object.entries(settings).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(", ");
   return `calibration point ${r.variant}: ${text}`;
 }
