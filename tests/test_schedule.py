@@ -171,15 +171,16 @@ def test_dry_run_schedules_exactly_the_toolqa_runs(repo):
     stats = re.search(r"tersetalk stats .*", out).group(0)
     planned = json.loads(re.search(r"--planned '([^']*)'", stats).group(1))
     assert planned["toolqa"] == TOOLQA_RUNS
-    assert "results/metrics/toolqa/formats/mckp.parquet" in stats
+    assert "results/smollm2-135m-instruct/metrics/toolqa/formats/mckp.parquet" in stats
 
 
 def test_paper_dry_run_adds_its_budgets_and_a_gsm8k_only_run_has_no_toolqa(repo):
     out = _dry_run(repo, "--configfile", "config/paper.yaml")
-    runs = _files(out, r"results/smollm2-135m-instruct/runs/toolqa/[\w-]+/[\w-]+\.parquet")
+    # the paper's model (Ollama's mistral:instruct) keeps its results in its own folder
+    runs = _files(out, r"results/mistral-instruct/runs/toolqa/[\w-]+/[\w-]+\.parquet")
     extra = ["formats/mckp_budget_500", "formats/mckp_budget_1000"]
     assert runs == sorted(
-        f"results/smollm2-135m-instruct/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS + extra
+        f"results/mistral-instruct/runs/toolqa/{r}.parquet" for r in TOOLQA_RUNS + extra
     )
     assert '"max_payload_tokens": 4000' in re.search(r"tersetalk sample --task toolqa .*", out)[0]
     out = _dry_run(repo, "--config", "tasks=[gsm8k]")
@@ -194,7 +195,11 @@ def test_the_topology_target_samples_and_runs_its_own_study(repo):
         for t in ("boolq", "commonsenseqa", "socialiqa", "hotpotqa", "gsm8k", "humaneval")
     )
     runs = _files(out, r"results/[\w/.-]+\.parquet")
-    assert runs and all(r.startswith("results/smollm2-135m-instruct/topology/") for r in runs), runs
+    # the study's own samples (shared by every model) and its runs under the model's folder
+    assert runs and all(
+        r.startswith(("results/smollm2-135m-instruct/topology/", "results/samples/topology/"))
+        for r in runs
+    ), runs
     # 21 TerseTalk variants and 8 free-form ones on each of the six tasks
     assert len(
         [r for r in runs if r.startswith("results/smollm2-135m-instruct/topology/runs/")]

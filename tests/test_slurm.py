@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 CONFIG = ["--config", "n_eval=1", "calibration_n=1", "tasks=[hotpotqa]"]
 RUNS = ["freeform/default", "tersetalk/caps_baseline"]
-TARGETS = [f"results/scores/hotpotqa/{run}.parquet" for run in RUNS]
+TARGETS = [f"results/smollm2-135m-instruct/scores/hotpotqa/{run}.parquet" for run in RUNS]
 # Without accounting (.ci/slurm-local keeps none) the plugin's default status check, sacct,
 # never sees a job end; squeue does. The profile leaves both to the site.
 LOCAL_CLUSTER = [
