@@ -327,7 +327,9 @@ def test_model_sensitivity_figure(caught, tmp_path):
     from tersetalk.sensitivity import comparison_table, plot_comparison
 
     rec = records()
-    summaries = {name: summary_of(rec) for name in ("qwen2.5-0.5b", "llama3.1-8b")}
+    big = rec.assign(correct=1.0 - rec["correct"])  # another model, other answers
+    summaries = {"qwen2.5-0.5b": summary_of(rec), "llama3.1-8b": summary_of(big)}
+    summaries["qwen2.5-0.5b"].loc[lambda d: d["system"] == "freeform", "token_reduction_mean"] = 0
     table = comparison_table(summaries, "freeform/default")
     plot_comparison(table, tmp_path / "model_sensitivity")
     assert_clean(caught, {"model_sensitivity"})

@@ -83,12 +83,18 @@ def comparison_table(summaries: dict[str, pd.DataFrame], reference: str) -> pd.D
 
 
 def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
-    """Per task, token reduction and accuracy of every run, one bar per model."""
+    """Per task, token reduction and accuracy of every run, one bar per model; accuracy
+    with its 95% Wilson interval, n per run in the legend. The token reduction is the
+    summaries' mean per example, which carries no interval (the summaries keep no spread);
+    its axis says so."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
     import seaborn as sns
+
+    from tersetalk.plotting import task_display, wilson_errors
 
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
     tasks = list(dict.fromkeys(table["task"]))
@@ -100,29 +106,41 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         layout="constrained",
     )  # fmt: skip
     palette = dict(zip(models, sns.color_palette("colorblind", len(models)), strict=True))
+    width = 0.84 / max(len(models), 1)
     for row, task in zip(axes, tasks, strict=True):
-        sub = table[table["task"] == task].copy()
-        sub["token_reduction_pct"] = 100 * sub["token_reduction"]
-        sub["accuracy_pct"] = 100 * sub["accuracy"]
+        sub = table[table["task"] == task]
         order = sorted(set(sub["run"]))
-        for ax, col, label in (
-            (row[0], "token_reduction_pct", "token reduction vs. reference (%)"),
-            (row[1], "accuracy_pct", "accuracy (%)"),
-        ):
-            sns.barplot(
-                data=sub, y="run", x=col, hue="model_name", order=order, hue_order=models,
-                palette=palette, ax=ax, orient="h",
-            )  # fmt: skip
+        for j, m in enumerate(models):
+            d = sub[sub["model_name"] == m]
+            y = np.array([order.index(r) for r in d["run"]]) - 0.42 + width * (j + 0.5)
+            acc = d["accuracy"].to_numpy(float)
+            low, high = wilson_errors(acc, d["n"].to_numpy())
+            red = 100 * d["token_reduction"].to_numpy(float)
+            row[0].barh(y, red, height=width * 0.9, color=palette[m], alpha=0.85)
+            row[0].plot(red, y, "o", ms=3, color="0.15")  # a reduction of 0 stays visible
+            row[1].barh(y, 100 * acc, height=width * 0.9, color=palette[m], alpha=0.85)
+            row[1].errorbar(100 * acc, y, xerr=[100 * low, 100 * high], fmt="o", ms=3,
+                            capsize=2, lw=1, color="0.15")  # fmt: skip
+        for ax in row:
             ax.axvline(0, color="black", linewidth=0.8)
-            ax.set_xlabel(label)
-            ax.set_ylabel(task)
-            if ax.get_legend() is not None:
-                ax.get_legend().remove()
+            ax.set_yticks(range(len(order)), order)
+            ax.set_ylim(len(order) - 0.5, -0.5)
+        # room on both sides of the bars, so a dot at 0 is not cut in half by the frame
+        reds = 100 * sub["token_reduction"].astype(float)
+        lo, hi = min(0.0, float(reds.min())), max(0.0, float(reds.max()))
+        pad = 0.04 * ((hi - lo) or 1.0)
+        row[0].set_xlim(lo - pad, hi + pad)
+        row[0].set_xlabel("token reduction vs. reference (%, mean; no interval)")
+        row[1].set_xlabel("accuracy (%, 95% Wilson CI)")
+        row[1].set_xlim(0, 102)
+        row[0].set_ylabel(task_display(task))
     handles = [plt.Rectangle((0, 0), 1, 1, color=palette[m]) for m in models]
     labels = []
     for m in models:
         first = table[table["model_name"] == m].iloc[0]
-        labels.append(f"{m} ({first['backend']}:{first['model']})")
+        n = table.loc[table["model_name"] == m, "n"]
+        n_text = f"n={int(n.min())}" if n.min() == n.max() else f"n={int(n.min())}-{int(n.max())}"
+        labels.append(f"{m} ({first['backend']}:{first['model']}; {n_text} per run)")
     # the title rides on the legend: a suptitle and an outside legend overlap in this layout
     title = "Model sensitivity: each model against its own free-form reference"
     fig.legend(handles, labels, loc="outside upper center", ncol=min(3, len(models)),
