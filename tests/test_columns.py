@@ -7,6 +7,7 @@ per-example metrics and the score row) and ``tersetalk aggregate`` (the summary)
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -119,7 +120,7 @@ def test_no_stale_entries_for_what_every_run_writes(written):
 
 
 def test_an_invented_column_is_reported_undocumented(written, tmp_path, capsys):
-    assert C.undocumented(["c_invented_counter", "tokens_M_W", "task"], "run") == [
+    assert C.undocumented(["c_invented_counter", "tokens_M_W_cl100k", "task"], "run") == [
         "c_invented_counter"
     ]
     assert C.undocumented(["c_invented_counter_mean", "accuracy"], "summary") == [
@@ -174,8 +175,11 @@ def test_messages_are_a_nested_list_and_old_json_strings_still_load(written, tmp
     path = written / "runs" / "hotpotqa" / "tersetalk" / "v.parquet"
     assert pq.read_schema(path).field("messages").type == messages_arrow_type()
     df = pd.read_parquet(path)
-    # a run file as written before issue 32: the same conversation as a JSON string
+    # a run file as written before issue 32: the same conversation as a JSON string, and
+    # the per-direction token columns without their tokenizer (tokens_M_W)
     old = df.assign(messages=[json.dumps(message_list(m)) for m in df["messages"]])
+    old = old.rename(columns=lambda c: re.sub(r"^(tokens_[A-Z]\w*_[A-Z]\w*)_cl100k$", r"\1", c))
+    assert "tokens_M_W" in old.columns and "tokens_M_W_cl100k" not in old.columns
     old_path = tmp_path / "runs" / "hotpotqa" / "tersetalk" / "v.parquet"
     old_path.parent.mkdir(parents=True)
     old.to_parquet(old_path)
@@ -187,6 +191,11 @@ def test_messages_are_a_nested_list_and_old_json_strings_still_load(written, tmp
                      "--out-records", str(tmp_path / f"{name}_m.parquet"),
                      "--out", str(out)]) == 0  # fmt: skip
         scores[name] = pd.read_parquet(tmp_path / f"{name}_m.parquet")
-    cols = [c for c in scores["new"].columns if not c.startswith("t_")]
-    pd.testing.assert_frame_equal(scores["new"][cols], scores["old"][cols])
+        scores[name + "_summary"] = pd.read_parquet(out)
+    for kind in ("", "_summary"):
+        new, old_ = scores["new" + kind], scores["old" + kind]
+        cols = [c for c in new.columns if not c.startswith(("t_", "tokens_per_s"))]
+        assert list(new.columns) == list(old_.columns)
+        pd.testing.assert_frame_equal(new[cols], old_[cols])
+    assert "tokens_M_W_cl100k_mean" in scores["old_summary"].columns
     assert message_list(None) == [] and message_list("") == []

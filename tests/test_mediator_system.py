@@ -140,7 +140,7 @@ def test_msp_system_sends_the_signal(base_config, tmp_path, samples, task):
         assert sent == {"intent": "QUERY", "target": "the capital", "params": {"city": "Paris"},
                         "constraints": [], "state": {}, "priority": "medium"}  # fmt: skip
         c = json.loads(row.counters)
-        assert c["msp_signal_tokens"] == row.tokens_M_W
+        assert c["msp_signal_tokens"] == row.tokens_M_W_cl100k
         assert c["msp_compression_ratio"] == pytest.approx(
             c["msp_signal_tokens"] / c["msp_original_tokens"], abs=1e-6
         )

@@ -12,6 +12,7 @@ import pytest
 from tersetalk.config import ConfigError, run_spec, validate_config
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
@@ -123,7 +124,7 @@ def test_the_brief_is_compressed_once_and_the_achieved_rate_recorded(
     assert df["error"].isna().all()
     assert len(scripted_compressor.loads) == 1  # one compressor per run, not per example
     for row in df.itertuples():
-        msgs = json.loads(row.messages)
+        msgs = message_list(row.messages)
         brief = msgs[0]
         assert brief["kind"] == "brief" and brief["content"].startswith("Goal: ")
         # the Critic sees the same compressed brief the Worker got

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tersetalk.config import ConfigError, run_spec, validate_config
+from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.protocol import REPAIR_KINDS, TAGS, parse_lenient, parse_strict
 from tersetalk.runner import run
@@ -59,7 +60,7 @@ def test_schema_mode_messages_are_canonical_lines_and_compliance_counted(base_co
              progress=False)  # fmt: skip
     assert df["error"].isna().all()
     for raw in df["messages"]:
-        for m in json.loads(raw):
+        for m in message_list(raw):
             lines = parse_strict(m["content"])  # every message is valid strict JSONL
             assert lines
     assert (df["prediction"] == "Paris").all()
@@ -75,7 +76,7 @@ def test_conditional_deref_only_when_asked(base_config, tmp_path, hotpot):
              client=ScriptedClient(structured_model(need=["M#1"])), progress=False)  # fmt: skip
     assert (df["c_overflow_f"] > 0).all()
     assert (df["c_deref_derefs"] == 1).all() and (df["c_deref_reinjected_tokens"] > 0).all()
-    kinds = [m["kind"] for m in json.loads(df["messages"].iloc[0])]
+    kinds = [m["kind"] for m in message_list(df["messages"].iloc[0])]
     assert kinds.count("deref") == 1
     never = spec_for(base_config, tmp_path, caps={"f": 3, "q": 200}, deref="never")
     df = run(never, hotpot, tmp_path / "n.parquet",
@@ -145,7 +146,7 @@ def test_json_mode_normalises_post_hoc_and_counts_every_change(base_config, tmp_
     assert (df["c_reply_truncated"] == 1).all()  # the long step was cut ...
     assert (df["c_reply_dropped"] == 2).all()  # ... the 4th step and "fact 3" dropped
     for raw in df["messages"]:
-        draft = next(m for m in json.loads(raw) if m["kind"] == "draft")
+        draft = next(m for m in message_list(raw) if m["kind"] == "draft")
         steps = [ln.text for ln in parse_strict(draft["content"]) if ln.tag == "p"]
         assert steps == ["x" * 100, "b", "c"]
 
@@ -332,7 +333,7 @@ def test_the_default_brief_repeats_nothing_the_wire_or_the_prompt_already_carrie
     assert df["error"].isna().all()
     examples = {e["example_id"]: e for e in read_sample(hotpot)}
     for row in df.itertuples():
-        msgs = json.loads(row.messages)
+        msgs = message_list(row.messages)
         brief = parse_strict(msgs[0]["content"])
         # no role lines on the wire, no goal line; every fact and the question arrive
         assert all(m["content"].count('["r",') == 0 for m in msgs)
@@ -358,7 +359,7 @@ def test_the_default_brief_repeats_nothing_the_wire_or_the_prompt_already_carrie
         # the Critic gets the question only (M->C), then judges the draft against it
         copy = [m for m in msgs if (m["sender"], m["receiver"]) == ("M", "C")]
         assert [ln.tag for ln in parse_strict(copy[0]["content"])] == ["q"]
-        assert row.tokens_M_C < row.tokens_M_W
+        assert row.tokens_M_C_cl100k < row.tokens_M_W_cl100k
 
 
 def test_fact_titles_are_dropped_only_when_the_sentence_names_them():

@@ -23,6 +23,7 @@ from tersetalk.agents.engine import converse
 from tersetalk.agents.router import Routed
 from tersetalk.agents.topology import CHAIN, STAR
 from tersetalk.config import run_spec, validate_config
+from tersetalk.io import message_list
 from tersetalk.metrics.topology import (
     best_fixed,
     compare_to_fixed,
@@ -203,8 +204,8 @@ def test_policies_through_the_runner(base_config, tmp_path, samples):
     assert (sig == 1).all()
     # a star row spends tokens on star edges only, a chain row on chain edges only
     star, chain = by["star"].iloc[0], by["chain"].iloc[0]
-    assert star["tokens_M_W"] > 0 and star["tokens_W1_W2"] == 0
-    assert chain["tokens_W1_W2"] > 0 and chain["tokens_M_W"] == 0
+    assert star["tokens_M_W_cl100k"] > 0 and star["tokens_W1_W2_cl100k"] == 0
+    assert chain["tokens_W1_W2_cl100k"] > 0 and chain["tokens_M_W_cl100k"] == 0
     assert json.loads(chain["counters"])["msg_lines_W1_W2"] > 0
     assert "t_route_s" not in deterministic_columns(df)
     table = policy_table(df)
@@ -234,11 +235,12 @@ def test_chain_on_the_real_embedded_model(base_config, tmp_path, samples):
     row = df.iloc[0]
     assert row["error"] is pd.NA or pd.isna(row["error"]), row["error"]
     assert row["route"] == "chain" and row["backend"] == "llamacpp"
-    messages = [m for m in json.loads(row["messages"]) if m["kind"] != "deref"]
+    messages = [m for m in message_list(row["messages"]) if m["kind"] != "deref"]
     assert [(m["sender"], m["receiver"], m["kind"]) for m in messages][:6] == CHAIN_FLOW
     calls = json.loads(row["calls"])
     assert [c["role"] for c in calls][:3] == ["worker", "worker", "critic"]  # Speaker: kinds
-    assert row["tokens_W1_W2"] > 0 and row["tokens_W2_C"] > 0 and row["tokens_C_M"] > 0
+    assert row["tokens_W1_W2_cl100k"] > 0 and row["tokens_W2_C_cl100k"] > 0
+    assert row["tokens_C_M_cl100k"] > 0
     assert row["revisions"] in (0, 1) and len(calls) == 3 + row["revisions"]
 
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from tersetalk.agents.router import SIGNALS, decide, load_fitted
 from tersetalk.config import run_spec, topology_config
+from tersetalk.io import message_list
 from tersetalk.metrics.topology_fit import (
     FittedRouter,
     RouterFileError,
@@ -336,7 +337,7 @@ def test_signals_are_the_ones_a_routed_run_records(base_config, tmp_path, sample
         assert {k: int(row[k]) for k in SIGNALS} == json.loads(recorded["route_signals"])
         assert row["route_rule"] == recorded["route_rule"]
         assert row["route_score"] == recorded["route_score"]
-        brief = json.loads(recorded["messages"])[0]
+        brief = message_list(recorded["messages"])[0]
         assert brief["kind"] == "brief" and brief["content"] == row["brief"]
         assert brief["tokens_cl100k"] == row["tokens_cl100k"]
 

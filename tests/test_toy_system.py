@@ -38,6 +38,7 @@ RUN = textwrap.dedent(
     """
     import json, sys
     from tersetalk.config import load_config, run_spec
+    from tersetalk.io import message_list
     from tersetalk.models import ScriptedClient
     from tersetalk.runner import run
     from tersetalk.systems import registered_systems, system
@@ -59,7 +60,7 @@ RUN = textwrap.dedent(
         "columns": list(df.columns),
         "layout": list(system("toy_upper").layout.columns()),
         "errors": int(df["error"].notna().sum()),
-        "messages": [json.loads(m) for m in df["messages"]],
+        "messages": [message_list(m) for m in df["messages"]],
         "prediction": list(df["prediction"]),
     }))
     """

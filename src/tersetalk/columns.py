@@ -9,7 +9,9 @@ test checks it is up to date; ``tersetalk columns FILE`` documents one file's
 columns and flags the undocumented ones.
 
 An entry's ``pattern`` is a column name in which ``<placeholder>`` stands for one of
-the values :data:`PLACEHOLDERS` lists (``tokens_<S>_<R>``: ``tokens_M_W``, ...).
+the values :data:`PLACEHOLDERS` lists (``tokens_<S>_<R>_cl100k``: ``tokens_M_W_cl100k``, ...).
+Token columns are named ``tokens_<what>_<tokenizer>`` everywhere, and the summary's
+means of them ``tokens_<what>_<tokenizer>_mean``.
 ``<column>`` is special: in ``<column>_mean`` it stands for any column the entry's
 ``of`` files document (the summary's means of per-example columns).
 """
@@ -381,8 +383,10 @@ _COMMON: list[Column] = [
        "was assumed", _RUN, "star topology"),
     _E("revisions", "int64", "rounds", "revise rounds the Critic asked for", _RUN,
        "star topology"),
-    _E("tokens_<S>_<R>", "int64", "tokens (cl100k)", "tokens of every message sent from S to R",
-       _RUN),
+    _E("tokens_<S>_<R>_cl100k", "int64", "tokens (cl100k)", "tokens of every message sent "
+       "from S to R (metrics add o200k and model)", _RUN),
+    _E("tokens_<S>_<R>", "int64", "tokens (cl100k)", "the name of tokens_<S>_<R>_cl100k in run "
+       "files written before issue 32 (still read)", _RUN, "files before issue 32"),
     _E("tokens_total_<tokenizer>", "int64", "tokens", "tokens of every message of the "
        "conversation under this tokenizer", _RM),
     _E("bytes_on_wire", "int64", "bytes", "UTF-8 bytes of every message sent", _RM),
@@ -1062,6 +1066,10 @@ def markdown() -> str:
     out += [
         "- `<column>` (in `<column>_mean`): any per-example column documented for run or "
         "metrics files",
+        "",
+        "Token columns are named `tokens_<what>_<tokenizer>` in every file "
+        "(`tokens_M_W_cl100k`, `tokens_total_o200k`, `tokens_sent_worker_model`); the "
+        "summary's means add `_mean` (`tokens_M_W_cl100k_mean`).",
         "",
         "Columns prefixed `t_` (and `c_t_*`, `tokens_per_s*`, `cache_hits`, `calls`, "
         "`counters_timing`) are timings of one execution; all other columns of a run are "

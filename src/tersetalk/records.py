@@ -6,9 +6,14 @@ the seed and the model, so two runs with the same seed agree on them exactly
 in TIMING_COLUMNS) describe one particular execution and are expected to differ.
 
 The record follows the conversation that was held: a :class:`RecordLayout` (declared
-by the topology) names the directions whose tokens get a ``tokens_<S>_<R>`` column
-and the outcome fields of that topology (the star's Critic verdict, for one); an edge
-that occurs in the messages without being declared gets its column too.
+by the topology) names the directions whose tokens get a ``tokens_<S>_<R>_cl100k``
+column and the outcome fields of that topology (the star's Critic verdict, for one); an
+edge that occurs in the messages without being declared gets its column too.
+
+Token columns are named ``tokens_<what>_<tokenizer>`` in every file (``tokens_M_W_cl100k``,
+``tokens_total_o200k``; the summary's means add ``_mean``). Run files written before
+issue 32 named the per-direction columns ``tokens_<S>_<R>``: :func:`direction_columns`
+reads both.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ class RecordLayout:
         return [
             *_HEAD,
             *(f.name for f in self.outcome),
-            *(f"tokens_{d}" for d in (*self.directions, *extra_edges)),
+            *(direction_column(d) for d in (*self.directions, *extra_edges)),
             *_TAIL,
         ]
 
@@ -82,7 +87,14 @@ _FLOAT_COLUMNS = ["em", "f1", "precision", "recall", "correct", "t_example_s", "
                   "t_ttft_mean_s", "t_itl_mean_s",
                   "usage_prompt_tokens", "usage_completion_tokens"]  # fmt: skip
 
-_DIRECTION_RE = re.compile(r"^tokens_([A-Z][A-Z0-9]*)_([A-Z][A-Z0-9]*)$")
+#: the per-direction token column of a run file (cl100k); ``_cl100k`` absent in files
+#: written before issue 32
+_DIRECTION_RE = re.compile(r"^tokens_([A-Z][A-Z0-9]*_[A-Z][A-Z0-9]*)(?:_cl100k)?$")
+
+
+def direction_column(direction: str) -> str:
+    """The run file's token column of ``S_R`` (cl100k): ``tokens_S_R_cl100k``."""
+    return f"tokens_{direction}_cl100k"
 
 
 def edges(messages: list[dict]) -> list[str]:
@@ -91,13 +103,14 @@ def edges(messages: list[dict]) -> list[str]:
 
 
 def direction_columns(columns) -> list[str]:
-    """The ``tokens_<S>_<R>`` columns among ``columns``, in their order."""
+    """The per-direction token columns of a run frame (``tokens_<S>_<R>_cl100k``, or the
+    older ``tokens_<S>_<R>``), in their order."""
     return [c for c in columns if _DIRECTION_RE.match(c)]
 
 
 def directions_of(columns) -> list[str]:
-    """The ``S_R`` directions a frame's ``tokens_<S>_<R>`` columns name, in order."""
-    return [c.removeprefix("tokens_") for c in direction_columns(columns)]
+    """The ``S_R`` directions a run frame's per-direction token columns name, in order."""
+    return [_DIRECTION_RE.match(c).group(1) for c in direction_columns(columns)]
 
 
 def deterministic_columns(df: pd.DataFrame) -> list[str]:
@@ -189,7 +202,7 @@ def build_record(
     for f in layout.outcome:
         rec[f.name] = f.on_error if outcome is None else outcome[f.name]
     for d in [*layout.directions, *(e for e in edges(messages) if e not in layout.directions)]:
-        rec[f"tokens_{d}"] = sum(
+        rec[direction_column(d)] = sum(
             m["tokens_cl100k"] for m in messages if f"{m['sender']}_{m['receiver']}" == d
         )
     for t in TOKENIZERS:
@@ -235,7 +248,9 @@ def records_frame(records: list[dict], layout: RecordLayout) -> pd.DataFrame:
     df = pd.DataFrame(records)
     declared = set(layout.columns())
     extra_edges = tuple(
-        c.removeprefix("tokens_") for c in direction_columns(df.columns) if c not in declared
+        d
+        for c, d in zip(direction_columns(df.columns), directions_of(df.columns), strict=True)
+        if c not in declared
     )
     main = layout.columns(extra_edges) + TIMING_COLUMNS
     for col in main:

@@ -973,9 +973,24 @@ def write_golden(snap: dict) -> Path:
     return path
 
 
+#: a run file's per-direction token column, as the snapshots name it (``tokens_M_W``);
+#: since issue 32 it is ``tokens_M_W_cl100k`` (one token-column scheme everywhere)
+_OLD_DIRECTION = re.compile(r"^tokens_[A-Z][A-Z0-9]*_[A-Z][A-Z0-9]*$")
+
+
+def _renamed(col: str) -> str:
+    return f"{col}_cl100k" if _OLD_DIRECTION.match(col) else col
+
+
 def read_golden(name: str) -> dict:
+    """A snapshot, with the columns renamed since it was made under their new names
+    (values unchanged: a rename is not a change of behaviour)."""
     with gzip.open(golden_path(name), "rt", encoding="utf-8") as fh:
-        return json.load(fh)
+        golden = json.load(fh)
+    golden["columns"] = [_renamed(c) for c in golden["columns"]]
+    golden["dtypes"] = {_renamed(c): v for c, v in golden["dtypes"].items()}
+    golden["values"] = {_renamed(c): v for c, v in golden["values"].items()}
+    return golden
 
 
 # -- comparison ---------------------------------------------------------------------------------

@@ -47,8 +47,8 @@ def _role_tokens(messages: list[dict], directions: list[str]) -> dict[str, int]:
             out[f"tokens_received_{role}_{t}"] = sum(
                 m[f"tokens_{t}"] for m in messages if m["receiver"] == letter
             )
-    # per direction under every tokenizer; the record's own ``tokens_{direction}``
-    # columns are cl100k only, so ``tokens_{direction}_cl100k`` equals them
+    # per direction under every tokenizer; the run file's own per-direction columns are
+    # cl100k only (``tokens_{direction}_cl100k``, the same name), so they agree
     for d in directions:
         sender, receiver = d.split("_")
         for t in TOKENIZERS:

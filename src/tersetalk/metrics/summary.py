@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tersetalk.records import TOKENIZERS, directions_of
+from tersetalk.records import TOKENIZERS, direction_columns, directions_of
 from tersetalk.tasks.registry import get as get_task
 
 #: per-record token columns averaged into ``<column>_mean``: per role, and per direction
@@ -80,8 +80,10 @@ def run_metrics(
     ok = df[df["error"].isna()]
     for t in TOKENIZERS:
         row[f"tokens_total_{t}_mean"] = float(ok[f"tokens_total_{t}"].mean()) if len(ok) else 0.0
-    for d in directions_of(df.columns):
-        row[f"tokens_{d}_mean"] = float(ok[f"tokens_{d}"].mean()) if len(ok) else 0.0
+    for col, d in zip(direction_columns(df.columns), directions_of(df.columns), strict=True):
+        # named as the metrics' per-direction columns are (the per-record means below
+        # give the same value for cl100k)
+        row[f"tokens_{d}_cl100k_mean"] = float(ok[col].mean()) if len(ok) else 0.0
     row["bytes_on_wire_mean"] = float(ok["bytes_on_wire"].mean()) if len(ok) else 0.0
     usage = usage_summary(df)
     row.update({k: v for k, v in usage.items() if k != "tokens_per_s"})
