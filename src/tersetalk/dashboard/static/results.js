@@ -263,11 +263,12 @@ async function loadModel() {
     $("conversations").replaceChildren(el("p", { class: "muted", text: `no run files under results/${sel.model ? `${sel.model}/` : ""}runs/ yet` }));
     $("example-select").replaceChildren();
   }
-  await loadExamples();
+  // the summary first: it sits above the conversations, which must not move once shown
   summary = await getJSON(api("/api/summary", { model: sel.model }));
   skipped.summary = summary.warnings || [];
   renderWarnings();
   renderSummary();
+  await loadExamples();
   await loadFigures();
 }
 
