@@ -34,7 +34,7 @@ TABLE_COLUMNS = [
     "n_errors",
     "accuracy",
     "token_reduction",
-    "tokens_total_cl100k",
+    "tokens_total_cl100k_mean",
     "is_reference",
 ]
 
@@ -68,7 +68,7 @@ def comparison_table(summaries: dict[str, pd.DataFrame], reference: str) -> pd.D
                 "n_errors": df.get("n_errors", pd.Series([0] * len(df))).to_numpy(),
                 "accuracy": df["accuracy"].astype(float).to_numpy(),
                 "token_reduction": df["token_reduction_mean"].astype(float).to_numpy(),
-                "tokens_total_cl100k": df.get(
+                "tokens_total_cl100k_mean": df.get(
                     "tokens_total_cl100k_mean", pd.Series([float("nan")] * len(df))
                 ).to_numpy(),
             }
