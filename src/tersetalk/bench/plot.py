@@ -59,19 +59,19 @@ def _speedup_panel(ax, df: pd.DataFrame, x: list, labels: list[str], xkey: str, 
     ax.set_yscale("log")
     ax.set_xticks(range(len(x)), labels)
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(_minor_ratio(ax)))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(_minor_log(ax, "y", "x")))
 
 
-def _minor_ratio(ax):
-    """Minor tick labels of a log ratio axis: only 2x and 5x of a decade, and only when
-    the axis spans little more than a decade (with all nine labelled they touch)."""
+def _minor_log(ax, which: str = "y", suffix: str = ""):
+    """Minor tick labels of a log axis: only 2 and 5 of a decade, and only when the axis
+    spans little more than a decade (with all nine labelled they touch)."""
 
     def label(v: float, _pos) -> str:
-        lo, hi = sorted(ax.get_ylim())
+        lo, hi = sorted(ax.get_ylim() if which == "y" else ax.get_xlim())
         if v <= 0 or lo <= 0 or np.log10(hi / lo) > 1.3:
             return ""
         mantissa = round(v / 10 ** np.floor(np.log10(v) + 1e-9), 3)
-        return f"{v:g}x" if mantissa in (2.0, 5.0) else ""
+        return f"{v:g}{suffix}" if mantissa in (2.0, 5.0) else ""
 
     return label
 
@@ -167,6 +167,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     sns.barplot(data=t, y="codec", x="us", hue="operation", order=codecs, ax=ax,
                 palette=["#4C72B0", "#DD8452"], orient="h")  # fmt: skip
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(_minor_log(ax, "x")))
     ax.set_title(f"(f) MB-3 time per message, {group} group (median)", loc="left")
     ax.set_xlabel("microseconds per message (log scale)")
     ax.set_ylabel("")
@@ -214,6 +215,7 @@ def _mb4_panels(ax_ratio, ax_ns, mb4: pd.DataFrame) -> None:
             ax_ns.plot(range(len(sizes)), sub["ns_per_op"], style, color=colors[op], ms=6,
                        label=f"{op}: {name}")  # fmt: skip
     ax_ns.set_yscale("log")
+    ax_ns.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(_minor_log(ax_ns, "y")))
     ax_ns.set_xticks(range(len(sizes)), [f"{s:,}" for s in sizes])
     ax_ns.set_title("(h) MB-4 cost per operation (median)", loc="left")
     ax_ns.set_xlabel("entries in the store")
