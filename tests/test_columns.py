@@ -69,6 +69,10 @@ def written(tmp_path_factory):
         out = tmp / "runs" / "hotpotqa" / system / "v.parquet"
         run(spec, sample_path, out, client=respond, progress=False)
         runs[system] = out
+    # the topology study's routed run: router outcome columns, the chain's edges
+    spec = _spec(base_config, tmp, "topology_tersetalk", {"policy": "chain"})
+    out = tmp / "topology" / "runs" / "hotpotqa" / "topology_tersetalk" / "v.parquet"
+    run(spec, sample_path, out, client=ScriptedClient(_structured_model), progress=False)
     scores = []
     for system, path in runs.items():
         metrics = tmp / "metrics" / "hotpotqa" / system / "v.parquet"
@@ -99,16 +103,18 @@ def test_every_written_column_is_documented(written):
         kinds.add(kind)
         assert C.undocumented(cols, kind) == [], path
     assert {"run", "metrics", "summary", "samples"} <= kinds
+    routed = pd.read_parquet(next(written.glob("topology/runs/hotpotqa/*/v.parquet")))
+    assert (routed["route"] == "chain").all() and "tokens_W1_W2_cl100k" in routed.columns
 
 
 def test_no_stale_entries_for_what_every_run_writes(written):
-    """Entries the common code writes (and the TerseTalk codec's counters) each match a
-    column of these files; entries of other systems, tasks and the router cannot be
-    checked here and are left out."""
+    """Entries the common code writes (and the TerseTalk codec's counters and the router's
+    columns) each match a column of these files; entries of other systems and tasks
+    cannot be checked here and are left out."""
     seen: dict[str, set[str]] = {}
     for _, kind, cols in _frames(written):
         seen.setdefault(kind, set()).update(cols)
-    checkable = {"", "tersetalk", "star topology"}
+    checkable = {"", "tersetalk", "star topology", "router"}
     stale = []
     for kind in ("run", "metrics", "summary", "samples"):
         for e in C.columns_for(kind):
