@@ -23,6 +23,7 @@ include: "workflow/rules/formats.smk"
 include: "workflow/rules/topology.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/mcp.smk"
+include: "workflow/rules/docs.smk"
 
 
 rule all:

@@ -3,7 +3,14 @@ import copy
 import pytest
 import yaml
 
-from tersetalk.config import ConfigError, load_config, run_spec, spec_hash, validate_config
+from tersetalk.config import (
+    ConfigError,
+    load_config,
+    merge,
+    run_spec,
+    spec_hash,
+    validate_config,
+)
 
 
 def test_default_and_paper_configs_validate(repo):
@@ -185,3 +192,18 @@ def test_schema_default_reads_the_one_place_defaults_are_written(base_config):
     assert schema_default("calibration", "*", "objective") == "fewest_tokens_within_margin"
     with pytest.raises(KeyError):
         schema_default("bench", "no_such_key")
+
+
+def test_a_fitted_variant_reads_its_own_models_router(base_config):
+    """``{results}`` in weights_from is the configured model's folder, so switching models
+    never reads another model's fitted router."""
+    from tersetalk.config import topology_config
+
+    cfg = merge(base_config, {"models": {"key": "other-model"}})
+    study = topology_config(validate_config(cfg))
+    fitted = study["systems"]["topology_tersetalk"]["variants"]["fitted"]
+    assert fitted["weights_from"] == "results/other-model/topology/router.yaml"
+    assert (
+        "{results}"
+        in cfg["topology"]["systems"]["topology_tersetalk"]["variants"]["fitted"]["weights_from"]
+    )  # the config itself is left as written

@@ -189,8 +189,11 @@ def topology_config(config: dict) -> dict:
     """The config the topology study's jobs see: its tasks, examples per task and systems in
     place of the main study's, everything else (seed, model, generation) shared.
 
-    The study samples and runs under ``results/topology/``, so it never touches the main
-    study's samples or runs (see workflow/rules/topology.smk).
+    The study samples under ``results/samples/topology/`` and runs under the model's
+    ``results/<key>/topology/``, so it never touches the main study's samples or runs (see
+    workflow/rules/topology.smk). ``{results}`` in a variant's ``weights_from`` is the
+    model's results folder (``results/<key>``), so a fitted variant reads its own model's
+    router.
     """
     study = config.get("topology") or {}
     if not study.get("systems"):
@@ -202,8 +205,25 @@ def topology_config(config: dict) -> dict:
     out = dict(config)
     out["tasks"] = list(study["tasks"])
     out["n_eval"] = study["n_eval"]
-    out["systems"] = study["systems"]
+    folder = f"results/{results_key(config)}"
+    out["systems"] = {
+        name: {
+            **system,
+            "variants": {
+                variant: _with_results_folder(settings, folder)
+                for variant, settings in system["variants"].items()
+            },
+        }
+        for name, system in study["systems"].items()
+    }
     return out
+
+
+def _with_results_folder(settings: dict, folder: str) -> dict:
+    path = settings.get("weights_from")
+    if isinstance(path, str) and "{results}" in path:
+        return {**settings, "weights_from": path.replace("{results}", folder)}
+    return settings
 
 
 def configured_runs(config: dict) -> set[str]:

@@ -119,4 +119,5 @@ def all_outputs():
         *calibration_targets(),  # calibrate.smk
         *formats_targets(),  # formats.smk: the format study over data/toolresponses
         *sensitivity_targets(),  # models.smk: only when sensitivity.models lists models
+        paths.results("RESULTS.md"),  # docs.smk: the tables above as one dated document
     ]

@@ -25,7 +25,7 @@ def topology_runs(wildcards=None):
 
 
 def topology_run_input(wildcards):
-    settings = TOPOLOGY["systems"][wildcards.system]["variants"][wildcards.variant]
+    settings = topology_study()["systems"][wildcards.system]["variants"][wildcards.variant]
     return {
         "sample": paths.TOPOLOGY_SAMPLE.format(task=wildcards.task),
         **workflow_inputs(wildcards.system, settings),
