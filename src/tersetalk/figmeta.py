@@ -41,6 +41,7 @@ __all__ = [
     "png_metadata",
     "provenance",
     "read",
+    "report_figures",
     "rows_of",
     "sidecar",
     "write",
@@ -335,3 +336,17 @@ def provenance(output: Iterable) -> dict[str, str]:
         # by file name too, for a rule whose outputs are a list (topology_report)
         result.setdefault(Path(str(path)).name, text)
     return result
+
+
+def report_figures(files: Iterable[str], category: str, captions: str = "../report") -> list:
+    """For a rule's ``output:`` in workflow/rules/: ``files`` with each PNG marked for
+    the Snakemake report, captioned by ``<captions>/<its stem>.rst`` (the templates
+    print ``provenance["<its file name>"]``); the other files as they are."""
+    from snakemake.io import report
+
+    return [
+        report(f, caption=f"{captions}/{Path(f).stem}.rst", category=category)
+        if str(f).endswith(".png")
+        else f
+        for f in files
+    ]

@@ -6,6 +6,9 @@
 # MB-4 needs no corpus (seeded synthetic texts).
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/bench.smk"
 
 
@@ -94,6 +97,7 @@ rule bench_plot:
         mem_mb=1000,
         runtime=5,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
         "tersetalk bench plot --mb1 {input.mb1} --mb2 {input.mb2} --mb3 {input.mb3} "

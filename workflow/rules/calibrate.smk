@@ -1,6 +1,9 @@
 # Sweep each calibrated system's grid on the calibration shard and choose its settings.
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/calibrate.smk"
 
 
@@ -45,6 +48,7 @@ rule calibrate:
         mem_mb=1000,
         runtime=5,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         spec=calibration_options_json,
     shell:
         "tersetalk calibrate {input.runs} --task {wildcards.task} --sample {input.sample} "

@@ -1,6 +1,9 @@
 # Figures and paper tables; one named target per ablation.
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/figures.smk"
 
 
@@ -41,6 +44,7 @@ rule plot:
         mem_mb=2000,
         runtime=10,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         out_dir=lambda wildcards, output: os.path.dirname(output.pareto),
         tables_dir=lambda wildcards, output: os.path.dirname(output.table),
         reference=config["evaluation"]["reference"],
@@ -70,6 +74,7 @@ rule plot_ablation:
         mem_mb=1000,
         runtime=5,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         system=lambda wildcards: config["ablations"][wildcards.ablation]["system"],
         setting=lambda wildcards: config["ablations"][wildcards.ablation]["setting"],
         variants=lambda wildcards: ",".join(config["ablations"][wildcards.ablation]["variants"]),

@@ -7,6 +7,9 @@
 # figures/<key>/formats_*.{png,pdf} and results/<key>/formats/*.csv summarise them.
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/formats.smk"
 
 
@@ -79,7 +82,7 @@ rule formats_figures:
         dedup=paths.results("formats/dedup.parquet"),
         comprehension=paths.results("formats/comprehension.parquet"),
     output:
-        formats_targets(),
+        figmeta.report_figures(formats_targets(), "Format study"),
     log:
         paths.results("logs/formats/figures.log"),
     conda:
@@ -88,6 +91,7 @@ rule formats_figures:
         mem_mb=2000,
         runtime=10,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         figures=lambda wildcards, output: os.path.dirname(output[0]),
         tables=lambda wildcards, output: os.path.dirname(output[-1]),
     shell:

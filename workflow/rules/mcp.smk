@@ -11,6 +11,9 @@
 #   figures/mcp.{png,pdf}
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/mcp.smk"
 
 
@@ -120,6 +123,7 @@ rule mcp_report:
         mem_mb=1000,
         runtime=5,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
         "tersetalk mcp-experiment report --runs {input} --csv {output.csv} "

@@ -5,6 +5,9 @@
 # configured model's; `compare` draws every model that has a summary side by side.
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/models.smk"
 
 
@@ -79,6 +82,7 @@ rule model_sensitivity:
         mem_mb=2000,
         runtime=10,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         summaries=lambda wildcards, input: " ".join(
             f"--summary {name}={path}" for name, path in input.items()
         ),

@@ -2,6 +2,9 @@
 # and the summary table.
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/score.smk"
 
 
@@ -43,5 +46,7 @@ rule aggregate:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
     shell:
         "tersetalk aggregate {input} --out {output.summary} --csv {output.csv} > {log} 2>&1"

@@ -2,6 +2,9 @@
 # the targets table.
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/stats.smk"
 
 
@@ -24,6 +27,7 @@ rule noninferiority:
         mem_mb=2000,
         runtime=10,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         comparisons=json.dumps(config["evaluation"]["comparisons"]),
         # task -> runs scheduled on it: a comparison is tested where both of its runs are
         planned=json.dumps(planned_runs(config), sort_keys=True),
@@ -71,6 +75,7 @@ rule targets:
         mem_mb=2000,
         runtime=10,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         # the sections the table reads: the reference, the margin, the mediator's budget,
         # which formats variants have a token budget
         config=json.dumps(targets_config(config), sort_keys=True),

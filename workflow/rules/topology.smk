@@ -5,6 +5,9 @@
 # reruns the main study; one report job reads all its runs.
 
 
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
 include: "helpers/topology.smk"
 
 
@@ -144,7 +147,7 @@ rule topology_report:
     output:
         TOPOLOGY_TABLES,
         paths.results("topology/summary.json"),
-        TOPOLOGY_FIGURES,
+        figmeta.report_figures(TOPOLOGY_FIGURES, "Topology study"),
     log:
         paths.results("logs/topology/report.log"),
     conda:
@@ -153,6 +156,7 @@ rule topology_report:
         mem_mb=2000,
         runtime=10,
     params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
         seed=config["evaluation"]["seed"],
         tables=lambda wildcards, output: os.path.dirname(output[0]),
         figures=lambda wildcards, output: os.path.dirname(output[-1]),
