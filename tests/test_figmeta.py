@@ -235,3 +235,38 @@ def test_real_snakemake_report_shows_recorded_n_and_does_not_rerun(tmp_path):
     # Snakemake touched the outputs after the job: the sidecars still count as theirs
     for name in ("quality_vs_tokens.png", "quality_vs_tokens.pdf"):
         assert figmeta.read(tmp_path / "figures/k" / name)["n"] == {"gsm8k": 1}
+
+
+def test_report_figures_flags_each_png_with_its_own_caption():
+    from snakemake.io import get_flag_value, is_flagged
+
+    files = ["figures/k/topology_theta.png", "figures/k/topology_theta.pdf"]
+    marked = figmeta.report_figures(files, "Topology study")
+    assert marked[1] == files[1] and not is_flagged(marked[1], "report")
+    flag = get_flag_value(marked[0], "report")
+    assert flag.caption == "../report/topology_theta.rst"
+    assert flag.category == "Topology study"
+    # every caption a rule's report() names exists and reads the provenance param
+    for name in ("topology_selection", "topology_tokens_accuracy", "topology_theta",
+                 "topology_ablations", "formats_savings", "formats_knapsack",
+                 "formats_comprehension"):  # fmt: skip
+        text = (REPORT / f"{name}.rst").read_text()
+        assert f'provenance or {{}}).get("{name}.png"' in text
+    for rst in REPORT.glob("*.rst"):
+        text = rst.read_text()
+        assert 'snakemake.config["n_eval"]' not in text, rst.name
+        assert 'snakemake.config["models"]' not in text, rst.name
+
+
+def test_every_rule_with_report_outputs_passes_the_provenance_param():
+    """A caption prints ``snakemake.params.provenance``: a rule that marks a file for the
+    report without that param would caption it 'not recorded'."""
+    rules = ROOT / "workflow" / "rules"
+    missing = []
+    for smk in rules.glob("*.smk"):
+        blocks = re.split(r"^(?=rule |use rule )", smk.read_text(), flags=re.M)
+        for body in blocks:
+            if ("report(" in body or "report_figures(" in body) and body.startswith("rule "):
+                if "figmeta.provenance(output)" not in body:
+                    missing.append(f"{smk.name}: {body.splitlines()[0]}")
+    assert not missing, missing
