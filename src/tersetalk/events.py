@@ -11,7 +11,7 @@ as its own process, so nothing in memory can reach a dashboard started elsewhere
 tails those files and pushes what is new over its WebSocket.
 
 Why beside the output: the run's checkpoint already lives there, so a calibration
-run (``results/calibration/runs/...``) and a user's own ``tersetalk run --out
+run (``results/<model>/calibration/runs/...``) and a user's own ``tersetalk run --out
 /tmp/x.parquet`` get their events without a second folder tree to mirror, and a
 test writing to ``tmp_path`` never writes into the checkout.
 
