@@ -277,7 +277,7 @@ def _png_text(path: Path) -> dict[str, Any]:
 
 
 def _task_name(task: str) -> str:
-    from tersetalk.plotting import task_display
+    from tersetalk.display import task_display
 
     return task_display(task)
 

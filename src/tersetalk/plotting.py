@@ -16,25 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from tersetalk.display import TASK_NAMES, task_display  # noqa: E402
+
 __all__ = ["TASK_NAMES", "save_figure", "task_display", "theme", "wilson_errors"]
-
-#: Every figure names a task this way (the paper's spelling), whatever the module: one
-#: mapping, so a task is never "gsm8k" in one figure and "GSM8K" in the next. A task
-#: not listed (a plug-in) appears by its id.
-TASK_NAMES = {
-    "hotpotqa": "HotpotQA",
-    "gsm8k": "GSM8K",
-    "boolq": "BoolQ",
-    "commonsenseqa": "CommonsenseQA",
-    "socialiqa": "Social IQa",
-    "humaneval": "HumanEval",
-    "toolqa": "ToolQA",
-}
-
-
-def task_display(task: str) -> str:
-    """The display name of a task id ("socialiqa" -> "Social IQa")."""
-    return TASK_NAMES.get(str(task), str(task))
 
 
 def wilson_errors(proportion, n) -> tuple:
