@@ -391,9 +391,18 @@ def _cmd_plot_ablation(args: argparse.Namespace) -> None:
     values = _json_option(args.values, "--values", dict, "'{\"caps_small\": 16}'")
     summary = aggregate(args.scores)
     axis = ablation_axis(args.system, args.setting)  # how the system draws this setting
+    records = None
+    if args.records:  # per-example metrics: the token panel's bootstrap intervals
+        import pandas as pd
+
+        from tersetalk.io import read_parquet
+
+        records = pd.concat(
+            [read_parquet(p, "per-example metrics") for p in args.records], ignore_index=True
+        )
     paths = ablation(
         summary, args.system, args.variants.split(","), args.setting, values, args.out_stem,
-        axis_label=axis.label, axis_panels=axis.panels,
+        axis_label=axis.label, axis_panels=axis.panels, records=records,
     )  # fmt: skip
     logging.info("wrote %s", ", ".join(map(str, paths)))
 
@@ -665,6 +674,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--setting", required=True, help="name of the varied setting (axis label)")
     g.add_argument("--values", default="{}", help="JSON {variant: x value}; default: the names")
     g.add_argument("--out-stem", required=True, help="output path without extension")
+    g.add_argument(
+        "--records",
+        nargs="*",
+        default=[],
+        help="the runs' per-example metrics Parquet files (token intervals); default: none",
+    )
     g.set_defaults(func=_cmd_plot_ablation)
     for module in PLUGIN_COMMANDS:
         try:

@@ -57,7 +57,8 @@ rule plot:
 
 rule plot_ablation:
     input:
-        ablation_scores,
+        scores=ablation_files(paths.SCORES),
+        records=ablation_files(paths.METRICS),
     output:
         png=report(
             paths.figure("ablation_{ablation}.png"),
@@ -81,7 +82,8 @@ rule plot_ablation:
         values=lambda wildcards: json.dumps(ablation_values(config, wildcards.ablation)),
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
-        "tersetalk plot-ablation {input} --system {params.system} --setting {params.setting} "
+        "tersetalk plot-ablation {input.scores} --records {input.records} "
+        "--system {params.system} --setting {params.setting} "
         "--variants {params.variants} --values {params.values:q} --out-stem {params.stem} "
         "> {log} 2>&1"
 

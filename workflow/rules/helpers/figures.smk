@@ -39,11 +39,16 @@ def table_targets():
     ]
 
 
-def ablation_scores(wildcards):
-    """The score files of one ablation: its variants on every task its system runs on."""
-    spec = config["ablations"][wildcards.ablation]
-    return [
-        paths.SCORES.format(task=task, system=spec["system"], variant=variant)
-        for task in system_tasks(config, spec["system"])
-        for variant in spec["variants"]
-    ]
+def ablation_files(template):
+    """``template`` (SCORES or METRICS) for one ablation's variants on every task its
+    system runs on."""
+
+    def files(wildcards):
+        spec = config["ablations"][wildcards.ablation]
+        return [
+            template.format(task=task, system=spec["system"], variant=variant)
+            for task in system_tasks(config, spec["system"])
+            for variant in spec["variants"]
+        ]
+
+    return files
