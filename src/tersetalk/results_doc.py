@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tersetalk.stats.table import TEX_COLUMNS
+
 __all__ = ["SECTIONS", "Section", "git_commit", "render", "write"]
 
 
@@ -73,18 +75,7 @@ SECTIONS: tuple[Section, ...] = (
         "Each `[treatment, control]` pair of `evaluation.comparisons`: the paired "
         "difference in accuracy, its one-sided lower bound against the margin, the "
         "verdict, and the relative token reduction.",
-        columns=(
-            "task",
-            "treatment",
-            "control",
-            "n",
-            "mean_diff",
-            "lower_bound",
-            "verdict",
-            "tokens_relative_reduction",
-            "tokens_p_wilcoxon",
-            "not_computed",
-        ),
+        columns=(*TEX_COLUMNS, "not_computed"),  # the paper table's, and why a row has none
     ),
     Section(
         "tables/targets.csv",
