@@ -147,7 +147,7 @@ def test_tiny_dag_through_slurm_matches_the_local_run(both_runs):
     pd.testing.assert_frame_equal(a, b)
     for run in RUNS:
         for kind in ("runs", "scores", "metrics"):
-            path = f"results/{kind}/hotpotqa/{run}.parquet"
+            path = f"results/smollm2-135m-instruct/{kind}/hotpotqa/{run}.parquet"
             a, b = pd.read_parquet(local / path), pd.read_parquet(cluster / path)
             assert list(a.columns) == list(b.columns), path
             cols = [c for c in deterministic_columns(a) if not TIMING_DERIVED.match(c)]
