@@ -113,18 +113,32 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
             )
         mask = pareto_frontier(pd.DataFrame({"tokens": x, "accuracy": y}))
         front = sub[np.asarray(mask)].sort_values("tokens_total_cl100k_mean")
-        # name only the frontier's runs: labelling every point makes an unreadable pile
-        for k, r in enumerate(front.itertuples()):
-            # below the point near the top, so the name stays inside the axes
-            dy = 6 + 9 * (k % 2)
-            ax.annotate(
-                f"{r.system}/{r.variant}",
-                (r.tokens_total_cl100k_mean, r.accuracy),
+        # the limits first: where a label lands (and what it would cover) depends on them
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlim(0, 1.15 * float(sub["tokens_ci_high"].max() or x.max() or 1))
+        # name only the frontier's runs: labelling every point makes an unreadable pile;
+        # runs tied at one point share a label, and a label that would cover one already
+        # placed is left out (the legend and main.csv name every run)
+        renderer = fig.canvas.get_renderer()
+        placed: list = []
+        ties = front.groupby(["tokens_total_cl100k_mean", "accuracy"], sort=False)
+        for k, ((tokens, acc), group) in enumerate(ties):
+            first = group.iloc[0]
+            more = f" +{len(group) - 1}" if len(group) > 1 else ""
+            dy = 6 + 9 * (k % 2)  # below the point near the top: the name stays inside
+            note = ax.annotate(
+                f"{first['system']}/{first['variant']}{more}",
+                (tokens, acc),
                 fontsize=8,
                 textcoords="offset points",
-                xytext=(5, -dy - 8 if r.accuracy > 0.85 else dy),
+                xytext=(5, -dy - 8 if acc > 0.85 else dy),
                 rotation=20,
             )
+            box = note.get_window_extent(renderer)
+            if any(box.overlaps(other) for other in placed):
+                note.remove()
+            else:
+                placed.append(box)
         ax.step(
             front["tokens_total_cl100k_mean"],
             front["accuracy"],
@@ -137,8 +151,6 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
         ax.set_title(f"{task_title(task)}, n={int(sub['n'].max())}")
         ax.set_xlabel("tokens per example (cl100k; 95% bootstrap CI)")
         ax.set_ylabel("accuracy (95% Wilson CI)")
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_xlim(0, 1.15 * float(sub["tokens_ci_high"].max() or x.max() or 1))
     # every panel's systems: with systems.<name>.tasks, panels need not share them
     uniq: dict = {}
     for ax in axes[0]:
@@ -250,9 +262,10 @@ def accuracy_by_length(
         ax.set_xticks(range(len(names)),
                       [f"{b}\nn={int(bins_n.get(b, 0))}" for b in names])  # fmt: skip
         ax.set_title(task_display(task))
-        ax.set_xlabel(("free-form message length (thirds)" if n_bins == 3 else "length bin")
-                      + "; n = examples per bin")  # fmt: skip
         ax.set_ylim(0, 1.05)
+    # one label under all panels: one per panel runs into its neighbour's on a wide figure
+    fig.supxlabel(("free-form message length (thirds)" if n_bins == 3 else "length bin")
+                  + "; n = examples per bin", fontsize=10)  # fmt: skip
     axes[0][0].set_ylabel("accuracy (95% Wilson CI)")
     handles = [matplotlib.patches.Patch(color=palette[r], alpha=0.8, label=r) for r in runs]
     handles.append(
