@@ -171,7 +171,12 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     tasks = list(dict.fromkeys(summary["task"]))
     n_runs = summary.groupby("task").size().max()
     fig, axes = plt.subplots(
-        1, len(tasks), figsize=(5.6 * len(tasks), 1.2 + 0.45 * n_runs), squeeze=False, sharey=False
+        1,
+        len(tasks),
+        figsize=(5.6 * len(tasks), 1.2 + 0.45 * n_runs),
+        squeeze=False,
+        sharey=False,
+        layout="constrained",  # keeps the suptitle clear of the panel titles (tight_layout did not)
     )
     for ax, task in zip(axes[0], tasks, strict=True):
         sub = summary[summary["task"] == task].assign(run=lambda d: label(d)).set_index("run")
@@ -196,13 +201,11 @@ def token_breakdown(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         handles,
         labels,
         title="sent by",
-        loc="upper center",
+        loc="outside lower center",
         ncol=len(labels),
         frameon=False,
-        bbox_to_anchor=(0.5, 0.0),
     )
     fig.suptitle(f"Token breakdown by role — {_model_label(summary)}", fontsize=11)
-    fig.tight_layout()
     return save_figure(fig, out_stem, data=summary)
 
 
