@@ -109,6 +109,11 @@ def test_results_keys_are_readable_and_path_safe():
         model_key({"model": "cache"})
     with pytest.raises(ValueError, match="models.key"):
         model_key({"model": "m", "key": "../up"})
+    with pytest.raises(ValueError, match="no letter or digit"):
+        model_key({"model": ".."})
+    assert len(model_key({"model": "a" * 300})) == 80  # a folder name, not a file-system error
+    with pytest.raises(ValueError, match="at most 80"):
+        model_key({"model": "m", "key": "k" * 81})
 
 
 @pytest.mark.parametrize(

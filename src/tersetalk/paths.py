@@ -64,6 +64,8 @@ MODEL_TEMPLATES = {
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: the longest model key (a folder name under results/ and figures/)
+MAX_KEY = 80
 
 
 def model_key(models: dict) -> str:
@@ -73,16 +75,20 @@ def model_key(models: dict) -> str:
     explicit = models.get("key")
     if explicit:
         key = str(explicit)
-        if not KEY_PATTERN.fullmatch(key):
+        if not KEY_PATTERN.fullmatch(key) or len(key) > MAX_KEY:
             raise ValueError(
-                f"models.key {key!r}: use letters, digits, '.', '_' and '-', "
-                "starting with a letter or digit"
+                f"models.key {key[:MAX_KEY]!r}: use at most {MAX_KEY} letters, digits, '.', "
+                "'_' and '-', starting with a letter or digit"
             )
     else:
         name = models.get("model") or Path(str(models.get("model_path") or "")).stem
-        key = _UNSAFE.sub("-", str(name)).strip("-._")
+        # a folder name: at most MAX_KEY characters (file systems stop at 255)
+        key = _UNSAFE.sub("-", str(name)).strip("-._")[:MAX_KEY].rstrip("-._")
         if not key:
-            raise ValueError("models: set models.model (or models.key) to name the results")
+            raise ValueError(
+                f"models: the model name {str(name)[:MAX_KEY]!r} has no letter or digit to "
+                "name its results folder: set models.key"
+            )
     if key in SHARED_FOLDERS:
         raise ValueError(
             f"model key {key!r} is the name of a shared results folder "
