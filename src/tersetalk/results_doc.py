@@ -18,16 +18,16 @@ import datetime as dt
 import math
 import os
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from tersetalk.figmeta import git_commit
 from tersetalk.stats.table import TEX_COLUMNS
 
-__all__ = ["SECTIONS", "Section", "git_commit", "render", "write"]
+__all__ = ["SECTIONS", "Section", "render", "write"]
 
 
 @dataclass(frozen=True)
@@ -169,28 +169,6 @@ SECTIONS: tuple[Section, ...] = (
 INPUTS: tuple[str, ...] = tuple(s.path for s in SECTIONS)
 
 
-def git_commit(cwd: str | Path | None = None) -> str:
-    """``git rev-parse HEAD`` of the working tree, plus ``(modified)`` when tracked files
-    differ from it; ``unknown`` outside a git checkout."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    try:
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        dirty = ""
-    return f"{head} (modified)" if dirty else head
-
-
 def _cell(value: object) -> str:
     """A table cell: floats to 4 significant digits, missing as empty, pipes and line
     breaks escaped so the row stays one row."""
@@ -300,7 +278,7 @@ def render(
     figures = Path(figures) if figures is not None else None
     out = Path(out) if out is not None else results / "RESULTS.md"
     key = model_key or results.name
-    commit = commit or git_commit()
+    commit = commit or git_commit()  # figmeta's: the commit every figure records
     date = date or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     header = [
         f"# Results: {key}",
