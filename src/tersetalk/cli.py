@@ -7,7 +7,6 @@ rerun a single step or point a step at their own files.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import re
@@ -17,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from tersetalk import __version__
-from tersetalk.cliargs import DEFAULT_CONFIG, add_config_option, add_renamed_option
+from tersetalk.cliargs import (
+    DEFAULT_CONFIG,
+    LazySubParsers,
+    add_config_option,
+    add_renamed_option,
+)
 
 __all__ = ["DEFAULT_CONFIG", "add_config_option", "add_renamed_option", "build_parser",
            "load_workflow_config", "main", "plain_text", "tidy_parser"]  # fmt: skip
@@ -27,24 +31,72 @@ __all__ = ["DEFAULT_CONFIG", "add_config_option", "add_renamed_option", "build_p
 #: quiet unless ``-v``, so a run's log is its progress, not its traffic
 HTTP_LOGGERS = ("httpx", "httpcore", "openai", "httpx2", "urllib3")
 
-#: modules that add their own subcommands with ``add_commands(subparsers)``
-PLUGIN_COMMANDS = (
-    "tersetalk.encoders.cli",  # prepare-compressor
-    "tersetalk.mediator.cli",  # mediator demo
-    "tersetalk.msp.cli",
-    "tersetalk.bench.cli",  # bench
-    "tersetalk.metrics.audit_cli",  # audit
-    "tersetalk.formats.cli",  # formats encode / decode / savings / experiment / plot
-    "tersetalk.dashboard.cli",  # dashboard
-    "tersetalk.stats.targets",  # targets (results/tables/targets.{csv,tex})
-    "tersetalk.metrics.topology_cli",  # topology (the topology study's report)
-    "tersetalk.topology_fit_cli",  # topology-signals, topology-fit (fitted router)
-    "tersetalk.shards",  # shard-sample, merge-runs (run.shard_size)
-    "tersetalk.sensitivity",  # models compare (sensitivity.models)
-    "tersetalk.mcp.cli",  # mcp-proxy
-    "tersetalk.mcp.experiment_cli",  # mcp-experiment (the proxy on real servers)
-    "tersetalk.results_doc",  # results-doc (results/<key>/RESULTS.md)
-    "tersetalk.columns",  # columns (the data dictionary, docs/columns.md)
+#: the plug-in modules' subcommands: module -> {name: one-line help}, in the order of
+#: ``tersetalk --help``. Read to list them without importing a plug-in; ``tersetalk X``
+#: imports X's module alone, whose ``add_commands(subparsers)`` adds X's parser (issue
+#: 33: a job pays for the modules it uses). tests/test_cli_imports.py checks that each
+#: module adds exactly these names with these helps.
+PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
+    "tersetalk.encoders.cli": {
+        "prepare-compressor": "make LLMLingua's local model (HF folder) from the embedded GGUF",
+    },
+    "tersetalk.mediator.cli": {"mediator": "the Mediated Minimal-Signaling mediator"},
+    "tersetalk.msp.cli": {"msp": "the Minimal Signaling Protocol"},
+    "tersetalk.bench.cli": {
+        "bench": "microbenchmarks MB-1..4 (parsing, stream framing, wire formats, M# store), "
+        "concurrency",
+    },
+    "tersetalk.metrics.audit_cli": {
+        "audit": "per-line token audit of run messages: payload vs protocol overhead",
+    },
+    "tersetalk.formats.cli": {
+        "formats": "format-adaptive encoding of JSON / Markdown payloads (knapsack, hints, "
+        "savings)",
+    },
+    "tersetalk.dashboard.cli": {
+        "dashboard": "web dashboard: live mediator pipeline, live workflow runs, results browser",
+    },
+    "tersetalk.stats.targets": {
+        "targets": "the seeds' quantitative targets: measured, met / not met / inconclusive",
+    },
+    "tersetalk.metrics.topology_cli": {
+        "topology": "the topology study's tables and figures from routed runs",
+    },
+    "tersetalk.topology_fit_cli": {
+        "topology-signals": "the router's signals of a sample's briefs (no Worker runs)",
+        "topology-fit": "fit the router's weights and θ on briefs' signals (logistic regression)",
+        "topology-selection": "selection accuracy of briefs' signals, by the variant's rule and "
+        "the fitted one",
+    },
+    "tersetalk.shards": {
+        "shard-sample": "write one shard of a sample (run.shard_size examples, in sample order)",
+        "merge-runs": "assemble a run file from its shards' run files",
+    },
+    "tersetalk.sensitivity": {"models": "model sensitivity (sensitivity.models)"},
+    "tersetalk.mcp.cli": {
+        "mcp-proxy": "an MCP server that re-encodes another MCP server's tool results",
+    },
+    "tersetalk.mcp.experiment_cli": {
+        "mcp-experiment": "the proxy on real MCP servers (issue 30)",
+    },
+    "tersetalk.results_doc": {
+        "results-doc": "render a model's results folder as Markdown (RESULTS.md)",
+    },
+    "tersetalk.columns": {
+        "columns": "the data dictionary: every output column's type, unit and meaning",
+    },
+}
+
+#: the errors a subcommand reports as one line and exit code 2: (module, class name). Looked
+#: up only in modules already imported (a module never imported raised none of its
+#: errors), so a job does not import the calibration module (scipy) to catch its error.
+EXPECTED_ERRORS = (
+    ("tersetalk.config", "ConfigError"),
+    ("tersetalk.models.base", "ModelError"),
+    ("tersetalk.tasks.loading", "TaskDataError"),
+    ("tersetalk.calibration", "CalibrationError"),
+    ("tersetalk.io", "InputFileError"),
+    ("tersetalk.runner", "RunIncompleteError"),
 )
 
 
@@ -144,16 +196,34 @@ def tidy_parser(parser: argparse.ArgumentParser, top: bool = True) -> None:
         if isinstance(action.help, str):
             action.help = plain_text(action.help)
         if isinstance(action, argparse._SubParsersAction):
-            for choice in action._choices_actions:
-                choice.help = plain_text(choice.help)
-                sub = action.choices[choice.dest]
-                if not sub.description and choice.help:  # at least what the list says
-                    sub.description = choice.help[0].upper() + choice.help[1:] + "."
+            _tidy_subcommands(action)
             if action.required:
                 action.required = False
                 parser.set_defaults(func=_subcommand_missing(parser, list(action.choices)))
-            for sub in {id(p): p for p in action.choices.values()}.values():
-                tidy_parser(sub, top=False)
+
+
+def _tidy_subcommands(action: argparse._SubParsersAction) -> None:
+    """:func:`tidy_parser` on each subcommand's parser; a lazy one's when it is built."""
+    helps = {}
+    for choice in action._choices_actions:
+        choice.help = plain_text(choice.help)
+        helps[choice.dest] = choice.help
+    seen: set[int] = set()
+
+    def tidy(name: str, sub: argparse.ArgumentParser) -> None:
+        if not sub.description and helps.get(name):  # at least what the list says
+            sub.description = helps[name][0].upper() + helps[name][1:] + "."
+        if id(sub) not in seen:  # once per parser (an alias shares its parser)
+            seen.add(id(sub))
+            tidy_parser(sub, top=False)
+
+    if isinstance(action, LazySubParsers):
+        action.on_build.append(tidy)
+        built = action.built_items()
+    else:
+        built = list(action.choices.items())
+    for name, sub in built:
+        tidy(name, sub)
 
 
 def _json_option(text: str, option: str, kind: type, example: str) -> Any:
@@ -450,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and openai loggers; quiet otherwise)",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazySubParsers)
     from tersetalk.tasks.registry import names as task_names
 
     s = sub.add_parser(
@@ -681,14 +751,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the runs' per-example metrics Parquet files (token intervals); default: none",
     )
     g.set_defaults(func=_cmd_plot_ablation)
-    for module in PLUGIN_COMMANDS:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not (module + ".").startswith(exc.name + "."):
-                raise  # a missing dependency inside the module, not a missing module
-            continue
-        mod.add_commands(sub)
+    for module, commands in PLUGIN_COMMANDS.items():
+        sub.add_module_commands(module, commands)  # imported when one of them is parsed
     tidy_parser(p)
     return p
 
@@ -710,21 +774,25 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level, args.verbose)
-    from tersetalk.calibration import CalibrationError
-    from tersetalk.config import ConfigError
-    from tersetalk.io import InputFileError
-    from tersetalk.models import ModelError
-    from tersetalk.runner import RunIncompleteError
-    from tersetalk.tasks.loading import TaskDataError
-
-    expected = (ConfigError, ModelError, TaskDataError, CalibrationError, InputFileError,
-                RunIncompleteError, FileNotFoundError)  # fmt: skip
     try:
         args.func(args)
-    except expected as exc:
+    except Exception as exc:
+        if not _expected_error(exc):
+            raise
         print(f"tersetalk {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _expected_error(exc: Exception) -> bool:
+    """Whether ``exc`` is one of :data:`EXPECTED_ERRORS` (or a missing file)."""
+    if isinstance(exc, FileNotFoundError):
+        return True
+    for module, name in EXPECTED_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(exc, cls):
+            return True
+    return False
 
 
 if __name__ == "__main__":

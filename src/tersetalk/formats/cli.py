@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from tersetalk.cliargs import LazySubParsers
+
 ENCODERS = ("mckp", "mckp_plain", "json_compact", "json_pretty", "toon", "csv", "markdown_table",
             "kv")  # fmt: skip
 
@@ -200,7 +202,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    fs = p.add_subparsers(dest="formats_command", required=True, metavar="COMMAND")
+    fs = p.add_subparsers(
+        dest="formats_command", required=True, metavar="COMMAND", action=LazySubParsers
+    )
 
     e = fs.add_parser(
         "encode",
@@ -262,11 +266,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     s.set_defaults(func=_cmd_savings)
 
+    # the study's steps import pandas, scipy and matplotlib for their help: built when used
+    for name, (help, build) in _STUDY_COMMANDS.items():
+        fs.add_lazy(name, help, build)
+
+
+def _add_shapes(fs: argparse._SubParsersAction) -> None:
     from tersetalk.formats import nested
+    from tersetalk.tokens import ENCODINGS
 
     h = fs.add_parser(
         "shapes",
-        help="mckp vs compact JSON per shape, on the shared corpus and the held-out set",
+        help=_STUDY_COMMANDS["shapes"][0],
         description=nested.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -285,23 +296,40 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     h.set_defaults(func=_cmd_shapes)
 
+
+def _add_experiment(fs: argparse._SubParsersAction) -> None:
     from tersetalk.formats import experiments
-    from tersetalk.formats import plot as plots
 
     x = fs.add_parser(
-        "experiment", help="one experiment of the format study", description=experiments.DESCRIPTION
+        "experiment", help=_STUDY_COMMANDS["experiment"][0], description=experiments.DESCRIPTION
     )
     experiments.add_arguments(x)
     x.set_defaults(func=_cmd_experiment, parser=x)
+
+
+def _add_paired(fs: argparse._SubParsersAction) -> None:
     from tersetalk.formats import paired
 
-    c = fs.add_parser(
-        "paired", help="two encoders compared question by question", description=paired.DESCRIPTION
-    )
+    c = fs.add_parser("paired", help=_STUDY_COMMANDS["paired"][0], description=paired.DESCRIPTION)
     paired.add_arguments(c)
     c.set_defaults(func=_cmd_paired)
-    g = fs.add_parser(
-        "plot", help="the format study's figures and tables", description=plots.DESCRIPTION
-    )
+
+
+def _add_plot(fs: argparse._SubParsersAction) -> None:
+    from tersetalk.formats import plot as plots
+
+    g = fs.add_parser("plot", help=_STUDY_COMMANDS["plot"][0], description=plots.DESCRIPTION)
     plots.add_arguments(g)
     g.set_defaults(func=_cmd_plot)
+
+
+#: the format study's subcommands: name -> (one-line help, the builder of its parser)
+_STUDY_COMMANDS = {
+    "shapes": (
+        "mckp vs compact JSON per shape, on the shared corpus and the held-out set",
+        _add_shapes,
+    ),
+    "experiment": ("one experiment of the format study", _add_experiment),
+    "paired": ("two encoders compared question by question", _add_paired),
+    "plot": ("the format study's figures and tables", _add_plot),
+}
