@@ -24,9 +24,12 @@ include: "workflow/rules/topology.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/mcp.smk"
 include: "workflow/rules/docs.smk"
+include: "workflow/rules/overhead.smk"
 
 
 rule all:
     default_target: True
     input:
         all_outputs(),
+        # overhead.smk: this invocation's wall time against the model floor, written last
+        OVERHEAD_CSV,

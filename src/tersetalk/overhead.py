@@ -1,0 +1,721 @@
+"""The workflow's own overhead: how far a Snakemake run is from the model's pace.
+
+Why: the model calls are the work the study pays for; everything else a run spends
+(imports, model loads, scoring, plotting, the scheduler's gaps) is overhead of the
+workflow. This module reads what one Snakemake invocation left behind and writes one
+long table, ``results/<key>/tables/overhead.csv`` (``metric, rule, value, unit,
+source``), with:
+
+- ``wall_s``: the invocation's wall time, from its Snakemake log (the log file's name
+  holds its start to the microsecond; the end is the log's last timestamp once the run
+  is over, else the moment this report is written, i.e. when the ``overhead`` job runs
+  at the end of the invocation it reports on);
+- ``model_call_s``: the seconds of the model calls this invocation made: the call cache
+  entries written during it (every model call of the workflow goes through the call
+  cache, and each entry keeps the call's ``total_s``); ``model_call_s_records`` is the
+  same from the run records the invocation wrote (calls with ``cache_hit`` false), and
+  ``cached_call_s`` what the calls served from the cache originally cost (a hit carries
+  the stored call's timings);
+- ``model_slots`` (how many model calls can run at once, with how that was derived),
+  ``model_floor_s = model_call_s / model_slots`` and ``wall_over_floor``;
+- ``jobs``, ``job_s`` and ``job_s_mean`` per rule (``rule`` column) and in total, from
+  the job start (``rule X:``) and ``Finished jobid`` timestamps in the log.
+
+Why the main log and not Snakemake's metadata or ``benchmark:`` files: the log is
+written for every executor and persistence backend, holds failed jobs and only this
+invocation's jobs (a ``--forceall`` rerun gets a new log, so it reports the rerun), and
+needs no change to the rules measured. Its timestamps have a resolution of one second,
+so one job's seconds are within one second; sums over many jobs are not biased by it,
+since start and end are truncated alike. Whatever cannot be measured is written as an
+empty value with the reason in ``source``, never a guessed number.
+
+Read it with ``pandas.read_csv``; the rows with an empty ``rule`` are the run's
+totals, ``df[df.rule.notna()].pivot(index="rule", columns="metric", values="value")``
+the per-rule table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "COLUMNS",
+    "Job",
+    "SnakemakeLog",
+    "add_commands",
+    "cache_calls",
+    "caption_line",
+    "find_log",
+    "main",
+    "model_slots",
+    "overhead_rows",
+    "parse_log",
+    "record_calls",
+    "run_files",
+    "write",
+]
+
+#: the table's columns, in order
+COLUMNS = ("metric", "rule", "value", "unit", "source")
+#: Snakemake's ``time.asctime()`` stamps: ``[Fri Nov 27 04:01:09 2026]`` (day space-padded)
+_STAMP = re.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ((?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+    r" +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
+)
+#: a job's header: ``rule X:``, ``localrule X:``, ``checkpoint X:`` (4 spaces in a group)
+_JOB = re.compile(r"^(?: {4})?(local)?(?:rule|checkpoint) ([A-Za-z_][A-Za-z0-9_]*):\s*$")
+_FINISHED = re.compile(r"Finished jobid: (\d+)(?: \(Rule: ([A-Za-z_][A-Za-z0-9_]*)\))?")
+_FINISHED_OLD = re.compile(r"Finished job (\d+)\.")  # Snakemake < 9
+_ERROR = re.compile(r"Error in rule ([A-Za-z_][A-Za-z0-9_]*)(?:, jobid: (\d+))?")
+_FIELD = re.compile(r"^\s+(jobid|output|threads): (.*)$")
+_CORES = re.compile(r"^Provided cores: (\d+)")
+_NODES = re.compile(r"^Provided remote nodes: (\S+)")
+_DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+#: lines that only a finished invocation writes
+_DONE = re.compile(r"^(Complete log|Nothing to be done|Exiting because a job execution failed)")
+#: a run record written by a job: results/<key>/{runs,calibration/runs,topology/runs}/...
+_RUN_FILE = re.compile(r"(?:^|/)results/[^/]+/(?:runs|calibration/runs|topology/runs)/.+\.parquet$")
+_MERGED_RUN = re.compile(
+    r"^(?P<root>(?:.*/)?results/[^/]+/runs)/(?P<rest>[^/]+/[^/]+/[^/]+)\.parquet$"
+)
+#: backends that run the model in the job's own process (its threads are the job's)
+IN_PROCESS = frozenset({"llamacpp"})
+#: the rule of this report: its own job is still running when it reports
+RULE = "overhead"
+
+
+def _stamp(text: str) -> datetime:
+    return datetime.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y")
+
+
+def _log_name_time(name: str) -> datetime | None:
+    """The start encoded in a log's file name (``2026-11-27T040107.798491.snakemake.log``,
+    local time, as Snakemake names it); None for another name."""
+    stem = name.split(".snakemake.log")[0]
+    for fmt in ("%Y-%m-%dT%H%M%S.%f", "%Y-%m-%dT%H%M%S"):
+        try:
+            return datetime.strptime(stem, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass
+class Job:
+    """One job as the log shows it: started at ``start``; ``end`` when it finished or
+    failed (``status``), None while it runs."""
+
+    rule: str
+    start: datetime | None
+    jobid: int | None = None
+    outputs: list[str] = field(default_factory=list)
+    threads: int = 1  # Snakemake prints ``threads:`` only when it is not 1
+    local: bool = False
+    end: datetime | None = None
+    status: str = "running"  # running | finished | failed
+
+    @property
+    def seconds(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass
+class SnakemakeLog:
+    """What one Snakemake log says: when it started (and how that is known), the cores
+    or remote nodes, the jobs, whether the invocation is over."""
+
+    path: str
+    start: datetime | None
+    start_source: str
+    cores: int | None
+    nodes: str | None
+    jobs: list[Job]
+    complete: bool
+    last: datetime | None  # the last timestamp in the log
+
+    @property
+    def first_job_start(self) -> datetime | None:
+        starts = [j.start for j in self.jobs if j.start is not None]
+        return min(starts) if starts else None
+
+
+def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
+    """Parse a Snakemake (9.x, and 8.x's ``Finished job N.``) log: the main log in
+    ``.snakemake/log/`` or the console output (timestamps may follow other text on a
+    line there, e.g. a progress bar)."""
+    path = str(path)
+    jobs: list[Job] = []
+    open_jobs: dict[int, Job] = {}
+    last: datetime | None = None
+    header_date: datetime | None = None
+    cores: int | None = None
+    nodes: str | None = None
+    complete = False
+    current: Job | None = None  # the job whose header fields are being read
+    error_rule: str | None = None  # an "Error in rule X:" block waiting for its jobid
+
+    def close(jobid: int, status: str, rule: str | None) -> None:
+        job = open_jobs.pop(jobid, None)
+        if job is None:  # its start is not in this log: nothing to time
+            return
+        job.end, job.status = last, status
+
+    for line in text.splitlines():
+        stamps = _STAMP.findall(line)
+        if stamps:
+            last = _stamp(stamps[-1])
+            line = _STAMP.split(line)[-1]
+            if not line.strip():
+                current = None
+                continue
+        if current is not None or error_rule is not None:
+            m = _FIELD.match(line)
+            if m:
+                name, value = m.groups()
+                if error_rule is not None:
+                    if name == "jobid" and value.strip().isdigit():
+                        close(int(value), "failed", error_rule)
+                        error_rule = None
+                    continue
+                if name == "jobid" and value.strip().isdigit():
+                    current.jobid = int(value)
+                    open_jobs[current.jobid] = current  # a retry (--retries) opens it again
+                elif name == "output":
+                    current.outputs = [o.strip() for o in value.split(",") if o.strip()]
+                elif name == "threads" and value.strip().isdigit():
+                    current.threads = int(value)
+                continue
+            if line.startswith(" ") and not _JOB.match(line):
+                continue  # another field (input, reason, resources, ...)
+            current, error_rule = None, None
+        m = _JOB.match(line)
+        if m:
+            current = Job(rule=m.group(2), start=last, local=bool(m.group(1)))
+            jobs.append(current)
+            continue
+        m = _FINISHED.search(line) or _FINISHED_OLD.search(line)
+        if m:
+            close(int(m.group(1)), "finished", m.group(2) if m.re is _FINISHED else None)
+            continue
+        m = _ERROR.search(line)
+        if m:
+            if m.group(2):
+                close(int(m.group(2)), "failed", m.group(1))
+            else:
+                error_rule = m.group(1)
+            continue
+        if m := _CORES.match(line):
+            cores = int(m.group(1))
+        elif m := _NODES.match(line):
+            nodes = m.group(1)
+        elif m := _DATE.match(line):
+            header_date = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
+        elif _DONE.match(line):
+            complete = True
+    start = _log_name_time(Path(path).name) if path else None
+    if start is not None:
+        source = f"the log file's name ({Path(path).name})"
+    elif header_date is not None:
+        start, source = header_date, "the log's header (Date:)"
+    else:
+        starts = [j.start for j in jobs if j.start is not None]
+        start = min(starts) if starts else None
+        source = "the log's first job (no start recorded: Snakemake's startup is left out)"
+    return SnakemakeLog(path, start, source, cores, nodes, jobs, complete, last)
+
+
+def _mentions(text: str, rule: str, output: str) -> bool:
+    """Whether ``text`` (a log) starts a job of ``rule`` writing ``output``."""
+    log = parse_log(text)
+    return any(j.rule == rule and output in j.outputs for j in log.jobs)
+
+
+def find_log(log_dir: str | Path, output: str | None = None, rule: str = RULE) -> Path | None:
+    """The log of the invocation running this report: the newest ``*.snakemake.log`` in
+    ``log_dir`` that starts a job of ``rule`` writing ``output`` (the newest log at all
+    without ``output``, or when none does). None when there is no log."""
+    logs = sorted(Path(log_dir).glob("*.snakemake.log"), key=lambda p: p.name, reverse=True)
+    if not logs:
+        return None
+    if output:
+        for log in logs:
+            try:
+                if _mentions(log.read_text(errors="replace"), rule, output):
+                    return log
+            except OSError:
+                continue
+    return logs[0]
+
+
+def run_files(jobs: Iterable[Job]) -> dict[str, Job]:
+    """The run records finished ``jobs`` wrote, each with its job: a sharded run's
+    shards, not the merged file as well (its calls are the shards')."""
+    found: dict[str, Job] = {}
+    for job in jobs:
+        if job.status == "finished":
+            for out in job.outputs:
+                if _RUN_FILE.search(out):
+                    found[out] = job
+    merged = []
+    for out in found:
+        m = _MERGED_RUN.match(out)
+        if m and any(other.startswith(f"{m['root']}/shards/{m['rest']}/") for other in found):
+            merged.append(out)
+    for out in merged:
+        del found[out]
+    return found
+
+
+@dataclass
+class Calls:
+    """Model calls counted from one source."""
+
+    made_s: float = 0.0  # seconds of the calls made (not from the cache)
+    made: int = 0
+    cached_s: float = 0.0  # what the calls served from the cache originally cost
+    cached: int = 0
+    untimed: int = 0  # calls without a recorded time (a structured call that failed)
+    files: int = 0  # run files read / cache entries counted
+    missing: list[str] = field(default_factory=list)
+
+
+def record_calls(paths: Iterable[str | Path]) -> Calls:
+    """The model calls in run records (their ``calls`` column: one JSON list per
+    example, each call with ``total_s`` and ``cache_hit``)."""
+    import pyarrow.parquet as pq
+
+    out = Calls()
+    for path in paths:
+        try:
+            column = pq.read_table(path, columns=["calls"]).column("calls").to_pylist()
+        except (OSError, KeyError, ValueError) as exc:
+            out.missing.append(f"{path} ({type(exc).__name__})")
+            continue
+        out.files += 1
+        for cell in column:
+            for call in json.loads(cell) if cell else []:
+                seconds = call.get("total_s")
+                timed = isinstance(seconds, int | float) and not call.get("error")
+                if not timed:
+                    out.untimed += 1
+                elif call.get("cache_hit"):
+                    out.cached += 1
+                    out.cached_s += float(seconds)
+                else:
+                    out.made += 1
+                    out.made_s += float(seconds)
+    return out
+
+
+def cache_calls(cache_dir: str | Path, since: float, until: float | None = None) -> Calls:
+    """The model calls whose call-cache entries (``<cache_dir>/ab/<key>.json``) were
+    written between ``since`` and ``until`` (epoch seconds): the calls made then. A
+    failed structured call is stored without its time (``untimed``)."""
+    out = Calls()
+    until = math.inf if until is None else until
+    for entry in Path(cache_dir).glob("*/*.json"):
+        try:
+            mtime = entry.stat().st_mtime
+            if not since <= mtime <= until:
+                continue
+            data = json.loads(entry.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            out.missing.append(f"{entry} ({type(exc).__name__})")
+            continue
+        out.files += 1
+        seconds = (data.get("result") or {}).get("total_s") if isinstance(data, dict) else None
+        if isinstance(seconds, int | float):
+            out.made += 1
+            out.made_s += float(seconds)
+        else:
+            out.untimed += 1
+    return out
+
+
+def model_slots(
+    log: SnakemakeLog,
+    model_jobs: Iterable[Job],
+    *,
+    backend: str = "llamacpp",
+    max_concurrency: int | None = None,
+    model_threads: int | None = None,
+    override: int | None = None,
+) -> tuple[int | None, str]:
+    """How many model calls this run could have in progress at once, and how that is
+    known: the cores Snakemake ran with over the threads of a model job (the embedded
+    model computes in the job's own threads), the server's ``max_concurrency`` for a
+    served model, or the remote nodes of a cluster run."""
+    if override:
+        return override, "given (--model-slots)"
+    if backend not in IN_PROCESS:
+        n = max_concurrency or 1
+        return n, (
+            f"models.max_concurrency = {n}: a {backend} server computes the calls, so the "
+            "calls it takes at once bound them (the client's count; the server's own "
+            "batch size is not visible here)"
+        )
+    jobs = list(model_jobs)
+    if jobs:
+        threads = max(j.threads for j in jobs)
+        how = f"the threads of this run's {len(jobs)} model jobs (the log's threads:)"
+    elif model_threads:
+        threads, how = (
+            model_threads,
+            "models.threads as the workflow resolves it (no model job ran)",
+        )
+    else:
+        return None, "unavailable: no model job in the log and no --model-threads"
+    if log.cores:
+        per_job = min(threads, log.cores)  # Snakemake scales a job's threads down to the cores
+        return max(1, log.cores // per_job), (
+            f"{log.cores} cores (the log's 'Provided cores') // {per_job} threads per model "
+            f"job ({how})"
+        )
+    if log.nodes and log.nodes.isdigit():
+        return int(log.nodes), (
+            f"{log.nodes} remote nodes (the log's 'Provided remote nodes'): one model job per "
+            "cluster job"
+        )
+    return None, "unavailable: the log names neither cores nor a number of remote nodes"
+
+
+def _row(metric: str, value: Any, unit: str, source: str, rule: str | None = None) -> dict:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        value = None
+    return {"metric": metric, "rule": rule, "value": value, "unit": unit, "source": source}
+
+
+def _fmt_time(t: datetime | None) -> str:
+    return "unknown" if t is None else t.isoformat(sep=" ", timespec="seconds")
+
+
+def overhead_rows(
+    log: SnakemakeLog | None,
+    *,
+    cache_dir: str | Path | None = None,
+    now: datetime | None = None,
+    backend: str = "llamacpp",
+    max_concurrency: int | None = None,
+    model_threads: int | None = None,
+    model_slots_override: int | None = None,
+    rule: str = RULE,
+    running: bool = False,
+    why_no_log: str = "no Snakemake log found",
+) -> list[dict]:
+    """The rows of the overhead table for the invocation ``log`` describes. ``running``:
+    this report is a job of that invocation, which ends now (``now``, default the clock);
+    otherwise the log's last timestamp is its end."""
+    now = now or datetime.now()
+    rows: list[dict] = []
+    if log is None:
+        why = (
+            f"unavailable: {why_no_log} (a run on a cluster or in another folder leaves none here)"
+        )
+        for metric, unit in (("wall_s", "s"), ("job_s", "s"), ("jobs", "jobs")):
+            rows.append(_row(metric, None, unit, why))
+        return rows
+
+    # ---- wall time
+    name = Path(log.path).name or "the log"
+    if log.start is None:
+        wall, wall_src = None, f"unavailable: {name} records no start"
+    elif running and not log.complete:
+        wall = (now - log.start).total_seconds()
+        wall_src = (
+            f"Snakemake log {name}: from its start ({_fmt_time(log.start)}, {log.start_source}) "
+            f"to this report ({_fmt_time(now)}), written by the '{rule}' job at the end of "
+            "that invocation"
+        )
+    elif log.last is not None:
+        wall = (log.last - log.start).total_seconds()
+        how = (
+            "the invocation is over"
+            if log.complete
+            else "the log ends without Snakemake's closing line: interrupted, or still running"
+        )
+        wall_src = (
+            f"Snakemake log {name}: from its start ({_fmt_time(log.start)}, {log.start_source}) "
+            f"to its last timestamp ({_fmt_time(log.last)}; {how})"
+        )
+    else:
+        wall, wall_src = None, f"unavailable: {name} has no timestamp"
+    rows.append(_row("wall_s", wall, "s", wall_src))
+    first = log.first_job_start
+    if log.start is not None and first is not None and log.start_source.startswith("the log"):
+        rows.append(
+            _row(
+                "startup_s",
+                max(0.0, (first - log.start).total_seconds()),
+                "s",
+                f"Snakemake log {name}: from its start to its first job (parsing, DAG)",
+            )
+        )
+
+    # ---- model calls
+    made_jobs = [j for j in log.jobs if not (j.rule == rule and j.status == "running")]
+    runs = run_files(made_jobs)
+    records = record_calls(runs)
+    model_jobs = list({id(j): j for j in runs.values()}.values())
+    rec_src = (
+        f"run records: the calls column of the {records.files} run files written by this "
+        f"invocation's jobs (from the log's output: lines)"
+    )
+    if records.missing:
+        rec_src += f"; unreadable: {', '.join(records.missing[:3])}"
+    since = log.start.timestamp() if log.start is not None else None
+    cache: Calls | None = None
+    if cache_dir is not None and since is not None and Path(cache_dir).is_dir():
+        cache = cache_calls(cache_dir, since, now.timestamp())
+    if cache is not None:
+        model_s, model_n = cache.made_s, cache.made
+        model_src = (
+            f"call cache {cache_dir}: total_s of the {cache.files} entries written during "
+            "this invocation (every model call of the workflow goes through the cache)"
+        )
+        untimed, untimed_src = (
+            cache.untimed,
+            (
+                f"call cache {cache_dir}: entries of this invocation without a time (structured "
+                "calls whose answer failed: stored without their timing; not in model_call_s)"
+            ),
+        )
+    else:
+        model_s, model_n = records.made_s, records.made
+        why = (
+            "no call cache given"
+            if cache_dir is None
+            else f"call cache {cache_dir} not found"
+            if since is not None
+            else "the log has no start"
+        )
+        model_src = f"{rec_src} ({why}: calls outside run records are not counted)"
+        untimed, untimed_src = records.untimed, f"{rec_src}: calls without a time"
+    rows += [
+        _row("model_call_s", model_s, "s", model_src),
+        _row("model_calls", model_n, "calls", model_src),
+        _row("model_calls_untimed", untimed, "calls", untimed_src),
+        _row("model_call_s_records", records.made_s, "s", rec_src + ", calls with cache_hit false"),
+        _row("model_calls_records", records.made, "calls", rec_src + ", cache_hit false"),
+        _row(
+            "cached_call_s",
+            records.cached_s,
+            "s",
+            rec_src + ", calls with cache_hit true: the total_s the cache stored when the "
+            "call was made",
+        ),
+        _row("cached_calls", records.cached, "calls", rec_src + ", cache_hit true"),
+    ]
+
+    # ---- the floor
+    slots, slots_src = model_slots(
+        log,
+        model_jobs,
+        backend=backend,
+        max_concurrency=max_concurrency,
+        model_threads=model_threads,
+        override=model_slots_override,
+    )
+    rows.append(_row("model_slots", slots, "slots", slots_src))
+    floor = None if slots is None else model_s / slots
+    rows.append(
+        _row(
+            "model_floor_s",
+            floor,
+            "s",
+            "model_call_s / model_slots" if floor is not None else f"model_slots {slots_src}",
+        )
+    )
+    if floor is None or wall is None:
+        ratio, ratio_src = None, "unavailable: " + ("no floor" if floor is None else "no wall time")
+    elif floor <= 0:
+        ratio, ratio_src = None, "unavailable: the floor is 0 (this invocation made no model call)"
+    else:
+        ratio, ratio_src = wall / floor, "wall_s / model_floor_s"
+    rows.append(_row("wall_over_floor", ratio, "ratio", ratio_src))
+
+    # ---- job-seconds per rule
+    job_src = (
+        f"Snakemake log {name}: from a job's start (its rule header) to its 'Finished jobid' "
+        "(1 s resolution)"
+    )
+    done = [j for j in made_jobs if j.seconds is not None]
+    per_rule: dict[str, list[Job]] = {}
+    for job in done:
+        per_rule.setdefault(job.rule, []).append(job)
+    total_s = sum(j.seconds or 0.0 for j in done)
+    rows += [
+        _row("jobs", len(done), "jobs", job_src + "; finished and failed jobs"),
+        _row("jobs_failed", sum(j.status == "failed" for j in done), "jobs", job_src),
+        _row(
+            "jobs_running",
+            sum(j.status == "running" for j in made_jobs),
+            "jobs",
+            f"Snakemake log {name}: started, not finished when this report was written "
+            f"(the '{rule}' job itself not counted)",
+        ),
+        _row("job_s", total_s, "s", job_src),
+        _row(
+            "model_share_of_job_s",
+            model_s / total_s if total_s > 0 else None,
+            "ratio",
+            "model_call_s / job_s" if total_s > 0 else "unavailable: no job-seconds",
+        ),
+        _row(
+            "non_model_job_s",
+            total_s - model_s,
+            "s",
+            "job_s - model_call_s: the workflow's own work (imports, loads, scoring, plots)",
+        ),
+    ]
+    for rule_name in sorted(per_rule):
+        jobs = per_rule[rule_name]
+        seconds = [j.seconds or 0.0 for j in jobs]
+        rows += [
+            _row("jobs", len(jobs), "jobs", job_src, rule_name),
+            _row("job_s", sum(seconds), "s", job_src, rule_name),
+            _row("job_s_mean", sum(seconds) / len(seconds), "s", job_src, rule_name),
+        ]
+        failed = sum(j.status == "failed" for j in jobs)
+        if failed:
+            rows.append(_row("jobs_failed", failed, "jobs", job_src, rule_name))
+    return rows
+
+
+def frame(rows: list[dict]):
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df["value"] = pd.to_numeric(df["value"], errors="coerce").astype("float64")
+    return df
+
+
+def caption_line(csv: str | Path) -> str:
+    """One sentence of the numbers in ``csv`` for the report's caption; says so when
+    the table is not there or lacks a number. (The csv module, not pandas: Snakemake
+    evaluates this in its own process.)"""
+    import csv as csv_module
+
+    path = Path(csv)
+    if not path.is_file():
+        return "Not built yet."
+    with path.open(newline="", encoding="utf-8") as fh:
+        totals = {r["metric"]: r["value"] for r in csv_module.DictReader(fh) if not r["rule"]}
+
+    def s(metric: str, digits: int = 0) -> str:
+        try:
+            return f"{float(totals[metric]):,.{digits}f}"
+        except (KeyError, ValueError):
+            return "unavailable"
+
+    return (
+        f"This run: wall time {s('wall_s')} s; model calls {s('model_call_s')} s "
+        f"({s('model_calls')} calls; the {s('cached_calls')} calls served from the cache "
+        f"originally cost {s('cached_call_s')} s) over {s('model_slots')} model slots, a floor "
+        f"of {s('model_floor_s')} s; wall / floor {s('wall_over_floor', 2)}; "
+        f"{s('job_s')} job-seconds in {s('jobs')} jobs, {s('non_model_job_s')} of them "
+        "outside model calls."
+    )
+
+
+def write(rows: list[dict], out: str | Path) -> Path:
+    """Write the table (atomically) and its provenance sidecar."""
+    from tersetalk import figmeta
+    from tersetalk.io import write_csv_atomic
+
+    df = frame(rows)
+    path = write_csv_atomic(df, out)
+    figmeta.write(path, figmeta.describe(None, out=out))
+    return Path(path)
+
+
+def _cmd_overhead(args: argparse.Namespace) -> None:
+    why = "no Snakemake log found"
+    if args.snakemake_log:
+        log_path: Path | None = Path(args.snakemake_log)
+        if not log_path.is_file():
+            why, log_path = f"the Snakemake log {args.snakemake_log} does not exist", None
+    else:
+        log_path = find_log(args.log_dir, output=args.out)
+        if log_path is None:
+            why = f"no *.snakemake.log in {args.log_dir}"
+    log = None
+    if log_path is not None:
+        log = parse_log(log_path.read_text(errors="replace"), log_path)
+    rows = overhead_rows(
+        log,
+        cache_dir=args.cache_dir,
+        backend=args.backend,
+        max_concurrency=args.max_concurrency,
+        model_threads=args.model_threads,
+        model_slots_override=args.model_slots,
+        running=args.in_progress,
+        why_no_log=why,
+    )
+    path = write(rows, args.out)
+    print(caption_line(path), file=sys.stderr)
+    print(path)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "overhead",
+        help="the workflow's own overhead: wall time against the model floor (overhead.csv)",
+        description="Read one Snakemake invocation's log, the run records its jobs wrote and "
+        "the call-cache entries written during it, and write a long table (metric, rule, "
+        "value, unit, source): wall time, model-call seconds, model slots, the floor "
+        "(model seconds / slots), wall / floor, and job-seconds per rule. Run as the last "
+        "job of a workflow (rule overhead), it reports the invocation running it.",
+    )
+    p.add_argument(
+        "--snakemake-log",
+        default="",
+        help="the invocation's log (default: the newest one in --log-dir that runs the "
+        "job writing --out, else the newest)",
+    )
+    p.add_argument("--log-dir", default=".snakemake/log", help="where Snakemake keeps its logs")
+    p.add_argument("--cache-dir", help="the model-call cache folder (results/cache/calls)")
+    p.add_argument("--backend", default="llamacpp", help="models.backend of the run")
+    p.add_argument("--max-concurrency", type=int, help="models.max_concurrency (servers)")
+    p.add_argument(
+        "--model-threads", type=int, help="threads of a model job, when none ran (models.threads)"
+    )
+    p.add_argument(
+        "--in-progress",
+        action="store_true",
+        help="this is a job of the invocation reported on (rule overhead): its wall time "
+        "ends now, not at the log's last timestamp",
+    )
+    p.add_argument("--model-slots", type=int, help="model slots, overriding the derivation")
+    p.add_argument(
+        "--out", required=True, help="the CSV to write (results/<key>/tables/overhead.csv)"
+    )
+    p.set_defaults(func=_cmd_overhead)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tersetalk.overhead ...``: the ``overhead`` subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="tersetalk")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_commands(sub)
+    args = parser.parse_args(["overhead", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        args.func(args)
+    except FileNotFoundError as exc:
+        print(f"tersetalk overhead: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

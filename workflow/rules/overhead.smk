@@ -1,0 +1,41 @@
+# The workflow's own overhead (issue 33): this invocation's wall time against the model
+# floor (the seconds of the model calls it made over the model slots: cores / threads of
+# a model job, or a server's max_concurrency) and job-seconds per rule, read from the
+# invocation's Snakemake log, the run records its jobs wrote and the call-cache entries
+# written during it (tersetalk.overhead). It takes every other output of `all` as input,
+# so it runs last and sees the other jobs finished; a forced rerun writes a new log, so
+# the table reports the rerun.
+
+from tersetalk import figmeta  # report captions: what each file recorded
+
+
+include: "helpers/overhead.smk"
+
+
+rule overhead:
+    input:
+        overhead_inputs,
+    output:
+        csv=report(OVERHEAD_CSV, caption="../report/overhead.rst", category="Tables"),
+    log:
+        paths.results("logs/overhead.log"),
+    # in the main process: on a cluster the log it reads is the submitting host's
+    localrule: True
+    conda:
+        ENV
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
+        summary=lambda wildcards, output: overhead_caption_line(output.csv),
+        snakemake_log=overhead_snakemake_log,
+        cache=os.path.join(config["cache_dir"], "calls"),
+        backend=config["models"]["backend"],
+        max_concurrency=config["models"].get("max_concurrency") or 1,
+        threads=MODEL_THREADS,
+    shell:
+        "python -m tersetalk.overhead --in-progress "
+        "--snakemake-log {params.snakemake_log:q} --cache-dir {params.cache:q} "
+        "--backend {params.backend} --max-concurrency {params.max_concurrency} "
+        "--model-threads {params.threads} --out {output.csv:q} > {log} 2>&1"
