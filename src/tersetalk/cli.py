@@ -351,24 +351,53 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
+    """Score each ``--run`` into its ``--out`` (and ``--out-records``), paired in order.
+
+    Why several runs in one process: per-example metrics load BERTScore's sentence encoder
+    (torch and transformers, seconds per process; cached for the process by
+    :mod:`tersetalk.metrics.preservation`), and the sample and the reference run are read
+    once for all the runs of a task.
+    """
+    from tersetalk.config import ConfigError
+    from tersetalk.io import read_parquet
+    from tersetalk.tasks.loading import read_sample
+
+    runs, outs, records_outs = args.run, args.out, args.out_records or []
+    if len(outs) != len(runs) or (records_outs and len(records_outs) != len(runs)):
+        given = f"{len(runs)} --run and {len(outs)} --out" + (
+            f" and {len(records_outs)} --out-records" if records_outs else ""
+        )
+        raise ConfigError(
+            f"got {given}: give one --out per --run (and, if any, one --out-records per "
+            "--run), paired in the order given"
+        )
+    samples = reference = None
+    if args.sample:
+        samples = {row["example_id"]: row for row in read_sample(args.sample)}
+        reference = read_parquet(args.reference, "reference run") if args.reference else None
+    for i, (run_path, out) in enumerate(zip(runs, outs, strict=True)):
+        records_out = records_outs[i] if records_outs else None
+        _score_run(run_path, out, records_out, samples, reference)
+
+
+def _score_run(run_path: str, out: str, records_out: str | None, samples: dict | None,
+               reference: Any) -> None:  # fmt: skip
+    """One run's metrics row (and per-example metrics when the sample is given)."""
     from tersetalk.io import read_parquet, write_parquet_atomic
     from tersetalk.metrics.per_record import per_record_metrics
     from tersetalk.metrics.summary import run_metrics
     from tersetalk.systems import pooled_rates
-    from tersetalk.tasks.loading import read_sample
 
-    run = read_parquet(args.run, "run")
+    run = read_parquet(run_path, "run")
     per_record = None
-    if args.sample:
-        samples = {row["example_id"]: row for row in read_sample(args.sample)}
-        reference = read_parquet(args.reference, "reference run") if args.reference else None
+    if samples is not None:
         per_record = per_record_metrics(run, reference, samples)
-        if args.out_records:
-            write_parquet_atomic(per_record, Path(args.out_records))
+        if records_out:
+            write_parquet_atomic(per_record, Path(records_out))
     # the pooled rates the run's system declares: the top floor reads the registry
     rates = pooled_rates(str(run["system"].iloc[0])) if len(run) else {}
     metrics = run_metrics(run, per_record, rates)
-    write_parquet_atomic(metrics, Path(args.out))
+    write_parquet_atomic(metrics, Path(out))
     logging.info("%s", metrics.iloc[0][["task", "system", "variant", "n", "accuracy"]].to_dict())
 
 
@@ -588,10 +617,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "score",
-        help="metrics of one run, recomputed with the official scorers",
-        description="Compute one row of metrics for a run Parquet file.",
+        help="metrics of a run (or several), recomputed with the official scorers",
+        description="Compute one row of metrics for a run Parquet file. Repeat --run, "
+        "--out-records and --out to score several runs of one task in one process (the "
+        "sentence encoder loaded once): the i-th --run is written to the i-th --out and "
+        "--out-records.",
     )
-    c.add_argument("--run", required=True, help="run Parquet from `tersetalk run`")
+    c.add_argument(
+        "--run",
+        required=True,
+        action="append",
+        help="run Parquet from `tersetalk run` (repeatable)",
+    )
     c.add_argument(
         "--sample",
         help="the run's sample Parquet; enables per-example metrics "
@@ -602,8 +639,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the free-form run of the same task, for token "
         "reduction and semantic preservation on the same examples",
     )
-    c.add_argument("--out-records", help="per-example metrics Parquet to write")
-    c.add_argument("--out", required=True, help="metrics Parquet to write (one row)")
+    c.add_argument(
+        "--out-records",
+        action="append",
+        help="per-example metrics Parquet to write (repeatable: one per --run, in order)",
+    )
+    c.add_argument(
+        "--out",
+        required=True,
+        action="append",
+        help="metrics Parquet to write, one row (repeatable: one per --run, in order)",
+    )
     c.set_defaults(func=_cmd_score)
 
     a = sub.add_parser(
