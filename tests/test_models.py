@@ -461,9 +461,12 @@ def test_embedded_calls_are_cached(llama, tmp_path):
     a = c.chat(MSGS, GenerationConfig(max_tokens=8))
     b = c.chat(MSGS, GenerationConfig(max_tokens=8))
     assert (a.cache_hit, b.cache_hit) == (False, True) and a.text == b.text
-    [entry] = entries(tmp_path)
+    [entry] = tmp_path.glob("*/*.json")
     key = json.loads(entry.read_text())["request"]["client"]
-    assert key["model_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and key["model_size"] > 0
+    # keyed on the file's sha256 (memoised beside the entries), not its name and size
+    assert key == {"backend": "llamacpp", "fingerprint": c.fingerprint().value}
+    assert key["fingerprint"].startswith("sha256:") and c.fingerprint().kind == "file-sha256"
+    assert [p.suffix for p in (tmp_path / "fingerprints").iterdir()] == [".sha256"]
 
 
 @pytest.mark.integration

@@ -418,8 +418,9 @@ def _raw_server(reply) -> tuple[str, object]:
             while b"\r\n\r\n" not in buf:
                 buf += conn.recv(65536)
             head, body = buf.split(b"\r\n\r\n", 1)
-            n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0]
-                    .split(b":")[1])  # fmt: skip
+            # a GET (the cache's model listing, for the fingerprint) has no body
+            n = sum(int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                    if h.lower().startswith(b"content-length"))  # fmt: skip
             while len(body) < n:
                 body += conn.recv(65536)
             try:

@@ -419,6 +419,15 @@ _COMMON: list[Column] = [
        "named t_*)", _RUN),
     _E("backend", "string", "", "model backend (llamacpp, openai, scripted)", _RUN + _SUM),
     _E("model", "string", "", "model name the backend served", _RUN + _SUM),
+    _E("model_fingerprint", "string", "", "what the model is, as the call cache keys it "
+       "(tersetalk.models.fingerprint): sha256:<hex> (the GGUF file's sha256), ollama:<digest> "
+       "(Ollama's model digest), report:<hex> (what an OpenAI-compatible server reports about "
+       "the weights), script:<hex> (the scripted test double), or weak:<backend>:<model>@<url "
+       "or file> when nothing identifies the weights and the cache keys on name and address; "
+       "null in files written before issue 33", _RUN),
+    _E("model_fingerprint_source", "string", "", "how model_fingerprint was obtained; for a "
+       "weak one, why nothing better could be had (starts with its kind: file-sha256, "
+       "ollama-digest, server-report, script, weak)", _RUN),
     _E("spec_hash", "string", "", "hash of the run spec the row was produced with", _RUN),
     _E("error", "string", "", "the error that ended the example (null when it completed); "
        "error rows are kept, never dropped", _RM),

@@ -70,7 +70,8 @@ _TAIL = [
     *[f"tokens_total_{t}" for t in TOKENIZERS],
     "bytes_on_wire", "n_messages", "n_model_calls",
     "usage_prompt_tokens", "usage_completion_tokens", "usage_unknown_calls", "usage_source",
-    "messages", "counters", "backend", "model", "spec_hash", "error",
+    "messages", "counters", "backend", "model", "model_fingerprint", "model_fingerprint_source",
+    "spec_hash", "error",
 ]  # fmt: skip
 
 TIMING_COLUMNS = [
@@ -183,8 +184,14 @@ def build_record(
     spec_hash: str,
     error: str | None,
     elapsed_s: float,
+    model_fingerprint: str | None = None,
+    model_fingerprint_source: str | None = None,
 ) -> dict[str, Any]:
-    """One row; ``outcome`` None (an error row) takes each outcome field's ``on_error``."""
+    """One row; ``outcome`` None (an error row) takes each outcome field's ``on_error``.
+
+    ``model_fingerprint`` and its source say what the model is (see
+    :mod:`tersetalk.models.fingerprint`); None where nothing recorded it.
+    """
     task = spec["task"]
     rec: dict[str, Any] = {
         "task": task,
@@ -223,6 +230,8 @@ def build_record(
         ),
         backend=backend,
         model=model,
+        model_fingerprint=model_fingerprint,
+        model_fingerprint_source=model_fingerprint_source,
         spec_hash=spec_hash,
         error=error,
         t_example_s=elapsed_s,

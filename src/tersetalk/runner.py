@@ -64,6 +64,7 @@ from tersetalk.models import (
     make_client,
     max_in_flight,
 )
+from tersetalk.models.fingerprint import model_fingerprint
 from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
@@ -183,8 +184,13 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     registered = system(spec["system"])
     start = time.perf_counter()
     describe = ctx.client.describe()
+    fingerprint = model_fingerprint(ctx.client)  # worked out once per client, then kept
     common = dict(
-        backend=describe.get("backend", ""), model=describe.get("model", ""), spec_hash=digest
+        backend=describe.get("backend", ""),
+        model=describe.get("model", ""),
+        model_fingerprint=fingerprint.value,
+        model_fingerprint_source=fingerprint.source,
+        spec_hash=digest,
     )
     try:
         res = registered.run(example, ctx)
@@ -278,13 +284,16 @@ def run(
         # resumed run they are appended to, on a fresh one started over
         shared={"run_out": out, "run_resumed": bool(done)},
     )
+    fingerprint = model_fingerprint(client)  # what the model is: asked or hashed once, here
     log.info(
-        "run %s/%s/%s: %d examples, model %s, spec %s, %d in flight",
+        "run %s/%s/%s: %d examples, model %s, fingerprint %s (%s), spec %s, %d in flight",
         spec["task"],
         spec["system"],
         spec["variant"],
         len(examples),
         json.dumps(client.describe()),
+        fingerprint.value,
+        fingerprint.source,
         digest,
         n_flight,
     )

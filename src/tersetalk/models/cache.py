@@ -2,9 +2,12 @@
 
 Why: an interrupted run must resume without paying for the calls it already made,
 and a rerun of the workflow with the same config must give identical answers.
-The key is the sha256 of everything that determines the answer: backend, model,
-where the model lives (server URL, or the model file's name and size), the
-messages, the generation parameters, the schema and the kind of call. Each entry
+The key is the sha256 of everything that determines the answer: what the model is
+(its fingerprint, :mod:`.fingerprint`: the GGUF file's sha256, Ollama's digest, what
+an OpenAI-compatible server reports about the weights; the model's name and address
+only when nothing identifies it), the messages, the generation parameters, the
+schema and the kind of call. So the same weights hit under another name or at another
+address, and other weights under an old name miss. Each entry
 is one JSON file ``cache_dir/ab/abcdef....json`` written atomically (temp file +
 ``os.replace``), so a crash never leaves a half-written entry; an unreadable entry
 is a miss (with a warning) and is overwritten. So is an entry whose fields have the
@@ -25,6 +28,16 @@ the error with ``cache_hit=True``. Every other failure (transport, timeout, serv
 anything unexpected) is never stored, so a rerun tries again. Adding failure entries
 left the key and the success layout unchanged, so ``CACHE_FORMAT`` stayed 1 and old
 entries still load.
+
+Fingerprints (issue 33) changed the ``client`` part of the key and nothing else, so
+``CACHE_FORMAT`` stays 1 again and old entries need no bump to be told apart: an entry
+written before, of an in-process GGUF (keyed on the file's name and size), a scripted
+double (its name) or a server that now reports a fingerprint (its URL), has another
+key and is simply never found (it stays on disk, unused: delete the folder to reclaim
+the space); its calls are made again once. An entry of a server that reports nothing
+identifying the weights keeps its key (the weak fingerprint is the old identity) and
+still hits. The fingerprint is worked out at the first lookup, not when the client is
+built, so building one contacts no server.
 """
 
 from __future__ import annotations
@@ -52,8 +65,9 @@ from .base import (
     StructuredOutputError,
     check_messages,
 )
+from .fingerprint import FINGERPRINT_DIR, Fingerprint, address_identity, model_fingerprint
 
-__all__ = ["CACHE_FORMAT", "CachedClient", "cache_identity"]
+__all__ = ["CACHE_FORMAT", "CachedClient", "address_identity", "cache_identity"]
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +93,11 @@ def canonical_json(obj: Any) -> str:
 
 
 def cache_identity(client: ModelClient) -> dict[str, Any]:
-    """The parts of a client's identity that change its answers.
-
-    Taken from ``describe()``: the server URL for served models; the model file's
-    name and size (not its absolute path, so a cache moves between machines) for
-    in-process models.
-    """
-    d = client.describe()
-    ident: dict[str, Any] = {"backend": client.backend, "model": client.model}
-    if d.get("base_url"):
-        ident["base_url"] = str(d["base_url"]).rstrip("/")
-    if d.get("model_path"):
-        ident["model_file"] = d.get("model_file") or Path(d["model_path"]).name
-        ident["model_size"] = d.get("model_size")
-    return ident
+    """The ``client`` part of the cache key of ``client``'s calls: its model's
+    fingerprint identity (:attr:`.fingerprint.Fingerprint.identity`), which is the
+    model's name and address (:func:`.fingerprint.address_identity`) only when nothing
+    identifies the model itself."""
+    return model_fingerprint(client).identity
 
 
 def _is_int(value: Any) -> bool:
@@ -197,10 +202,27 @@ class CachedClient(ModelClient):
                 f"cannot create the model-call cache folder {self.cache_dir}: {exc}; "
                 "point models.cache_dir at a writable folder"
             ) from exc
-        self._identity = cache_identity(inner)
+        self._fingerprint: Fingerprint | None = None
+        self._fingerprint_lock = threading.Lock()
         self.hits = 0
         self.misses = 0
         self._count_lock = threading.Lock()
+
+    def fingerprint(self) -> Fingerprint:
+        """The fingerprint of the model behind this cache, worked out at first use (a
+        server is asked then, a GGUF hashed or its digest read from
+        ``cache_dir/fingerprints/``) and kept: every key and row of this client's life
+        uses the same one."""
+        with self._fingerprint_lock:
+            if self._fingerprint is None:
+                self._fingerprint = model_fingerprint(
+                    self.inner, memo_dir=self.cache_dir / FINGERPRINT_DIR
+                )
+            return self._fingerprint
+
+    @property
+    def _identity(self) -> dict[str, Any]:
+        return self.fingerprint().identity
 
     def _count(self, hit: bool) -> None:
         with self._count_lock:  # += is not atomic across threads
@@ -363,12 +385,16 @@ class CachedClient(ModelClient):
         return self.inner.count_tokens(text)
 
     def describe(self) -> dict[str, Any]:
-        return {
+        d = {
             **self.inner.describe(),
             "cache_dir": str(self.cache_dir),
             "cache_hits": self.hits,
             "cache_misses": self.misses,
         }
+        fp = self._fingerprint  # once worked out: describing contacts no server
+        if fp is not None:
+            d.update(model_fingerprint=fp.value, model_fingerprint_source=fp.source)
+        return d
 
     def close(self) -> None:
         self.inner.close()

@@ -11,6 +11,10 @@ stops the run at that first check with :class:`ModelAuthError`, not with the
 misleading "not running". Everything the OpenAI-compatible path guards against (a
 body that is not JSON, a trickling reply, an oversized reply) is guarded here too,
 since the calls go through it.
+
+The model's fingerprint for the call cache is Ollama's digest of it
+(:meth:`OllamaClient.model_digest`), so the same pulled model hits its entries under
+another name or at another address, and a new pull of other weights misses them.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ class OllamaClient(OpenAICompatClient):
         self.host = host
         self._api_key = api_key or None
         self.api_key_env = api_key_env or None
+        self._digests: dict[str, str] | None = None  # name -> digest, from the last listing
         if check:
             self.check(model, timeout_s)
         super().__init__(
@@ -124,6 +129,7 @@ class OllamaClient(OpenAICompatClient):
                 f"Ollama is not running at {self.host}: start it with `ollama serve` "
                 f"(and `ollama pull {model}`), or fix models.base_url ({exc})"
             ) from exc
+        self._digests = {m.model: m.digest for m in listing.models if m.model and m.digest}
         names = [m.model for m in listing.models if m.model]
         if not any(_same_model(model, n) for n in names):
             have = ", ".join(sorted(names)) or "none"
@@ -131,6 +137,28 @@ class OllamaClient(OpenAICompatClient):
                 f"model {model!r} is not pulled in the Ollama at {self.host}: run "
                 f"`ollama pull {model}` (models present: {have})"
             )
+
+    def model_digest(self) -> str:
+        """Ollama's digest of the model (``/api/tags``), the model's fingerprint (see
+        :mod:`.fingerprint`): a hash of its manifest, so it changes with the weights,
+        template or parameters and not with the name or the server's address.
+
+        Taken from the startup check's listing, or listed now; raises
+        :class:`ModelError` when Ollama cannot be asked or gives none for the model.
+        """
+        if self._digests is None or not any(_same_model(self.model, n) for n in self._digests):
+            import httpx
+            import ollama
+
+            try:
+                listing = self._native(min(self.timeout_s, 10.0)).list()
+            except (ConnectionError, httpx.HTTPError, ollama.ResponseError, OSError) as exc:
+                raise ModelError(f"Ollama at {self.host} did not list its models ({exc})") from exc
+            self._digests = {m.model: m.digest for m in listing.models if m.model and m.digest}
+        for name, digest in self._digests.items():
+            if _same_model(self.model, name):
+                return digest
+        raise ModelError(f"Ollama at {self.host} lists no digest for {self.model!r}")
 
     def _gguf_blob(self) -> Path | None:
         import httpx

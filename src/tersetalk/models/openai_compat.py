@@ -884,6 +884,58 @@ class OpenAICompatClient(InstructorClient):
             "usage_source": usage,
         }
 
+    def model_report(self) -> dict[str, Any]:
+        """What the server says about this model, for its fingerprint (see
+        :mod:`.fingerprint`): ``entry``, the model's entry in ``GET /models`` as sent
+        (None when it is not listed); ``listed``, the ids listed; ``props``, llama.cpp's
+        ``GET /props`` (its ``model_path``) when the entry says the server is llama.cpp's
+        (``owned_by: llamacpp``), else None.
+
+        The listing is retried like a call when the server is busy or failing (HTTP 5xx
+        but 501, 429, timeouts, a dropped connection after first contact); a server
+        without a listing (HTTP 404, 405, 501, any other refusal) or none at all raises
+        :class:`ModelError` at once, and so does a listing that is not one.
+        """
+        import openai
+
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                page = self._client.models.list()
+                self._contacted = True
+                break
+            except Exception as exc:  # classified: nothing raw escapes
+                err = self._classify(exc)
+                retry = isinstance(err, _RetryableError) and err.kind != "HTTP 501"
+                if not retry or attempt > self.max_retries:
+                    what = err.kind if isinstance(err, _RetryableError) else type(err).__name__
+                    cause = err.cause if isinstance(err, _RetryableError) else err
+                    raise ModelError(f"GET {self.base_url}/models: {what}: {cause}") from exc
+                self._sleep(self.backoff_s * (2 ** (attempt - 1)))
+        try:
+            entries = [m.to_dict() for m in page.data]
+        except (AttributeError, TypeError, openai.OpenAIError) as exc:
+            raise ModelError(f"GET {self.base_url}/models: not a model listing ({exc})") from exc
+        entry = next((e for e in entries if e.get("id") == self.model), None)
+        props = None
+        if entry is not None and entry.get("owned_by") == "llamacpp":
+            props = self._llamacpp_props()
+        return {"entry": entry, "listed": [str(e.get("id")) for e in entries], "props": props}
+
+    def _llamacpp_props(self) -> dict[str, Any] | None:
+        """llama.cpp's ``GET /props`` (None when it does not answer with an object)."""
+        import httpx
+
+        key = self._client.api_key
+        headers = {"Authorization": f"Bearer {key}"} if key and key != "not-needed" else {}
+        try:
+            r = httpx.get(self._server_root() + "/props", headers=headers, timeout=self.timeout_s)
+            props = r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return props if isinstance(props, dict) else None
+
     def ping(self) -> list[str]:
         """Check the server answers; returns the model ids it lists."""
         models, _ = self._with_retries(lambda: self._client.models.list())
