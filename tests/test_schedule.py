@@ -218,3 +218,65 @@ def test_the_topology_target_samples_and_runs_its_own_study(repo):
     # the paper's layer: 100 examples per task, the same runs
     paper = _dry_run(repo, "topology", "--configfile", "config/paper.yaml")
     assert "tersetalk sample --task boolq --n 100 --calibration-n 50" in paper
+
+
+def test_score_groups_split_each_task_into_headline_and_ablation_runs(cfg):
+    from tersetalk.tasks.schedule import ablation_only, score_groups
+
+    for task in cfg["tasks"]:
+        groups = score_groups(cfg, task)
+        # a partition of the task's runs, in config order within each group
+        assert sorted(sum(groups.values(), [])) == sorted(task_runs(cfg, task))
+        assert cfg["evaluation"]["reference"] in groups["headline"]
+    hotpot = score_groups(cfg, "hotpotqa")
+    assert {"tersetalk/default", "llmlingua/default", "hybrid/default", "freeform/cod"} <= set(
+        hotpot["headline"]
+    )
+    assert {"tersetalk/caps_baseline", "hybrid/budget_60", "llmlingua/rate_05"} <= set(
+        hotpot["ablations"]
+    )
+    assert list(score_groups(cfg, "toolqa")) == ["headline"]  # no ablation runs there
+    # a default variant stays headline even when an ablation lists it
+    edited = copy.deepcopy(cfg)
+    edited["ablations"]["caps"]["variants"].append("default")
+    assert not ablation_only(edited, "tersetalk", "default")
+
+
+def _jobs(out):
+    """rule, outputs, inputs and priority of each job of a dry run's listing."""
+    jobs = []
+    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?rule )", out):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        prio = re.search(r"^\s+priority: (\d+)", block, re.M)
+        if rule:
+            files = {k: (re.search(rf"^\s+{k}: (.*)$", block, re.M) or [None, ""])[1].split(", ")
+                     for k in ("input", "output")}  # fmt: skip
+            files = {k: set(v) - {""} for k, v in files.items()}
+            jobs.append((rule[1], files["output"], files["input"],
+                         int(prio[1]) if prio else 0))  # fmt: skip
+    return jobs
+
+
+def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
+    """Results in reading order: every job upstream of rule plot outranks every job that
+    is not, so Snakemake starts none of the ablation runs while a headline job is ready."""
+    jobs = _jobs(_dry_run(repo, "--forceall"))
+    producer = {f: i for i, (_, outs, _, _) in enumerate(jobs) for f in outs}
+    (plot,) = [i for i, job in enumerate(jobs) if job[0] == "plot"]
+    upstream, todo = set(), [plot]
+    while todo:
+        i = todo.pop()
+        if i not in upstream:
+            upstream.add(i)
+            todo += [producer[f] for f in jobs[i][2] if f in producer]
+    rules_up = {jobs[i][0] for i in upstream}
+    assert {"sample", "calibration_run", "calibrate", "run_system", "score_headline_gsm8k",
+            "aggregate_headline"} <= rules_up  # fmt: skip
+    assert not any(r.startswith("score_ablations") or r == "plot_ablation" for r in rules_up)
+    lowest_up = min(jobs[i][3] for i in upstream)
+    others = [jobs[i] for i in range(len(jobs)) if i not in upstream]
+    assert all(job[3] < lowest_up for job in others), sorted(
+        (job[3], job[0]) for job in others if job[3] >= lowest_up
+    )
+    ablation_runs = [j for j in others if j[0] == "run_system"]
+    assert len(ablation_runs) == 60 and {j[3] for j in ablation_runs} == {0}

@@ -14,6 +14,7 @@ rule calibration_run:
         paths.CALIBRATION_RUN,
     log:
         paths.results("logs/calibration/{task}/{system}/{point}.log"),
+    priority: HEADLINE_PRIORITY
     conda:
         ENV
     threads: MODEL_THREADS
@@ -42,6 +43,7 @@ rule calibrate:
         ),
     log:
         paths.results("logs/calibration/{task}.log"),
+    priority: HEADLINE_PRIORITY
     conda:
         ENV
     resources:

@@ -22,7 +22,7 @@ from tersetalk.config import (
 )
 from tersetalk.shards import shard_names
 from tersetalk.systems import workflow_inputs
-from tersetalk.tasks.schedule import runs_on, variant_runs_on
+from tersetalk.tasks.schedule import ablation_only, runs_on, score_groups, variant_runs_on
 
 try:
     validate_config(config)
@@ -51,6 +51,13 @@ SHARD_SIZE = config["run"]["shard_size"] or 0
 SHARDS = shard_names(config["n_eval"], SHARD_SIZE)
 # threads of a job that runs the model (run_system, calibration_run, topology_run)
 MODEL_THREADS = config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
+# Results in reading order: Snakemake starts ready jobs highest priority first, so the
+# jobs the main figure needs (samples, compressor, calibration, each system's headline
+# runs, their scores, rule plot) carry this priority and run before the ablation runs and
+# their figures (priority 0); the format study, which shares no job with them, fills the
+# gaps between (FILL_PRIORITY).
+HEADLINE_PRIORITY = 50
+FILL_PRIORITY = 20
 
 
 wildcard_constraints:
@@ -95,6 +102,11 @@ def run_targets(template=paths.RUN, study=None):
 
 def metric_targets():
     return run_targets(paths.METRICS)
+
+
+def run_priority(wildcards):
+    """A run's priority: an ablation's own runs wait for the headline ones."""
+    return 0 if ablation_only(config, wildcards.system, wildcards.variant) else HEADLINE_PRIORITY
 
 
 def run_runtime_min(wildcards):

@@ -7,6 +7,7 @@ rule prepare_compressor:
         directory("results/models/smollm2-hf"),
     log:
         "results/logs/prepare_compressor.log",
+    priority: HEADLINE_PRIORITY
     conda:
         ENV
     threads: 1

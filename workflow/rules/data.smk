@@ -12,6 +12,7 @@ rule sample:
         calibration=paths.CALIBRATION_SAMPLE,
     log:
         "results/logs/sample/{task}.log",
+    priority: HEADLINE_PRIORITY
     conda:
         ENV
     resources:

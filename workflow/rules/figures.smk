@@ -7,10 +7,12 @@ from tersetalk import figmeta  # report captions: what each file recorded
 include: "helpers/figures.smk"
 
 
+# The main figures and table: the headline runs (each system's default, the baselines,
+# the format study's encoders); the ablation runs have a figure each (plot_ablation).
 rule plot:
     input:
-        summary=paths.SUMMARY,
-        records=metric_targets(),
+        summary=HEADLINE_SUMMARY,
+        records=headline_files(paths.METRICS),
     output:
         pareto=report(
             paths.figure("quality_vs_tokens.png"),
@@ -38,6 +40,7 @@ rule plot:
         tex=paths.results("tables/main.tex"),
     log:
         paths.results("logs/plot/main.log"),
+    priority: HEADLINE_PRIORITY
     conda:
         ENV
     resources:

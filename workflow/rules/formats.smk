@@ -32,6 +32,7 @@ rule formats_experiment:
         paths.results("logs/formats/{experiment}.log"),
     wildcard_constraints:
         experiment="savings|knapsack|dedup",
+    priority: FILL_PRIORITY
     conda:
         ENV
     resources:
@@ -57,6 +58,7 @@ rule formats_comprehension:
         paths.results("formats/comprehension.parquet"),
     log:
         paths.results("logs/formats/comprehension.log"),
+    priority: FILL_PRIORITY
     conda:
         ENV
     resources:
@@ -85,6 +87,7 @@ rule formats_figures:
         figmeta.report_figures(formats_targets(), "Format study"),
     log:
         paths.results("logs/formats/figures.log"),
+    priority: FILL_PRIORITY
     conda:
         ENV
     resources:

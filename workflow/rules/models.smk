@@ -40,17 +40,7 @@ if SENSITIVITY:
         log:
             model_path(paths.results("logs/calibration/{task}.log")),
 
-    use rule score as model_score with:
-        input:
-            run=model_path(paths.RUN),
-            sample=paths.SAMPLE,
-            reference=reference_run,
-        output:
-            records=model_path(paths.METRICS),
-            score=model_path(paths.SCORES),
-        log:
-            model_path(paths.results("logs/score/{task}/{system}/{variant}.log")),
-
+    # the score jobs of each layout, the sensitivity models' included: score.smk
     use rule aggregate as model_aggregate with:
         input:
             model_score_targets,

@@ -12,6 +12,7 @@ rule run_system:
         run_output(),
     log:
         run_log(),
+    priority: run_priority
     conda:
         ENV
     threads: MODEL_THREADS
@@ -35,6 +36,7 @@ if SHARD_SIZE:
             paths.SAMPLE_SHARD,
         log:
             "results/logs/sample/shards/{task}/{shard}.log",
+        priority: HEADLINE_PRIORITY
         conda:
             ENV
         resources:
@@ -55,6 +57,7 @@ if SHARD_SIZE:
             paths.RUN,
         log:
             paths.results("logs/run/{task}/{system}/{variant}.merge.log"),
+        priority: run_priority
         conda:
             ENV
         resources:

@@ -20,11 +20,14 @@ turns them into ConfigErrors).
 from __future__ import annotations
 
 __all__ = [
+    "SCORE_GROUPS",
+    "ablation_only",
     "calibration_tasks",
     "calibration_systems",
     "check_schedule",
     "planned_runs",
     "runs_on",
+    "score_groups",
     "system_tasks",
     "task_runs",
     "variant_runs_on",
@@ -66,6 +69,38 @@ def task_runs(config: dict, task: str) -> list[str]:
 def planned_runs(config: dict) -> dict[str, list[str]]:
     """task -> the runs scheduled on it (what the statistics compare)."""
     return {task: task_runs(config, task) for task in config["tasks"]}
+
+
+#: the groups a task's runs are scored in, in reading order: ``headline`` (every run a
+#: reader meets first: each system's default, the baselines, the format study's
+#: encoders) and ``ablations`` (the runs that exist only for an ablation's figure)
+SCORE_GROUPS = ("headline", "ablations")
+
+
+def ablation_only(config: dict, system: str, variant: str) -> bool:
+    """Whether ``system/variant`` runs only for the ablation figures: some ablation of
+    ``system`` lists it, and it is neither the system's ``default`` nor
+    ``evaluation.reference`` (which every run is paired with)."""
+    if variant == "default" or f"{system}/{variant}" == config["evaluation"]["reference"]:
+        return False
+    return any(
+        spec["system"] == system and variant in spec["variants"]
+        for spec in (config.get("ablations") or {}).values()
+    )
+
+
+def score_groups(config: dict, task: str) -> dict[str, list[str]]:
+    """group -> the ``system/variant`` runs of ``task`` scored together in one job.
+
+    Why groups: scoring loads a sentence encoder (BERTScore), seconds per process, so one
+    job scores many runs; and two groups, not one, so the headline comparison is scored
+    (and drawn) without waiting for the ablation runs. Empty groups are left out.
+    """
+    groups: dict[str, list[str]] = {g: [] for g in SCORE_GROUPS}
+    for label in task_runs(config, task):
+        system, _, variant = label.partition("/")
+        groups["ablations" if ablation_only(config, system, variant) else "headline"].append(label)
+    return {g: runs for g, runs in groups.items() if runs}
 
 
 def calibration_systems(config: dict, task: str) -> list[str]:
