@@ -1,0 +1,964 @@
+"""``tersetalk plan``: a workflow config's model work counted from its DAG, and the time it
+would take on named machines.
+
+Why: the paper config (``config/paper.yaml``) runs every system on 500 examples per task
+with a 7B model. Whether that is a night on a GPU or months on a laptop should be a number
+with its assumptions beside it, worked out before the run, not discovered during it.
+
+What is counted, with the functions the Snakefile's target functions use (so the plan has
+the jobs ``snakemake -n`` lists for the same config):
+
+- ``evaluation``: every run job of ``all`` (task x enabled system x variant that runs on
+  the task, :func:`tersetalk.tasks.schedule.task_runs`), ``n_eval`` examples each, cut
+  into ``run.shard_size`` shards;
+- ``calibration``: every grid point (:func:`tersetalk.config.calibration_points`) of every
+  calibrated system on every task it runs on, and the reference runs the grid is judged
+  against (:func:`tersetalk.calibration.options`), ``calibration_n`` examples each;
+- ``comprehension``: the format study's questions, each answered once per encoding by the
+  model. Which payloads and questions: the study's own selection
+  (:func:`tersetalk.formats.experiments.comprehension`) run with a client that counts
+  instead of answering, its prompt lengths counted with o200k_base (the model's own
+  tokenizer is not loaded; the measured study's rows, where present, scale that count).
+
+Per example, the model calls and prompt/completion tokens of a run come from measured run
+records (the ``calls`` column of an earlier run's Parquet files, ``--measured``): the run
+of the same name and settings, else a measured run with the same settings, else the
+system's default variant on the task (else the evaluation reference), and the ``rates_from``
+and ``rates_basis`` columns say which; ``differs`` names the spec keys (task options,
+generation settings) where the measured run was not run as the planned one will be.
+
+Time, per target (each with its assumption in a column): model seconds only, which is the
+floor the workflow's own overhead (``results/<key>/tables/overhead.csv``) is measured
+against. A call's seconds are ``prompt / prompt_tps + completion / gen_tps`` (times the
+measured factor of schema-constrained calls on llama.cpp); calls the measured run
+answered from the call cache cost nothing (the same share is assumed at the planned
+scale), while a run whose rates are borrowed from another pays for every call. A
+target runs ``slots`` streams at once, never more than the DAG's widest
+layer of model jobs times each job's examples in flight (``models.max_concurrency``), and
+never less long than the longest chain of model jobs (a task's slowest calibration job,
+then its slowest calibrated run). The hours are therefore a lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import sys
+import types
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tersetalk.io import InputFileError
+
+__all__ = [
+    "PARAMS",
+    "Measured",
+    "PlanError",
+    "PlannedRun",
+    "Rates",
+    "Target",
+    "Throughput",
+    "add_commands",
+    "main",
+    "measure",
+    "model_params",
+    "plan_runs",
+    "project",
+]
+
+#: parameter counts of the models the configs name, for the throughput-per-parameter
+#: scaling (``--measured-params`` / ``--target-params`` override): SmolLM2-135M's and
+#: Mistral-7B's model cards (134,515,008 and 7,241,732,096 parameters)
+PARAMS = {
+    "smollm2-135m-instruct": 134.5e6,
+    "smollm2-135m-instruct.q4_1.gguf": 134.5e6,
+    "mistral:instruct": 7.24e9,
+    "mistral:7b-instruct": 7.24e9,
+}
+
+#: the GPU server's defaults: assumptions, not measurements (state yours with the flags)
+GPU_PROMPT_TPS = 2000.0
+GPU_GEN_TPS = 60.0
+GPU_STREAMS = 4
+SLURM_NODES = 4
+
+PARTS = ("evaluation", "calibration", "comprehension")
+
+
+class PlanError(InputFileError):
+    """The plan cannot be made from what is on disk or given; the message says how to fix."""
+
+
+# ---- measured rates ------------------------------------------------------------------------
+
+
+@dataclass
+class Rates:
+    """Model work summed over the examples of one measured run (or a planned share of one).
+
+    ``calls``/``prompt``/``completion``: every model call, cache hits included (what the
+    run asks of the model); ``cached``: the calls answered from the call cache;
+    ``stream_*`` and ``struct_*``: the tokens of the calls that reached the model, split by
+    free text (streamed) and schema-constrained replies (grammar), which take longer per
+    token on llama.cpp; ``hit_*`` the same for the calls answered from the cache;
+    ``seconds``: the measured time of the calls that reached the model.
+    """
+
+    examples: int = 0
+    calls: float = 0.0
+    cached: float = 0.0
+    unknown_usage: float = 0.0
+    prompt: float = 0.0
+    completion: float = 0.0
+    stream_prompt: float = 0.0
+    stream_completion: float = 0.0
+    struct_prompt: float = 0.0
+    struct_completion: float = 0.0
+    hit_stream_prompt: float = 0.0
+    hit_stream_completion: float = 0.0
+    hit_struct_prompt: float = 0.0
+    hit_struct_completion: float = 0.0
+    seconds: float = 0.0
+
+    COUNTS = (
+        "calls",
+        "cached",
+        "unknown_usage",
+        "prompt",
+        "completion",
+        "stream_prompt",
+        "stream_completion",
+        "struct_prompt",
+        "struct_completion",
+        "hit_stream_prompt",
+        "hit_stream_completion",
+        "hit_struct_prompt",
+        "hit_struct_completion",
+        "seconds",
+    )
+
+    def scaled(self, examples: int) -> Rates:
+        """This run's rates per example, times ``examples``."""
+        if not self.examples:
+            raise PlanError("a measured run with no examples has no rates")
+        f = examples / self.examples
+        return Rates(examples, **{k: getattr(self, k) * f for k in self.COUNTS})
+
+    def paid(self) -> Rates:
+        """These rates with every call reaching the model: for a run whose rates were
+        borrowed, since which calls another run's cache answered says nothing about it."""
+        r = Rates(self.examples, **{k: getattr(self, k) for k in self.COUNTS})
+        for kind in ("stream_prompt", "stream_completion", "struct_prompt", "struct_completion"):
+            setattr(r, kind, getattr(r, kind) + getattr(r, f"hit_{kind}"))
+            setattr(r, f"hit_{kind}", 0.0)
+        r.cached = 0.0
+        return r
+
+
+@dataclass
+class Measured:
+    """One measured run file: its rates, its spec (from the file's metadata) and its calls."""
+
+    path: str  # relative to the measured folder, e.g. runs/hotpotqa/tersetalk/default.parquet
+    kind: str  # runs | calibration
+    task: str
+    system: str
+    name: str  # variant, or grid point / reference variant for calibration runs
+    rates: Rates
+    spec: dict | None
+    calls: list[dict] = field(repr=False, default_factory=list)
+
+    @property
+    def settings(self) -> dict | None:
+        return None if self.spec is None else self.spec.get("variant_settings")
+
+
+def _read_run(path: Path) -> tuple[list[list[dict]], dict | None]:
+    """The ``calls`` lists of a run file's rows and the spec in its metadata."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+        table = pf.read(columns=["calls"])
+    except Exception as exc:  # a truncated file, or not a run file
+        raise PlanError(f"{path}: not a readable run file with a 'calls' column ({exc})") from None
+    meta = (pf.schema_arrow.metadata or {}).get(b"tersetalk")
+    spec = json.loads(meta).get("spec") if meta else None
+    rows = [json.loads(s) if s else [] for s in table.column("calls").to_pylist()]
+    return rows, spec
+
+
+def _rates(rows: list[list[dict]]) -> Rates:
+    r = Rates(examples=len(rows))
+    for calls in rows:
+        for c in calls:
+            r.calls += 1
+            p, n = c.get("prompt_tokens"), c.get("completion_tokens")
+            known = isinstance(p, int | float) and isinstance(n, int | float) and p >= 0 and n >= 0
+            if not known:
+                r.unknown_usage += 1
+                p = n = 0
+            r.prompt += p
+            r.completion += n
+            kind = "struct" if c.get("response_format") else "stream"
+            if c.get("cache_hit"):
+                r.cached += 1
+                kind = f"hit_{kind}"
+            else:
+                r.seconds += c.get("total_s") or 0.0
+            setattr(r, f"{kind}_prompt", getattr(r, f"{kind}_prompt") + p)
+            setattr(r, f"{kind}_completion", getattr(r, f"{kind}_completion") + n)
+    return r
+
+
+def measure(folder: str | Path) -> list[Measured]:
+    """Every run file of a model's results folder (``results/<key>``): ``runs/<task>/
+    <system>/<variant>.parquet`` and ``calibration/runs/<task>/<system>/<point>.parquet``
+    (shards are left out: their merged run holds the same rows)."""
+    root = Path(folder)
+    found = []
+    for kind, base in (("runs", root / "runs"), ("calibration", root / "calibration" / "runs")):
+        if not base.is_dir():
+            continue
+        for path in sorted(base.glob("*/*/*.parquet")):
+            task, system = path.parent.parent.name, path.parent.name
+            if task == "shards":
+                continue
+            rows, spec = _read_run(path)
+            found.append(
+                Measured(
+                    str(path.relative_to(root)), kind, task, system, path.stem,
+                    _rates(rows), spec, [c for calls in rows for c in calls],
+                )
+            )  # fmt: skip
+    if not found:
+        raise PlanError(
+            f"no run records under {root}/runs or {root}/calibration/runs: the plan takes its "
+            "calls and tokens per example from an earlier run. Run the default workflow "
+            "first (`snakemake --cores all`, or `snakemake --cores all --config n_eval=2 "
+            "calibration_n=2` for a quick one), or name a model's results folder with "
+            "--measured"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Prompt and generation tokens per second of one model job, and how much longer a
+    schema-constrained call takes than its tokens at those rates (``structured_factor``)."""
+
+    prompt_tps: float
+    gen_tps: float
+    structured_factor: float = 1.0
+    calls: int = 0  # the streamed calls the rates were measured on
+    threads: int | None = None
+
+    def seconds(self, r: Rates) -> float:
+        stream = r.stream_prompt / self.prompt_tps + r.stream_completion / self.gen_tps
+        struct = r.struct_prompt / self.prompt_tps + r.struct_completion / self.gen_tps
+        return stream + self.structured_factor * struct
+
+
+def measured_throughput(measured: Iterable[Measured]) -> Throughput:
+    """Throughput from the streamed calls' timings: prompt tokens over time to first token,
+    completion tokens over the rest of the call; then the factor that makes the
+    schema-constrained calls' measured seconds equal their tokens' time at those rates."""
+    measured = list(measured)
+    calls = [c for m in measured for c in m.calls if not c.get("cache_hit")]
+
+    def known(c: dict) -> bool:
+        return (c.get("prompt_tokens") or -1) >= 0 and (c.get("completion_tokens") or -1) >= 0
+
+    streamed = [
+        c for c in calls
+        if known(c) and c.get("ttft_s") is not None and (c.get("total_s") or 0) > c["ttft_s"] > 0
+    ]  # fmt: skip
+    if not streamed:
+        raise PlanError(
+            "the measured run records hold no streamed model call with a time to first "
+            "token, so prompt and generation throughput cannot be told apart; give them "
+            "with --prompt-tps and --gen-tps"
+        )
+    p = sum(c["prompt_tokens"] for c in streamed)
+    ttft = sum(c["ttft_s"] for c in streamed)
+    n = sum(c["completion_tokens"] for c in streamed)
+    rest = sum(c["total_s"] - c["ttft_s"] for c in streamed)
+    tp = Throughput(p / ttft, n / rest, 1.0, len(streamed))
+    struct = [c for c in calls if known(c) and c.get("response_format") and c.get("total_s")]
+    tokens_s = sum(
+        c["prompt_tokens"] / tp.prompt_tps + c["completion_tokens"] / tp.gen_tps for c in struct
+    )
+    factor = sum(c["total_s"] for c in struct) / tokens_s if tokens_s > 0 else 1.0
+    threads = {((m.spec or {}).get("models") or {}).get("threads") for m in measured}
+    return Throughput(tp.prompt_tps, tp.gen_tps, factor, len(streamed), _one(threads))
+
+
+def _one(values: set):
+    values.discard(None)
+    return next(iter(values)) if len(values) == 1 else None
+
+
+# ---- the planned runs ----------------------------------------------------------------------
+
+
+@dataclass
+class PlannedRun:
+    part: str  # evaluation | calibration | comprehension
+    task: str
+    system: str
+    variant: str  # the variant, or the grid point (calibration), or "questions"
+    examples: int
+    jobs: int
+    layer: int  # 0: needs only samples; 1: needs its task's calibration
+    spec: dict | None = None
+    rates: Rates | None = None
+    rates_from: str = ""
+    rates_basis: str = ""
+    differs: str = ""
+    #: the job asks one question at a time (the comprehension study), whatever
+    #: models.max_concurrency says
+    sequential: bool = False
+
+
+def plan_runs(config: dict) -> list[PlannedRun]:
+    """The model jobs of ``all`` for ``config``: evaluation runs, then calibration runs
+    (grid points, then references), in the order the target functions list them."""
+    from tersetalk import calibration
+    from tersetalk.config import calibration_points, calibration_spec, run_spec
+    from tersetalk.shards import shard_names
+    from tersetalk.tasks.schedule import calibration_systems, calibration_tasks, task_runs
+
+    shard_size = (config.get("run") or {}).get("shard_size") or 0
+    n_eval, n_cal = config["n_eval"], config["calibration_n"]
+    jobs = len(shard_names(n_eval, shard_size)) if shard_size else 1
+    runs = []
+    for task in config["tasks"]:
+        for label in task_runs(config, task):
+            system, variant = label.split("/")
+            spec = run_spec(config, task, system, variant)
+            layer = 1 if spec["variant_settings"].get("calibrated") else 0
+            runs.append(PlannedRun("evaluation", task, system, variant, n_eval, jobs, layer, spec))
+    for task in calibration_tasks(config):
+        for system in calibration_systems(config, task):
+            for point in calibration_points(config, system):
+                spec = calibration_spec(config, task, system, point)
+                runs.append(PlannedRun("calibration", task, system, point, n_cal, 1, 0, spec))
+        opts = calibration.options(config, task)
+        own = sorted({e["reference"] for e in opts["systems"].values() if "reference" in e})
+        for label in [opts["reference"], *(r for r in own if r != opts["reference"])]:
+            system, variant = label.split("/")
+            spec = run_spec(config, task, system, variant)
+            runs.append(PlannedRun("calibration", task, system, variant, n_cal, 1, 0, spec))
+    return runs
+
+
+#: spec sections whose difference changes a run's calls or tokens (the model's own are
+#: the point of the projection, so they are not listed)
+_COMPARED = ("task_options", "generation", "pipeline")
+
+
+def _differs(planned: dict | None, measured: dict | None) -> str:
+    if planned is None or measured is None:
+        return "" if planned is None else "measured spec not recorded"
+    out = []
+    for section in _COMPARED:
+        a, b = measured.get(section) or {}, planned.get(section) or {}
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                out.append(f"{section}.{key} {a.get(key)!r}->{b.get(key)!r}")
+    return "; ".join(out)
+
+
+def _settings(run: PlannedRun) -> dict:
+    return (run.spec or {}).get("variant_settings") or {}
+
+
+def _either(by_key: dict, task: str, system: str, name: str) -> Measured | None:
+    """The measured run on the evaluation sample, else on the calibration shard."""
+    key = (task, system, name)
+    return by_key.get(("runs", *key)) or by_key.get(("calibration", *key))
+
+
+def assign_rates(
+    runs: list[PlannedRun], measured: list[Measured], config: dict, *, pay_cached: bool = False
+) -> None:
+    """Each planned run's rates: the measured run of the same name and settings (a calibrated
+    variant: of the same name, its settings being chosen at run time); else a measured run
+    of the same task, system and settings; else the system's ``default`` variant on the
+    task, else its first measured variant there, else ``evaluation.reference`` on the task.
+    A run none of these cover is an error naming it. ``pay_cached``: every call reaches the
+    model, even those the measured run answered from the call cache (a cold cache)."""
+    by_key = {(m.kind, m.task, m.system, m.name): m for m in measured}
+    reference = config["evaluation"]["reference"]
+    for run in runs:
+        if run.part == "comprehension":
+            continue
+        kind = "runs" if run.part == "evaluation" else "calibration"
+        own = by_key.get((kind, run.task, run.system, run.variant))
+        want = _settings(run)
+        same = [
+            m for m in measured
+            if m.task == run.task and m.system == run.system and m.settings == want
+        ]  # fmt: skip
+        if own is not None and (own.settings in (None, want) or want.get("calibrated")):
+            found, basis = own, "measured"
+        elif same:
+            found, basis = same[0], "same settings"
+        else:
+            sys_runs = [m for m in measured if (m.task, m.system) == (run.task, run.system)]
+            sys_runs.sort(key=lambda m: m.kind != "runs")
+            default = _either(by_key, run.task, run.system, "default")
+            ref = _either(by_key, run.task, *reference.split("/"))
+            if default is not None:
+                found, basis = default, "fallback: the system's default variant"
+            elif sys_runs:
+                found, basis = sys_runs[0], "fallback: a measured variant of the system"
+            elif ref is not None:
+                found, basis = ref, "fallback: evaluation.reference"
+            else:
+                raise PlanError(
+                    f"no measured run for {run.part} run {run.task}/{run.system}/{run.variant}, "
+                    f"nor for {run.system}'s default variant or {reference} on {run.task}: "
+                    "run them at a small n (e.g. `snakemake --cores all --config n_eval=2 "
+                    "calibration_n=2`) or point --measured at results that hold them"
+                )
+            if own is not None:
+                basis += " (the run of this name was measured with other settings)"
+        run.rates = found.rates.scaled(run.examples)
+        if basis != "measured" or pay_cached:
+            run.rates = run.rates.paid()
+        run.rates_from = found.path
+        run.rates_basis = basis
+        run.differs = _differs(run.spec, found.spec)
+
+
+# ---- the format study's comprehension ------------------------------------------------------
+
+
+class _CountingClient:
+    """A stand-in model client for the comprehension study's selection: it counts prompt
+    tokens (o200k_base) and answers nothing, so the study's own code lists its calls."""
+
+    def __init__(self):
+        from tersetalk.tokens import ensure_offline_tiktoken
+
+        ensure_offline_tiktoken()
+        import tiktoken
+
+        self._enc = tiktoken.get_encoding("o200k_base")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._enc.encode(text, disallowed_special=()))
+
+    def chat(self, messages, gen):
+        n = sum(self.count_tokens(m["content"]) for m in messages)
+        return types.SimpleNamespace(text="", prompt_tokens=n)
+
+
+def comprehension_options(config: dict) -> dict:
+    """The comprehension job's options, as its rule passes them (n_payloads null: n_eval)."""
+    opts = dict(config["formats"]["comprehension"])
+    if opts.get("n_payloads") is None:
+        opts["n_payloads"] = config["n_eval"]
+    return opts
+
+
+def plan_comprehension(config: dict, measured_folder: str | Path) -> PlannedRun:
+    """The comprehension job: one call per (question, encoding), from the study's own
+    selection. Prompt tokens: the measured study's where the same (payload, question,
+    encoding) was asked (``formats/comprehension.parquet``), the others counted with
+    o200k_base and scaled by the measured / o200k ratio on the asked ones (unscaled when
+    none was). Completion tokens: the study's ``max_tokens`` (32), an upper bound, since
+    its rows record no completion length."""
+    import inspect
+
+    import pandas as pd
+
+    from tersetalk.formats.experiments import comprehension
+
+    opts = comprehension_options(config)
+    data_dir = config["formats"]["data_dir"]
+    with contextlib.redirect_stderr(io.StringIO()):  # the study's progress bar
+        rows = comprehension(data_dir, _CountingClient(), seed=config["seed"], **opts)
+    max_tokens = (
+        opts.get("max_tokens") or inspect.signature(comprehension).parameters["max_tokens"].default
+    )
+    source = Path(measured_folder) / "formats" / "comprehension.parquet"
+    basis = "counted: o200k_base prompts (model tokenizer not loaded)"
+    prompt = float(rows["prompt_tokens"].sum())
+    if source.is_file():
+        done = pd.read_parquet(source, columns=["payload_id", "qid", "encoder", "prompt_tokens"])
+        done = done[done["prompt_tokens"] >= 0]
+        keys = ["payload_id", "qid", "encoder"]
+        both = rows.merge(done, on=keys, suffixes=("_o200k", ""))
+        if len(both) and both["prompt_tokens_o200k"].sum() > 0:
+            ratio = both["prompt_tokens"].sum() / both["prompt_tokens_o200k"].sum()
+            new = rows.merge(done[keys], on=keys, how="left", indicator=True)
+            unasked = new.loc[new["_merge"] == "left_only", "prompt_tokens"].sum()
+            prompt = float(both["prompt_tokens"].sum() + ratio * unasked)
+            basis = (
+                f"measured prompts for {len(both)} of {len(rows)} calls, the rest o200k_base "
+                f"x {ratio:.2f}"
+            )
+    calls = float(len(rows))
+    completion = calls * max_tokens
+    rates = Rates(
+        examples=int(rows["qid"].nunique()) if len(rows) else 0,
+        calls=calls, prompt=prompt, completion=completion,
+        stream_prompt=prompt, stream_completion=completion,
+    )  # fmt: skip
+    return PlannedRun(
+        "comprehension", "toolresponses", "formats", "questions", rates.examples, 1, 0,
+        None, rates, str(source.relative_to(Path(measured_folder))) if source.is_file() else "",
+        f"{basis}; completion: max_tokens {max_tokens} per call (an upper bound)",
+        sequential=True,
+    )  # fmt: skip
+
+
+# ---- targets ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the plan runs: one model stream's throughput, how many streams run at once
+    (``slots``), and how many examples one job keeps in flight (``per_job``)."""
+
+    name: str
+    throughput: Throughput
+    slots: int
+    per_job: int
+    assumption: str
+
+
+def model_params(name: str | None, given: float | None = None) -> float | None:
+    """A model's parameter count: ``given``, else :data:`PARAMS`, else a size in its name
+    (``llama3.1:8b`` -> 8e9, ``...-135m`` -> 1.35e8); None when none says."""
+    if given:
+        return given
+    if not name:
+        return None
+    key = str(name).lower()
+    if key in PARAMS:
+        return PARAMS[key]
+    m = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)([bm])(?![a-z])", key)
+    if m:
+        return float(m.group(1)) * (1e9 if m.group(2) == "b" else 1e6)
+    return None
+
+
+def _hours(seconds: float) -> float:
+    return seconds / 3600
+
+
+@dataclass
+class Projection:
+    target: Target
+    part_hours: dict[str, float]
+    parallel: dict[str, int]
+    total_hours: float
+    critical_hours: float
+
+
+def project(runs: list[PlannedRun], target: Target) -> Projection:
+    """Hours of model time for each part and in total on ``target`` (a lower bound)."""
+    per_run = [(r, target.throughput.seconds(r.rates)) for r in runs]
+    part_hours, parallel = {}, {}
+    for part in [*PARTS, "total"]:
+        mine = [(r, s) for r, s in per_run if part in (r.part, "total")]
+        if not mine:
+            continue
+        layers: dict[int, int] = {}
+        for r, _ in mine:
+            layers[r.layer] = layers.get(r.layer, 0) + r.jobs * min(
+                target.per_job, _per_job_examples(r)
+            )
+        streams = max(1, min(target.slots, max(layers.values())))
+        parallel[part] = streams
+        part_hours[part] = _hours(sum(s for _, s in mine) / streams)
+    # the longest chain: a task's slowest calibration job, then its slowest calibrated run
+    job_s = {
+        id(r): s / r.jobs / max(1, min(target.per_job, target.slots, _per_job_examples(r)))
+        for r, s in per_run
+    }
+    chain = max(job_s.values(), default=0.0)
+    for task in {r.task for r in runs}:
+        cal = max(
+            (job_s[id(r)] for r in runs if r.task == task and r.part == "calibration"), default=0.0
+        )
+        late = max((job_s[id(r)] for r in runs if r.task == task and r.layer == 1), default=0.0)
+        chain = max(chain, cal + late)
+    critical = _hours(chain)
+    total = max(part_hours.get("total", 0.0), critical)
+    return Projection(target, part_hours, parallel, total, critical)
+
+
+def _per_job_examples(run: PlannedRun) -> int:
+    """Examples one job of ``run`` can keep in flight at most."""
+    return 1 if run.sequential else max(1, math.ceil(run.examples / run.jobs))
+
+
+def targets(args: argparse.Namespace, config: dict, measured: list[Measured]) -> list[Target]:
+    """The named targets: the measured machine (these cores, with the measured model), the
+    configured model on these cores (scaled by parameters, or the given tok/s), one GPU
+    server, and a SLURM cluster of GPU nodes."""
+    cores = args.cores or os.cpu_count() or 1
+    threads = config["models"].get("threads") or max(1, cores // 2)
+    cpu_slots = max(1, cores // threads)
+    specs = [m.spec for m in measured if m.spec]
+    measured_model = _one({(s.get("models") or {}).get("model") for s in specs}) or "measured"
+    backend = _one({(s.get("models") or {}).get("backend") for s in specs}) or "backend unrecorded"
+    planned_model = config["models"].get("model")
+    given_tps = args.prompt_tps is not None and args.gen_tps is not None
+    out = []
+    try:
+        tp = measured_throughput(measured)
+    except PlanError:
+        if not given_tps or planned_model == measured_model:
+            raise
+        tp = None  # the planned model's own rates are given: the measured ones are not needed
+    if tp is not None:
+        out.append(
+            Target(
+                f"cpu:{measured_model}",
+                tp,
+                cpu_slots,
+                1,
+                f"{cores} cores, {cpu_slots} model jobs at once ({threads} thread(s) each; "
+                f"models.threads or half the cores), one call at a time per job; "
+                f"{measured_model} ({backend}) as measured: {tp.prompt_tps:.0f} prompt tok/s, "
+                f"{tp.gen_tps:.0f} generated tok/s per job (time to first token and the rest "
+                f"of {tp.calls} streamed calls), schema-constrained calls "
+                f"x{tp.structured_factor:.2f} (their measured seconds over their tokens' time)",
+            )
+        )
+    if planned_model != measured_model:
+        if given_tps:
+            factor = tp.structured_factor if tp else 1.0
+            scaled = Throughput(args.prompt_tps, args.gen_tps, factor)
+            how = (
+                f"given: {args.prompt_tps:g} prompt tok/s, {args.gen_tps:g} generated tok/s per job"
+            )
+        else:
+            mine = model_params(measured_model, args.measured_params)
+            theirs = model_params(planned_model, args.target_params)
+            if not mine or not theirs:
+                raise PlanError(
+                    f"the parameter count of {measured_model if not mine else planned_model!r} "
+                    "is not known: give --measured-params and --target-params (e.g. 135e6 "
+                    "and 7.24e9), or the planned model's --prompt-tps and --gen-tps"
+                )
+            ratio = mine / theirs
+            scaled = Throughput(tp.prompt_tps * ratio, tp.gen_tps * ratio, tp.structured_factor)
+            how = (
+                f"throughput inversely proportional to parameters ({mine / 1e9:.3g}B measured, "
+                f"{theirs / 1e9:.3g}B planned): {scaled.prompt_tps:.2f} prompt tok/s, "
+                f"{scaled.gen_tps:.2f} generated tok/s per job"
+            )
+        out.append(
+            Target(
+                f"cpu:{planned_model}",
+                scaled,
+                cpu_slots,
+                1,
+                f"{cores} cores, {cpu_slots} model jobs at once ({threads} thread(s) each), "
+                f"{planned_model} on CPU; {how}; schema-constrained calls "
+                f"x{scaled.structured_factor:.2f} as measured",
+            )
+        )
+    per_job = config["models"].get("max_concurrency") or 1
+    streams = args.gpu_streams or per_job
+    gpu = Throughput(args.gpu_prompt_tps, args.gpu_gen_tps)
+    given = (
+        "given"
+        if args.gpu_given
+        else (
+            "assumed, not measured: a 7B model on one data-centre GPU; give yours with "
+            "--gpu-prompt-tps, --gpu-gen-tps, --gpu-streams"
+        )
+    )
+    gpu_how = (
+        f"{args.gpu_prompt_tps:g} prompt tok/s and {args.gpu_gen_tps:g} generated tok/s per "
+        f"stream at {streams} streams ({given}); "
+        f"each job keeps models.max_concurrency={per_job} examples in flight; "
+        "schema-constrained calls at the same rates"
+    )
+    out.append(Target("gpu-server", gpu, streams, per_job, f"one model server, {gpu_how}"))
+    out.append(
+        Target(
+            f"slurm:{args.nodes}-nodes",
+            gpu,
+            streams * args.nodes,
+            per_job,
+            f"{args.nodes} GPU nodes, each a model server as gpu-server, behind one base_url "
+            f"(a least-busy proxy); jobs spread over the nodes; {gpu_how}",
+        )
+    )
+    return out
+
+
+# ---- output --------------------------------------------------------------------------------
+
+
+def runs_table(runs: list[PlannedRun]):
+    """One row per planned run: its counts and where its rates came from."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "part": r.part, "task": r.task, "system": r.system, "variant": r.variant,
+                "examples": r.examples, "jobs": r.jobs, "layer": r.layer,
+                "calls": r.rates.calls, "cached_calls": r.rates.cached,
+                "prompt_tokens": r.rates.prompt, "completion_tokens": r.rates.completion,
+                "rates_from": r.rates_from, "rates_basis": r.rates_basis, "differs": r.differs,
+            }
+            for r in runs
+        ]
+    )  # fmt: skip
+
+
+def summary_table(runs: list[PlannedRun], projections: list[Projection]):
+    """One row per (part, target): the part's runs, jobs, calls and tokens, and its hours."""
+    import pandas as pd
+
+    rows = []
+    for part in [*PARTS, "total"]:
+        mine = [r for r in runs if part in (r.part, "total")]
+        if not mine:
+            continue
+        counts = {
+            "runs": len(mine),
+            "jobs": sum(r.jobs for r in mine),
+            "examples": sum(r.examples for r in mine),
+            "calls": round(sum(r.rates.calls for r in mine)),
+            "cached_calls": round(sum(r.rates.cached for r in mine)),
+            "prompt_tokens": round(sum(r.rates.prompt for r in mine)),
+            "completion_tokens": round(sum(r.rates.completion for r in mine)),
+            "fallback_runs": sum(r.rates_basis.startswith("fallback") for r in mine),
+        }
+        for p in projections:
+            rows.append(
+                {
+                    "part": part, **counts, "target": p.target.name,
+                    "parallel_streams": p.parallel[part],
+                    "hours": p.total_hours if part == "total" else p.part_hours[part],
+                    "assumption": p.target.assumption,
+                }
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _fmt_hours(h: float) -> str:
+    if h >= 48:
+        return f"{h / 24:,.1f} d"
+    return f"{h:,.1f} h" if h >= 1 else f"{h * 60:,.1f} min"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Plain-text columns: the first left-aligned, the others right-aligned."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    out = []
+    for row in [header, *rows]:
+        cells = [
+            str(x).ljust(w) if i == 0 else str(x).rjust(w)
+            for i, (x, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def render(runs: list[PlannedRun], summary, projections: list[Projection], header: str) -> str:
+    """The plan as text: counts per part, hours per target and part, the assumptions, and
+    every run whose rates were not measured as planned."""
+    counts = summary.drop_duplicates("part")
+    cols = ["runs", "jobs", "calls", "cached_calls", "prompt_tokens", "completion_tokens"]
+    lines = [header, ""]
+    lines += _table(
+        ["part", *cols],
+        [[row.part, *(f"{int(getattr(row, c)):,}" for c in cols)] for row in counts.itertuples()],
+    )
+    lines.append("")
+    parts = list(counts["part"])
+    hours = summary.pivot(index="target", columns="part", values="hours")
+    lines += _table(
+        ["target", *(f"{p} h" for p in parts), "streams"],
+        [
+            [
+                p.target.name,
+                *(_fmt_hours(hours.loc[p.target.name, part]) for part in parts),
+                str(p.parallel["total"]),
+            ]
+            for p in projections
+        ],
+    )
+    lines.append("")
+    lines.append(
+        "hours: model time only, a lower bound (the workflow's own overhead comes on top); "
+        "parts overlap, so the total is not their sum; streams: calls at once (the DAG's "
+        "widest layer of model jobs bounds them)"
+    )
+    for p in projections:
+        lines.append(
+            f"- {p.target.name}: {p.target.assumption}; longest chain of jobs "
+            f"{_fmt_hours(p.critical_hours)}"
+        )
+    notable = [r for r in runs if r.rates_basis != "measured" or r.differs]
+    if notable:
+        lines.append("")
+        lines.append(
+            f"{len(notable)} of {len(runs)} runs not measured as planned "
+            "(rates_from, rates_basis, differs; a borrowed rate pays for every call):"
+        )
+        for r in notable:
+            extra = f"; differs: {r.differs}" if r.differs else ""
+            lines.append(
+                f"  {r.part} {r.task}/{r.system}/{r.variant}: {r.rates_from} "
+                f"({r.rates_basis}){extra}"
+            )
+    return "\n".join(lines)
+
+
+# ---- command line --------------------------------------------------------------------------
+
+
+def make_plan(args: argparse.Namespace):
+    """(runs, projections, summary, header) for the parsed arguments."""
+    from tersetalk.cli import load_workflow_config
+    from tersetalk.config import results_key
+
+    config = load_workflow_config(args.config)
+    if args.measured:
+        folder = Path(args.measured)
+    else:
+        default = load_workflow_config([])
+        folder = Path("results") / results_key(default)
+    measured = measure(folder)
+    runs = plan_runs(config)
+    assign_rates(runs, measured, config, pay_cached=args.pay_cached)
+    if not args.no_comprehension:
+        runs.append(plan_comprehension(config, folder))
+    projections = [project(runs, t) for t in targets(args, config, measured)]
+    summary = summary_table(runs, projections)
+    sens = (config.get("sensitivity") or {}).get("models") or []
+    header = (
+        f"plan for {' + '.join(map(str, args.config)) or 'the default config'}: model "
+        f"{config['models'].get('model')} ({config['models'].get('backend')}), n_eval "
+        f"{config['n_eval']}, calibration_n {config['calibration_n']}; rates per example from "
+        f"{len(measured)} run files under {folder}"
+        + (
+            f"; not counted: sensitivity.models {sens} (each runs every system again)"
+            if sens
+            else ""
+        )
+        + "; not counted: the topology study (not in `all`) and LLMLingua's own compression "
+        "(a local model, not a model call)"
+    )
+    return runs, projections, summary, header
+
+
+def _cmd_plan(args: argparse.Namespace) -> None:
+    args.gpu_given = any(
+        x is not None for x in (args.gpu_prompt_tps, args.gpu_gen_tps, args.gpu_streams)
+    )
+    args.gpu_prompt_tps = args.gpu_prompt_tps or GPU_PROMPT_TPS
+    args.gpu_gen_tps = args.gpu_gen_tps or GPU_GEN_TPS
+    if (args.prompt_tps is None) != (args.gen_tps is None):
+        raise PlanError("give both --prompt-tps and --gen-tps (the planned model's, per job)")
+    runs, projections, summary, header = make_plan(args)
+    print(render(runs, summary, projections, header))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        summary.to_csv(args.out, index=False)
+    if args.runs_out:
+        Path(args.runs_out).parent.mkdir(parents=True, exist_ok=True)
+        runs_table(runs).to_csv(args.runs_out, index=False)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="a config's model calls and tokens counted from its DAG, and the hours they take",
+        description="Count the model work of a workflow config's DAG (evaluation runs, "
+        "calibration grids and references, the format study's comprehension questions) with "
+        "calls and tokens per example from measured run records, and project model hours on "
+        "these cores, on one GPU server and on a SLURM cluster, each with its assumption. "
+        "Example: tersetalk plan --config config/paper.yaml --out results/plan/paper.csv",
+    )
+    p.add_argument(
+        "--config",
+        nargs="*",
+        default=[],
+        help="config files layered over config/config.yaml as with snakemake --configfile "
+        "(default: config/config.yaml alone)",
+    )
+    p.add_argument(
+        "--measured",
+        help="a model's results folder whose run records give the rates "
+        "(default: results/<key> of the default config's model)",
+    )
+    p.add_argument("--out", help="the summary CSV: one row per (part, target)")
+    p.add_argument("--runs-out", help="the per-run CSV: counts, rates_from, rates_basis, differs")
+    p.add_argument("--cores", type=int, help="cores of the CPU targets (default: this machine's)")
+    p.add_argument(
+        "--prompt-tps",
+        type=float,
+        help="the planned model's prompt tok/s per job on these cores (default: the measured "
+        "model's, scaled by parameter count)",
+    )
+    p.add_argument("--gen-tps", type=float, help="the same for generated tokens")
+    p.add_argument("--measured-params", type=float, help="the measured model's parameters")
+    p.add_argument("--target-params", type=float, help="the planned model's parameters")
+    p.add_argument(
+        "--gpu-prompt-tps",
+        type=float,
+        help=f"GPU server: prompt tok/s per stream (default {GPU_PROMPT_TPS:g}, assumed)",
+    )
+    p.add_argument(
+        "--gpu-gen-tps",
+        type=float,
+        help=f"GPU server: generated tok/s per stream (default {GPU_GEN_TPS:g}, assumed)",
+    )
+    p.add_argument(
+        "--gpu-streams",
+        type=int,
+        help="GPU server: requests served at once (default models.max_concurrency, else 1)",
+    )
+    p.add_argument(
+        "--nodes", type=int, default=SLURM_NODES, help=f"SLURM: GPU nodes (default {SLURM_NODES})"
+    )
+    p.add_argument(
+        "--pay-cached",
+        action="store_true",
+        help="every call reaches the model, also those the measured runs answered from the "
+        "call cache (default: the measured runs' share of cache hits is kept)",
+    )
+    p.add_argument(
+        "--no-comprehension",
+        action="store_true",
+        help="leave out the format study's comprehension questions (their count takes a while)",
+    )
+    p.set_defaults(func=_cmd_plan)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tersetalk.plan ...``: the ``plan`` subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="tersetalk")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_commands(sub)
+    args = parser.parse_args(["plan", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        args.func(args)
+    except (InputFileError, FileNotFoundError, ValueError) as exc:
+        print(f"tersetalk plan: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
