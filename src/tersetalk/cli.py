@@ -85,6 +85,9 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.columns": {
         "columns": "the data dictionary: every output column's type, unit and meaning",
     },
+    "tersetalk.overhead": {
+        "overhead": "the workflow's own overhead: wall time against the model floor (overhead.csv)",
+    },
 }
 
 #: the errors a subcommand reports as one line and exit code 2: (module, class name). Looked
