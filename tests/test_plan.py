@@ -314,3 +314,60 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
         assert (jobs["run_system"], jobs["calibration_run"]) == (76, 4)
     else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa; 15 + 1 per calibrated task
         assert (jobs["run_system"], jobs["calibration_run"]) == (82, 32)
+
+
+def _o200k_sizes(df):
+    from tersetalk.tokens import ensure_offline_tiktoken
+
+    ensure_offline_tiktoken()
+    import tiktoken
+
+    enc = tiktoken.get_encoding("o200k_base")
+    return [len(enc.encode(r, disallowed_special=())) for r in df["record"]]
+
+
+@pytest.mark.parametrize("planned", [{"max_payload_tokens": 4000, "questions_per_kind": 3}, None])
+def test_a_sample_drawn_otherwise_moves_prompt_tokens_by_the_runs_slope(
+    tmp_path, monkeypatch, planned
+):
+    """The measured toolqa sample had payloads up to 1000 tokens; the planned one up to
+    4000. A run whose prompt is 100 + 2 x the record's tokens is planned at 100 + 2 x the
+    planned sample's mean; with the same options it stays as measured."""
+    from tersetalk.tasks.loading import load_records, sample
+
+    monkeypatch.chdir(REPO)
+    small = {"max_payload_tokens": 1000, "questions_per_kind": 1}
+    ev, _ = sample("toolqa", load_records("toolqa", options=small), n=6, calibration_n=0, seed=7)
+    (tmp_path / "results/samples").mkdir(parents=True)
+    meta = {"tersetalk": json.dumps({"task": "toolqa", "task_options": small})}
+    pq.write_table(
+        pa.Table.from_pandas(ev, preserve_index=False).replace_schema_metadata(meta),
+        tmp_path / "results/samples/toolqa.parquet",
+    )
+    sizes = _o200k_sizes(ev)
+    assert len(set(sizes)) > 1  # the slope needs examples that differ in size
+    run = tmp_path / "results/m/runs/toolqa/freeform/default.parquet"
+    _write_run(run, [[_call(100 + 2 * n, 5, ttft=0.1, total=0.2)] for n in sizes])
+    table = pq.read_table(run).append_column("example_id", pa.array(list(ev["example_id"])))
+    pq.write_table(table, run)
+    cfg = tmp_path / "toolqa.yaml"
+    cfg.write_text(
+        "tasks: [toolqa]\nn_eval: 5\nseed: 3\n"
+        + (f"toolqa: {json.dumps(planned)}\n" if planned else "toolqa: " + json.dumps(small) + "\n")
+    )
+    config = load_workflow_config([cfg])
+    runs = plan.plan_runs(config)
+    measured = plan.measure(tmp_path / "results/m")
+    plan.assign_rates(runs, measured, config)
+    plan.correct_for_samples(runs, measured, config, tmp_path / "results/m")
+    ref = next(r for r in runs if (r.system, r.variant) == ("freeform", "default"))
+    if planned:
+        want, _ = sample(
+            "toolqa", load_records("toolqa", options=planned), n=5, calibration_n=0, seed=3
+        )
+        mean = sum(_o200k_sizes(want)) / 5
+        assert ref.rates.prompt / 5 == pytest.approx(100 + 2 * mean)
+        assert "record tokens per example" in ref.differs and "this run's slope 2.00" in ref.differs
+    else:
+        assert ref.rates.prompt / 5 == pytest.approx(100 + 2 * sum(sizes) / len(sizes))
+        assert "sample" not in ref.differs

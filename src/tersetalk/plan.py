@@ -150,6 +150,19 @@ class Rates:
         f = examples / self.examples
         return Rates(examples, **{k: getattr(self, k) * f for k in self.COUNTS})
 
+    def with_prompt(self, extra: float) -> Rates:
+        """These rates with ``extra`` prompt tokens in all (negative: fewer), shared among
+        the kinds of call in proportion to their prompt tokens."""
+        r = Rates(self.examples, **{k: getattr(self, k) for k in self.COUNTS})
+        kinds = ("stream_prompt", "struct_prompt", "hit_stream_prompt", "hit_struct_prompt")
+        total = sum(getattr(self, k) for k in kinds)
+        if total <= 0:
+            return r
+        f = max(0.0, 1 + extra / total)
+        for k in (*kinds, "prompt"):
+            setattr(r, k, getattr(self, k) * f)
+        return r
+
     def paid(self) -> Rates:
         """These rates with every call reaching the model: for a run whose rates were
         borrowed, since which calls another run's cache answered says nothing about it."""
@@ -173,25 +186,30 @@ class Measured:
     rates: Rates
     spec: dict | None
     calls: list[dict] = field(repr=False, default_factory=list)
+    #: (example_id, prompt tokens of its calls) per row, for the sample-size correction
+    prompts: list[tuple[str, float]] = field(repr=False, default_factory=list)
 
     @property
     def settings(self) -> dict | None:
         return None if self.spec is None else self.spec.get("variant_settings")
 
 
-def _read_run(path: Path) -> tuple[list[list[dict]], dict | None]:
-    """The ``calls`` lists of a run file's rows and the spec in its metadata."""
+def _read_run(path: Path) -> tuple[list[list[dict]], dict | None, list[str] | None]:
+    """The ``calls`` lists of a run file's rows, the spec in its metadata and the rows'
+    example ids (None without that column)."""
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
-        table = pf.read(columns=["calls"])
+        names = set(pf.schema_arrow.names)
+        table = pf.read(columns=["calls", *(["example_id"] if "example_id" in names else [])])
     except Exception as exc:  # a truncated file, or not a run file
         raise PlanError(f"{path}: not a readable run file with a 'calls' column ({exc})") from None
     meta = (pf.schema_arrow.metadata or {}).get(b"tersetalk")
     spec = json.loads(meta).get("spec") if meta else None
     rows = [json.loads(s) if s else [] for s in table.column("calls").to_pylist()]
-    return rows, spec
+    ids = table.column("example_id").to_pylist() if "example_id" in names else None
+    return rows, spec, ids
 
 
 def _rates(rows: list[list[dict]]) -> Rates:
@@ -230,11 +248,15 @@ def measure(folder: str | Path) -> list[Measured]:
             task, system = path.parent.parent.name, path.parent.name
             if task == "shards":
                 continue
-            rows, spec = _read_run(path)
+            rows, spec, ids = _read_run(path)
+            prompts = [
+                (str(i), float(sum(max(c.get("prompt_tokens") or 0, 0) for c in calls)))
+                for i, calls in zip(ids or [], rows, strict=False)
+            ]
             found.append(
                 Measured(
                     str(path.relative_to(root)), kind, task, system, path.stem,
-                    _rates(rows), spec, [c for calls in rows for c in calls],
+                    _rates(rows), spec, [c for calls in rows for c in calls], prompts,
                 )
             )  # fmt: skip
     if not found:
@@ -438,6 +460,129 @@ def assign_rates(
         run.differs = _differs(run.spec, found.spec)
 
 
+# ---- samples drawn otherwise ---------------------------------------------------------------
+
+
+def _record_tokens(sample) -> dict[str, int]:
+    """example_id -> o200k_base tokens of its record (the question with its context,
+    facts or payload): the size of what the example puts into prompts."""
+    enc = _o200k()
+    return {
+        str(i): len(enc.encode(r, disallowed_special=()))
+        for i, r in zip(sample["example_id"], sample["record"], strict=True)
+    }
+
+
+def _o200k():
+    from tersetalk.tokens import ensure_offline_tiktoken
+
+    ensure_offline_tiktoken()
+    import tiktoken
+
+    return tiktoken.get_encoding("o200k_base")
+
+
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y on x, None when x does not vary."""
+    if len(points) < 2:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx <= 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in points) / sxx
+
+
+def _points(m: Measured, sizes: dict[str, dict[str, int]]) -> list[tuple[float, float]]:
+    """(record tokens, prompt tokens) of each of a measured run's examples in its sample."""
+    own = sizes[m.kind]
+    return [(own[i], p) for i, p in m.prompts if i in own]
+
+
+def correct_for_samples(
+    runs: list[PlannedRun], measured: list[Measured], config: dict, folder: str | Path
+) -> None:
+    """Where a task's sample is drawn with other options than the measured one (toolqa's
+    ``max_payload_tokens``: bigger payloads), move each run's prompt tokens per example by
+    ``slope x (planned - measured mean record tokens)``: the slope of the measured run's
+    prompt tokens per example on its examples' record tokens (at least 3 examples that
+    differ in size; else the slope within all measured runs of the task), the planned
+    mean from the sample the workflow would draw (same loader, seed and options). The
+    change is written into ``differs``. Tasks sampled alike are left as measured."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from tersetalk.tasks.loading import dataset_of, load_records, sample
+    from tersetalk.tasks.schedule import calibration_tasks
+
+    samples = Path(folder).parent / "samples"
+    by_path = {m.path: m for m in measured}
+    for task in config["tasks"]:
+        section = config.get(task) or {}
+        planned_opts = {k: section[k] for k in dataset_of(task).options if k in section}
+        path = samples / f"{task}.parquet"
+        if not path.is_file():
+            continue
+        meta = json.loads(
+            (pq.ParquetFile(path).schema_arrow.metadata or {}).get(b"tersetalk", b"{}")
+        )
+        measured_opts = meta.get("task_options") or {}
+        if measured_opts == planned_opts:
+            continue
+        sizes = {"runs": _record_tokens(pd.read_parquet(path))}
+        cal_path = samples / f"{task}.calibration.parquet"
+        sizes["calibration"] = (
+            _record_tokens(pd.read_parquet(cal_path)) if cal_path.is_file() else {}
+        )
+        data = config.get("data") or {}
+        records = load_records(
+            task, source=data.get("source", "local"), data_dir=data.get("dir", "data"),
+            options=planned_opts,
+        )  # fmt: skip
+        cal_n = config["calibration_n"] if task in calibration_tasks(config) else 0
+        ev, cal = sample(
+            task, records, n=config["n_eval"], calibration_n=cal_n, seed=config["seed"]
+        )
+        planned = {}
+        for part, df in (("evaluation", ev), ("calibration", cal)):
+            tokens = list(_record_tokens(df).values())
+            planned[part] = sum(tokens) / len(tokens) if tokens else None
+
+        mine = [m for m in measured if m.task == task]
+        within = [  # each run's points about its own means: one slope for the task
+            (x - sum(a for a, _ in pts) / len(pts), y - sum(b for _, b in pts) / len(pts))
+            for pts in (_points(m, sizes) for m in mine) if pts
+            for x, y in pts
+        ]  # fmt: skip
+        pooled = _slope(within)
+        for run in runs:
+            if run.task != task or run.part not in planned or planned[run.part] is None:
+                continue
+            m = by_path.get(run.rates_from)
+            pts = _points(m, sizes) if m is not None else []
+            if not pts:
+                note = f"sample {measured_opts}->{planned_opts}: not corrected (examples unmatched)"
+                run.differs = "; ".join(filter(None, [run.differs, note]))
+                continue
+            slope, how = _slope(pts) if len(pts) >= 3 else None, "this run's"
+            if slope is None:
+                slope, how = pooled, "the task's runs'"
+            if slope is None:
+                note = f"sample {measured_opts}->{planned_opts}: not corrected (sizes do not vary)"
+                run.differs = "; ".join(filter(None, [run.differs, note]))
+                continue
+            mean = sum(x for x, _ in pts) / len(pts)
+            extra = slope * (planned[run.part] - mean)
+            run.rates = run.rates.with_prompt(extra * run.examples)
+            note = (
+                f"sample {measured_opts}->{planned_opts}: record tokens per example "
+                f"{mean:.0f}->{planned[run.part]:.0f} (o200k), prompt tokens per example "
+                f"{extra:+.0f} ({how} slope {slope:.2f})"
+            )
+            run.differs = "; ".join(filter(None, [run.differs, note]))
+
+
 # ---- the format study's comprehension ------------------------------------------------------
 
 
@@ -446,12 +591,7 @@ class _CountingClient:
     tokens (o200k_base) and answers nothing, so the study's own code lists its calls."""
 
     def __init__(self):
-        from tersetalk.tokens import ensure_offline_tiktoken
-
-        ensure_offline_tiktoken()
-        import tiktoken
-
-        self._enc = tiktoken.get_encoding("o200k_base")
+        self._enc = _o200k()
 
     def count_tokens(self, text: str) -> int:
         return len(self._enc.encode(text, disallowed_special=()))
@@ -808,15 +948,27 @@ def render(runs: list[PlannedRun], summary, projections: list[Projection], heade
             f"- {p.target.name}: {p.target.assumption}; longest chain of jobs "
             f"{_fmt_hours(p.critical_hours)}"
         )
-    notable = [r for r in runs if r.rates_basis != "measured" or r.differs]
+    compared = [r for r in runs if r.spec is not None]
+    items = [set(filter(None, r.differs.split("; "))) for r in compared]
+    common = set.intersection(*items) if items else set()
+    if common:
+        lines.append("")
+        lines.append(
+            f"every measured run was run otherwise than planned in: {'; '.join(sorted(common))}"
+        )
+    notable = []
+    for r in runs:
+        own = [d for d in filter(None, r.differs.split("; ")) if d not in common]
+        if r.rates_basis != "measured" or own:
+            notable.append((r, own))
     if notable:
         lines.append("")
         lines.append(
-            f"{len(notable)} of {len(runs)} runs not measured as planned "
-            "(rates_from, rates_basis, differs; a borrowed rate pays for every call):"
+            f"{len(notable)} of {len(runs)} runs not measured as planned (rates_from, "
+            "rates_basis, differs; a borrowed rate pays for every call):"
         )
-        for r in notable:
-            extra = f"; differs: {r.differs}" if r.differs else ""
+        for r, own in notable:
+            extra = f"; differs: {'; '.join(own)}" if own else ""
             lines.append(
                 f"  {r.part} {r.task}/{r.system}/{r.variant}: {r.rates_from} "
                 f"({r.rates_basis}){extra}"
@@ -841,6 +993,7 @@ def make_plan(args: argparse.Namespace):
     measured = measure(folder)
     runs = plan_runs(config)
     assign_rates(runs, measured, config, pay_cached=args.pay_cached)
+    correct_for_samples(runs, measured, config, folder)
     if not args.no_comprehension:
         runs.append(plan_comprehension(config, folder))
     projections = [project(runs, t) for t in targets(args, config, measured)]
@@ -871,13 +1024,13 @@ def _cmd_plan(args: argparse.Namespace) -> None:
     if (args.prompt_tps is None) != (args.gen_tps is None):
         raise PlanError("give both --prompt-tps and --gen-tps (the planned model's, per job)")
     runs, projections, summary, header = make_plan(args)
-    print(render(runs, summary, projections, header))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         summary.to_csv(args.out, index=False)
     if args.runs_out:
         Path(args.runs_out).parent.mkdir(parents=True, exist_ok=True)
         runs_table(runs).to_csv(args.runs_out, index=False)
+    print(render(runs, summary, projections, header))
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
