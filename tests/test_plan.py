@@ -252,6 +252,10 @@ def test_cli_writes_the_summary_and_scales_to_the_planned_model(tiny, tmp_path, 
     assert set(s["part"]) == {"evaluation", "calibration", "total"}
     total = s[s.part == "total"].set_index("target")
     assert (total["calls"] == 310).all()
+    # the one measured cache hit per example of tersetalk/default (100 prompt and 20
+    # completion tokens, 3 examples) does not reach the model
+    assert (total["prompt_tokens"] - total["uncached_prompt_tokens"] == 300).all()
+    assert (total["completion_tokens"] - total["uncached_completion_tokens"] == 60).all()
     # throughput inversely proportional to parameters: 1e8 measured, 7.24e9 planned
     ratio = total.loc["cpu:mistral:instruct", "hours"] / total.loc["cpu:measured", "hours"]
     assert ratio == pytest.approx(72.4)

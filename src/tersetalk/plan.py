@@ -150,6 +150,13 @@ class Rates:
         f = examples / self.examples
         return Rates(examples, **{k: getattr(self, k) * f for k in self.COUNTS})
 
+    def sent(self) -> tuple[float, float]:
+        """(prompt, completion) tokens of the calls that reach the model (not the cache)."""
+        return (
+            self.stream_prompt + self.struct_prompt,
+            self.stream_completion + self.struct_completion,
+        )
+
     def with_prompt(self, extra: float) -> Rates:
         """These rates with ``extra`` prompt tokens in all (negative: fewer), shared among
         the kinds of call in proportion to their prompt tokens."""
@@ -856,6 +863,8 @@ def runs_table(runs: list[PlannedRun]):
                 "examples": r.examples, "jobs": r.jobs, "layer": r.layer,
                 "calls": r.rates.calls, "cached_calls": r.rates.cached,
                 "prompt_tokens": r.rates.prompt, "completion_tokens": r.rates.completion,
+                "uncached_prompt_tokens": r.rates.sent()[0],
+                "uncached_completion_tokens": r.rates.sent()[1],
                 "rates_from": r.rates_from, "rates_basis": r.rates_basis, "differs": r.differs,
             }
             for r in runs
@@ -880,6 +889,8 @@ def summary_table(runs: list[PlannedRun], projections: list[Projection]):
             "cached_calls": round(sum(r.rates.cached for r in mine)),
             "prompt_tokens": round(sum(r.rates.prompt for r in mine)),
             "completion_tokens": round(sum(r.rates.completion for r in mine)),
+            "uncached_prompt_tokens": round(sum(r.rates.sent()[0] for r in mine)),
+            "uncached_completion_tokens": round(sum(r.rates.sent()[1] for r in mine)),
             "fallback_runs": sum(r.rates_basis.startswith("fallback") for r in mine),
         }
         for p in projections:
@@ -917,10 +928,11 @@ def render(runs: list[PlannedRun], summary, projections: list[Projection], heade
     """The plan as text: counts per part, hours per target and part, the assumptions, and
     every run whose rates were not measured as planned."""
     counts = summary.drop_duplicates("part")
-    cols = ["runs", "jobs", "calls", "cached_calls", "prompt_tokens", "completion_tokens"]
+    cols = ["runs", "jobs", "calls", "cached_calls", "prompt_tokens", "completion_tokens",
+            "uncached_prompt_tokens", "uncached_completion_tokens"]  # fmt: skip
     lines = [header, ""]
     lines += _table(
-        ["part", *cols],
+        ["part", *(c.replace("uncached_", "uncached ") for c in cols)],
         [[row.part, *(f"{int(getattr(row, c)):,}" for c in cols)] for row in counts.itertuples()],
     )
     lines.append("")
@@ -938,6 +950,10 @@ def render(runs: list[PlannedRun], summary, projections: list[Projection], heade
         ],
     )
     lines.append("")
+    lines.append(
+        "tokens: of every call; uncached: of the calls that reach the model (the measured "
+        "runs' share of call-cache hits kept), which the hours count"
+    )
     lines.append(
         "hours: model time only, a lower bound (the workflow's own overhead comes on top); "
         "parts overlap, so the total is not their sum; streams: calls at once (the DAG's "
