@@ -88,6 +88,9 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.overhead": {
         "overhead": "the workflow's own overhead: wall time against the model floor (overhead.csv)",
     },
+    "tersetalk.plan": {
+        "plan": "a config's model calls and tokens counted from its DAG, and the hours they take",
+    },
 }
 
 #: the errors a subcommand reports as one line and exit code 2: (module, class name). Looked
