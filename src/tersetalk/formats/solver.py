@@ -36,6 +36,11 @@ With a budget:
 Why Pareto frontiers and not an array over every token count: payloads have thousands
 of tokens, and a frontier holds only the points that are not dominated (at most one
 per distinct value), which keeps the exact solve fast enough to run over the corpus.
+An object's frontier is extended key by key from (cost, value) pairs alone (numpy for
+large products), partial plans that can only end over the budget are left out, and a
+plan's children are read off a shared chain only when used: the frontiers, and the
+plan kept among equal ones, are those of the plain cross product
+(tests/test_formats_solver_exact.py checks it against that code).
 """
 
 from __future__ import annotations
@@ -54,11 +59,11 @@ from tersetalk.formats.container import (
     _ITEM_HEADER,
     INDENT,
     PATH_TABLES,
-    block_ok,
     compact_json,
     indent_lines,
     inline,
     key_ok,
+    parse_block,
     render_block,
 )
 from tersetalk.formats.tree import (
@@ -196,17 +201,61 @@ def _inline_text(node: Node, slot: Slot) -> str:
 
 
 class _Costs:
-    """Token counts of lines, cached: most lines repeat across options."""
+    """What one :func:`solve` call computes once and reuses: token counts of lines (most
+    lines repeat across options), each node's rendered blocks and root single formats
+    (a TOON round trip is dear, and a node is offered in several solver instances: the
+    lossless one of every array, each retry, the greedy's), and the lossless frontiers.
+
+    Node-keyed entries use ``id(node)`` and keep the node itself, so an id is never
+    reused while its entry lives. One instance per ``solve`` call, never shared across
+    calls, so every solve's time stays its own (the knapsack experiment reports it).
+    """
 
     def __init__(self, tokenizer: str) -> None:
         self.tokenizer = tokenizer
         self.text = lru_cache(maxsize=200_000)(self._count)
+        self._blocks: dict[tuple[int, str], tuple[Node, str | None]] = {}
+        self._singles: dict[tuple[int, str], tuple[Node, str | None]] = {}
+        #: frontiers of lossless solvers (no budget: they depend on the node only)
+        self.lossless: dict[tuple, tuple[Node, Frontier]] = {}
 
     def _count(self, text: str) -> int:
         return count_tokens(text, self.tokenizer)
 
     def lines(self, lines: Sequence[str]) -> int:
         return sum(self.text(x + "\n") for x in lines)
+
+    def block(self, node: Node, fmt: str) -> str | None:
+        """``render_block(node, fmt)`` where ``block_ok`` (it reads back), else None."""
+        key = (id(node), fmt)
+        hit = self._blocks.get(key)
+        if hit is None:
+            # block_ok's round trip, on the one rendering that is then kept
+            try:
+                body: str | None = render_block(node, fmt)
+                if not same_value(parse_block(body, fmt), to_python(node)):
+                    body = None
+            except Exception:  # noqa: BLE001 - fail closed, as block_ok
+                body = None
+            hit = self._blocks[key] = (node, body)
+        return hit[1]
+
+    def single(self, node: Node, name: str) -> str | None:
+        """The root in the single-format encoder ``name`` where it is eligible, else None."""
+        key = (id(node), name)
+        hit = self._singles.get(key)
+        if hit is None:
+            from tersetalk.formats.encoders import get_encoder
+
+            enc = get_encoder(name)
+            # _single_text, without encode()'s second eligibility round trip
+            text = (
+                H.encoded(name) + "\n" + enc._encode(node).rstrip("\n")
+                if enc.eligible(node)
+                else None
+            )
+            hit = self._singles[key] = (node, text)
+        return hit[1]
 
 
 # --- rendering --------------------------------------------------------------------
@@ -333,6 +382,14 @@ class _Solver:
     # the options of one node at one position ----------------------------------------
 
     def frontier(self, node: Node, slot: Slot, depth: int, path: Path) -> Frontier:
+        if self.lossless_only and self.budget == float("inf"):
+            # every lossless solver of this solve() agrees on a node's frontier: share it
+            key = (id(self.scheme), self.json_only, self.min_table_rows, id(node), path, slot,
+                   depth)  # fmt: skip
+            hit = self.costs.lossless.get(key)
+            if hit is None:
+                hit = self.costs.lossless[key] = (node, self._frontier(node, slot, depth, path))
+            return hit[1]
         memo = (path, slot, depth)
         if memo not in self._memo:
             self._memo[memo] = self._frontier(node, slot, depth, path)
@@ -375,9 +432,9 @@ class _Solver:
                     continue  # records with the same flat keys: csv is the same table
                 if isinstance(node, Scalar) and fmt != "text":
                     continue
-                if not block_ok(node, fmt):
+                body = self.costs.block(node, fmt)
+                if body is None:
                     continue
-                body = render_block(node, fmt)
                 if not table_rows_ok(node, fmt, body, self.min_table_rows):
                     continue
                 lines = (
@@ -395,11 +452,9 @@ class _Solver:
             if not json_ctx:
                 points += self._composite_array(node, slot, depth, path, "list")
         if slot[0] == "root" and not json_ctx:
-            from tersetalk.formats.encoders import get_encoder
-
             for name in ROOT_SINGLES:
-                if get_encoder(name).eligible(node):
-                    text = _single_text(node, name)
+                text = self.costs.single(node, name)
+                if text is not None:
                     if not table_rows_ok(node, name, text, self.min_table_rows):
                         continue
                     points.append(Plan(f"single:{name}", self.costs.lines(text.split("\n")), value))
@@ -422,50 +477,61 @@ class _Solver:
             )
         else:  # {...}: braces and commas (keys carried by the children), on the slot's line
             base = 1 + self._line_head(slot, depth)
-        # accumulator: frontiers for "no key dropped" and "some key dropped"
-        acc: dict[bool, Frontier] = {False: [Plan(opt, base, 0.0)], True: []}
-        for k, child in node.items:
-            cpath = (*path, k)
-            if opt == "kv":
-                cf = self.frontier(child, ("key", k), inner, cpath)
-            else:
-                cf = [
-                    replace(p, cost=p.cost + self.costs.text(compact_json(k) + ":") + 1)
-                    for p in self._json_child(child, cpath)
-                ]
-            new: dict[bool, list[Plan]] = {False: [], True: []}
-            for flag, front in acc.items():
-                for a in front:
-                    for c in cf:
-                        new[flag].append(
-                            Plan(
-                                opt,
-                                a.cost + c.cost,
-                                a.value + c.value,
-                                (*a.children, (k, c)),
-                                a.dropped,
-                            )
-                        )
-                    if not self.lossless_only:
-                        drop_cost = self.costs.lines([compact_json(k) + ","]) - 1
-                        new[True].append(
-                            Plan(
-                                opt,
-                                a.cost + max(drop_cost, 1),
-                                a.value,
-                                a.children,
-                                (*a.dropped, k),
-                            )
-                        )
+        if self.lossless_only:  # nothing is dropped: the cheapest point, every key kept
+            front = [Plan(opt, base, 0.0)]
+            for k, child in node.items:
+                cf = self._object_child(child, k, inner, (*path, k), opt)
+                front = _cheapest(
+                    [
+                        Plan(
+                            opt,
+                            a.cost + c.cost,
+                            a.value + c.value,
+                            (*a.children, (k, c)),
+                            a.dropped,
+                        )  # fmt: skip
+                        for a in front
+                        for c in cf
+                    ]
+                )
+            return [p for p in front if p.children]
+        # accumulator: frontiers for "no key dropped" and "some key dropped", as partial
+        # plans (cost, value, link), link = (previous link, key, child plan or None when
+        # the key is dropped); full plans are built once, for the survivors of the last key
+        keys = [
+            (k, self._object_child(child, k, inner, (*path, k), opt),
+             max(self.costs.lines([compact_json(k) + ","]) - 1, 1))
+            for k, child in node.items
+        ]  # fmt: skip
+        # rest[i]: the least the keys after the i-th add to any plan (each one dropped or
+        # in its cheapest option). A partial plan dearer than budget - rest[i] can only
+        # end over the budget, and so can every plan it dominates: leaving such plans
+        # out removes the top of each sorted candidate list and changes nothing below
+        # it, so the frontier of the last key is the same (its rest is 0).
+        rest = [0] * len(keys)
+        for i in range(len(keys) - 1, 0, -1):
+            _, cf, drop_cost = keys[i]
+            rest[i - 1] = rest[i] + min(drop_cost, min((c.cost for c in cf), default=drop_cost))
+        acc: dict[bool, list[_Partial]] = {False: [(base, 0.0, None)], True: []}
+        for (k, cf, drop_cost), later in zip(keys, rest, strict=True):
+            limit = self.budget - later
             acc = {
-                f: _pareto(v, self.budget) if not self.lossless_only else _cheapest(v)
-                for f, v in new.items()
+                False: _extend(k, acc[False], cf, limit),
+                True: _extend(k, acc[True], cf, limit, drop_from=acc[False], drop_cost=drop_cost),
             }
-        out = list(acc[False])
+        out = [_plan(opt, part) for part in acc[False]]
         if acc[True]:
             hint_base = self.costs.lines([H.overflow_keys(path, [])])
-            out += [replace(p, cost=p.cost + hint_base) for p in acc[True]]
+            out += [_plan(opt, part, hint_base) for part in acc[True]]
         return [p for p in out if p.children or p.dropped]  # an object keeps or names every key
+
+    def _object_child(self, child: Node, k: str, inner: int, cpath: Path, opt: str) -> Frontier:
+        """The options of an object's value under key ``k``: on its own ``k:`` line in a
+        ``kv`` composite, as ``"k":<JSON>`` inside a ``jsonobj``."""
+        if opt == "kv":
+            return self.frontier(child, ("key", k), inner, cpath)
+        extra = self.costs.text(compact_json(k) + ":") + 1
+        return [_recost(p, p.cost + extra) for p in self._json_child(child, cpath)]
 
     def _line_head(self, slot: Slot, depth: int) -> int:
         """Tokens of a JSON composite's line around it: the key or dash, and the newline."""
@@ -520,6 +586,192 @@ class _Solver:
         else:
             out.append(acc)
         return out
+
+
+#: below this many candidates a merge is filtered in plain Python (numpy's overhead
+#: per call is larger than the work)
+_VECTOR_MIN = 256
+
+
+#: a plan being built: (cost, value, link), link = (previous link, key, child or None)
+_Partial = tuple[Any, float, Any]
+
+
+def _recost(p: Plan, cost: float) -> Plan:
+    """``replace(p, cost=cost)``, without ``dataclasses.replace``'s overhead."""
+    return Plan(p.option, cost, p.value, p.children, p.dropped, p.kept_chars, p.missing)
+
+
+class _Chain(Sequence):
+    """The kept children (``kept``) or the dropped keys of a composite plan, read off
+    its chain of partial plans when first used.
+
+    Why lazily: an object's frontier holds hundreds of plans and each would copy its
+    keys into tuples, while only the plans on the chosen path are ever rendered. It
+    reads, compares and hashes as the tuple it stands for.
+    """
+
+    __slots__ = ("_items", "_kept", "_link")
+
+    def __init__(self, link: Any, kept: bool) -> None:
+        self._link = link
+        self._kept = kept
+        self._items: tuple | None = None
+
+    def _tuple(self) -> tuple:
+        if self._items is None:
+            out = []
+            link = self._link
+            while link is not None:
+                link, key, child = link
+                if (child is not None) == self._kept:
+                    out.append((key, child) if self._kept else key)
+            self._items, self._link = tuple(reversed(out)), None
+        return self._items
+
+    def __bool__(self) -> bool:
+        if self._items is not None:
+            return bool(self._items)
+        link = self._link  # the first match decides: no tuple needed
+        while link is not None:
+            link, _, child = link
+            if (child is not None) == self._kept:
+                return True
+        return False
+
+    def __len__(self) -> int:
+        return len(self._tuple())
+
+    def __getitem__(self, index):
+        return self._tuple()[index]
+
+    def __iter__(self):
+        return iter(self._tuple())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Chain):
+            other = other._tuple()
+        return self._tuple() == other
+
+    def __hash__(self) -> int:
+        return hash(self._tuple())
+
+    def __repr__(self) -> str:
+        return repr(self._tuple())
+
+
+def _plan(opt: str, part: _Partial, extra: int = 0) -> Plan:
+    """The composite plan of a partial one, ``extra`` added to its cost."""
+    cost = part[0] + extra if extra else part[0]
+    return Plan(opt, cost, part[1], _Chain(part[2], True), _Chain(part[2], False))  # type: ignore[arg-type]
+
+
+def _extend(
+    key: str,
+    front: list[_Partial],
+    child: Frontier,
+    budget: float,
+    *,
+    drop_from: list[_Partial] | None = None,
+    drop_cost: int = 0,
+) -> list[_Partial]:
+    """An object composite's frontier with one key more: ``_pareto`` of the candidates,
+    exactly, without building a :class:`Plan` for each.
+
+    Candidates, in this order: with ``drop_from`` (for the "some key dropped" frontier),
+    ``key`` dropped from each plan of ``drop_from``; then for each plan of ``front``,
+    that plan with each point of ``child`` and, with ``drop_from``, that plan with
+    ``key`` dropped. This is the order in which the cross product used to be built,
+    and it decides which of two candidates of equal cost and value survives, so the
+    frontier is the same list of plans. Only (cost, value) pairs are formed and
+    filtered; the survivors alone (at most one per distinct value) are kept, as
+    partial plans that share their prefix (see :func:`_plan`).
+    """
+    first = drop_from or []
+    with_drop = drop_from is not None
+    width = len(child) + (1 if with_drop else 0)
+    total = len(first) + len(front) * width
+    if not total:
+        return []
+    chosen = None
+    if total >= _VECTOR_MIN:
+        chosen = _survivors_numpy(front, child, first, with_drop, drop_cost, budget)
+    if chosen is None:
+        chosen = _survivors_python(front, child, first, with_drop, drop_cost, budget)
+    nfirst, nchild = len(first), len(child)
+    out: list[_Partial] = []
+    append = out.append
+    for seq in chosen:
+        if seq < nfirst:
+            a = first[seq]
+            append((a[0] + drop_cost, a[1], (a[2], key, None)))
+            continue
+        i, j = divmod(seq - nfirst, width)
+        a = front[i]
+        if j == nchild:
+            append((a[0] + drop_cost, a[1], (a[2], key, None)))
+        else:
+            c = child[j]
+            append((a[0] + c.cost, a[1] + c.value, (a[2], key, c)))
+    return out
+
+
+def _keep(ordered) -> list[int]:
+    """``_pareto``'s scan over (value, seq) in (cost, -value, seq) order: the seqs kept."""
+    chosen: list[int] = []
+    last = 0.0
+    for value, seq in ordered:
+        if not chosen or value > last + 1e-12:
+            chosen.append(seq)
+            last = value
+    return chosen
+
+
+def _survivors_python(front, child, first, with_drop, drop_cost, budget) -> list[int]:
+    pairs = [(c.cost, c.value) for c in child]
+    cand = [(a[0] + drop_cost, -a[1], seq, a[1]) for seq, a in enumerate(first)]
+    seq = len(first)
+    for a_cost, a_value, _ in front:
+        for c_cost, c_value in pairs:
+            v = a_value + c_value
+            cand.append((a_cost + c_cost, -v, seq, v))
+            seq += 1
+        if with_drop:
+            cand.append((a_cost + drop_cost, -a_value, seq, a_value))
+            seq += 1
+    cand = [x for x in cand if x[0] <= budget]
+    cand.sort()  # (cost, -value, seq): a stable sort by (cost, -value)
+    return _keep([(x[3], x[2]) for x in cand])
+
+
+def _survivors_numpy(front, child, first, with_drop, drop_cost, budget) -> list[int] | None:
+    """As :func:`_survivors_python`, vectorised; None when a cost is not a plain number."""
+    import numpy as np
+
+    fc = np.array([a[0] for a in front])
+    fv = np.array([a[1] for a in front], dtype=float)
+    cc = np.array([c.cost for c in child])
+    cv = np.array([c.value for c in child], dtype=float)
+    first_c = np.array([a[0] for a in first]) + drop_cost
+    first_v = np.array([a[1] for a in first], dtype=float)
+    if with_drop:
+        cc = np.append(cc, drop_cost)
+        cv = np.append(cv, 0.0)  # a.value + 0.0 == a.value: values are never -0.0
+    if any(x.size and x.dtype.kind not in "if" for x in (fc, cc, first_c)):
+        return None
+    costs = np.concatenate([first_c, (fc[:, None] + cc[None, :]).ravel()])
+    values = np.concatenate([first_v, (fv[:, None] + cv[None, :]).ravel()])
+    seqs = np.nonzero(costs <= budget)[0]
+    if not seqs.size:
+        return []
+    costs, values = costs[seqs], values[seqs]
+    order = np.lexsort((-values, costs))  # stable: ties stay in seq order
+    values, seqs = values[order], seqs[order]
+    # a candidate whose value does not beat every earlier one is never kept by the
+    # scan (its value is at most the last kept + 1e-12): scan only the record-breakers
+    best = np.maximum.accumulate(values)
+    records = np.r_[0, np.nonzero(values[1:] > best[:-1])[0] + 1]
+    return _keep(zip(values[records].tolist(), seqs[records].tolist(), strict=True))
 
 
 def _cheapest(points: list[Plan]) -> Frontier:
