@@ -31,6 +31,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,6 +41,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tersetalk.encoders.errors import CompressionError, CompressorUnavailableError
+from tersetalk.encoders.lingua_cache import CompressionCache
 from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared
 from tersetalk.tasks.registry import get as get_task
 from tersetalk.tokens import count_tokens, ensure_offline_tiktoken
@@ -293,34 +295,61 @@ def prepared_mismatch(model: str | Path, gguf: str | Path | None = None) -> bool
 
 
 class LLMLinguaCompressor:
-    """A loaded LLMLingua (or LLMLingua-2) model; build once per run, reuse per message."""
+    """A loaded LLMLingua (or LLMLingua-2) model; build once per run, reuse per message.
+
+    The model is loaded at the first compression that is not in the cache
+    (:meth:`use_cache`), so a run whose compressions are all cached never imports
+    torch; :meth:`load` loads it at once (a clear error now rather than at the first
+    message).
+    """
 
     def __init__(self, settings: CompressorSettings):
         self.settings = settings
         self.llmlingua2 = settings.use_llmlingua2()
-        model = _resolve_model(settings.model)  # fail fast, before importing torch
-        threads = settings.threads or _default_threads()
-        import torch
-
-        torch.set_num_threads(threads)
-        ensure_offline_tiktoken()  # LLMLingua builds a tiktoken encoder in its constructor
+        self.model = _resolve_model(settings.model)  # fail fast, before importing torch
+        self.threads = settings.threads or _default_threads()
         #: the default folder was not prepared from the embedded GGUF: the compressor's
         #: numbers are then not the ones the paper describes, so every record says so
-        self.compressor_mismatch = prepared_mismatch(model)
+        self.compressor_mismatch = prepared_mismatch(self.model)
         if self.compressor_mismatch:
             log.warning(
                 "%s does not match the embedded GGUF (no or another manifest); records carry "
                 "lingua_compressor_mismatch=1. Fix: `tersetalk prepare-compressor --force "
                 "--out %s`",
-                model,
-                model,
+                self.model,
+                self.model,
             )
+        self.load_seconds: float | None = None
+        self._loaded: Any = None
+        self._load_lock = threading.Lock()
+        #: the compression cache (None: every compression is computed)
+        self.cache: CompressionCache | None = None
+        self._identity: dict[str, Any] = {}
+
+    def load(self) -> LLMLinguaCompressor:
+        """Load torch and the compressor model (once); raises CompressorUnavailableError."""
+        with self._load_lock:
+            if self._loaded is None:
+                self._loaded = self._build()
+        return self
+
+    @property
+    def _pc(self) -> Any:
+        if self._loaded is None:
+            self.load()
+        return self._loaded
+
+    def _build(self) -> Any:
+        import torch
+
+        torch.set_num_threads(self.threads)
+        ensure_offline_tiktoken()  # LLMLingua builds a tiktoken encoder in its constructor
         t0 = time.perf_counter()
         try:
             cls = _short_prompt_class()
-            self._pc = cls(
-                model_name=model,
-                device_map=settings.device,
+            pc = cls(
+                model_name=self.model,
+                device_map=self.settings.device,
                 model_config={"trust_remote_code": False},
                 use_llmlingua2=self.llmlingua2,
             )
@@ -328,31 +357,56 @@ class LLMLinguaCompressor:
             raise
         except Exception as exc:  # noqa: BLE001 - one clear message for every load failure
             raise CompressorUnavailableError(
-                f"LLMLingua could not load {model!r}: {type(exc).__name__}: {exc}. Fix: prepare "
-                f"the default with `tersetalk prepare-compressor --out {DEFAULT_COMPRESSOR_DIR}`, "
-                "or make sure the named model is in the local Hugging Face cache"
+                f"LLMLingua could not load {self.model!r}: {type(exc).__name__}: {exc}. Fix: "
+                f"prepare the default with `tersetalk prepare-compressor --out "
+                f"{DEFAULT_COMPRESSOR_DIR}`, or make sure the named model is in the local "
+                "Hugging Face cache"
             ) from exc
         # LLMLingua matches decoded text against its input; keep " ?" as " ?".
-        self._pc.tokenizer.clean_up_tokenization_spaces = False
+        pc.tokenizer.clean_up_tokenization_spaces = False
         self.load_seconds = time.perf_counter() - t0
-        self.threads = threads
-        self.model = model
         log.info(
             "LLMLingua%s compressor %s loaded on %s (%d threads) in %.1f s",
             "-2" if self.llmlingua2 else "",
-            model,
-            settings.device,
-            threads,
+            self.model,
+            self.settings.device,
+            self.threads,
             self.load_seconds,
         )
+        return pc
+
+    def use_cache(self, folder: str | Path) -> bool:
+        """Keep compressions in the content-addressed cache under ``folder``
+        (:mod:`tersetalk.encoders.lingua_cache`); False when the model cannot be
+        fingerprinted (then nothing is cached, and the log says why)."""
+        from tersetalk.encoders import lingua_cache as LC
+
+        fingerprint = LC.model_fingerprint(self.model, Path(folder) / LC.FINGERPRINTS)
+        if fingerprint is None:
+            log.warning("LLMLingua cache off: %s cannot be fingerprinted", self.model)
+            return False
+        self._identity = {
+            "model": fingerprint,
+            "llmlingua2": self.llmlingua2,
+            "device": self.settings.device,
+            "threads": self.threads,
+            "code": LC.code_identity(),
+        }
+        self.cache = LC.CompressionCache(folder)
+        log.info("LLMLingua cache: %s (compressor %s)", folder, fingerprint)
+        return True
 
     def describe(self) -> dict[str, Any]:
+        cache = self.cache
         return {
             "compressor": self.model,
             "llmlingua2": self.llmlingua2,
             "device": self.settings.device,
             "threads": self.threads,
             "compressor_mismatch": self.compressor_mismatch,
+            "cache_dir": None if cache is None else str(cache.folder),
+            "cache_hits": 0 if cache is None else cache.hits,
+            "cache_misses": 0 if cache is None else cache.misses,
         }
 
     def model_tokens(self, text: str) -> int:
@@ -368,7 +422,11 @@ class LLMLinguaCompressor:
         force: bool = False,
         options: LinguaSettings | None = None,
     ) -> Compressed:
-        """Compress ``context`` (a list of pieces) to about ``target_tokens`` cl100k tokens."""
+        """Compress ``context`` (a list of pieces) to about ``target_tokens`` cl100k tokens.
+
+        With a cache (:meth:`use_cache`) a compression made before is read back, as it
+        was computed; ``extra["cache_hit"]`` says whether it was.
+        """
         opts = options or LinguaSettings()
         pieces = [" ".join(c.split()) for c in context if c and c.strip()]
         origin = count_tokens("\n".join(pieces))
@@ -377,10 +435,46 @@ class LLMLinguaCompressor:
             origin_tokens=origin,
             compressed_tokens=origin,
             target_tokens=int(target_tokens),
+            extra={"cache_hit": False},
         )
         if not pieces or target_tokens >= origin:
             result.skipped = True
             return result
+        cache = self.cache
+        if cache is None:
+            return self._compress(result, target_tokens, question, force, opts)
+        from tersetalk.encoders.lingua_cache import key_material
+
+        material = key_material(
+            self._identity,
+            list(context),
+            target_tokens=target_tokens,
+            question=question,
+            force=force,
+            options=opts.model_dump(mode="json"),
+        )
+        key = cache.key(material)
+        stored = cache.get(key)
+        if stored is not None:
+            hit = Compressed(**stored)
+            hit.extra["cache_hit"] = True
+            return hit
+        result = self._compress(result, target_tokens, question, force, opts)
+        fields = asdict(result)
+        fields["extra"] = {k: v for k, v in result.extra.items() if k != "cache_hit"}
+        cache.put(key, material, fields)
+        return result
+
+    def _compress(
+        self,
+        result: Compressed,
+        target_tokens: int,
+        question: str,
+        force: bool,
+        opts: LinguaSettings,
+    ) -> Compressed:
+        """The compression itself (with the model), into ``result``."""
+        pieces = result.pieces
         pattern = (
             force_pattern(
                 opts.force_tokens, opts.force_number_words, opts.force_entities, opts.entity_phrases
@@ -596,9 +690,38 @@ def load_compressor(settings: CompressorSettings) -> LLMLinguaCompressor:
     )
 
 
+def compression_cache_dir(ctx) -> Path | None:
+    """Where a run keeps its compressions: ``<cache_dir>/lingua``, beside the call cache.
+
+    The workflow's ``cache_dir`` from ``ctx.shared["cache_dir"]`` when the runner puts
+    it there, else from the call cache the run's client uses (``<cache_dir>/calls``);
+    None (no caching) for a client without a cache.
+    """
+    from tersetalk.encoders.lingua_cache import LINGUA_CACHE_DIR
+
+    root = ctx.shared.get("cache_dir")
+    if root:
+        return Path(root) / LINGUA_CACHE_DIR
+    calls = ctx.client.describe().get("cache_dir")
+    if not calls:
+        return None
+    calls = Path(calls)
+    return (calls.parent if calls.name == "calls" else calls) / LINGUA_CACHE_DIR
+
+
 def get_compressor(ctx, settings: CompressorSettings) -> Compressor:
-    """The run's compressor for ``settings``, built on first use (``RunContext.resource``)."""
-    return ctx.resource(settings.resource_key(), lambda: load_compressor(settings))
+    """The run's compressor for ``settings``, built on first use (``RunContext.resource``),
+    with the run's compression cache (:func:`compression_cache_dir`)."""
+
+    def build() -> Compressor:
+        comp = load_compressor(settings)
+        if isinstance(comp, LLMLinguaCompressor):  # test doubles stand in for the model
+            folder = compression_cache_dir(ctx)
+            if folder is not None:
+                comp.use_cache(folder)
+        return comp
+
+    return ctx.resource(settings.resource_key(), build)
 
 
 def ceil_int(x: float) -> int:

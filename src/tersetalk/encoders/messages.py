@@ -114,8 +114,13 @@ def compress_message(
         )
         pieces = comp.pieces
     text = view.render(pieces)
-    mismatch = bool(compressor.describe().get("compressor_mismatch", False))
-    counters = message_counters(plan, text, comp, opts, compressor_mismatch=mismatch)
+    described = compressor.describe()
+    mismatch = bool(described.get("compressor_mismatch", False))
+    # a compressor that keeps a cache (the real one) says whether this one came from it
+    hit = None
+    if "cache_dir" in described:
+        hit = int(comp is not None and bool(comp.extra.get("cache_hit")))
+    counters = message_counters(plan, text, comp, opts, compressor_mismatch=mismatch, cache_hit=hit)
     return CompressedMessage(text, plan, comp, counters)
 
 
@@ -126,11 +131,15 @@ def message_counters(
     opts: LinguaSettings,
     *,
     compressor_mismatch: bool = False,
+    cache_hit: int | None = None,
 ) -> dict[str, Any]:
     """The ``lingua_*`` counters of one message (and ``t_lingua_s``, its timing).
 
     ``lingua_compressor_mismatch`` is 1 when the compressor's prepared folder does
     not match the embedded model, so such records can be found and excluded later.
+    ``t_lingua_cache_hit`` (given ``cache_hit``: compressors with a cache) is 1 when
+    the compression was read from the LLMLingua cache; ``t_`` because it describes
+    this execution, like ``t_lingua_s`` (the stored time of the compression then).
     """
     sent = count_tokens(message)
     msg_rate = sent / plan.message_tokens if plan.message_tokens else 1.0
@@ -141,7 +150,7 @@ def message_counters(
         reachable = plan.target_rate >= 1.0
     else:  # the compressor knows about forced digits and the minimum it keeps
         reachable = plan.reachable and (comp is None or comp.reachable)
-    return {
+    out: dict[str, Any] = {
         "lingua_origin_tokens": plan.message_tokens,
         "lingua_tokens": sent,
         "lingua_rate": msg_rate,
@@ -163,3 +172,6 @@ def message_counters(
         "lingua_compressor_mismatch": int(compressor_mismatch),
         "t_lingua_s": comp.seconds if comp is not None else 0.0,
     }
+    if cache_hit is not None:
+        out["t_lingua_cache_hit"] = cache_hit
+    return out

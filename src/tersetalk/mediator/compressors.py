@@ -227,7 +227,8 @@ class LLMLinguaCompressor(Compressor):
             raise MediatorConfigError(f"compression.llmlingua: {exc}") from None
         if impl is None:
             try:
-                impl = lingua.load_compressor(self.settings)
+                # loaded now (the wrapper loads lazily), so a missing model stops here
+                impl = lingua.load_compressor(self.settings).load()
             except Exception as exc:  # noqa: BLE001 - the wrapper's message says how to fix
                 raise CompressorUnavailableError(
                     f"LLMLingua compressor unavailable: {exc}; or set compression.compressor: model"
