@@ -221,3 +221,33 @@ def test_a_prompt_longer_than_one_ubatch(twins):
     assert [r[:2] for r in results["on"]] == [r[:2] for r in results["off"]]
     assert results["on"][0][1] > on._llm.n_batch  # more than one ubatch
     assert results["on"][1][2] > on._llm.n_batch  # kept across a ubatch boundary
+
+
+@pytest.mark.integration
+def test_an_answer_quoted_by_the_next_prompt_is_evaluated_again(twins, problems):
+    """The revise round sent right after the Worker's answer (as an Instructor re-ask
+    is): its prompt extends the cache by the answer's tokens, which were evaluated one
+    by one while generated. Stock llama-cpp-python reuses them, and changed 8 of 12 such
+    answers on GSM8K; here only the Worker's prompt is kept."""
+    from tersetalk.agents.roles import REVISE_INSTRUCTION, render_brief
+    from tersetalk.tasks.gsm8k import WORKER_SYSTEM, brief
+
+    gen = GenerationConfig(max_tokens=64, seed=1234)
+    results = {}
+    for name, client in zip(("off", "on"), twins, strict=True):
+        results[name] = []
+        for problem in problems:
+            worker = [
+                {"role": "system", "content": WORKER_SYSTEM},
+                {"role": "user", "content": render_brief(brief(problem, {}))},
+            ]
+            a = client.chat(worker, gen)
+            b = client.chat(
+                [*worker, {"role": "assistant", "content": a.text},
+                 {"role": "user", "content": REVISE_INSTRUCTION.format(feedback="Check it.")}],
+                gen,
+            )  # fmt: skip
+            results[name].append((a.text, b.text, b.prompt_tokens))
+            if name == "on":
+                assert 0 < b.extra["prompt_tokens_reused"] <= a.prompt_tokens
+    assert results["on"] == results["off"]

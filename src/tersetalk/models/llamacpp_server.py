@@ -3,12 +3,15 @@ server (``llama_cpp.server``, same arguments) with three changes for this projec
 
 - the model is loaded without weight repacking, which segfaults on AMX CPUs (see
   :func:`tersetalk.models.llamacpp.without_weight_repacking`);
-- every request starts from an empty KV cache, like the in-process client: an answer
-  then never depends on which requests came before it. Stock ``llama_cpp.server``
-  reuses the prompt prefix the previous request left in the cache, which changes the
-  logits slightly (the prefix was evaluated in other batches), so the same request
-  could get another answer depending on what ran before: with several requests in
-  flight, on their arrival order. ``--reuse_prefix`` restores the stock behaviour;
+- every request starts from an empty KV cache: an answer then never depends on which
+  requests came before it. Stock ``llama_cpp.server`` reuses the longest prefix the
+  previous request left in the cache, the previous answer's tokens included, and
+  re-evaluates the last prompt token alone when the whole prompt is cached. A token
+  evaluated alone takes another kernel than one in a batch of 2 or more and gets other
+  logits (measured in :mod:`tersetalk.models.llamacpp`, which explains it and reuses
+  prefixes only where the bits stay the same), so the same request could get another
+  answer depending on what ran before: with several requests in flight, on their
+  arrival order. ``--reuse_prefix`` restores the stock behaviour;
 - ``--interrupt_requests`` defaults to False. Stock ``llama_cpp.server`` stops a
   streaming answer as soon as another request waits (and ends the stream without a
   ``finish_reason``), so clients with several requests in flight would keep cutting
