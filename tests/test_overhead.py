@@ -376,7 +376,7 @@ def test_the_command_writes_a_table_pandas_reads_and_a_caption_line(workdir):
     assert total(df, "model_call_s") == 80.0
     assert (workdir / (OUT + ".meta.json")).is_file()
     line = overhead.caption_line(workdir / OUT)
-    assert "model calls 80 s" in line and "over 2 model slots" in line
+    assert "model calls 80 s" in line and "2 model slots, a floor of 40 s" in line
     assert overhead.caption_line(workdir / "nothing.csv") == "Not built yet."
 
 

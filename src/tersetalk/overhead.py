@@ -612,18 +612,26 @@ def caption_line(csv: str | Path) -> str:
     with path.open(newline="", encoding="utf-8") as fh:
         totals = {r["metric"]: r["value"] for r in csv_module.DictReader(fh) if not r["rule"]}
 
-    def s(metric: str, digits: int = 0) -> str:
+    def s(metric: str, digits: int = 0) -> str | None:
         try:
-            return f"{float(totals[metric]):,.{digits}f}"
+            value = float(totals[metric])
         except (KeyError, ValueError):
-            return "unavailable"
+            return None
+        return None if math.isnan(value) else f"{value:,.{digits}f}"
 
+    wall, slots, floor, ratio = (
+        s("wall_s"),
+        s("model_slots"),
+        s("model_floor_s"),
+        s("wall_over_floor", 2),
+    )
     return (
-        f"This run: wall time {s('wall_s')} s; model calls {s('model_call_s')} s "
-        f"({s('model_calls')} calls; the {s('cached_calls')} calls served from the cache "
-        f"originally cost {s('cached_call_s')} s) over {s('model_slots')} model slots, a floor "
-        f"of {s('model_floor_s')} s; wall / floor {s('wall_over_floor', 2)}; "
-        f"{s('job_s')} job-seconds in {s('jobs')} jobs, {s('non_model_job_s')} of them "
+        f"This run: wall time {f'{wall} s' if wall else 'not measured'}; model calls "
+        f"{s('model_call_s')} s ({s('model_calls')} calls; the {s('cached_calls')} calls served "
+        f"from the cache originally cost {s('cached_call_s')} s), "
+        + (f"{slots} model slots, a floor of {floor} s; " if slots and floor else "no floor; ")
+        + (f"wall / floor {ratio}; " if ratio else "no wall / floor ratio (see source); ")
+        + f"{s('job_s')} job-seconds in {s('jobs')} jobs, {s('non_model_job_s')} of them "
         "outside model calls."
     )
 
