@@ -329,12 +329,16 @@ def test_a_forced_rerun_reports_its_own_log_and_no_model_call(tmp_path, monkeypa
     found = overhead.find_log(logs, output=OUT)
     assert found.name == LOG_NAME
     log = overhead.parse_log(found.read_text(), found)
-    df = table(overhead.overhead_rows(log, cache_dir=cache, now=at(30), running=True))
+    rows = overhead.overhead_rows(log, cache_dir=cache, now=at(30), running=True)
+    df = table(rows)
     assert total(df, "wall_s") == pytest.approx(30.0)
     assert total(df, "model_call_s") == 0 and total(df, "cached_call_s") == 75.0
     assert total(df, "cached_calls") == 3 and total(df, "model_floor_s") == 0
     assert pd.isna(total(df, "wall_over_floor"))
     assert "floor is 0" in df.loc[df.metric == "wall_over_floor", "source"].iloc[0]
+    line = overhead.caption_line(overhead.write(rows, tmp_path / "o.csv"))
+    assert "wall time 30 s" in line and "no wall / floor ratio" in line
+    assert "the 3 calls served from the cache originally cost 75 s" in line
 
 
 def test_model_slots_for_threads_servers_clusters_and_overrides():
