@@ -65,7 +65,13 @@ from .base import (
     StructuredOutputError,
     check_messages,
 )
-from .fingerprint import FINGERPRINT_DIR, Fingerprint, address_identity, model_fingerprint
+from .fingerprint import (
+    FINGERPRINT_DIR,
+    Fingerprint,
+    _umask,
+    address_identity,
+    model_fingerprint,
+)
 
 __all__ = ["CACHE_FORMAT", "CachedClient", "address_identity", "cache_identity"]
 
@@ -73,18 +79,6 @@ log = logging.getLogger(__name__)
 
 #: Bumped when the key material or the entry layout changes, so old entries miss.
 CACHE_FORMAT = 1
-
-
-def _umask() -> int:
-    """This process's umask, read without changing it (``os.umask`` sets it process-wide,
-    a race with other threads); 0o022 when the kernel does not say."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def canonical_json(obj: Any) -> str:

@@ -154,14 +154,25 @@ def _strong(client: ModelClient, kind: str, value: str, source: str) -> Fingerpr
 
 # -- files ---------------------------------------------------------------------------------
 
+
+def _umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` sets it process-wide,
+    a race with other threads); 0o022 when the kernel does not say."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 _file_memo: dict[tuple, str] = {}
 _file_lock = threading.Lock()
 
 
 def _write_sidecar(path: Path, record: dict[str, Any]) -> None:
     """Write ``record`` to ``path`` atomically; a failure only costs a later rehash."""
-    from .cache import _umask  # the cache's entries and these get the same file mode
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:12]}.", suffix=".tmp")
@@ -395,11 +406,11 @@ def model_fingerprint(client: ModelClient, memo_dir: str | Path | None = None) -
     used up. A :class:`~tersetalk.models.cache.CachedClient` gives the one its keys use.
     Never raises: what cannot be had makes a weak fingerprint that says why.
     """
-    from .cache import CachedClient
-
     outer = client
     while True:  # the first call cache on the way down decides (its memo folder)
-        if isinstance(outer, CachedClient):
+        # a CachedClient (models.cache, which imports this module) is the one with a
+        # fingerprint() of its own: asked by that, not by class, so no import cycle
+        if callable(getattr(type(outer), "fingerprint", None)):
             return outer.fingerprint()
         inner = getattr(outer, "inner", None)
         if not isinstance(inner, ModelClient):
