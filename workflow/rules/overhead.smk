@@ -35,7 +35,7 @@ rule overhead:
         max_concurrency=config["models"].get("max_concurrency") or 1,
         threads=MODEL_THREADS,
     shell:
-        "python -m tersetalk.overhead --in-progress "
+        "tersetalk overhead --in-progress "
         "--snakemake-log {params.snakemake_log:q} --cache-dir {params.cache:q} "
         "--backend {params.backend} --max-concurrency {params.max_concurrency} "
         "--model-threads {params.threads} --out {output.csv:q} > {log} 2>&1"
