@@ -289,6 +289,8 @@ _COUNTERS: list[tuple[str, str, str, str, str]] = [
     ("lingua_compressor_mismatch", "int64", "0/1", "1 when the compressor folder does not match "
      "the embedded model", "llmlingua, hybrid"),
     ("t_lingua_s", "float64", "s", "time spent compressing (timing)", "llmlingua, hybrid"),
+    ("t_lingua_cache_hit", "int64", "0/1", "1 when the compression was read from the "
+     "LLMLingua cache (timing)", "llmlingua, hybrid"),
     ("mediator_original_tokens", "int64", "tokens", "tokens of the brief before mediation "
      "(systems.mediator_system.counters_of)", "mediator"),
     ("mediator_passes", "int64", "passes", "recursive compression passes", "mediator"),
