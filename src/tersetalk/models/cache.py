@@ -68,7 +68,6 @@ from .base import (
 from .fingerprint import (
     FINGERPRINT_DIR,
     Fingerprint,
-    _umask,
     address_identity,
     model_fingerprint,
 )
@@ -76,6 +75,19 @@ from .fingerprint import (
 __all__ = ["CACHE_FORMAT", "CachedClient", "address_identity", "cache_identity"]
 
 log = logging.getLogger(__name__)
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` sets it process-wide,
+    a race with other threads); 0o022 when the kernel does not say."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
 
 #: Bumped when the key material or the entry layout changes, so old entries miss.
 CACHE_FORMAT = 1

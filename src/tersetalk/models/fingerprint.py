@@ -62,7 +62,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -155,36 +154,16 @@ def _strong(client: ModelClient, kind: str, value: str, source: str) -> Fingerpr
 # -- files ---------------------------------------------------------------------------------
 
 
-def _umask() -> int:
-    """This process's umask, read without changing it (``os.umask`` sets it process-wide,
-    a race with other threads); 0o022 when the kernel does not say."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
 _file_memo: dict[tuple, str] = {}
 _file_lock = threading.Lock()
 
 
 def _write_sidecar(path: Path, record: dict[str, Any]) -> None:
     """Write ``record`` to ``path`` atomically; a failure only costs a later rehash."""
+    from tersetalk.io import write_text_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:12]}.", suffix=".tmp")
-        try:
-            os.fchmod(fd, 0o666 & ~_umask())
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(canonical(record))
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_text_atomic(canonical(record), path)
     except OSError as exc:
         log.warning("model fingerprint: could not memoise the digest in %s: %s", path, exc)
 
