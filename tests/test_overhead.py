@@ -479,3 +479,17 @@ def test_a_real_snakemake_run_and_its_forced_rerun(tmp_path):
     assert len(logs) == 2
     assert logs[1].name in again.loc[0, "source"] and logs[0].name not in again.loc[0, "source"]
     assert total(again, "jobs") == 2
+
+
+def test_a_damaged_log_gives_a_table_not_a_traceback(tmp_path):
+    """A stamp with an impossible time and random bytes are skipped, not a crash."""
+    from tersetalk.overhead import parse_log
+
+    text = (
+        "\ufffd\x00garbage\n[Fri Nov 27 10:00:00 2026]\nrule a:\n    jobid: 1\n"
+        "[Fri Nov 27 99:99:99 2026]\nFinished jobid: 1 (Rule: a)\n"
+    )
+    log = parse_log(text)
+    (job,) = log.jobs
+    assert job.rule == "a" and job.status == "finished"
+    assert job.seconds == 0  # the impossible stamp left the last real time in force

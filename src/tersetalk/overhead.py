@@ -93,8 +93,13 @@ IN_PROCESS = frozenset({"llamacpp"})
 RULE = "overhead"
 
 
-def _stamp(text: str) -> datetime:
-    return datetime.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y")
+def _stamp(text: str) -> datetime | None:
+    """The time of a stamp; None for one that matches the pattern but names no real time
+    (``99:99:99`` in a damaged or hand-edited log), which is then not a time at all."""
+    try:
+        return datetime.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
 
 
 def _log_name_time(name: str) -> datetime | None:
@@ -174,7 +179,7 @@ def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
     for line in text.splitlines():
         stamps = _STAMP.findall(line)
         if stamps:
-            last = _stamp(stamps[-1])
+            last = _stamp(stamps[-1]) or last
             line = _STAMP.split(line)[-1]
             if not line.strip():
                 current = None
