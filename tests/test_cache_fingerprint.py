@@ -125,6 +125,17 @@ def test_the_gguf_digest_is_memoised_by_path_size_and_mtime(tmp_path, weights, m
     assert file_sha256(weights, memo) == real and len(list(memo.iterdir())) == 2
 
 
+def test_a_digest_known_in_this_process_is_memoised_in_a_new_cache_too(
+    tmp_path, weights, monkeypatch
+):
+    monkeypatch.setattr(fpmod, "_file_memo", {})
+    first, second = tmp_path / "a" / "fingerprints", tmp_path / "b" / "fingerprints"
+    digest = file_sha256(weights, first)
+    assert file_sha256(weights, second) == digest  # from the in-process memo
+    [sidecar] = second.iterdir()  # and still written, so the next process does not rehash
+    assert json.loads(sidecar.read_text())["sha256"] == digest
+
+
 def test_an_unreadable_gguf_is_a_weak_fingerprint_that_says_so(tmp_path, weights):
     client = FileModel(weights)
     size = weights.stat().st_size

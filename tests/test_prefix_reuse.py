@@ -228,13 +228,19 @@ def test_an_answer_quoted_by_the_next_prompt_is_evaluated_again(twins, problems)
     """The revise round sent right after the Worker's answer (as an Instructor re-ask
     is): its prompt extends the cache by the answer's tokens, which were evaluated one
     by one while generated. Stock llama-cpp-python reuses them, and changed 8 of 12 such
-    answers on GSM8K; here only the Worker's prompt is kept."""
+    answers on GSM8K; here only the Worker's prompt is kept.
+
+    A fresh client: the module's one keeps the states of earlier tests' prompts, and one
+    of them (the same revise round with a shorter answer, evaluated as a prompt) may
+    rightly be reused past the Worker's prompt."""
     from tersetalk.agents.roles import REVISE_INSTRUCTION, render_brief
+    from tersetalk.models.llamacpp import LlamaCppClient
     from tersetalk.tasks.gsm8k import WORKER_SYSTEM, brief
 
     gen = GenerationConfig(max_tokens=64, seed=1234)
     results = {}
-    for name, client in zip(("off", "on"), twins, strict=True):
+    fresh = LlamaCppClient(n_threads=1, seed=1234, reuse_prefix=True)
+    for name, client in (("off", twins[0]), ("on", fresh)):
         results[name] = []
         for problem in problems:
             worker = [
@@ -250,4 +256,5 @@ def test_an_answer_quoted_by_the_next_prompt_is_evaluated_again(twins, problems)
             results[name].append((a.text, b.text, b.prompt_tokens))
             if name == "on":
                 assert 0 < b.extra["prompt_tokens_reused"] <= a.prompt_tokens
+    fresh.close()
     assert results["on"] == results["off"]

@@ -54,6 +54,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tersetalk.cliargs import add_config_option
 from tersetalk.io import InputFileError
 
 __all__ = [
@@ -1059,13 +1060,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "these cores, on one GPU server and on a SLURM cluster, each with its assumption. "
         "Example: tersetalk plan --config config/paper.yaml --out results/plan/paper.csv",
     )
-    p.add_argument(
-        "--config",
-        nargs="*",
-        default=[],
-        help="config files layered over config/config.yaml as with snakemake --configfile "
-        "(default: config/config.yaml alone)",
-    )
+    add_config_option(p, " (default: config/config.yaml alone)")
     p.add_argument(
         "--measured",
         help="a model's results folder whose run records give the rates "

@@ -177,12 +177,17 @@ def file_sha256(path: str | Path, memo_dir: str | Path | None = None) -> str:
     resolved = Path(path).resolve(strict=True)
     st = resolved.stat()
     stamp = (str(resolved), st.st_size, st.st_mtime_ns, st.st_ino)
-    with _file_lock:
-        if stamp in _file_memo:
-            return _file_memo[stamp]
     sidecar = None
     if memo_dir is not None:
         sidecar = Path(memo_dir) / f"{_sha256_text(list(stamp))}.sha256"
+    with _file_lock:
+        known = _file_memo.get(stamp)
+    if known is not None:
+        if sidecar is not None and not sidecar.exists():
+            # hashed earlier in this process for another cache: memoise it in this one too
+            _write_sidecar(sidecar, {"stamp": list(stamp), "sha256": known})
+        return known
+    if sidecar is not None:
         try:
             record = json.loads(sidecar.read_text(encoding="utf-8"))
             if record.get("stamp") == list(stamp) and isinstance(record.get("sha256"), str):
