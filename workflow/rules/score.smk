@@ -40,9 +40,10 @@ for _task in TASKS:
                     runtime=10 + len(_runs),
                 params:
                     triples=score_triples,
+                    cache_dir=config["cache_dir"],
                 shell:
                     "tersetalk score --sample {input.sample} --reference {input.reference} "
-                    "{params.triples} > {log} 2>&1"
+                    "--cache-dir {params.cache_dir:q} {params.triples} > {log} 2>&1"
 
 
 rule aggregate:

@@ -9,6 +9,7 @@ and the statistics are computed from these rows.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -69,9 +70,15 @@ def _latency(calls: list[dict], completion_tokens: int, model_s: float) -> dict[
 
 
 def per_record_metrics(
-    run: pd.DataFrame, reference: pd.DataFrame | None, samples: dict[str, dict]
+    run: pd.DataFrame,
+    reference: pd.DataFrame | None,
+    samples: dict[str, dict],
+    cache_dir: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Metrics for every example of ``run``; ``reference`` is the free-form run (or None)."""
+    """Metrics for every example of ``run``; ``reference`` is the free-form run (or None).
+
+    ``cache_dir``: where BERTScore's results are kept between processes (see
+    :func:`~tersetalk.metrics.preservation.bertscore_f1`); None computes them afresh."""
     ref_by_id = {} if reference is None else {r.example_id: r for r in reference.itertuples()}
     directions = directions_of(run.columns)
     brief_edge = f"tokens_{directions[0]}_cl100k"  # the Manager's brief (M_W in the star)
@@ -120,7 +127,7 @@ def per_record_metrics(
                 semantic_jaccard=np.nan,
             )
         rows.append(row)
-    scores, method = bertscore_f1([c for _, c in cands], refs)
+    scores, method = bertscore_f1([c for _, c in cands], refs, cache_dir)
     for (i, _), s in zip(cands, scores, strict=True):
         rows[i]["semantic_bertscore_f1"] = s
     for row in rows:

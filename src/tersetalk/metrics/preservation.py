@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from functools import lru_cache
+from pathlib import Path
 
 from tersetalk.io import message_list
 from tersetalk.models.embedding import minilm_path
@@ -70,17 +71,106 @@ def _scorer():
     )
 
 
-def bertscore_f1(candidates: list[str], references: list[str]) -> tuple[list[float], str]:
-    """BERTScore F1 per pair and the method string; falls back to NaN with the reason."""
+BATCH_SIZE = 16
+#: the folder of BERTScore results under a cache directory (``tersetalk score --cache-dir``)
+CACHE_FOLDER = "bertscore"
+
+
+def _versions() -> dict[str, str | None]:
+    """The versions of the packages BERTScore's numbers come from, read without importing
+    them (importing torch is what the cache saves)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in ("bert-score", "torch", "transformers", "tokenizers"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _cache_path(cache_dir: Path, method: str, candidates: list[str],
+                references: list[str]) -> Path:  # fmt: skip
+    """Where the scores of this call are kept: keyed on everything they depend on: the
+    encoder's files (their sha256, memoised beside the model call cache's), the package
+    versions, the method, the batch size (padding in a batch can move the last bits),
+    and every text in order."""
+    import hashlib
+    import json
+
+    from tersetalk.models.fingerprint import FINGERPRINT_DIR, file_sha256
+
+    folder = minilm_path()
+    files = {
+        str(f.relative_to(folder)): file_sha256(f, cache_dir / FINGERPRINT_DIR)
+        for f in sorted(folder.rglob("*"))
+        if f.is_file()
+    }
+    key = {
+        "method": method,
+        "batch_size": BATCH_SIZE,
+        "encoder_files": files,
+        "versions": _versions(),
+        "candidates": candidates,
+        "references": references,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
+    return cache_dir / CACHE_FOLDER / digest[:2] / f"{digest}.json"
+
+
+def _cached(path: Path, n: int) -> list[float] | None:
+    import json
+
+    try:
+        scores = json.loads(path.read_text(encoding="utf-8"))["f1"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent, or damaged: computed again and rewritten
+    if not isinstance(scores, list) or len(scores) != n:
+        return None
+    if not all(isinstance(x, float) for x in scores):
+        return None
+    return scores
+
+
+def bertscore_f1(
+    candidates: list[str], references: list[str], cache_dir: str | Path | None = None
+) -> tuple[list[float], str]:
+    """BERTScore F1 per pair and the method string; falls back to NaN with the reason.
+
+    With ``cache_dir``, the scores of a call are kept under ``<cache_dir>/bertscore/``
+    and a later call with the same texts (and the same encoder files and package versions)
+    reads them back, bit for bit (JSON floats round-trip exactly), without importing
+    torch or loading the encoder. A fallback is never cached.
+    """
     method = f"bertscore-f1:all-MiniLM-L6-v2:layer{MINILM_LAYERS}"
     if not candidates:
         return [], method
+    path = None
+    if cache_dir is not None:
+        try:
+            path = _cache_path(Path(cache_dir), method, candidates, references)
+        except Exception as exc:  # noqa: BLE001 - the encoder is missing: the fallback below
+            log.warning("BERTScore cache not used: %s", exc)
+        if path is not None and (hit := _cached(path, len(candidates))) is not None:
+            log.info("BERTScore of %d pairs read from the cache (%s)", len(hit), path.name)
+            return hit, method
     try:
-        _, _, f1 = _scorer().score(candidates, references, batch_size=16)
+        _, _, f1 = _scorer().score(candidates, references, batch_size=BATCH_SIZE)
     except Exception as exc:  # noqa: BLE001 - recorded in the provenance column
         log.warning("BERTScore unavailable, semantic preservation is Jaccard only: %s", exc)
         return [float("nan")] * len(candidates), f"unavailable ({type(exc).__name__}: {exc})"
-    return [float(x) for x in f1], method
+    scores = [float(x) for x in f1]
+    if path is not None:
+        import json
+
+        from tersetalk.io import write_text_atomic
+
+        try:
+            write_text_atomic(json.dumps({"method": method, "f1": scores}), path)
+        except OSError as exc:
+            log.warning("BERTScore cache: could not write %s: %s", path, exc)
+    return scores, method
 
 
 def _contains(haystack: str, needle: str) -> bool:

@@ -8,8 +8,7 @@ a zero-width interval that would look certain.
 from __future__ import annotations
 
 import math
-
-from scipy import stats as sps
+from functools import lru_cache
 
 __all__ = ["wilson"]
 
@@ -26,7 +25,7 @@ def wilson(proportion: float, n: int, confidence: float = 0.95) -> tuple[float, 
         return 0.0, 1.0
     if proportion < 0.0 or proportion > 1.0:  # NaN passes: its interval is NaN
         raise ValueError(f"a proportion lies in [0, 1], got {proportion!r} (k / n, not k)")
-    z = float(sps.norm.ppf(1 - (1 - confidence) / 2))
+    z = _z(confidence)
     p = proportion
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
@@ -34,3 +33,14 @@ def wilson(proportion: float, n: int, confidence: float = 0.95) -> tuple[float, 
     low = 0.0 if p == 0.0 else max(0.0, centre - half)
     high = 1.0 if p == 1.0 else min(1.0, centre + half)
     return low, high
+
+
+@lru_cache(maxsize=8)
+def _z(confidence: float) -> float:
+    """The two-sided normal quantile. scipy's, imported here and not with the module: a
+    run job imports this (through calibration) but never calls it, and scipy.stats takes
+    about a second to import. Not ``statistics.NormalDist``, whose quantile differs from
+    scipy's in the last bit at 0.95 and would move every interval the tables hold."""
+    from scipy import stats as sps
+
+    return float(sps.norm.ppf(1 - (1 - confidence) / 2))

@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 from tersetalk.stats._common import (
     StatsError,
@@ -78,6 +77,8 @@ class NIResult:
 
 def _t_parts(diff: np.ndarray, margin: float, alpha: float) -> tuple[float, float, str]:
     """t-based lower bound and p-value, with the degenerate cases made explicit."""
+    from scipy import stats  # here, not at import: a second per job that never compares
+
     n = diff.size
     d = float(diff.mean())
     if n < 2:

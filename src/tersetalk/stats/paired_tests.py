@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from tersetalk.stats._common import StatsError, as_pair
 
@@ -49,6 +48,8 @@ def token_reduction_tests(
     1 - T_i / C_i over examples with C_i > 0), n_relative, t_statistic, p_ttest,
     wilcoxon_statistic, p_wilcoxon, alternative, wilcoxon_zero_method, note.
     """
+    from scipy import stats  # here, not at import: most jobs that import stats never test
+
     if alternative not in ALTERNATIVES:
         raise StatsError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
     t, c = as_pair(treatment_tokens, control_tokens)
