@@ -294,6 +294,34 @@ def test_the_table_reports_wall_model_seconds_floor_ratio_and_rules(workdir):
     assert "cores" in df.loc[df.metric == "model_slots", "source"].iloc[0]
 
 
+def lingua_entry(cache: Path, key: str, mtime: float, seconds: float) -> Path:
+    """An LLMLingua cache entry as tersetalk.encoders.lingua_cache writes it."""
+    path = cache / key[:2] / f"{key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "request": {}, "result": {"seconds": seconds}}))
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_the_compressor_seconds_give_a_second_floor(workdir):
+    lingua = workdir / "results/cache/lingua"
+    start_s = T0.timestamp()
+    lingua_entry(lingua, "aa01", start_s - 60, 99.0)  # computed by an earlier run
+    lingua_entry(lingua, "ab02", start_s + 12, 6.0)
+    lingua_entry(lingua, "ac03", start_s + 14, 14.0)
+    log = overhead.parse_log(basic_log(), LOG_NAME)
+    rows = overhead.overhead_rows(log, cache_dir="results/cache/calls",
+                                  lingua_cache_dir=lingua, now=at(80), running=True)  # fmt: skip
+    df = table(rows)
+    assert total(df, "compressor_s") == 20.0 and total(df, "compressions") == 2
+    assert total(df, "model_and_compressor_floor_s") == 50.0  # (80 + 20) / 2 slots
+    assert total(df, "wall_over_model_and_compressor_floor") == pytest.approx(1.6)
+    assert total(df, "wall_over_floor") == pytest.approx(2.0)  # the calls' floor unchanged
+    # without the folder, no such rows (and nothing invented)
+    rows = overhead.overhead_rows(log, cache_dir="results/cache/calls", now=at(80), running=True)
+    assert "compressor_s" not in set(table(rows)["metric"])
+
+
 def test_a_finished_log_read_later_ends_at_its_last_stamp(workdir):
     log = overhead.parse_log(basic_log(complete=True, overhead_running=False), LOG_NAME)
     df = table(overhead.overhead_rows(log, cache_dir="results/cache/calls", now=at(9999)))

@@ -18,6 +18,10 @@ source``), with:
   the stored call's timings);
 - ``model_slots`` (how many model calls can run at once, with how that was derived),
   ``model_floor_s = model_call_s / model_slots`` and ``wall_over_floor``;
+- ``compressor_s``: the seconds LLMLingua's compressor (a model the llmlingua, hybrid
+  and some TerseTalk variants run) spent on the compressions computed during the
+  invocation, from the LLMLingua cache's entries as for the calls, and the second floor
+  ``model_and_compressor_floor_s`` with ``wall_over_model_and_compressor_floor``;
 - ``jobs``, ``job_s`` and ``job_s_mean`` per rule (``rule`` column) and in total, from
   the job start (``rule X:``) and ``Finished jobid`` timestamps in the log.
 
@@ -323,10 +327,14 @@ def record_calls(paths: Iterable[str | Path]) -> Calls:
     return out
 
 
-def cache_calls(cache_dir: str | Path, since: float, until: float | None = None) -> Calls:
+def cache_calls(
+    cache_dir: str | Path, since: float, until: float | None = None, field: str = "total_s"
+) -> Calls:
     """The model calls whose call-cache entries (``<cache_dir>/ab/<key>.json``) were
     written between ``since`` and ``until`` (epoch seconds): the calls made then. A
-    failed structured call is stored without its time (``untimed``)."""
+    failed structured call is stored without its time (``untimed``). ``field``: the
+    result's key holding the seconds (``seconds`` in the LLMLingua cache, whose entries
+    are laid out alike)."""
     out = Calls()
     until = math.inf if until is None else until
     for entry in Path(cache_dir).glob("*/*.json"):
@@ -339,7 +347,7 @@ def cache_calls(cache_dir: str | Path, since: float, until: float | None = None)
             out.missing.append(f"{entry} ({type(exc).__name__})")
             continue
         out.files += 1
-        seconds = (data.get("result") or {}).get("total_s") if isinstance(data, dict) else None
+        seconds = (data.get("result") or {}).get(field) if isinstance(data, dict) else None
         if isinstance(seconds, int | float):
             out.made += 1
             out.made_s += float(seconds)
@@ -409,6 +417,7 @@ def overhead_rows(
     log: SnakemakeLog | None,
     *,
     cache_dir: str | Path | None = None,
+    lingua_cache_dir: str | Path | None = None,
     now: datetime | None = None,
     backend: str = "llamacpp",
     max_concurrency: int | None = None,
@@ -541,13 +550,31 @@ def overhead_rows(
             "model_call_s / model_slots" if floor is not None else f"model_slots {slots_src}",
         )
     )
-    if floor is None or wall is None:
-        ratio, ratio_src = None, "unavailable: " + ("no floor" if floor is None else "no wall time")
-    elif floor <= 0:
-        ratio, ratio_src = None, "unavailable: the floor is 0 (this invocation made no model call)"
-    else:
-        ratio, ratio_src = wall / floor, "wall_s / model_floor_s"
+    ratio, ratio_src = _ratio(wall, floor, "model_floor_s")
     rows.append(_row("wall_over_floor", ratio, "ratio", ratio_src))
+
+    # ---- LLMLingua's compressor: a model the systems under test run, besides the calls
+    if lingua_cache_dir is not None and since is not None and Path(lingua_cache_dir).is_dir():
+        lingua = cache_calls(lingua_cache_dir, since, now.timestamp(), field="seconds")
+        src = (
+            f"LLMLingua cache {lingua_cache_dir}: seconds of the {lingua.files} compressions "
+            "computed during this invocation (the compressor model's forward passes; its "
+            "loading is not in it)"
+        )
+        both = None if slots is None else (model_s + lingua.made_s) / slots
+        ratio, ratio_src = _ratio(wall, both, "model_and_compressor_floor_s")
+        rows += [
+            _row("compressor_s", lingua.made_s, "s", src),
+            _row("compressions", lingua.made, "compressions", src),
+            _row(
+                "model_and_compressor_floor_s",
+                both,
+                "s",
+                "(model_call_s + compressor_s) / model_slots: the floor counting every model "
+                "the systems run (the call model and LLMLingua's compressor, one thread each)",
+            ),
+            _row("wall_over_model_and_compressor_floor", ratio, "ratio", ratio_src),
+        ]
 
     # ---- job-seconds per rule
     job_src = (
@@ -597,6 +624,14 @@ def overhead_rows(
     return rows
 
 
+def _ratio(wall: float | None, floor: float | None, name: str) -> tuple[float | None, str]:
+    if floor is None or wall is None:
+        return None, "unavailable: " + ("no floor" if floor is None else "no wall time")
+    if floor <= 0:
+        return None, "unavailable: the floor is 0 (this invocation made no model call)"
+    return wall / floor, f"wall_s / {name}"
+
+
 def frame(rows: list[dict]):
     import pandas as pd
 
@@ -636,6 +671,12 @@ def caption_line(csv: str | Path) -> str:
         f"from the cache originally cost {s('cached_call_s')} s), "
         + (f"{slots} model slots, a floor of {floor} s; " if slots and floor else "no floor; ")
         + (f"wall / floor {ratio}; " if ratio else "no wall / floor ratio (see source); ")
+        + (
+            f"with LLMLingua's compressor ({s('compressor_s')} s) in the floor, "
+            f"{s('wall_over_model_and_compressor_floor', 2)}; "
+            if s("wall_over_model_and_compressor_floor", 2)
+            else ""
+        )
         + f"{s('job_s')} job-seconds in {s('jobs')} jobs, {s('non_model_job_s')} of them "
         "outside model calls."
     )
@@ -668,6 +709,7 @@ def _cmd_overhead(args: argparse.Namespace) -> None:
     rows = overhead_rows(
         log,
         cache_dir=args.cache_dir,
+        lingua_cache_dir=args.lingua_cache_dir,
         backend=args.backend,
         max_concurrency=args.max_concurrency,
         model_threads=args.model_threads,
@@ -698,6 +740,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--log-dir", default=".snakemake/log", help="where Snakemake keeps its logs")
     p.add_argument("--cache-dir", help="the model-call cache folder (results/cache/calls)")
+    p.add_argument(
+        "--lingua-cache-dir",
+        help="the LLMLingua compression cache folder (results/cache/lingua): its entries "
+        "written during the invocation give compressor_s and a second floor counting it",
+    )
     p.add_argument("--backend", default="llamacpp", help="models.backend of the run")
     p.add_argument("--max-concurrency", type=int, help="models.max_concurrency (servers)")
     p.add_argument(

@@ -31,11 +31,13 @@ rule overhead:
         summary=lambda wildcards, output: overhead_caption_line(output.csv),
         snakemake_log=overhead_snakemake_log,
         cache=os.path.join(config["cache_dir"], "calls"),
+        lingua=os.path.join(config["cache_dir"], "lingua"),
         backend=config["models"]["backend"],
         max_concurrency=config["models"].get("max_concurrency") or 1,
         threads=MODEL_THREADS,
     shell:
         "tersetalk overhead --in-progress "
         "--snakemake-log {params.snakemake_log:q} --cache-dir {params.cache:q} "
+        "--lingua-cache-dir {params.lingua:q} "
         "--backend {params.backend} --max-concurrency {params.max_concurrency} "
         "--model-threads {params.threads} --out {output.csv:q} > {log} 2>&1"
