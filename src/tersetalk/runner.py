@@ -70,6 +70,7 @@ from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
 from tersetalk.tasks.registry import preflight
 from tersetalk.tasks.sandbox import SandboxFault, SandboxUnavailableError
+from tersetalk.tokens import count_memo
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +232,10 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     )
 
 
+#: the folder under the spec's cache_dir where a run keeps its token counts
+TOKEN_MEMO_DIR = "tokens"
+
+
 def run(
     spec: dict,
     sample_path: str | Path,
@@ -246,7 +251,29 @@ def run(
     ``events`` publishes progress to ``<out>.events.jsonl`` for ``tersetalk dashboard
     --attach`` (None: the ``TERSETALK_EVENTS`` default, on); see
     :mod:`tersetalk.events`. Publishing never fails a run.
+
+    With a ``cache_dir`` in the spec, the tiktoken counts of the run's texts are kept in
+    ``<cache_dir>/tokens/<spec hash>.json`` (:func:`tersetalk.tokens.count_memo`), so a
+    rerun of the same spec reads them instead of building the encodings.
     """
+    memo = None
+    if spec.get("cache_dir"):
+        memo = Path(spec["cache_dir"]) / TOKEN_MEMO_DIR / f"{results_hash(spec)}.json"
+    with count_memo(memo):
+        return _run(spec, sample_path, out, limit=limit, client=client, progress=progress,
+                    events=events)  # fmt: skip
+
+
+def _run(
+    spec: dict,
+    sample_path: str | Path,
+    out: str | Path,
+    *,
+    limit: int | None,
+    client: ModelClient | None,
+    progress: bool,
+    events: bool | None,
+) -> pd.DataFrame:
     out = Path(out)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive number of examples, got {limit!r}")

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from tersetalk.io import write_bytes_atomic
+from tersetalk.io import write_bytes_atomic, write_text_atomic
+
+log = logging.getLogger(__name__)
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 _BLOB_BASE = "https://openaipublic.blob.core.windows.net/encodings/"
@@ -70,5 +76,85 @@ def get_encoding(name: str = "cl100k_base"):
 
 
 def count_tokens(text: str, name: str = "cl100k_base") -> int:
-    """Number of tokens of ``text`` under the named tiktoken encoding."""
-    return len(get_encoding(name).encode(text, disallowed_special=()))
+    """Number of tokens of ``text`` under the named tiktoken encoding.
+
+    Inside :func:`count_memo`, a count already in the memo is read from it and the
+    encoding is not built (building cl100k and o200k costs about half a second a job).
+    """
+    memo = _MEMO
+    if memo is None:
+        return len(get_encoding(name).encode(text, disallowed_special=()))
+    key = f"{name}:{hashlib.blake2b(text.encode('utf-8'), digest_size=16).hexdigest()}"
+    n = memo.counts.get(key)
+    if n is None:
+        n = len(get_encoding(name).encode(text, disallowed_special=()))
+        memo.counts[key] = n
+        memo.added += 1
+    return n
+
+
+class _CountMemo:
+    """Token counts read from and written back to one JSON file (see :func:`count_memo`)."""
+
+    FORMAT = 1
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.version = _tiktoken_version()
+        self.counts: dict[str, int] = {}
+        self.added = 0
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") == self.FORMAT and data.get("tiktoken") == self.version:
+                counts = data.get("counts")
+                if isinstance(counts, dict):
+                    self.counts = {
+                        k: v for k, v in counts.items() if type(v) is int and v >= 0
+                    }  # anything else (a damaged entry) is counted again
+        except (OSError, ValueError, AttributeError):
+            pass  # absent or damaged: counted afresh and rewritten
+
+    def save(self) -> None:
+        if not self.added:
+            return
+        body = {"format": self.FORMAT, "tiktoken": self.version, "counts": self.counts}
+        try:
+            write_text_atomic(json.dumps(body, sort_keys=True), self.path)
+        except OSError as exc:
+            log.warning("token-count memo: could not write %s: %s", self.path, exc)
+
+
+def _tiktoken_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("tiktoken")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+_MEMO: _CountMemo | None = None
+
+
+@contextmanager
+def count_memo(path: str | Path | None) -> Iterator[None]:
+    """Within the block, :func:`count_tokens` keeps its counts in the JSON file ``path``
+    (read at the start, written back at the end if anything was added); ``None``: no memo.
+
+    Why: a run job counts every message under two encodings, and a rerun counts the same
+    texts again; with the counts read back it never builds the encodings. A count is a
+    pure function of the text, the encoding and tiktoken's version (the file records it
+    and is ignored under another), so the memo changes no number. One file per run spec
+    (the runner's choice): jobs never write the same file.
+    """
+    global _MEMO
+    if path is None:
+        yield
+        return
+    outer, memo = _MEMO, _CountMemo(Path(path))
+    _MEMO = memo
+    try:
+        yield
+    finally:
+        _MEMO = outer
+        memo.save()
