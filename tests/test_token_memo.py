@@ -38,7 +38,7 @@ def test_counts_through_the_memo_are_tiktokens(tmp_path, name):
         again = counted(name)
     assert first == again == fresh_counts(name)
     body = json.loads(path.read_text())
-    assert len(body["counts"]) == len(TEXTS) and body["tiktoken"]
+    assert len(body["values"]) == len(TEXTS) and body["identity"]["tiktoken"]
 
 
 def test_a_memo_hit_builds_no_encoding(tmp_path, monkeypatch):
@@ -67,7 +67,7 @@ def test_the_encodings_are_not_confused(tmp_path):
     [
         "",
         "{broken",
-        '{"format": 1, "tiktoken": "0.0.0", "counts": {}}',  # another tiktoken: ignored
+        '{"format": 1, "identity": {"tiktoken": "0.0.0"}, "values": {}}',  # another tiktoken
         None,  # wrong counts under the right version: see below
     ],
 )
@@ -77,13 +77,13 @@ def test_a_damaged_or_foreign_memo_is_not_believed(tmp_path, damage):
         want = counted("cl100k_base")
     if damage is None:
         body = json.loads(path.read_text())
-        body["counts"] = {k: "seven" for k in body["counts"]}  # not counts: counted again
+        body["values"] = {k: "seven" for k in body["values"]}  # not counts: counted again
         path.write_text(json.dumps(body))
     else:
         path.write_text(damage)
     with count_memo(path):
         assert counted("cl100k_base") == want
-    assert json.loads(path.read_text())["counts"]  # rewritten whole
+    assert json.loads(path.read_text())["values"]  # rewritten whole
 
 
 def test_nothing_added_writes_nothing_and_none_is_no_memo(tmp_path):

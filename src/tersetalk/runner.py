@@ -64,7 +64,8 @@ from tersetalk.models import (
     make_client,
     max_in_flight,
 )
-from tersetalk.models.fingerprint import model_fingerprint
+from tersetalk.models.embedding import similarity_memo
+from tersetalk.models.fingerprint import FINGERPRINT_DIR, model_fingerprint
 from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
@@ -232,8 +233,10 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
     )
 
 
-#: the folder under the spec's cache_dir where a run keeps its token counts
+#: the folders under the spec's cache_dir where a run keeps its token counts and its
+#: judge's sentence similarities (one file per run spec)
 TOKEN_MEMO_DIR = "tokens"
+SIMILARITY_MEMO_DIR = "similarity"
 
 
 def run(
@@ -256,10 +259,12 @@ def run(
     ``<cache_dir>/tokens/<spec hash>.json`` (:func:`tersetalk.tokens.count_memo`), so a
     rerun of the same spec reads them instead of building the encodings.
     """
-    memo = None
+    tokens = similarities = fingerprints = None
     if spec.get("cache_dir"):
-        memo = Path(spec["cache_dir"]) / TOKEN_MEMO_DIR / f"{results_hash(spec)}.json"
-    with count_memo(memo):
+        root, name = Path(spec["cache_dir"]), f"{results_hash(spec)}.json"
+        tokens, similarities = root / TOKEN_MEMO_DIR / name, root / SIMILARITY_MEMO_DIR / name
+        fingerprints = root / FINGERPRINT_DIR
+    with count_memo(tokens), similarity_memo(similarities, fingerprints):
         return _run(spec, sample_path, out, limit=limit, client=client, progress=progress,
                     events=events)  # fmt: skip
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,9 +19,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from tersetalk.io import write_bytes_atomic, write_text_atomic
-
-log = logging.getLogger(__name__)
+from tersetalk.io import write_bytes_atomic
+from tersetalk.memo import JsonMemo, memo_key, versions
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 _BLOB_BASE = "https://openaipublic.blob.core.windows.net/encodings/"
@@ -84,56 +81,19 @@ def count_tokens(text: str, name: str = "cl100k_base") -> int:
     memo = _MEMO
     if memo is None:
         return len(get_encoding(name).encode(text, disallowed_special=()))
-    key = f"{name}:{hashlib.blake2b(text.encode('utf-8'), digest_size=16).hexdigest()}"
-    n = memo.counts.get(key)
+    key = memo_key(name, text)
+    n = memo.get(key)
     if n is None:
         n = len(get_encoding(name).encode(text, disallowed_special=()))
-        memo.counts[key] = n
-        memo.added += 1
+        memo.put(key, n)
     return n
 
 
-class _CountMemo:
-    """Token counts read from and written back to one JSON file (see :func:`count_memo`)."""
-
-    FORMAT = 1
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.version = _tiktoken_version()
-        self.counts: dict[str, int] = {}
-        self.added = 0
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("format") == self.FORMAT and data.get("tiktoken") == self.version:
-                counts = data.get("counts")
-                if isinstance(counts, dict):
-                    self.counts = {
-                        k: v for k, v in counts.items() if type(v) is int and v >= 0
-                    }  # anything else (a damaged entry) is counted again
-        except (OSError, ValueError, AttributeError):
-            pass  # absent or damaged: counted afresh and rewritten
-
-    def save(self) -> None:
-        if not self.added:
-            return
-        body = {"format": self.FORMAT, "tiktoken": self.version, "counts": self.counts}
-        try:
-            write_text_atomic(json.dumps(body, sort_keys=True), self.path)
-        except OSError as exc:
-            log.warning("token-count memo: could not write %s: %s", self.path, exc)
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
 
 
-def _tiktoken_version() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("tiktoken")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-_MEMO: _CountMemo | None = None
+_MEMO: JsonMemo | None = None
 
 
 @contextmanager
@@ -151,7 +111,7 @@ def count_memo(path: str | Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    outer, memo = _MEMO, _CountMemo(Path(path))
+    outer, memo = _MEMO, JsonMemo(path, versions("tiktoken"), _is_count)
     _MEMO = memo
     try:
         yield

@@ -79,15 +79,9 @@ CACHE_FOLDER = "bertscore"
 def _versions() -> dict[str, str | None]:
     """The versions of the packages BERTScore's numbers come from, read without importing
     them (importing torch is what the cache saves)."""
-    from importlib import metadata
+    from tersetalk.memo import versions
 
-    out: dict[str, str | None] = {}
-    for name in ("bert-score", "torch", "transformers", "tokenizers"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    return versions("bert-score", "torch", "transformers", "tokenizers")
 
 
 def _cache_path(cache_dir: Path, method: str, candidates: list[str],
@@ -99,18 +93,12 @@ def _cache_path(cache_dir: Path, method: str, candidates: list[str],
     import hashlib
     import json
 
-    from tersetalk.models.fingerprint import FINGERPRINT_DIR, file_sha256
+    from tersetalk.models.fingerprint import FINGERPRINT_DIR, folder_sha256
 
-    folder = minilm_path()
-    files = {
-        str(f.relative_to(folder)): file_sha256(f, cache_dir / FINGERPRINT_DIR)
-        for f in sorted(folder.rglob("*"))
-        if f.is_file()
-    }
     key = {
         "method": method,
         "batch_size": BATCH_SIZE,
-        "encoder_files": files,
+        "encoder": folder_sha256(minilm_path(), cache_dir / FINGERPRINT_DIR),
         "versions": _versions(),
         "candidates": candidates,
         "references": references,

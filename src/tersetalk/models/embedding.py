@@ -11,12 +11,25 @@ comparable across runs.
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["Embedder", "EmbeddingUnavailableError", "LazyEmbedder", "minilm_path"]
+from tersetalk.memo import JsonMemo, memo_key, versions
+
+__all__ = [
+    "Embedder",
+    "EmbeddingUnavailableError",
+    "LazyEmbedder",
+    "minilm_path",
+    "similarity_memo",
+]
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddingUnavailableError(RuntimeError):
@@ -91,5 +104,71 @@ class LazyEmbedder:
         return self._embedder
 
     def similarity(self, a: str, b: str) -> float:
-        """:meth:`Embedder.similarity` of the (now loaded) embedder."""
-        return self.get().similarity(a, b)
+        """:meth:`Embedder.similarity` of the (now loaded) embedder; inside
+        :func:`similarity_memo`, read from the memo when it holds the pair (the model is
+        then not loaded). A test double's numbers are never memoised."""
+        memo = _MEMO
+        if memo is None or not (self._embedder is None or isinstance(self._embedder, Embedder)):
+            return self.get().similarity(a, b)
+        model = memo.model_identity(self.model_path)
+        if model is None:
+            return self.get().similarity(a, b)
+        key = memo_key(model, a, b)
+        value = memo.values.get(key)
+        if value is None:
+            value = self.get().similarity(a, b)
+            memo.values.put(key, value)
+        return value
+
+
+def _is_similarity(value: object) -> bool:
+    return type(value) is float and -1.0 <= value <= 1.0
+
+
+class _SimilarityMemo:
+    """The similarities of a job (:func:`similarity_memo`) and the identities of the model
+    folders they were computed with."""
+
+    def __init__(self, path: Path, fingerprints: Path | None) -> None:
+        identity = versions("sentence-transformers", "transformers", "torch", "tokenizers")
+        self.values = JsonMemo(path, identity, _is_similarity)
+        self.fingerprints = fingerprints
+        self._models: dict[str, str | None] = {}
+
+    def model_identity(self, model_path: str | Path | None) -> str | None:
+        """The folder's ``sha256:...`` (its files hashed, memoised under ``fingerprints``);
+        None, with a warning, when it cannot be read (then nothing is memoised)."""
+        from tersetalk.models.fingerprint import folder_sha256
+
+        folder = str(Path(model_path) if model_path else minilm_path())
+        if folder not in self._models:
+            try:
+                self._models[folder] = folder_sha256(folder, self.fingerprints)
+            except OSError as exc:
+                log.warning("similarity memo off for %s: %s", folder, exc)
+                self._models[folder] = None
+        return self._models[folder]
+
+
+_MEMO: _SimilarityMemo | None = None
+
+
+@contextmanager
+def similarity_memo(path: str | Path | None, fingerprints: str | Path | None = None
+                    ) -> Iterator[None]:  # fmt: skip
+    """Within the block, :meth:`LazyEmbedder.similarity` keeps the similarities it computes
+    in the JSON file ``path`` (read now, written back at the end if anything was added),
+    keyed on the model folder's content, the two texts and the versions of the packages
+    that compute them (:mod:`tersetalk.memo`); ``None``: no memo. A rerun of a mediator or
+    MSP run then never loads sentence-transformers and MiniLM."""
+    global _MEMO
+    if path is None:
+        yield
+        return
+    outer = _MEMO
+    _MEMO = _SimilarityMemo(Path(path), Path(fingerprints) if fingerprints else None)
+    try:
+        yield
+    finally:
+        memo, _MEMO = _MEMO, outer
+        memo.values.save()

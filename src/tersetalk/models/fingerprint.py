@@ -211,6 +211,22 @@ def file_sha256(path: str | Path, memo_dir: str | Path | None = None) -> str:
     return digest
 
 
+def folder_sha256(folder: str | Path, memo_dir: str | Path | None = None) -> str:
+    """``sha256:<hex>`` of a model folder: every file's relative name and sha256
+    (:func:`file_sha256`, memoised under ``memo_dir``), hidden files left out.
+
+    Raises ``OSError`` when the folder or a file cannot be read."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no model folder {root}")
+    listing = [
+        [p.relative_to(root).as_posix(), file_sha256(p, memo_dir)]
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(s.startswith(".") for s in p.relative_to(root).parts)
+    ]
+    return "sha256:" + _sha256_text(listing)
+
+
 def _gguf(client: ModelClient, memo_dir: Path | None) -> Fingerprint:
     path = client.describe().get("model_path")
     if not path:
