@@ -87,7 +87,7 @@ def _versions() -> dict[str, str | None]:
 def _cache_path(cache_dir: Path, method: str, candidates: list[str],
                 references: list[str]) -> Path:  # fmt: skip
     """Where the scores of this call are kept: keyed on everything they depend on: the
-    encoder's files (their sha256, memoised beside the model call cache's), the package
+    encoder's files (their sha256, memoised under ``<cache_dir>/fingerprints/``), the package
     versions, the method, the batch size (padding in a batch can move the last bits),
     and every text in order."""
     import hashlib
