@@ -269,6 +269,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     # the study's steps import pandas, scipy and matplotlib for their help: built when used
     for name, (help, build) in _STUDY_COMMANDS.items():
         fs.add_lazy(name, help, build)
+    # the tuner of the MCP proxy (it imports pandas when it runs)
+    fs.add_module_commands("tersetalk.mcp.tune_cli", {"tune": "tune the proxy from telemetry "
+                           "(rules R1-R5) and show the effective configuration"})  # fmt: skip
 
 
 def _add_shapes(fs: argparse._SubParsersAction) -> None:

@@ -34,6 +34,8 @@ def _cmd(args: argparse.Namespace) -> None:
     except ProxyConfigError as exc:
         print(f"tersetalk mcp-proxy: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    if args.tuned is not None:
+        config = _layer_tuned(args.tuned, config)
     if args.call_timeout <= 0:
         print("tersetalk mcp-proxy: error: --call-timeout must be positive", file=sys.stderr)
         raise SystemExit(2)
@@ -52,6 +54,24 @@ def _cmd(args: argparse.Namespace) -> None:
     if failed:
         print(f"tersetalk mcp-proxy: error: {failed}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def _layer_tuned(path: Path, config):
+    """The tuned file's proxy-mappable knobs over ``config``; says on stderr what was
+    applied and what the proxy has no mechanism for yet."""
+    from tersetalk.mcp.tune import TuneError, layer_tuned
+
+    try:
+        config, applied, missing, eff = layer_tuned(path, config)
+    except TuneError as exc:
+        print(f"tersetalk mcp-proxy: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    shown = ", ".join(f"{k} ({eff.source(k)})" for k in applied) or "none"
+    print(f"tersetalk mcp-proxy: tuned {path}: applied {shown}", file=sys.stderr)
+    if missing:
+        print(f"tersetalk mcp-proxy: tuned {path}: not implemented by the proxy, ignored: "
+              f"{', '.join(missing)}", file=sys.stderr)  # fmt: skip
+    return config
 
 
 def _first(group: BaseException) -> BaseException:
@@ -77,6 +97,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--telemetry", type=Path,
                    help="append one JSON line per tool call here (tokens in and out, hints, "
                    "dedup hits, invalidations, downstream and proxy seconds)")  # fmt: skip
+    p.add_argument("--tuned", type=Path, metavar="FILE",
+                   help="a tuned configuration (tersetalk formats tune analyze --out): its "
+                   "dedup knobs are layered over --proxy-config at start; knobs the proxy "
+                   "does not implement are listed on stderr")  # fmt: skip
     p.add_argument("--call-timeout", type=float, default=600.0, metavar="S",
                    help="a downstream request unanswered after S seconds is an MCP error "
                    "(default %(default)g)")  # fmt: skip
