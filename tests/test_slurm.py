@@ -156,8 +156,13 @@ def test_tiny_dag_through_slurm_matches_the_local_run(both_runs):
         runs = pd.read_parquet(
             cluster / f"results/smollm2-135m-instruct/runs/hotpotqa/{run}.parquet"
         )
-        # real model calls on the cluster's node: nothing came from a cache
-        assert (runs["n_model_calls"] >= 2).all() and (runs["cache_hits"] == 0).all(), run
+        # real model calls on the cluster's node: every example made calls that missed the
+        # cache. Not all of them: a task's score job takes all its ablation runs (batch
+        # scoring), so the DAG holds other TerseTalk variants whose calls can be the same
+        # requests (a brief the caps leave unchanged), and a variant run after another reads
+        # them from the run's own cache, rightly
+        assert (runs["n_model_calls"] >= 2).all(), run
+        assert (runs["n_model_calls"] > runs["cache_hits"]).all(), run
         assert runs["backend"].tolist() == ["llamacpp"] and runs["error"].isna().all(), run
 
 
