@@ -256,8 +256,10 @@ def run(
     :mod:`tersetalk.events`. Publishing never fails a run.
 
     With a ``cache_dir`` in the spec, the tiktoken counts of the run's texts are kept in
-    ``<cache_dir>/tokens/<spec hash>.json`` (:func:`tersetalk.tokens.count_memo`), so a
-    rerun of the same spec reads them instead of building the encodings.
+    ``<cache_dir>/tokens/<spec hash>.json`` (:func:`tersetalk.tokens.count_memo`) and its
+    judge's sentence similarities in ``<cache_dir>/similarity/<spec hash>.json``
+    (:func:`tersetalk.models.embedding.similarity_memo`), so a rerun of the same spec
+    reads them instead of building the encodings and loading MiniLM.
     """
     tokens = similarities = fingerprints = None
     if spec.get("cache_dir"):
