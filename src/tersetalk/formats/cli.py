@@ -272,6 +272,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     # the tuner of the MCP proxy (it imports pandas when it runs)
     fs.add_module_commands("tersetalk.mcp.tune_cli", {"tune": "tune the proxy from telemetry "
                            "(rules R1-R5) and show the effective configuration"})  # fmt: skip
+    # the proxy's local telemetry (pandas only when a command runs)
+    fs.add_module_commands("tersetalk.mcp.telemetry_cli", {"telemetry": "the proxy's local "
+                           "telemetry: session summaries and per-endpoint "
+                           "fingerprints"})  # fmt: skip
 
 
 def _add_shapes(fs: argparse._SubParsersAction) -> None:

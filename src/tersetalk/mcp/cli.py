@@ -2,10 +2,16 @@
 
   tersetalk mcp-proxy -- uvx mcp-server-sqlite --db-path my.db
   tersetalk mcp-proxy --proxy-config proxy.yaml --telemetry calls.jsonl -- npx -y @scope/server
+  tersetalk mcp-proxy --telemetry-dir ~/.local/state/tersetalk/telemetry -- uvx mcp-server-git
 
 Your MCP client launches the proxy instead of the server: in its config, put
 ``tersetalk`` as the command and ``["mcp-proxy", "--", <the server's command and
 arguments>]`` as the arguments. stdout is the MCP channel; diagnostics go to stderr.
+
+Local telemetry (for ``tersetalk formats tune analyze``) is off unless ``--telemetry-dir``
+or the ``telemetry`` section of a ``--tuned`` file turns it on; it records shapes, sizes,
+token counts and hashes, never the payloads' text, and never leaves the machine.
+``TERSETALK_TELEMETRY=off`` in the proxy's environment turns it off whatever else says.
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ def _cmd(args: argparse.Namespace) -> None:
     except ProxyConfigError as exc:
         print(f"tersetalk mcp-proxy: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    knobs, knobs_set = None, False
     if args.tuned is not None:
         config = _layer_tuned(args.tuned, config)
+        knobs, knobs_set = _tuned_telemetry(args.tuned)
+    local = _local_telemetry(args.telemetry_dir, knobs, knobs_set)
     if args.call_timeout <= 0:
         print("tersetalk mcp-proxy: error: --call-timeout must be positive", file=sys.stderr)
         raise SystemExit(2)
@@ -46,7 +55,8 @@ def _cmd(args: argparse.Namespace) -> None:
     failed = None
     try:
         anyio.run(lambda: serve(command, config, telemetry=args.telemetry,
-                                call_timeout_s=args.call_timeout))  # fmt: skip
+                                call_timeout_s=args.call_timeout,
+                                local_telemetry=local))  # fmt: skip
     except* OSError as group:  # the command does not exist or cannot run
         failed = f"cannot start {command[0]!r}: {_first(group)}"
     except* ProxyStartError as group:
@@ -58,7 +68,8 @@ def _cmd(args: argparse.Namespace) -> None:
 
 def _layer_tuned(path: Path, config):
     """The tuned file's proxy-mappable knobs over ``config``; says on stderr what was
-    applied and what the proxy has no mechanism for yet."""
+    applied and what the proxy has no mechanism for yet (the telemetry knobs are the
+    local telemetry's: :func:`_tuned_telemetry`)."""
     from tersetalk.mcp.tune import TuneError, layer_tuned
 
     try:
@@ -66,12 +77,42 @@ def _layer_tuned(path: Path, config):
     except TuneError as exc:
         print(f"tersetalk mcp-proxy: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    # the telemetry knobs are the local telemetry's (tersetalk.mcp.telemetry)
+    telemetry = tuple(k for k in missing if k.startswith("telemetry."))
+    missing = tuple(k for k in missing if k not in telemetry)
+    applied = (*applied, *telemetry)
     shown = ", ".join(f"{k} ({eff.source(k)})" for k in applied) or "none"
     print(f"tersetalk mcp-proxy: tuned {path}: applied {shown}", file=sys.stderr)
     if missing:
         print(f"tersetalk mcp-proxy: tuned {path}: not implemented by the proxy, ignored: "
               f"{', '.join(missing)}", file=sys.stderr)  # fmt: skip
     return config
+
+
+def _tuned_telemetry(path: Path):
+    """The tuned file's telemetry knobs, and whether the file sets any of them (which
+    turns the local telemetry on). The file was read and checked by _layer_tuned."""
+    from tersetalk.mcp.tune import load_adaptive, resolve
+
+    effective = resolve(load_adaptive(path))
+    knobs_set = any(
+        k.startswith("telemetry.") and v != "default" for k, v in effective.sources.items()
+    )
+    return effective.telemetry, knobs_set
+
+
+def _local_telemetry(folder: Path | None, knobs, knobs_set: bool):
+    """The local telemetry's settings (None: off), said on stderr when asked for."""
+    from tersetalk.mcp.telemetry import TelemetryError, resolve_settings
+
+    try:
+        settings, why = resolve_settings(folder, knobs, knobs_set)
+    except TelemetryError as exc:
+        print(f"tersetalk mcp-proxy: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if folder is not None or knobs_set:
+        print(f"tersetalk mcp-proxy: {why}", file=sys.stderr)
+    return settings
 
 
 def _first(group: BaseException) -> BaseException:
@@ -97,6 +138,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--telemetry", type=Path,
                    help="append one JSON line per tool call here (tokens in and out, hints, "
                    "dedup hits, invalidations, downstream and proxy seconds)")  # fmt: skip
+    p.add_argument("--telemetry-dir", type=Path, metavar="DIR",
+                   help="write local telemetry for the tuner into DIR: per-response shapes, "
+                   "sizes, tokens and hashes (never payload text) and a summary per "
+                   "session; off by default; TERSETALK_TELEMETRY=off forces it off")  # fmt: skip
     p.add_argument("--tuned", type=Path, metavar="FILE",
                    help="a tuned configuration (tersetalk formats tune analyze --out): its "
                    "dedup knobs are layered over --proxy-config at start; knobs the proxy "

@@ -14,6 +14,11 @@ a call of the retrieval tool ``tersetalk_get`` whose answer is checked against t
 part of the direct result the hint says was elided. Timing columns start with ``t_``
 (:func:`tersetalk.records.deterministic_columns`); every other column is the same on
 every run of the same config.
+
+With ``telemetry_dir`` (default None: nothing written) each proxied session also writes
+the proxy's local telemetry there (:mod:`tersetalk.mcp.telemetry`), one events file and
+one summary per arm, so the tuner can be run on the experiment's own sessions; the
+rows returned are the same either way.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ log = logging.getLogger(__name__)
 TOKENIZER = "o200k_base"
 RETRIEVAL_TOOL = "tersetalk_get"
 LIST_STEP = "tools/list"
-PASSED_ENV = ("PYTHONPATH", "TIKTOKEN_CACHE_DIR", "XDG_CACHE_HOME")
+PASSED_ENV = ("PYTHONPATH", "TIKTOKEN_CACHE_DIR", "XDG_CACHE_HOME", "TERSETALK_TELEMETRY")
 DIRECT = "direct"
 
 
@@ -210,9 +215,11 @@ def run_session(command: Sequence[str], steps: Sequence[Step], *, retrieve: bool
         ) from exc
 
 
-def proxy_command(config: Path, telemetry: Path, downstream: Sequence[str]) -> list[str]:
+def proxy_command(config: Path, telemetry: Path, downstream: Sequence[str],
+                  telemetry_dir: Path | None = None) -> list[str]:  # fmt: skip
+    local = [] if telemetry_dir is None else ["--telemetry-dir", str(telemetry_dir)]
     return [sys.executable, "-m", "tersetalk", "mcp-proxy", "--proxy-config", str(config),
-            "--telemetry", str(telemetry), "--", *downstream]  # fmt: skip
+            "--telemetry", str(telemetry), *local, "--", *downstream]  # fmt: skip
 
 
 def read_telemetry(path: Path) -> list[dict]:
@@ -281,11 +288,14 @@ def _fresh_target(server: str, target: Path, workdir: Path) -> Path:
 
 
 def run_server(server: str, env_dir: str | Path, target: str | Path,
-               budgets: Sequence[int | None]) -> pd.DataFrame:  # fmt: skip
-    """Every arm of one server's session: direct, then through the proxy per budget."""
+               budgets: Sequence[int | None],
+               telemetry_dir: str | Path | None = None) -> pd.DataFrame:  # fmt: skip
+    """Every arm of one server's session: direct, then through the proxy per budget
+    (each proxied arm writing local telemetry into ``telemetry_dir`` if given)."""
     import yaml
 
     target = Path(target).absolute()
+    local = None if telemetry_dir is None else Path(telemetry_dir).absolute()
     frames = []
     direct: list[dict] | None = None
     steps_of: dict[str, list[Step]] = {}
@@ -306,7 +316,7 @@ def run_server(server: str, env_dir: str | Path, target: str | Path,
                 cfg = work / "proxy.yaml"
                 cfg.write_text(yaml.safe_dump(proxy_config(budget), sort_keys=False))
                 telemetry = work / "telemetry.jsonl"
-                command = proxy_command(cfg, telemetry, downstream)
+                command = proxy_command(cfg, telemetry, downstream, local)
             log.info("%s/%s: %d steps via %s", server, arm, len(steps), " ".join(command[:4]))
             t0 = time.perf_counter()
             got = run_session(command, steps, retrieve=arm != DIRECT, cwd=work)
@@ -371,9 +381,12 @@ def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: lis
     return df
 
 
-def run_experiment(servers: dict[str, dict], budgets: Sequence[int | None]) -> pd.DataFrame:
-    """``servers``: name -> {"env": venv dir, "target": database or repository}."""
-    frames = [run_server(name, s["env"], s["target"], budgets) for name, s in servers.items()]
+def run_experiment(servers: dict[str, dict], budgets: Sequence[int | None],
+                   telemetry_dir: str | Path | None = None) -> pd.DataFrame:  # fmt: skip
+    """``servers``: name -> {"env": venv dir, "target": database or repository};
+    ``telemetry_dir``: where the proxied sessions write local telemetry (None: nowhere)."""
+    frames = [run_server(name, s["env"], s["target"], budgets, telemetry_dir)
+              for name, s in servers.items()]  # fmt: skip
     return pd.concat(frames, ignore_index=True)
 
 

@@ -15,6 +15,11 @@ downstream is returned as is; a downstream that exits, or does not answer within
 A compaction boundary (the agent's context was summarised, earlier results may be gone
 from it) is signalled by the notification ``notifications/tersetalk/compact``, by
 SIGUSR1 to the proxy, or every ``dedup.compact_every`` calls.
+
+Two logs, both optional: ``--telemetry FILE`` appends one JSON line per tools/call
+(the experiment's per-call record); ``--telemetry-dir DIR`` writes the local telemetry
+the tuner reads (:mod:`tersetalk.mcp.telemetry`: sampled per-response events without
+payload text, and a session summary at close).
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tersetalk.mcp.config import ProxyConfig
 from tersetalk.mcp.session import RETRIEVAL_TOOL, Processed, RetrievalError, SessionPipeline
+
+if TYPE_CHECKING:
+    from tersetalk.mcp.telemetry import TelemetryRecorder, TelemetrySettings
 
 COMPACT_NOTIFICATION = "notifications/tersetalk/compact"
 
@@ -108,8 +116,13 @@ async def serve(
     telemetry: Path | None = None,
     call_timeout_s: float = 600.0,
     cwd: str | None = None,
+    local_telemetry: TelemetrySettings | None = None,
 ) -> None:
-    """Run the proxy on this process's stdio until the client closes it."""
+    """Run the proxy on this process's stdio until the client closes it.
+
+    ``local_telemetry`` (None: off) records every tool-result text for the tuner; its
+    summary is written when the session ends, and a fault in it is reported on stderr
+    once and never fails a call."""
     import anyio
     import mcp.types as types
     from mcp import ClientSession
@@ -122,6 +135,7 @@ async def serve(
                                    cwd=cwd)  # fmt: skip
     log = Telemetry(telemetry)
     pipeline = SessionPipeline(config)
+    local: _Local | None = None
     async with AsyncExitStack() as stack:
         read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
         down = await stack.enter_async_context(ClientSession(read, write))
@@ -135,6 +149,11 @@ async def serve(
             ) from None
         caps = init.capabilities
         lock = anyio.Lock()
+        if local_telemetry is not None:
+            from tersetalk.mcp.telemetry import TelemetryRecorder
+
+            local = _Local(TelemetryRecorder(local_telemetry, tokenizer=config.tokenizer,
+                                             server=init.server_info.name))  # fmt: skip
 
         async def forward(call, *args: Any, **kwargs: Any):
             """A downstream request; its faults as MCP errors the client can read."""
@@ -168,6 +187,8 @@ async def serve(
             name, args = params.name, dict(params.arguments or {})
             if name == RETRIEVAL_TOOL:
                 async with lock:
+                    if local is not None:
+                        local.note("retrieval")
                     return _retrieve(pipeline, args, log)
             async with lock:
                 invalidated = pipeline.before_call(name, args)
@@ -178,11 +199,15 @@ async def serve(
                 took = time.perf_counter() - t0
                 log.write(**_row(name, [], "error", invalidated=invalidated, downstream_s=took,
                                  error=exc.message))  # fmt: skip
+                if local is not None:
+                    local.note("error")
                 raise
             downstream_s = time.perf_counter() - t0
             if result.is_error:
                 log.write(**_row(name, [], "error", invalidated=invalidated,
                                  downstream_s=downstream_s, error="isError"))  # fmt: skip
+                if local is not None:
+                    local.note("error")
                 return result
             parts: list[Processed] = []
             content = []
@@ -191,8 +216,9 @@ async def serve(
                     # the knapsack is CPU work: off the event loop, so pings and other
                     # requests are still answered; one result at a time (session state)
                     async with lock:
-                        p = await anyio.to_thread.run_sync(pipeline.process, name, args,
-                                                           item.text)  # fmt: skip
+                        p = await anyio.to_thread.run_sync(_process, pipeline, local, name,
+                                                           args, item.text, downstream_s,
+                                                           len(parts))  # fmt: skip
                     parts.append(p)
                     item = item.model_copy(update={"text": p.text})
                 content.append(item)
@@ -232,6 +258,51 @@ async def serve(
             await server.run(read_in, write_out, server.create_initialization_options())
         finally:
             log.close()
+            if local is not None:
+                local.close()
+
+
+class _Local:
+    """The local telemetry recorder, kept from ever failing a tool call: its first fault
+    is reported on stderr and turns it off for the rest of the session."""
+
+    def __init__(self, recorder: TelemetryRecorder) -> None:
+        self.recorder: TelemetryRecorder | None = recorder
+
+    def _failed(self, exc: Exception) -> None:
+        print(f"tersetalk mcp-proxy: telemetry stopped ({type(exc).__name__}: {exc}); "
+              "tool calls go on unrecorded", file=sys.stderr)  # fmt: skip
+        self.recorder = None
+
+    def record(self, *args: Any, **kwargs: Any) -> None:
+        if self.recorder is not None:
+            try:
+                self.recorder.record(*args, **kwargs)
+            except Exception as exc:  # a bug or a full disk must not cost the answer
+                self._failed(exc)
+
+    def note(self, what: str) -> None:
+        if self.recorder is not None:
+            self.recorder.note(what)
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            try:
+                self.recorder.close()
+            except Exception as exc:
+                self._failed(exc)
+
+
+def _process(pipeline: SessionPipeline, local: _Local | None, tool: str,
+             args: dict[str, Any], text: str, downstream_s: float,
+             part: int) -> Processed:  # fmt: skip
+    """One result through the pipeline, then into the local telemetry (in the worker
+    thread, so hashing and describing the payload stay off the event loop)."""
+    p = pipeline.process(tool, args, text)
+    if local is not None:
+        local.record(tool, text, p, context_partition=pipeline.compactions,
+                     downstream_s=downstream_s, part=part)  # fmt: skip
+    return p
 
 
 def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
