@@ -4,11 +4,16 @@ tersetalk formats tune analyze --fingerprints endpoints.parquet --summaries-dir 
     --out tuned.yaml --evidence evidence.csv
 tersetalk formats tune show --adaptive-config tuned.yaml --model-id gpt-oss:20b
 tersetalk mcp-proxy --tuned tuned.yaml -- uvx mcp-server-git    # the next session uses it
+tersetalk formats tune from-agent-logs ~/.claude/projects/my-project --out first.yaml
 
 analyze applies the rules R1-R5 (per-endpoint dedup, per-endpoint templates, LRU size,
 knapsack recursion depth, minimum body size) to per-endpoint fingerprints and session
 summaries, writes the proposed schema-v2 file and one evidence row per changed value.
 show prints the effective configuration for a session and where each value came from.
+from-agent-logs bootstraps a configuration before any telemetry exists, from a coding
+agent's session logs (Claude Code's JSONL), with the rules P1-P3 (dominant model -> llm
+profile, agent class from the sessions' statistics, placeholder data profiles for the
+MCP tools called).
 """
 
 from __future__ import annotations
@@ -74,6 +79,38 @@ def _fingerprints(args: argparse.Namespace, since_ms: int | None):
     return pd.DataFrame(telemetry.endpoint_fingerprints(args.telemetry_dir, args.days))
 
 
+def write_evidence(changes, path: Path) -> None:
+    """One CSV row per change (EVIDENCE_COLUMNS), the same table for every rule set."""
+    import pandas as pd
+
+    rows = [
+        {
+            "rule": c.rule,
+            "knob": c.knob,
+            "endpoint": c.endpoint or "",
+            "old": _cell(c.old),
+            "new": _cell(c.new),
+            "statistic": c.statistic,
+            "value": float(c.value),
+            "threshold": c.threshold,
+        }
+        for c in changes
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=list(EVIDENCE_COLUMNS)).to_csv(path, index=False)
+
+
+def _print_changes(changes) -> None:
+    if not changes:
+        print("no change: the current configuration already follows the rules")
+    for c in changes:
+        where = f" [{c.endpoint}]" if c.endpoint else ""
+        print(
+            f"  {c.rule} {c.knob}{where}: {_cell(c.old) or '(unset)'} -> {_cell(c.new)}  "
+            f"({c.statistic} = {c.value:g}; {c.threshold})"
+        )
+
+
 def _cmd_analyze(args: argparse.Namespace) -> None:
     from tersetalk.mcp.tune import (
         TuneError,
@@ -102,36 +139,13 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
     except TuneError as exc:
         _fail(str(exc))
     if args.evidence is not None:
-        import pandas as pd
-
-        rows = [
-            {
-                "rule": c.rule,
-                "knob": c.knob,
-                "endpoint": c.endpoint or "",
-                "old": _cell(c.old),
-                "new": _cell(c.new),
-                "statistic": c.statistic,
-                "value": float(c.value),
-                "threshold": c.threshold,
-            }
-            for c in changes
-        ]
-        args.evidence.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows, columns=list(EVIDENCE_COLUMNS)).to_csv(args.evidence, index=False)
+        write_evidence(changes, args.evidence)
     guarded = sum(e.call_count < 20 for e in endpoints)
     print(
         f"{len(endpoints)} endpoint(s) ({guarded} under 20 calls: R1/R2 skip them), "
         f"{len(sessions)} session summar{'y' if len(sessions) == 1 else 'ies'}"
     )
-    if not changes:
-        print("no change: the current configuration already follows the rules")
-    for c in changes:
-        where = f" [{c.endpoint}]" if c.endpoint else ""
-        print(
-            f"  {c.rule} {c.knob}{where}: {_cell(c.old) or '(unset)'} -> {_cell(c.new)}  "
-            f"({c.statistic} = {c.value:g}; {c.threshold})"
-        )
+    _print_changes(changes)
     print(f"wrote {args.out}" + (f" and {args.evidence}" if args.evidence else ""))
 
 
@@ -213,6 +227,62 @@ def _cmd_show(args: argparse.Namespace) -> None:
         )
     for text in show_lines(resolve(config, context)):
         print(text)
+
+
+def scan_report(scan) -> list[str]:
+    """What the logs held: files, lines, sessions, what was not read, models, MCP tools."""
+    n = len(scan.sessions)
+    lines = [
+        f"{len(scan.files)} file(s), {scan.lines} line(s), {n} session(s); "
+        f"{scan.malformed} malformed line(s), "
+        f"{sum(scan.skipped.values())} line(s) of types not read"
+    ]
+    if scan.malformed_at:
+        more = scan.malformed - len(scan.malformed_at)
+        lines.append(
+            "  malformed at " + ", ".join(scan.malformed_at) + (f" and {more} more" if more else "")
+        )
+    if scan.unreadable:
+        lines.append("  unreadable: " + ", ".join(scan.unreadable))
+    if scan.skipped:
+        lines.append(
+            "  not read: " + ", ".join(f"{k} {v}" for k, v in sorted(scan.skipped.items()))
+        )
+    models = scan.models()
+    if models:
+        lines.append(
+            "  assistant turns per model: "
+            + ", ".join(
+                f"{m} {c}" for m, c in sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
+        )
+    calls = scan.mcp_calls()
+    if calls:
+        lines.append(
+            "  MCP calls: " + ", ".join(f"{s}/{t} {c}" for (s, t), c in sorted(calls.items()))
+        )
+    return lines
+
+
+def _cmd_from_agent_logs(args: argparse.Namespace) -> None:
+    from tersetalk.mcp.agent_logs import AgentLogError, bootstrap, scan_logs
+    from tersetalk.mcp.tune import TuneError, load_adaptive, save_adaptive
+
+    if args.out.suffix not in (".yaml", ".yml", ".toml"):
+        _fail(f"--out {args.out}: give a .yaml, .yml or .toml file")
+    try:
+        base = load_adaptive(args.base)
+        scan = scan_logs(args.paths)
+        config, changes = bootstrap(base, scan)
+        save_adaptive(config, args.out)
+    except (AgentLogError, TuneError) as exc:
+        _fail(str(exc))
+    if args.evidence is not None:
+        write_evidence(changes, args.evidence)
+    for text in scan_report(scan):
+        print(text)
+    _print_changes(changes)
+    print(f"wrote {args.out}" + (f" and {args.evidence}" if args.evidence else ""))
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -320,3 +390,47 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="the share of read-class calls, 0..1 (default %(default)s)",
     )
     s.set_defaults(func=_cmd_show)
+
+    g = ts.add_parser(
+        "from-agent-logs",
+        help="bootstrap a config from a coding agent's session logs (rules P1-P3)",
+        description="Read a coding agent's session logs (Claude Code's JSONL: "
+        "~/.claude/projects/<project>/<session-id>.jsonl) and propose a first schema-v2 "
+        "configuration before any telemetry exists. P1: the model with at least 80%% of "
+        "the assistant turns pins the llm profile (a new variant if no profile matches "
+        "it). P2: each session is classified by its tool calls, read share and "
+        "compactions; the class with more than half of all tool calls pins the agent "
+        "profile. P3: every MCP tool called (mcp__<server>__<tool>) that no data profile "
+        "matches gets a placeholder profile; with at least 20 MCP results, "
+        "dedup.min_body_chars follows R5 over their sizes. Only counts and result sizes "
+        "are kept from the logs. Malformed lines are counted and listed, never fatal.",
+    )
+    g.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a session log (.jsonl) or a folder searched for *.jsonl (e.g. "
+        "~/.claude/projects/<project>)",
+    )
+    g.add_argument(
+        "--base",
+        type=Path,
+        metavar="FILE",
+        help="the tuner config (YAML/TOML, schema v1 or v2) the rules start from; what "
+        "the rules do not change is kept; default: the built-in defaults",
+    )
+    g.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="where to write the proposed config (.yaml or .toml, schema v2)",
+    )
+    g.add_argument(
+        "--evidence",
+        type=Path,
+        metavar="FILE",
+        help="where to write the evidence table (CSV, one row per changed value)",
+    )
+    g.set_defaults(func=_cmd_from_agent_logs)
