@@ -514,3 +514,14 @@ def test_the_proxy_telemetry_from_a_tuned_file_and_the_off_switch(tmp_path):
     env = {"TERSETALK_TELEMETRY": "off", "XDG_STATE_HOME": str(tmp_path / "s2")}
     _proxy(["--telemetry-dir", str(off), "--tuned", str(tuned)], env, body)
     assert not off.exists() and not (tmp_path / "s2").exists()
+
+
+def test_the_experiment_writes_telemetry_only_when_asked(tmp_path):
+    from tersetalk.mcp.experiment import PASSED_ENV, proxy_command
+
+    plain = proxy_command(tmp_path / "p.yaml", tmp_path / "t.jsonl", ["server"])
+    assert "--telemetry-dir" not in plain and plain[-2:] == ["--", "server"]
+    on = proxy_command(tmp_path / "p.yaml", tmp_path / "t.jsonl", ["server"], tmp_path / "tel")
+    assert on[on.index("--telemetry-dir") + 1] == str(tmp_path / "tel")
+    assert on.index("--telemetry-dir") < on.index("--")
+    assert "TERSETALK_TELEMETRY" in PASSED_ENV  # the off switch reaches the proxy
