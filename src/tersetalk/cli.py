@@ -334,26 +334,59 @@ def _cmd_sample(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
+    """Run each ``--spec-json`` into its ``--out``, paired in order, one after the other.
+
+    Why several runs in one process: a job's fixed costs (Python and pandas, the run
+    code, tiktoken's encodings, torch and LLMLingua's compressor for the systems that
+    compress) are paid once for all of them. Each run is still on its own: its own
+    client, checkpoint, caches' counters and file, exactly as if run alone. A run that
+    fails does not stop the others; the first failure is raised once all have run.
+    """
     from tersetalk.config import ConfigError, run_spec
     from tersetalk.runner import run
 
+    outs = args.out
     if args.spec_json:
-        spec = _spec_from_json(args.spec_json)
+        specs = [_spec_from_json(text) for text in args.spec_json]
     else:
         if not (args.task and args.system):
             raise ConfigError("give --task and --system (or --spec-json)")
-        spec = run_spec(
-            load_workflow_config(args.config), args.task, args.system, args.variant or "default"
+        specs = [
+            run_spec(
+                load_workflow_config(args.config), args.task, args.system, args.variant or "default"
+            )
+        ]
+    if len(outs) != len(specs):
+        raise ConfigError(
+            f"got {len(specs)} run spec(s) and {len(outs)} --out: give one --out per "
+            "--spec-json, paired in the order given (without --spec-json, one --out)"
         )
-    for key in ("task", "system", "variant"):
-        given = getattr(args, key)
-        if given and given != spec[key]:
-            raise ConfigError(f"--{key} {given} disagrees with the spec ({spec[key]})")
-    # run() reads the sample with task=spec["task"] before any model loads: a sample of
-    # another task would otherwise run to the end with rows labelled with this task
-    df = run(spec, args.sample, args.out, limit=args.limit, progress=not args.no_progress,
-             events=args.events)  # fmt: skip
-    logging.info("wrote %s (%d rows, %d errors)", args.out, len(df), int(df["error"].notna().sum()))
+    if len(set(outs)) != len(outs):
+        raise ConfigError("--out names the same file twice: every run needs its own file")
+    for spec in specs:
+        for key in ("task", "system", "variant"):
+            given = getattr(args, key)
+            if given and given != spec[key]:
+                raise ConfigError(f"--{key} {given} disagrees with the spec ({spec[key]})")
+    failed: list[tuple[str, BaseException]] = []
+    for spec, out in zip(specs, outs, strict=True):
+        # run() reads the sample with task=spec["task"] before any model loads: a sample
+        # of another task would otherwise run to the end with rows labelled with this task
+        try:
+            df = run(spec, args.sample, out, limit=args.limit, progress=not args.no_progress,
+                     events=args.events)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the other runs go on; raised below
+            if len(specs) == 1:
+                raise
+            logging.error("run %d of %d (%s) failed: %s", len(failed) + 1, len(specs), out, exc)
+            failed.append((out, exc))
+            continue
+        logging.info("wrote %s (%d rows, %d errors)", out, len(df), int(df["error"].notna().sum()))
+    if failed:
+        logging.error(
+            "%d of %d runs failed: %s", len(failed), len(specs), ", ".join(o for o, _ in failed)
+        )
+        raise failed[0][1]
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
@@ -592,7 +625,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser(
         "run",
         help="run one system variant on a sample (resumable)",
-        description="Run one (task, system, variant) over a sample file. Finished "
+        description="Run one (task, system, variant) over a sample file, or several "
+        "(repeat --spec-json and --out) one after the other in one process. Finished "
         "examples are checkpointed, so an interrupted run resumes; model calls are "
         "cached, so a rerun makes no calls.",
     )
@@ -604,10 +638,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_option(r)
     r.add_argument(
         "--spec-json",
-        help="a complete run spec as JSON (what Snakemake passes); overrides --config",
+        action="append",
+        help="a complete run spec as JSON (what Snakemake passes); overrides --config. "
+        "Repeat it, with one --out each, to run several specs over the same sample in one "
+        "process (models and imports loaded once)",
     )
     r.add_argument("--sample", required=True, help="sample Parquet from `tersetalk sample`")
-    r.add_argument("--out", required=True, help="run Parquet to write (one row per example)")
+    r.add_argument(
+        "--out",
+        required=True,
+        action="append",
+        help="run Parquet to write (one row per example); the i-th --out is the i-th --spec-json's",
+    )
     r.add_argument(
         "--limit", type=_positive_int, help="only the first N examples of the sample (N >= 1)"
     )

@@ -294,6 +294,14 @@ def prepared_mismatch(model: str | Path, gguf: str | Path | None = None) -> bool
     return not is_prepared(model, gguf)
 
 
+#: the compressors this process has loaded, by (model, llmlingua2, device, threads). The
+#: loaded model is read-only: a run already reuses it for every message of every
+#: example, so the runs of one process may share it as well. Its wrapper
+#: (:class:`LLMLinguaCompressor`, with a run's cache and counters) stays per run.
+_LOADED: dict[tuple[str, bool, str, int], Any] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 class LLMLinguaCompressor:
     """A loaded LLMLingua (or LLMLingua-2) model; build once per run, reuse per message.
 
@@ -327,10 +335,19 @@ class LLMLinguaCompressor:
         self._identity: dict[str, Any] = {}
 
     def load(self) -> LLMLinguaCompressor:
-        """Load torch and the compressor model (once); raises CompressorUnavailableError."""
+        """Load torch and the compressor model (once per process: a process that runs
+        several runs, ``tersetalk run`` with several specs, loads a compressor's weights
+        once, see :data:`_LOADED`); raises CompressorUnavailableError."""
         with self._load_lock:
             if self._loaded is None:
-                self._loaded = self._build()
+                key = (self.model, self.llmlingua2, self.settings.device, self.threads)
+                with _LOADED_LOCK:
+                    if key not in _LOADED:
+                        _LOADED[key] = self._build()
+                    else:
+                        log.info("LLMLingua compressor %s already loaded in this process",
+                                 self.model)  # fmt: skip
+                self._loaded = _LOADED[key]
         return self
 
     @property
