@@ -271,7 +271,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         fs.add_lazy(name, help, build)
     # the tuner of the MCP proxy (it imports pandas when it runs)
     fs.add_module_commands("tersetalk.mcp.tune_cli", {"tune": "tune the proxy from telemetry "
-                           "(rules R1-R5) and show the effective configuration"})  # fmt: skip
+                           "(rules R1-R5) or an agent's session logs (P1-P3), and show the "
+                           "effective configuration"})  # fmt: skip
     # the proxy's local telemetry (pandas only when a command runs)
     fs.add_module_commands("tersetalk.mcp.telemetry_cli", {"telemetry": "the proxy's local "
                            "telemetry: session summaries and per-endpoint "
