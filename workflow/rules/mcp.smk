@@ -9,6 +9,14 @@
 #   results/mcp/summary.csv        per server, arm and tool: tokens, dedup, retrievals
 #   results/mcp/mb5.{parquet,csv}  hashing, dedup and encoding against bare hashlib
 #   figures/mcp.{png,pdf}
+# Tuned against default (issue 34; target `mcp_tuned`, also part of `mcp`): seeded
+# sessions split by seed, training through the default proxy with local telemetry,
+# `tersetalk formats tune analyze` on it, evaluation directly, default and --tuned.
+#   results/mcp/tuned/<server>/{train.parquet,telemetry/,tuned.yaml,evidence.csv,eval.parquet}
+#   results/mcp/tuned.parquet       one row per server, split, seed, arm and step
+#   results/mcp/tuned_summary.csv   per server and arm: tokens/session, dedup hit rate,
+#                                   hint tokens, retrievals, tuner changes, vs default
+#   figures/mcp_tuned.{png,pdf}
 
 
 from tersetalk import figmeta  # report captions: what each file recorded
@@ -23,6 +31,16 @@ rule mcp:
         "figures/mcp.pdf",
         "figures/mcp.png",
         "results/mcp/mb5.parquet",
+        "results/mcp/tuned_summary.csv",
+        "figures/mcp_tuned.pdf",
+        "figures/mcp_tuned.png",
+
+
+rule mcp_tuned:
+    input:
+        "results/mcp/tuned_summary.csv",
+        "figures/mcp_tuned.pdf",
+        "figures/mcp_tuned.png",
 
 
 rule mcp_env:
@@ -150,3 +168,109 @@ rule mcp_bench:
     shell:
         "tersetalk bench run --which mb5 --repeats {params.repeats} "
         "--payload-kib {params.sizes} --calls {params.calls} --out {output.parquet} > {log} 2>&1"
+
+
+rule mcp_tuned_train:
+    input:
+        env="results/mcp/envs/{server}.json",
+        target=mcp_target,
+    output:
+        parquet="results/mcp/tuned/{server}/train.parquet",
+        telemetry=directory("results/mcp/tuned/{server}/telemetry"),
+    log:
+        "results/logs/mcp/tuned_train_{server}.log",
+    wildcard_constraints:
+        server="sqlite|git",
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    params:
+        sessions=MCP_TUNED["sessions"],
+        steps=MCP_TUNED["steps"],
+        budget=mcp_tuned_budget(),
+    shell:
+        "tersetalk mcp-experiment tuned-train --server {wildcards.server} "
+        "--env-info {input.env} --target {input.target} --sessions {params.sessions} "
+        "--steps {params.steps} --budget {params.budget} "
+        "--telemetry-dir {output.telemetry} --out {output.parquet} > {log} 2>&1"
+
+
+rule mcp_tuned_analyze:
+    input:
+        "results/mcp/tuned/{server}/telemetry",
+    output:
+        tuned="results/mcp/tuned/{server}/tuned.yaml",
+        evidence="results/mcp/tuned/{server}/evidence.csv",
+    log:
+        "results/logs/mcp/tuned_analyze_{server}.log",
+    wildcard_constraints:
+        server="sqlite|git",
+    conda:
+        ENV
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    shell:
+        "tersetalk formats tune analyze --telemetry-dir {input} --out {output.tuned} "
+        "--evidence {output.evidence} > {log} 2>&1"
+
+
+rule mcp_tuned_eval:
+    input:
+        env="results/mcp/envs/{server}.json",
+        target=mcp_target,
+        tuned="results/mcp/tuned/{server}/tuned.yaml",
+        evidence="results/mcp/tuned/{server}/evidence.csv",
+    output:
+        "results/mcp/tuned/{server}/eval.parquet",
+    log:
+        "results/logs/mcp/tuned_eval_{server}.log",
+    wildcard_constraints:
+        server="sqlite|git",
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        sessions=MCP_TUNED["sessions"],
+        steps=MCP_TUNED["steps"],
+        budget=mcp_tuned_budget(),
+    shell:
+        "tersetalk mcp-experiment tuned-eval --server {wildcards.server} "
+        "--env-info {input.env} --target {input.target} --sessions {params.sessions} "
+        "--steps {params.steps} --budget {params.budget} --tuned {input.tuned} "
+        "--evidence {input.evidence} --out {output} > {log} 2>&1"
+
+
+rule mcp_tuned_report:
+    input:
+        expand(
+            "results/mcp/tuned/{server}/{split}.parquet",
+            server=config["mcp"]["servers"],
+            split=["train", "eval"],
+        ),
+    output:
+        parquet="results/mcp/tuned.parquet",
+        csv="results/mcp/tuned_summary.csv",
+        pdf="figures/mcp_tuned.pdf",
+        png=report(
+            "figures/mcp_tuned.png",
+            caption="../report/mcp_tuned.rst",
+            category="MCP proxy",
+        ),
+    log:
+        "results/logs/mcp/tuned_report.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
+        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+    shell:
+        "tersetalk mcp-experiment tuned-report --runs {input} --out {output.parquet} "
+        "--csv {output.csv} --out-stem {params.stem} > {log} 2>&1"

@@ -9,7 +9,20 @@
   tersetalk mcp-experiment report --runs results/mcp/*.parquet --csv summary.csv \\
       --out-stem figures/mcp
 
-The workflow runs them all: ``snakemake --cores all mcp``.
+Tuned against default (issue 34): training sessions with telemetry, the tuner, then
+disjoint evaluation sessions with the default config and with the tuned file:
+
+  tersetalk mcp-experiment tuned-train --server sqlite --env-info ... --target db.sqlite \\
+      --telemetry-dir tel --out train.parquet
+  tersetalk formats tune analyze --telemetry-dir tel --out tuned.yaml --evidence ev.csv
+  tersetalk mcp-experiment tuned-eval --server sqlite --env-info ... --target db.sqlite \\
+      --tuned tuned.yaml --evidence ev.csv --out eval.parquet
+  tersetalk mcp-experiment tuned-report --runs train.parquet eval.parquet \\
+      --out results/mcp/tuned.parquet --csv results/mcp/tuned_summary.csv \\
+      --out-stem figures/mcp_tuned
+
+The workflow runs them all: ``snakemake --cores all mcp`` (the tuned part alone:
+``snakemake --cores all mcp_tuned``).
 """
 
 from __future__ import annotations
@@ -40,6 +53,18 @@ def _budgets(text: str) -> list[int | None]:
             raise argparse.ArgumentTypeError(f"a budget must be at least 1 token, got {value}")
         out.append(value)
     return out
+
+
+def _budget(text: str) -> int | None:
+    values = _budgets(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"one budget (a token count or null), got {text!r}")
+    return values[0]
+
+
+def _fail(command: str, exc: Exception) -> None:
+    print(f"tersetalk mcp-experiment {command}: error: {exc}", file=sys.stderr)
+    raise SystemExit(1) from None
 
 
 def _cmd_env(args: argparse.Namespace) -> None:
@@ -104,6 +129,75 @@ def _cmd_report(args: argparse.Namespace) -> None:
                  r.retrievals_exact, r.retrievals, r.t_pipeline_ratio_median)  # fmt: skip
 
 
+def _cmd_tuned_train(args: argparse.Namespace) -> None:
+    from tersetalk.io import write_parquet_atomic
+
+    from .experiment import ExperimentError
+    from .tuned import default_config, split_seeds, train_server
+
+    info = json.loads(Path(args.env_info).read_text(encoding="utf-8"))
+    try:
+        seeds, _ = split_seeds(args.sessions, 1)
+        df = train_server(args.server, info["env"], args.target, args.sessions, args.steps,
+                          args.budget, args.telemetry_dir)  # fmt: skip
+    except ExperimentError as exc:
+        _fail("tuned-train", exc)
+    meta = {"server": args.server, "split": "train", "seeds": seeds, "steps": args.steps,
+            "budget": args.budget, "proxy_config": default_config(args.budget),
+            "version": info.get("version")}  # fmt: skip
+    write_parquet_atomic(df, args.out, meta)
+    log.info("wrote %s (%d rows, %d training sessions)", args.out, len(df), len(seeds))
+
+
+def _cmd_tuned_eval(args: argparse.Namespace) -> None:
+    from tersetalk.io import write_parquet_atomic
+
+    from .experiment import ExperimentError
+    from .tuned import default_config, evaluate_server, split_seeds, tuner_changes
+
+    info = json.loads(Path(args.env_info).read_text(encoding="utf-8"))
+    try:
+        _, seeds = split_seeds(1, args.sessions)
+        _, _, evidence = tuner_changes(args.tuned, args.evidence)
+        df = evaluate_server(args.server, info["env"], args.target, args.sessions, args.steps,
+                             args.budget, args.tuned, args.evidence)  # fmt: skip
+    except (ExperimentError, OSError) as exc:
+        _fail("tuned-eval", exc)
+    meta = {"server": args.server, "split": "eval", "seeds": seeds, "steps": args.steps,
+            "budget": args.budget, "proxy_config": default_config(args.budget),
+            "tuned": Path(args.tuned).read_text(encoding="utf-8"), "evidence": evidence,
+            "version": info.get("version")}  # fmt: skip
+    write_parquet_atomic(df, args.out, meta)
+    log.info("wrote %s (%d rows, %d evaluation sessions, tuner: %d change(s), %d applied)",
+             args.out, len(df), len(seeds), df["n_changes"].iloc[0],
+             df["n_applied"].iloc[0])  # fmt: skip
+
+
+def _cmd_tuned_report(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from tersetalk.io import read_parquet, write_csv_atomic, write_parquet_atomic
+
+    from .tuned import TunedExperimentError, summarize
+    from .tuned_plot import figure
+
+    df = pd.concat([read_parquet(p, "tuned MCP experiment") for p in args.runs],
+                   ignore_index=True)  # fmt: skip
+    try:
+        summary = summarize(df)
+    except TunedExperimentError as exc:
+        _fail("tuned-report", exc)
+    write_parquet_atomic(df, args.out, {"runs": [str(p) for p in args.runs]})
+    write_csv_atomic(summary, args.csv)
+    figure(df, args.out_stem)
+    for r in summary.itertuples():
+        log.info("%s/%s: %.0f tokens/session (%+.1f%% vs default), dedup hit rate %.3f, "
+                 "%.0f hint tokens/session, %d retrievals (%d exact); tuner %d change(s), "
+                 "%d applied", r.server, r.arm, r.tokens_per_session, 100 * r.tokens_change,
+                 r.dedup_hit_rate, r.hint_tokens_per_session, r.retrievals,
+                 r.retrievals_exact, r.n_changes, r.n_applied)  # fmt: skip
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mcp-experiment", help="the proxy on real MCP servers (issue 30)",
                        description=__doc__,
@@ -142,3 +236,48 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--csv", required=True, type=Path)
     t.add_argument("--out-stem", required=True, help="figure path without extension")
     t.set_defaults(func=_cmd_report)
+
+    def session_options(q: argparse.ArgumentParser, which: str) -> None:
+        q.add_argument("--server", required=True, choices=["sqlite", "git"],
+                       help="the real MCP server (its venv from `env`)")  # fmt: skip
+        q.add_argument("--env-info", required=True, type=Path, help="JSON from `env`")
+        q.add_argument("--target", required=True, type=Path,
+                       help="the database file or repository (copied per session)")  # fmt: skip
+        q.add_argument("--sessions", type=int, default=3,
+                       help=f"{which} sessions, one per seed (default %(default)s)")  # fmt: skip
+        q.add_argument("--steps", type=int, default=30,
+                       help="steps per session, the tool list included (default %(default)s);"
+                       " the tuner's R1/R2 need >= 20 calls per endpoint over the training"
+                       " sessions")  # fmt: skip
+        q.add_argument("--budget", type=_budget, default=None,
+                       help="the proxy's token budget per tool result, or null for lossless "
+                       "(default null)")  # fmt: skip
+
+    tt = s.add_parser("tuned-train", help="training sessions through the default proxy, "
+                      "writing the local telemetry the tuner reads")  # fmt: skip
+    session_options(tt, "training")
+    tt.add_argument("--telemetry-dir", required=True, type=Path,
+                    help="the proxy's telemetry folder (for `formats tune analyze`)")  # fmt: skip
+    tt.add_argument("--out", required=True, type=Path,
+                    help="Parquet, one row per training session and step")  # fmt: skip
+    tt.set_defaults(func=_cmd_tuned_train)
+
+    te = s.add_parser("tuned-eval", help="evaluation sessions (seeds disjoint from training): "
+                      "direct, default proxy config, and with --tuned")  # fmt: skip
+    session_options(te, "evaluation")
+    te.add_argument("--tuned", required=True, type=Path,
+                    help="the tuned file (`formats tune analyze --out`)")  # fmt: skip
+    te.add_argument("--evidence", type=Path,
+                    help="the tuner's evidence CSV (`analyze --evidence`)")  # fmt: skip
+    te.add_argument("--out", required=True, type=Path,
+                    help="Parquet, one row per evaluation session, arm and step")  # fmt: skip
+    te.set_defaults(func=_cmd_tuned_eval)
+
+    tr = s.add_parser("tuned-report", help="the tuned-vs-default table and figure")
+    tr.add_argument("--runs", nargs="+", required=True, type=Path,
+                    help="Parquet files of tuned-train and tuned-eval")  # fmt: skip
+    tr.add_argument("--out", required=True, type=Path, help="all rows in one Parquet")
+    tr.add_argument("--csv", required=True, type=Path,
+                    help="summary per server and arm, with the differences to default")  # fmt: skip
+    tr.add_argument("--out-stem", required=True, help="figure path without extension")
+    tr.set_defaults(func=_cmd_tuned_report)

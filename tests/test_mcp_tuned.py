@@ -1,0 +1,220 @@
+"""Issue 34, deliverable 5: the tuned configuration against the default one.
+
+The pipeline (training sessions with telemetry, the real tuner, evaluation sessions
+directly, with the default config and with ``--tuned``) runs here through the real
+proxy in front of tests/mcp_fixture_server.py, so no package registry is needed: the
+split is disjoint, the tuned arm runs with the tuned file (its changed knob shows in its
+rows), the summary's numbers come back from the rows, and a tuner that changes nothing
+gives identical arms. The real servers' run is the workflow's (`snakemake mcp_tuned`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tersetalk.cli import main
+from tersetalk.mcp import tuned as TU
+from tersetalk.mcp.experiment import LIST_STEP, Step
+from tersetalk.mcp.tune import AdaptiveConfig, save_adaptive, tune
+from tersetalk.records import deterministic_columns
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "mcp_fixture_server.py"
+BUDGET = 150  # small enough that the fixture's row lists overflow and are retrieved
+
+
+def fixture_server(copy):
+    return [sys.executable, str(FIXTURE)]
+
+
+def training_session(seed: int):
+    """24 reads of distinct paths (no repeat: R1 turns dedup off for `read`) and a few
+    row lists; the seed shifts the paths, so two training sessions differ."""
+    steps = [Step("list", LIST_STEP)]
+    steps += [Step("read", "read", {"path": f"t{seed}-{i}"}) for i in range(24)]
+    steps += [Step("read", "rows", {"n": 5 + i}) for i in range(3)]
+    return lambda copy: steps
+
+
+def evaluation_session(seed: int):
+    """Repeats of a `read` (which the default config dedups) and of a row list."""
+    a, b = {"path": f"e{seed}-a"}, {"path": f"e{seed}-b"}
+    steps = [Step("list", LIST_STEP), Step("read", "read", a), Step("repeat", "read", a),
+             Step("read", "read", b), Step("repeat", "read", a), Step("read", "rows", {"n": 8}),
+             Step("repeat", "rows", {"n": 8}), Step("read", "plain")]  # fmt: skip
+    return lambda copy: steps
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """Train on seed 0, tune with `tersetalk formats tune analyze`, evaluate seed 1000."""
+    tmp = tmp_path_factory.mktemp("tuned")
+    train_seeds, eval_seeds = TU.split_seeds(1, 1)
+    tel = tmp / "tel"
+    train = TU.train("fixture", fixture_server, None, train_seeds, training_session, BUDGET, tel)
+    tuned, evidence = tmp / "tuned.yaml", tmp / "evidence.csv"
+    main(["formats", "tune", "analyze", "--telemetry-dir", str(tel), "--out", str(tuned),
+          "--evidence", str(evidence)])  # fmt: skip
+    ev = TU.evaluate("fixture", fixture_server, None, eval_seeds, evaluation_session, BUDGET,
+                     tuned, evidence)  # fmt: skip
+    return {"train": train, "eval": ev, "tuned": tuned, "evidence": evidence, "tmp": tmp}
+
+
+# ---- the split ----------------------------------------------------------------------------
+
+
+def test_the_split_is_disjoint_and_the_sessions_differ():
+    train, ev = TU.split_seeds(4, 4)
+    assert train == [0, 1, 2, 3] and ev == [1000, 1001, 1002, 1003]
+    assert not set(train) & set(ev)
+    for server in ("sqlite", "git"):
+        sessions = {s: TU.generate_session(server, s, 40, "/repo") for s in train + ev}
+        # the same seed, the same session; different seeds, different sessions
+        assert TU.generate_session(server, 0, 40, "/repo") == sessions[0]
+        calls = {s: tuple((st.tool, str(st.arguments)) for st in v) for s, v in sessions.items()}
+        assert len(set(calls.values())) == len(calls)
+        for steps in sessions.values():
+            assert len(steps) == 40 and steps[0].tool == LIST_STEP
+            roles = {st.role for st in steps}
+            assert {"read", "repeat"} <= roles
+        assert any(st.role == "write" for v in sessions.values() for st in v)
+    with pytest.raises(TU.TunedExperimentError, match="at least one training"):
+        TU.split_seeds(0, 3)
+    with pytest.raises(TU.TunedExperimentError, match="at most 1000"):
+        TU.split_seeds(1001, 1)
+    with pytest.raises(TU.TunedExperimentError, match="repository"):
+        TU.generate_session("git", 0, 10)
+
+
+def test_the_pipeline_trains_and_evaluates_on_disjoint_seeds(pipeline):
+    train, ev = pipeline["train"], pipeline["eval"]
+    assert set(train["split"]) == {"train"} and set(ev["split"]) == {"eval"}
+    assert not set(train["seed"]) & set(ev["seed"])
+    assert set(train["arm"]) == {"default"} and set(ev["arm"]) == {"direct", "default", "tuned"}
+    assert any((pipeline["tmp"] / "tel").glob("summary-*.json"))
+
+
+# ---- the tuned arm ------------------------------------------------------------------------
+
+
+def test_the_tuned_arm_runs_with_the_tuned_file(pipeline):
+    tuned = yaml.safe_load(pipeline["tuned"].read_text())
+    # the training sessions never repeat a read: R1 turns its dedup off
+    assert tuned["dedup"]["enabled_per_endpoint"] == {"read": False}
+    evidence = pd.read_csv(pipeline["evidence"])
+    assert "R1" in set(evidence["rule"])
+    ev = pipeline["eval"]
+    assert (ev["n_changes"] == len(evidence)).all() and (ev["n_applied"] >= 1).all()
+    tuned_rows, default_rows = ev[ev["arm"] == "tuned"], ev[ev["arm"] == "default"]
+    assert tuned_rows["tuned_applied"].str.contains("dedup.enabled_per_endpoint.read").all()
+    assert (default_rows["tuned_applied"] == "").all()
+    # the changed knob in the rows: the repeated read is a dedup hit only by default
+    reads = lambda d: d[(d["tool"] == "read") & (d["role"] == "repeat")]  # noqa: E731
+    assert reads(default_rows)["dedup_hit"].all() and not reads(tuned_rows)["dedup_hit"].any()
+    # the row list keeps its dedup in both arms
+    rows = lambda d: d[(d["tool"] == "rows") & (d["role"] == "repeat")]  # noqa: E731
+    assert rows(default_rows)["dedup_hit"].all() and rows(tuned_rows)["dedup_hit"].all()
+    # every retrieval of an overflow hint returned exactly the elided part
+    proxied = ev[ev["arm"] != "direct"]
+    assert proxied["retrievals"].sum() > 0
+    assert (proxied["retrievals_exact"] == proxied["retrievals"]).all()
+
+
+def test_the_tuned_arm_needs_its_file():
+    with pytest.raises(TU.TunedExperimentError, match="needs the tuned file"):
+        TU.run_arm(fixture_server, None, evaluation_session(0), "tuned", TU.default_config(None))
+
+
+def test_hint_columns_count_only_hint_lines():
+    text = "[1, 2]\n> [ref: ab12, byte-identical]\n> [+3 more items of $. call get($[2:])]"
+    got = TU.hint_columns(text)
+    assert got["hint_lines"] == 2 and got["hint_tokens"] > 0
+    assert TU.hint_columns("no hints here") == {"hint_lines": 0, "hint_tokens": 0}
+
+
+# ---- the summary --------------------------------------------------------------------------
+
+
+def test_the_summary_is_recomputed_from_the_rows(pipeline):
+    df = pd.concat([pipeline["train"], pipeline["eval"]], ignore_index=True)
+    summary = TU.summarize(df).set_index(["server", "arm"])
+    ev = df[df["split"] == "eval"]
+    for arm in ("direct", "default", "tuned"):
+        d = ev[ev["arm"] == arm]
+        calls = d[d["tool"] != LIST_STEP]
+        s = summary.loc[("fixture", arm)]
+        n = d["seed"].nunique()
+        assert s["sessions"] == n == 1 and s["calls"] == len(calls)
+        assert s["tokens_per_session"] == d["tokens"].sum() / n
+        assert s["hint_tokens_per_session"] == d["hint_tokens"].sum() / n
+        assert s["dedup_hits"] == calls["dedup_hit"].sum()
+        assert s["dedup_hit_rate"] == pytest.approx(calls["dedup_hit"].sum() / len(calls))
+        assert s["retrievals"] == calls["retrievals"].sum()
+        assert s["retrieved_tokens_per_session"] == d["retrieved_tokens"].sum() / n
+    for col in TU.COMPARED:
+        diff = summary[col] - summary.loc[("fixture", "default"), col]
+        assert (summary[f"{col}_vs_default"] == diff).all()
+    assert summary.loc[("fixture", "direct"), "hint_tokens_per_session"] == 0
+    assert summary.loc[("fixture", "tuned"), "dedup_hits"] < summary.loc[
+        ("fixture", "default"), "dedup_hits"]  # fmt: skip
+    with pytest.raises(TU.TunedExperimentError, match="no evaluation rows"):
+        TU.summarize(pipeline["train"])
+
+
+def test_the_report_writes_the_table_and_the_figure(pipeline, tmp_path):
+    runs = []
+    for split in ("train", "eval"):
+        runs.append(tmp_path / f"{split}.parquet")
+        pipeline[split].to_parquet(runs[-1])
+    out, csv, stem = tmp_path / "tuned.parquet", tmp_path / "summary.csv", tmp_path / "fig"
+    main(["mcp-experiment", "tuned-report", "--runs", *map(str, runs), "--out", str(out),
+          "--csv", str(csv), "--out-stem", str(stem)])  # fmt: skip
+    back = pd.read_csv(csv)
+    assert list(back["arm"]) == ["direct", "default", "tuned"]
+    assert back["n_changes"].nunique() == 1 and len(pd.read_parquet(out)) == sum(
+        len(pipeline[s]) for s in ("train", "eval"))  # fmt: skip
+    assert stem.with_suffix(".png").stat().st_size > 0 and stem.with_suffix(".pdf").exists()
+
+
+# ---- a tuner that changes nothing ---------------------------------------------------------
+
+
+def test_a_tuner_with_no_changes_gives_identical_arms(tmp_path):
+    config, changes = tune(AdaptiveConfig(), [])
+    assert changes == []
+    tuned = save_adaptive(config, tmp_path / "tuned.yaml")
+    evidence = tmp_path / "evidence.csv"
+    evidence.write_text("rule,knob,endpoint,old,new,statistic,value,threshold\n")
+    ev = TU.evaluate("fixture", fixture_server, None, [TU.EVAL_SEED], evaluation_session,
+                     BUDGET, tuned, evidence)  # fmt: skip
+    assert (ev["n_changes"] == 0).all() and (ev["n_applied"] == 0).all()
+    keep = [c for c in deterministic_columns(ev) if c not in ("arm", "tuned_applied")]
+    default = ev[ev["arm"] == "default"][keep].reset_index(drop=True)
+    tuned_rows = ev[ev["arm"] == "tuned"][keep].reset_index(drop=True)
+    pd.testing.assert_frame_equal(default, tuned_rows)
+    assert (ev[ev["arm"] == "tuned"]["tuned_applied"] == "none").all()
+    summary = TU.summarize(ev).set_index("arm")
+    for col in TU.COMPARED:
+        assert summary.loc["tuned", f"{col}_vs_default"] == 0
+
+
+# ---- the CLI ------------------------------------------------------------------------------
+
+
+def test_the_cli_says_what_is_wrong(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["mcp-experiment", "tuned-eval", "--server", "sqlite", "--env-info", "x",
+              "--target", "y", "--tuned", "t", "--budget", "300,500", "--out", "o"])  # fmt: skip
+    assert "one budget" in capsys.readouterr().err
+    info = tmp_path / "env.json"
+    info.write_text('{"env": "%s"}' % (tmp_path / "nowhere"))
+    with pytest.raises(SystemExit):
+        main(["mcp-experiment", "tuned-train", "--server", "sqlite", "--env-info", str(info),
+              "--target", str(tmp_path), "--sessions", "0", "--telemetry-dir",
+              str(tmp_path / "tel"), "--out", str(tmp_path / "o.parquet")])  # fmt: skip
+    assert "at least one training" in capsys.readouterr().err
