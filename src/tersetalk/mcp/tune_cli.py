@@ -288,7 +288,8 @@ def _cmd_from_agent_logs(args: argparse.Namespace) -> None:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune",
-        help="tune the proxy from telemetry (rules R1-R5) and show the effective configuration",
+        help="tune the proxy from telemetry (rules R1-R5) or an agent's session logs (P1-P3), "
+        "and show the effective configuration",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
