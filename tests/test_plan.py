@@ -193,6 +193,25 @@ def test_throughput_comes_from_the_streamed_calls_and_constrained_calls_get_thei
         assert tp.seconds(m.rates) == pytest.approx(m.rates.seconds)
 
 
+def test_a_sweep_is_one_job_whose_runs_follow_each_other():
+    tp = plan.Throughput(prompt_tps=100, gen_tps=10)
+
+    def run(variant, prompt, sweep=""):
+        r = plan.PlannedRun("calibration", "a", "s", variant, 1, 1, 0, sweep=sweep)
+        r.rates = plan.Rates(1, stream_prompt=prompt)
+        return r
+
+    # two grid points of 100 s in one sweep and a 50 s reference: 2 jobs, the sweep's
+    # 200 s the longest chain, however many streams there are
+    runs = [run("g00", 10_000, "a/s"), run("g01", 10_000, "a/s"), run("default", 5_000)]
+    assert plan.count_jobs(runs) == 2
+    assert [[r.variant for r in u] for u in plan.job_units(runs)] == [["g00", "g01"], ["default"]]
+    ten = plan.project(runs, plan.Target("t", tp, slots=10, per_job=1, assumption=""))
+    assert ten.parallel["total"] == 2
+    assert ten.critical_hours * 3600 == pytest.approx(200)
+    assert ten.total_hours * 3600 == pytest.approx(200)
+
+
 def test_hours_are_bounded_by_streams_and_by_the_longest_chain():
     tp = plan.Throughput(prompt_tps=100, gen_tps=10)
 
@@ -311,13 +330,23 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
     args = ["--configfile", str(cfg)] if configfile else []
     jobs = _job_counts(*args)
     runs = plan.plan_runs(load_workflow_config([cfg] if configfile else []))
+    calibration = [r for r in runs if r.part == "calibration"]
+    sweeps = {k: v for k, v in jobs.items() if k.startswith("calibration_sweep_")}
     assert jobs["run_system"] == sum(r.jobs for r in runs if r.part == "evaluation")
-    assert jobs["calibration_run"] == sum(r.jobs for r in runs if r.part == "calibration")
+    assert jobs["calibration_run"] + sum(sweeps.values()) == plan.count_jobs(calibration)
+    assert jobs["calibration_run"] == sum(r.jobs for r in calibration if not r.sweep)
     assert jobs["formats_comprehension"] == 1
-    if configfile:  # the hand count: 38 runs in 2 shards each; 3 grid points, 1 reference
-        assert (jobs["run_system"], jobs["calibration_run"]) == (76, 4)
-    else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa; 15 + 1 per calibrated task
-        assert (jobs["run_system"], jobs["calibration_run"]) == (82, 32)
+    systems = ("tersetalk", "hybrid", "llmlingua")
+    if configfile:  # the hand count: 38 runs in 2 shards each; 3 systems of 1 grid point
+        # each (a sweep each), 1 reference
+        assert (jobs["run_system"], jobs["calibration_run"]) == (76, 1)
+        assert sweeps == {f"calibration_sweep_{s}": 1 for s in systems}
+        assert len(calibration) == 4
+    else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa; per calibrated task, 1
+        # reference and one sweep per calibrated system (15 grid points in all)
+        assert (jobs["run_system"], jobs["calibration_run"]) == (82, 2)
+        assert sweeps == {f"calibration_sweep_{s}": 2 for s in systems}
+        assert len(calibration) == 32
 
 
 def _o200k_sizes(df):

@@ -13,7 +13,8 @@ the jobs ``snakemake -n`` lists for the same config):
   into ``run.shard_size`` shards;
 - ``calibration``: every grid point (:func:`tersetalk.config.calibration_points`) of every
   calibrated system on every task it runs on, and the reference runs the grid is judged
-  against (:func:`tersetalk.calibration.options`), ``calibration_n`` examples each;
+  against (:func:`tersetalk.calibration.options`), ``calibration_n`` examples each; a
+  system's grid points on a task are one job (a sweep: ``PlannedRun.sweep``);
 - ``comprehension``: the format study's questions, each answered once per encoding by the
   model. Which payloads and questions: the study's own selection
   (:func:`tersetalk.formats.experiments.comprehension`) run with a client that counts
@@ -36,7 +37,8 @@ scale), while a run whose rates are borrowed from another pays for every call. A
 target runs ``slots`` streams at once, never more than the DAG's widest
 layer of model jobs times each job's examples in flight (``models.max_concurrency``), and
 never less long than the longest chain of model jobs (a task's slowest calibration job,
-then its slowest calibrated run). The hours are therefore a lower bound.
+a sweep's points one after the other, then its slowest calibrated run). The hours are
+therefore a lower bound.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ __all__ = [
     "Target",
     "Throughput",
     "add_commands",
+    "count_jobs",
+    "job_units",
     "main",
     "measure",
     "model_params",
@@ -354,6 +358,9 @@ class PlannedRun:
     #: the job asks one question at a time (the comprehension study), whatever
     #: models.max_concurrency says
     sequential: bool = False
+    #: the runs with the same non-empty ``sweep`` share one job and run one after the
+    #: other in it (a calibrated system's grid on a task: rule calibration_sweep_<system>)
+    sweep: str = ""
 
 
 def plan_runs(config: dict) -> list[PlannedRun]:
@@ -378,7 +385,8 @@ def plan_runs(config: dict) -> list[PlannedRun]:
         for system in calibration_systems(config, task):
             for point in calibration_points(config, system):
                 spec = calibration_spec(config, task, system, point)
-                runs.append(PlannedRun("calibration", task, system, point, n_cal, 1, 0, spec))
+                runs.append(PlannedRun("calibration", task, system, point, n_cal, 1, 0, spec,
+                                       sweep=f"{task}/{system}"))  # fmt: skip
         opts = calibration.options(config, task)
         own = sorted({e["reference"] for e in opts["systems"].values() if "reference" in e})
         for label in [opts["reference"], *(r for r in own if r != opts["reference"])]:
@@ -722,28 +730,44 @@ def project(runs: list[PlannedRun], target: Target) -> Projection:
         if not mine:
             continue
         layers: dict[int, int] = {}
-        for r, _ in mine:
-            layers[r.layer] = layers.get(r.layer, 0) + r.jobs * min(
+        for unit in job_units([r for r, _ in mine]):
+            r = unit[0]  # a sweep's runs share their job, layer and examples in flight
+            jobs = 1 if r.sweep else r.jobs
+            layers[r.layer] = layers.get(r.layer, 0) + jobs * min(
                 target.per_job, _per_job_examples(r)
             )
         streams = max(1, min(target.slots, max(layers.values())))
         parallel[part] = streams
         part_hours[part] = _hours(sum(s for _, s in mine) / streams)
-    # the longest chain: a task's slowest calibration job, then its slowest calibrated run
+    # the longest chain: a task's slowest calibration job (a sweep: its runs in turn),
+    # then its slowest calibrated run
     job_s = {
         id(r): s / r.jobs / max(1, min(target.per_job, target.slots, _per_job_examples(r)))
         for r, s in per_run
     }
-    chain = max(job_s.values(), default=0.0)
+    unit_s = [(unit[0], sum(job_s[id(r)] for r in unit)) for unit in job_units(runs)]
+    chain = max((s for _, s in unit_s), default=0.0)
     for task in {r.task for r in runs}:
-        cal = max(
-            (job_s[id(r)] for r in runs if r.task == task and r.part == "calibration"), default=0.0
-        )
+        cal = max((s for r, s in unit_s if r.task == task and r.part == "calibration"), default=0.0)
         late = max((job_s[id(r)] for r in runs if r.task == task and r.layer == 1), default=0.0)
         chain = max(chain, cal + late)
     critical = _hours(chain)
     total = max(part_hours.get("total", 0.0), critical)
     return Projection(target, part_hours, parallel, total, critical)
+
+
+def job_units(runs: Iterable[PlannedRun]) -> list[list[PlannedRun]]:
+    """The runs grouped by the job that runs them: a sweep's runs together, every other
+    run on its own (its ``jobs`` shards are parallel jobs of one run), in first-seen order."""
+    units: dict[object, list[PlannedRun]] = {}
+    for r in runs:
+        units.setdefault(r.sweep or id(r), []).append(r)
+    return list(units.values())
+
+
+def count_jobs(runs: Iterable[PlannedRun]) -> int:
+    """The Snakemake jobs that run ``runs``: one per sweep, ``jobs`` (shards) per other run."""
+    return sum(1 if unit[0].sweep else unit[0].jobs for unit in job_units(runs))
 
 
 def _per_job_examples(run: PlannedRun) -> int:
@@ -861,7 +885,7 @@ def runs_table(runs: list[PlannedRun]):
         [
             {
                 "part": r.part, "task": r.task, "system": r.system, "variant": r.variant,
-                "examples": r.examples, "jobs": r.jobs, "layer": r.layer,
+                "examples": r.examples, "jobs": r.jobs, "sweep": r.sweep, "layer": r.layer,
                 "calls": r.rates.calls, "cached_calls": r.rates.cached,
                 "prompt_tokens": r.rates.prompt, "completion_tokens": r.rates.completion,
                 "uncached_prompt_tokens": r.rates.sent()[0],
@@ -884,7 +908,7 @@ def summary_table(runs: list[PlannedRun], projections: list[Projection]):
             continue
         counts = {
             "runs": len(mine),
-            "jobs": sum(r.jobs for r in mine),
+            "jobs": count_jobs(mine),
             "examples": sum(r.examples for r in mine),
             "calls": round(sum(r.rates.calls for r in mine)),
             "cached_calls": round(sum(r.rates.cached for r in mine)),

@@ -7,6 +7,8 @@ from tersetalk import figmeta  # report captions: what each file recorded
 include: "helpers/calibrate.smk"
 
 
+# A reference run on the calibration shard ({point}: its variant). The grid points are
+# made by the sweeps below.
 rule calibration_run:
     input:
         unpack(calibration_run_input),
@@ -14,6 +16,8 @@ rule calibration_run:
         paths.CALIBRATION_RUN,
     log:
         paths.results("logs/calibration/{task}/{system}/{point}.log"),
+    wildcard_constraints:
+        point=REFERENCE_POINT,
     priority: HEADLINE_PRIORITY
     conda:
         ENV
@@ -26,6 +30,38 @@ rule calibration_run:
     shell:
         "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
         "--out {output} 2>&1 | tee {log}"
+
+
+# One job per calibrated system and task runs the system's whole grid: `tersetalk run`
+# with a spec per point, one after the other in one process, so the imports and
+# LLMLingua's compressor are loaded once per grid, not once per point. Each point still
+# has its own run file, checkpoint and cached calls; a sensitivity model gets its own
+# sweeps (model_calibration_sweep_<system>).
+for _system in SWEPT_SYSTEMS:
+    for _sweep_model in [None, *(["{model}"] if SENSITIVITY else [])]:
+
+        rule:
+            name:
+                ("model_" if _sweep_model else "") + f"calibration_sweep_{_system}"
+            input:
+                unpack(functools.partial(calibration_sweep_input, system=_system)),
+            output:
+                calibration_sweep_outputs(_system, _sweep_model),
+            log:
+                paths.for_model(
+                    paths.results(f"logs/calibration/{{task}}/{_system}.sweep.log"), _sweep_model
+                ),
+            priority: HEADLINE_PRIORITY
+            conda:
+                ENV
+            threads: MODEL_THREADS
+            resources:
+                mem_mb=4000,
+                runtime=functools.partial(calibration_sweep_runtime_min, system=_system),
+            params:
+                runs=functools.partial(calibration_sweep_runs, system=_system),
+            shell:
+                "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
 
 
 rule calibrate:

@@ -3,6 +3,7 @@
 # path templates are written once, in tersetalk.paths: `paths` is the configured model's
 # layout (results/<key>/..., figures/<key>/...; tersetalk.paths.Layout).
 
+import functools
 import json
 import os
 import re
