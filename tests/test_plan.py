@@ -331,20 +331,29 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
     jobs = _job_counts(*args)
     runs = plan.plan_runs(load_workflow_config([cfg] if configfile else []))
     calibration = [r for r in runs if r.part == "calibration"]
+    evaluation = [r for r in runs if r.part == "evaluation"]
     sweeps = {k: v for k, v in jobs.items() if k.startswith("calibration_sweep_")}
-    assert jobs["run_system"] == sum(r.jobs for r in runs if r.part == "evaluation")
+    batches = {k: v for k, v in jobs.items() if k.startswith("run_ablations_")}
+    assert jobs["run_system"] == sum(r.jobs for r in evaluation if not r.sweep)
+    assert jobs["run_system"] + sum(batches.values()) == plan.count_jobs(evaluation)
     assert jobs["calibration_run"] + sum(sweeps.values()) == plan.count_jobs(calibration)
     assert jobs["calibration_run"] == sum(r.jobs for r in calibration if not r.sweep)
     assert jobs["formats_comprehension"] == 1
     systems = ("tersetalk", "hybrid", "llmlingua")
     if configfile:  # the hand count: 38 runs in 2 shards each; 3 systems of 1 grid point
         # each (a sweep each), 1 reference
-        assert (jobs["run_system"], jobs["calibration_run"]) == (76, 1)
+        # (sharded runs are never batched)
+        assert (jobs["run_system"], jobs["calibration_run"], batches) == (76, 1, {})
         assert sweeps == {f"calibration_sweep_{s}": 1 for s in systems}
         assert len(calibration) == 4
-    else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa; per calibrated task, 1
-        # reference and one sweep per calibrated system (15 grid points in all)
-        assert (jobs["run_system"], jobs["calibration_run"]) == (82, 2)
+    else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa: 11 + 6 on toolqa run
+        # alone, each task's 21 tersetalk, 6 hybrid and 3 llmlingua ablation-only variants
+        # in a batch per system; per calibrated task, 1 reference and one sweep per
+        # calibrated system (15 grid points in all)
+        assert (len(evaluation), jobs["run_system"], jobs["calibration_run"]) == (82, 22, 2)
+        assert batches == {
+            f"run_ablations_{t}_{s}": 1 for t in ("hotpotqa", "gsm8k") for s in systems
+        }
         assert sweeps == {f"calibration_sweep_{s}": 2 for s in systems}
         assert len(calibration) == 32
 

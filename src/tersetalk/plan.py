@@ -8,9 +8,10 @@ with its assumptions beside it, worked out before the run, not discovered during
 What is counted, with the functions the Snakefile's target functions use (so the plan has
 the jobs ``snakemake -n`` lists for the same config):
 
-- ``evaluation``: every run job of ``all`` (task x enabled system x variant that runs on
+- ``evaluation``: every run of ``all`` (task x enabled system x variant that runs on
   the task, :func:`tersetalk.tasks.schedule.task_runs`), ``n_eval`` examples each, cut
-  into ``run.shard_size`` shards;
+  into ``run.shard_size`` shards; without shards, a system's ablation-only variants on a
+  task are one job (:func:`tersetalk.tasks.schedule.batched_variants`);
 - ``calibration``: every grid point (:func:`tersetalk.config.calibration_points`) of every
   calibrated system on every task it runs on, and the reference runs the grid is judged
   against (:func:`tersetalk.calibration.options`), ``calibration_n`` examples each; a
@@ -359,7 +360,8 @@ class PlannedRun:
     #: models.max_concurrency says
     sequential: bool = False
     #: the runs with the same non-empty ``sweep`` share one job and run one after the
-    #: other in it (a calibrated system's grid on a task: rule calibration_sweep_<system>)
+    #: other in it (a calibrated system's grid on a task: rule calibration_sweep_<system>;
+    #: a system's ablation-only variants on a task: rule run_ablations_<task>_<system>)
     sweep: str = ""
 
 
@@ -369,18 +371,26 @@ def plan_runs(config: dict) -> list[PlannedRun]:
     from tersetalk import calibration
     from tersetalk.config import calibration_points, calibration_spec, run_spec
     from tersetalk.shards import shard_names
-    from tersetalk.tasks.schedule import calibration_systems, calibration_tasks, task_runs
+    from tersetalk.tasks.schedule import (
+        batched_variants,
+        calibration_systems,
+        calibration_tasks,
+        task_runs,
+    )
 
     shard_size = (config.get("run") or {}).get("shard_size") or 0
     n_eval, n_cal = config["n_eval"], config["calibration_n"]
     jobs = len(shard_names(n_eval, shard_size)) if shard_size else 1
     runs = []
+    batched = batched_variants(config)
     for task in config["tasks"]:
         for label in task_runs(config, task):
             system, variant = label.split("/")
             spec = run_spec(config, task, system, variant)
             layer = 1 if spec["variant_settings"].get("calibrated") else 0
-            runs.append(PlannedRun("evaluation", task, system, variant, n_eval, jobs, layer, spec))
+            sweep = f"{task}/{system}/ablations" if variant in batched.get(system, ()) else ""
+            runs.append(PlannedRun("evaluation", task, system, variant, n_eval, jobs, layer, spec,
+                                   sweep=sweep))  # fmt: skip
     for task in calibration_tasks(config):
         for system in calibration_systems(config, task):
             for point in calibration_points(config, system):

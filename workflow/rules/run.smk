@@ -12,6 +12,8 @@ rule run_system:
         run_output(),
     log:
         run_log(),
+    wildcard_constraints:
+        variant=RUN_VARIANT,
     priority: run_priority
     conda:
         ENV
@@ -24,6 +26,43 @@ rule run_system:
     shell:
         "tersetalk run --spec-json {params.spec:q} --sample {input.sample} "
         "--out {output} 2>&1 | tee {log}"
+
+
+# A system's ablation-only variants on a task run in one job, one after the other
+# (`tersetalk run` with a spec per variant): the imports, and LLMLingua's compressor for
+# the systems that compress, load once for the batch, not once per variant. Each variant
+# still has its own run file, checkpoint and cached calls, so a batch that reruns for one
+# changed variant replays the others from the caches. Not with run.shard_size (BATCHED
+# is empty then).
+for _task in TASKS:
+    for _system in BATCHED:
+        if not batch_variants(_task, _system):
+            continue
+        for _batch_model in [None, *(["{model}"] if SENSITIVITY else [])]:
+
+            rule:
+                name:
+                    ("model_" if _batch_model else "") + f"run_ablations_{_task}_{_system}"
+                input:
+                    unpack(functools.partial(batch_input, task=_task, system=_system)),
+                output:
+                    batch_outputs(_task, _system, _batch_model),
+                log:
+                    paths.for_model(
+                        paths.results(f"logs/run/{_task}/{_system}/ablations.log"),
+                        _batch_model,
+                    ),
+                priority: 0
+                conda:
+                    ENV
+                threads: MODEL_THREADS
+                resources:
+                    mem_mb=4000,
+                    runtime=len(batch_variants(_task, _system)) * (10 + 2 * config["n_eval"]),
+                params:
+                    runs=functools.partial(batch_runs, task=_task, system=_system),
+                shell:
+                    "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
 
 
 if SHARD_SIZE:

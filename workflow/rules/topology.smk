@@ -83,6 +83,7 @@ rule topology_signals:
     wildcard_constraints:
         task="|".join(topology_labels()),
         system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
+        variant="[A-Za-z0-9_-]+",  # run_system's leaves out the batched ablation variants
     conda:
         ENV
     resources:
@@ -132,6 +133,7 @@ use rule run_system as topology_run with:
     wildcard_constraints:
         task="|".join(topology_labels()),
         system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
+        variant="[A-Za-z0-9_-]+",  # run_system's leaves out the batched ablation variants
     resources:
         mem_mb=4000,
         runtime=10 + 2 * TOPOLOGY["n_eval"],

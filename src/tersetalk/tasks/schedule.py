@@ -89,6 +89,31 @@ def ablation_only(config: dict, system: str, variant: str) -> bool:
     )
 
 
+def batched_variants(config: dict) -> dict[str, list[str]]:
+    """system -> its variants that run in batches: one job per task and system runs them
+    one after the other (Snakemake's ``run_ablations_<task>_<system>``).
+
+    Which: the ablation-only variants (:func:`ablation_only`), unless the name is also a
+    variant of another system that is not ablation-only (the Snakefile tells the batched
+    runs from the single ones by variant name). None when runs are sharded
+    (``run.shard_size``): then every shard is a job of its own.
+    """
+    if (config.get("run") or {}).get("shard_size"):
+        return {}
+    systems = {
+        s: list(spec.get("variants") or {})
+        for s, spec in config["systems"].items()
+        if spec.get("enabled", True)
+    }
+    single = {v for s, names in systems.items() for v in names if not ablation_only(config, s, v)}
+    out = {}
+    for system, names in systems.items():
+        batched = [v for v in names if ablation_only(config, system, v) and v not in single]
+        if batched:
+            out[system] = batched
+    return out
+
+
 def score_groups(config: dict, task: str) -> dict[str, list[str]]:
     """group -> the ``system/variant`` runs of ``task`` scored together in one job.
 

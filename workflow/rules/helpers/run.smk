@@ -2,6 +2,56 @@
 
 from tersetalk.config import calibration_points
 
+#: system -> the ablation-only variants run in batches, one job per task and system
+#: (tersetalk.tasks.schedule.batched_variants; none with run.shard_size)
+BATCHED = batched_variants(config)
+_BATCHED_NAMES = sorted({v for names in BATCHED.values() for v in names})
+#: run_system's {variant}: any name but a batched one
+RUN_VARIANT = (
+    "(?!(?:" + "|".join(map(re.escape, _BATCHED_NAMES)) + ")(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
+    if _BATCHED_NAMES
+    else "[A-Za-z0-9_-]+"
+)
+
+
+def batch_variants(task, system):
+    """The batched variants of ``system`` that run on ``task``, in config order."""
+    return [v for v in BATCHED.get(system, []) if variant_runs_on(config, system, v, task)]
+
+
+def batch_outputs(task, system, model=None):
+    template = paths.for_model(paths.RUN, model)
+    return [
+        template.format(task=task, system=system, variant=v, model="{model}")
+        for v in batch_variants(task, system)
+    ]
+
+
+def batch_input(wildcards, task, system):
+    """The sample, the calibration file if a batched variant takes calibrated settings,
+    and what any of the variants needs built first."""
+    inputs = {"sample": paths.SAMPLE.format(task=task)}
+    settings = []
+    for variant in batch_variants(task, system):
+        one = config["systems"][system]["variants"][variant]
+        if one.get("calibrated"):
+            inputs["calibration"] = paths.calibration_file(task, _model_key(wildcards))
+            settings += calibration_points(config, system).values()
+        else:
+            settings.append(one)
+    inputs.update(workflow_inputs(system, *settings))
+    return inputs
+
+
+def batch_runs(wildcards, output, task, system):
+    """`tersetalk run`'s arguments: a --spec-json and its --out per batched variant, in the
+    order of the rule's outputs."""
+    args = []
+    for variant, out in zip(batch_variants(task, system), output, strict=True):
+        spec = run_spec(config, task, system, variant, _model(wildcards))
+        args += ["--spec-json", spec_json(spec), "--out", out]
+    return " ".join(shlex.quote(a) for a in args)
+
 
 def run_output():
     """What one run_system job writes: a shard's run file when runs are sharded."""
