@@ -2,8 +2,9 @@
 profile axes and hint policy, the resolution into one effective configuration, the
 ``tersetalk formats tune`` commands and ``mcp-proxy --tuned``.
 
-The telemetry (deliverable 1) is not built yet: the fingerprints and session summaries
-here are written by hand, with the field names the telemetry module is to write.
+The fingerprints and session summaries here are written by hand, with the field names
+the telemetry module (tersetalk.mcp.telemetry) writes, so each rule's threshold can be
+set exactly; tests/test_mcp_telemetry.py tunes from what the proxy's telemetry wrote.
 """
 
 from __future__ import annotations

@@ -127,6 +127,15 @@ def spec_json(spec):
     return json.dumps(spec, sort_keys=True)
 
 
+def runs_args(specs, outs):
+    """`tersetalk run`'s arguments for several runs in one job (a batch or a sweep): a
+    --spec-json and its --out per run, paired in order, quoted for the shell."""
+    args = []
+    for spec, out in zip(specs, outs, strict=True):
+        args += ["--spec-json", spec_json(spec), "--out", out]
+    return " ".join(shlex.quote(a) for a in args)
+
+
 def all_outputs():
     """What `snakemake` with no target builds: every figure, table, statistic, calibration,
     and the format study (each study's target functions live beside its rules)."""

@@ -85,12 +85,11 @@ def calibration_sweep_input(wildcards, system):
 def calibration_sweep_runs(wildcards, output, system):
     """`tersetalk run`'s arguments for the sweep: a --spec-json and its --out per grid
     point, in the order of the rule's outputs."""
-    points = list(calibration_points(config, system))
-    args = []
-    for point, out in zip(points, output, strict=True):
-        spec = calibration_spec(config, wildcards.task, system, point, _model(wildcards))
-        args += ["--spec-json", spec_json(spec), "--out", out]
-    return " ".join(shlex.quote(a) for a in args)
+    specs = [
+        calibration_spec(config, wildcards.task, system, point, _model(wildcards))
+        for point in calibration_points(config, system)
+    ]
+    return runs_args(specs, output)
 
 
 def calibration_sweep_runtime_min(wildcards, system):

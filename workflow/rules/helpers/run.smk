@@ -46,11 +46,11 @@ def batch_input(wildcards, task, system):
 def batch_runs(wildcards, output, task, system):
     """`tersetalk run`'s arguments: a --spec-json and its --out per batched variant, in the
     order of the rule's outputs."""
-    args = []
-    for variant, out in zip(batch_variants(task, system), output, strict=True):
-        spec = run_spec(config, task, system, variant, _model(wildcards))
-        args += ["--spec-json", spec_json(spec), "--out", out]
-    return " ".join(shlex.quote(a) for a in args)
+    specs = [
+        run_spec(config, task, system, variant, _model(wildcards))
+        for variant in batch_variants(task, system)
+    ]
+    return runs_args(specs, output)
 
 
 def run_output():
