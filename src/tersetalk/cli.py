@@ -369,7 +369,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
             if given and given != spec[key]:
                 raise ConfigError(f"--{key} {given} disagrees with the spec ({spec[key]})")
     failed: list[tuple[str, BaseException]] = []
-    for spec, out in zip(specs, outs, strict=True):
+    for i, (spec, out) in enumerate(zip(specs, outs, strict=True), 1):
         # run() reads the sample with task=spec["task"] before any model loads: a sample
         # of another task would otherwise run to the end with rows labelled with this task
         try:
@@ -378,7 +378,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         except Exception as exc:  # noqa: BLE001 - the other runs go on; raised below
             if len(specs) == 1:
                 raise
-            logging.error("run %d of %d (%s) failed: %s", len(failed) + 1, len(specs), out, exc)
+            logging.error("run %d of %d (%s) failed: %s", i, len(specs), out, exc)
             failed.append((out, exc))
             continue
         logging.info("wrote %s (%d rows, %d errors)", out, len(df), int(df["error"].notna().sum()))
