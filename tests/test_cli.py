@@ -5,7 +5,17 @@ import pytest
 
 from tersetalk.cli import build_parser, main
 
-COMMANDS = ["sample", "run", "score", "aggregate", "stats", "calibrate", "plot", "plot-ablation"]
+COMMANDS = [
+    "sample",
+    "run",
+    "score",
+    "aggregate",
+    "stats",
+    "calibrate",
+    "plot",
+    "plot-ablation",
+    "plot-ablations",
+]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)

@@ -266,7 +266,8 @@ def test_every_rule_with_report_outputs_passes_the_provenance_param():
     for smk in rules.glob("*.smk"):
         blocks = re.split(r"^(?=rule |use rule )", smk.read_text(), flags=re.M)
         for body in blocks:
-            if ("report(" in body or "report_figures(" in body) and body.startswith("rule "):
+            marks = ("report(", "report_figures(", "ablation_figures(")
+            if any(m in body for m in marks) and body.startswith("rule "):
                 if "figmeta.provenance(output)" not in body:
                     missing.append(f"{smk.name}: {body.splitlines()[0]}")
     assert not missing, missing

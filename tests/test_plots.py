@@ -49,3 +49,52 @@ def test_ablation_figure(tmp_path, monkeypatch, setting, n_axes):
     assert len(seen["axes"]) == n_axes
     assert seen["legends"] == [None] * n_axes and len(seen["fig_legends"]) == 1
     plt.close("all")
+
+
+def test_plot_ablations_draws_what_plot_ablation_draws_one_by_one(tmp_path, monkeypatch):
+    """The workflow's one job (plot-ablations) against one job per ablation: the same
+    pixels, under ablation_<name>; the score files are read once (replaced here by the
+    synthetic summary)."""
+    import json
+
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    from tersetalk import cli
+
+    reads = []
+    monkeypatch.setattr(cli, "_ablation_inputs", lambda s, r: reads.append(s) or (_summary(), None))
+    values = {"caps_baseline": "schema", "enforce_json": "json", "enforce_posthoc": "posthoc"}
+    specs = {
+        name: {"system": "tersetalk", "setting": setting, "variants": list(values),
+               "values": values}
+        for name, setting in (("enforcement", "enforcement"), ("summarizer", "summarizer"))
+    }  # fmt: skip
+    both = tmp_path / "both"
+    assert cli.main(["plot-ablations", "s.parquet", "--ablations-json", json.dumps(specs),
+                     "--out-dir", str(both)]) == 0  # fmt: skip
+    assert len(reads) == 1
+    for name, spec in specs.items():
+        one = tmp_path / f"one_{name}"
+        assert cli.main(["plot-ablation", "s.parquet", "--system", "tersetalk",
+                         "--variants", ",".join(spec["variants"]), "--setting", spec["setting"],
+                         "--values", json.dumps(values), "--out-stem", str(one)]) == 0  # fmt: skip
+        a = mpimg.imread(both / f"ablation_{name}.png")
+        b = mpimg.imread(f"{one}.png")
+        assert a.shape == b.shape and np.array_equal(a, b), name
+    plt.close("all")
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("{", "not valid JSON"), ('{"caps": {"system": "tersetalk"}}', "'caps' needs 'system'"),
+     ('{"caps": {"system": "t", "setting": "caps", "variants": "a,b"}}', "a list")],
+)  # fmt: skip
+def test_plot_ablations_refuses_a_malformed_ablations_json(tmp_path, capsys, given, said):
+    from tersetalk.cli import main
+
+    argv = ["plot-ablations", "s.parquet", "--ablations-json", given, "--out-dir", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "tersetalk plot-ablations: error: --ablations-json" in err and said in err, err
+    assert not list(tmp_path.iterdir())

@@ -521,28 +521,72 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     logging.info("wrote %s", ", ".join(map(str, paths + tables)))
 
 
-def _cmd_plot_ablation(args: argparse.Namespace) -> None:
+def _ablation_inputs(scores: list[str], records: list[str]):
+    """The summary of the score files and the concatenated per-example metrics (None
+    without ``--records``: the token panel then has no intervals, and says so)."""
     from tersetalk.metrics.summary import aggregate
+
+    summary = aggregate(scores)
+    if not records:
+        return summary, None
+    import pandas as pd
+
+    from tersetalk.io import read_parquet
+
+    frames = [read_parquet(p, "per-example metrics") for p in records]
+    return summary, pd.concat(frames, ignore_index=True)
+
+
+def _draw_ablation(summary, records, system, variants, setting, values, out_stem) -> list:
     from tersetalk.plots.figures import ablation
     from tersetalk.systems import ablation_axis
 
-    values = _json_option(args.values, "--values", dict, "'{\"caps_small\": 16}'")
-    summary = aggregate(args.scores)
-    axis = ablation_axis(args.system, args.setting)  # how the system draws this setting
-    records = None
-    if args.records:  # per-example metrics: the token panel's bootstrap intervals
-        import pandas as pd
-
-        from tersetalk.io import read_parquet
-
-        records = pd.concat(
-            [read_parquet(p, "per-example metrics") for p in args.records], ignore_index=True
-        )
-    paths = ablation(
-        summary, args.system, args.variants.split(","), args.setting, values, args.out_stem,
+    axis = ablation_axis(system, setting)  # how the system draws this setting
+    return ablation(
+        summary, system, variants, setting, values, out_stem,
         axis_label=axis.label, axis_panels=axis.panels, records=records,
     )  # fmt: skip
+
+
+def _cmd_plot_ablation(args: argparse.Namespace) -> None:
+    values = _json_option(args.values, "--values", dict, "'{\"caps_small\": 16}'")
+    summary, records = _ablation_inputs(args.scores, args.records)
+    paths = _draw_ablation(
+        summary, records, args.system, args.variants.split(","), args.setting, values,
+        args.out_stem,
+    )  # fmt: skip
     logging.info("wrote %s", ", ".join(map(str, paths)))
+
+
+_ABLATIONS_EXAMPLE = (
+    '\'{"caps": {"system": "tersetalk", "setting": "caps", "variants": ["caps_small"], '
+    '"values": {"caps_small": 16}}}\''
+)
+
+
+def _cmd_plot_ablations(args: argparse.Namespace) -> None:
+    """Every ablation's figure from one read of the score files: one process, one import
+    of pandas and matplotlib for all of them (one job in the workflow, not one each)."""
+    from tersetalk.config import ConfigError
+
+    specs = _json_option(args.ablations_json, "--ablations-json", dict, _ABLATIONS_EXAMPLE)
+    for name, spec in specs.items():
+        missing = {"system", "setting", "variants"} - set(spec if isinstance(spec, dict) else ())
+        if missing or not isinstance(spec.get("variants"), list):
+            raise ConfigError(
+                f"--ablations-json: ablation {name!r} needs 'system', 'setting' and a list "
+                f"of 'variants' (missing: {', '.join(sorted(missing)) or 'a list'}); "
+                f"pass {_ABLATIONS_EXAMPLE}"
+            )
+    summary, records = _ablation_inputs(args.scores, args.records)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, spec in specs.items():
+        paths = _draw_ablation(
+            summary, records, spec["system"], spec["variants"], spec["setting"],
+            spec.get("values") or {}, out / f"ablation_{name}",
+        )  # fmt: skip
+        logging.info("wrote %s", ", ".join(map(str, paths)))
 
 
 def _int_at_least(text: str, low: int, said: str) -> int:
@@ -851,6 +895,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="the runs' per-example metrics Parquet files (token intervals); default: none",
     )
     g.set_defaults(func=_cmd_plot_ablation)
+
+    g = sub.add_parser(
+        "plot-ablations",
+        help="every ablation's figure in one process (what the workflow runs)",
+        description="The figures of plot-ablation for several ablations at once, from "
+        "one read of the score files: writes OUT_DIR/ablation_<name>.{png,pdf} for each "
+        "ablation named in --ablations-json.",
+    )
+    g.add_argument("scores", nargs="+", help="per-run metrics Parquet files of the ablations")
+    g.add_argument(
+        "--ablations-json",
+        required=True,
+        help="JSON {name: {system, setting, variants: [...], values: {variant: x}}}, "
+        "e.g. " + _ABLATIONS_EXAMPLE,
+    )
+    g.add_argument("--out-dir", required=True, help="folder for ablation_<name>.{png,pdf}")
+    g.add_argument(
+        "--records",
+        nargs="*",
+        default=[],
+        help="the runs' per-example metrics Parquet files (token intervals); default: none",
+    )
+    g.set_defaults(func=_cmd_plot_ablations)
     for module, commands in PLUGIN_COMMANDS.items():
         sub.add_module_commands(module, commands)  # imported when one of them is parsed
     tidy_parser(p)

@@ -60,9 +60,10 @@ SHARDS = shard_names(config["n_eval"], SHARD_SIZE)
 MODEL_THREADS = config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
 # Results in reading order: Snakemake starts ready jobs highest priority first, so the
 # jobs the main figure needs (samples, compressor, calibration, each system's headline
-# runs, their scores, rule plot) carry this priority and run before the ablation runs and
-# their figures (priority 0); the format study, which shares no job with them, fills the
-# gaps between (FILL_PRIORITY).
+# runs, their scores, rule plot) carry this priority and run before the ablation runs
+# (their batches: 1 to FILL_PRIORITY - 1, longest first) and their scores and figures
+# (priority 0); the format study, which shares no job with them, fills the gaps between
+# (FILL_PRIORITY).
 HEADLINE_PRIORITY = 50
 FILL_PRIORITY = 20
 

@@ -8,7 +8,7 @@ include: "helpers/figures.smk"
 
 
 # The main figures and table: the headline runs (each system's default, the baselines,
-# the format study's encoders); the ablation runs have a figure each (plot_ablation).
+# the format study's encoders); the ablation runs have a figure each (plot_ablations).
 rule plot:
     input:
         summary=HEADLINE_SUMMARY,
@@ -58,41 +58,35 @@ rule plot:
         "--tables-dir {params.tables_dir} --seed {params.seed} > {log} 2>&1"
 
 
-rule plot_ablation:
+# Every ablation's figure in one job: one read of the scores, one import of matplotlib
+# (17 jobs of ~3 s, mostly imports, made one). Their scores come from the two
+# score_ablations jobs, which score a task's ablation runs together, so building one
+# ablation's target already needed the runs of every ablation on its tasks.
+rule plot_ablations:
     input:
         scores=ablation_files(paths.SCORES),
         records=ablation_files(paths.METRICS),
     output:
-        png=report(
-            paths.figure("ablation_{ablation}.png"),
-            caption="../report/ablation.rst",
-            category="Ablations",
-            subcategory="{ablation}",
-        ),
-        pdf=paths.figure("ablation_{ablation}.pdf"),
+        ablation_figures(),
     log:
-        paths.results("logs/plot/ablation_{ablation}.log"),
+        paths.results("logs/plot/ablations.log"),
     conda:
         ENV
     resources:
-        mem_mb=1000,
-        runtime=5,
+        mem_mb=2000,
+        runtime=10,
     params:
         provenance=lambda wildcards, output: figmeta.provenance(output),
-        system=lambda wildcards: config["ablations"][wildcards.ablation]["system"],
-        setting=lambda wildcards: config["ablations"][wildcards.ablation]["setting"],
-        variants=lambda wildcards: ",".join(config["ablations"][wildcards.ablation]["variants"]),
-        values=lambda wildcards: json.dumps(ablation_values(config, wildcards.ablation)),
-        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+        ablations=ablations_json(),
+        out_dir=lambda wildcards, output: os.path.dirname(output[0]),
     shell:
-        "tersetalk plot-ablation {input.scores} --records {input.records} "
-        "--system {params.system} --setting {params.setting} "
-        "--variants {params.variants} --values {params.values:q} --out-stem {params.stem} "
-        "> {log} 2>&1"
+        "tersetalk plot-ablations {input.scores} --records {input.records} "
+        "--ablations-json {params.ablations:q} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # One target per configured ablation (ablation_caps, ablation_budget, ... and whatever
-# else the config names), so `snakemake --cores all ablation_<name>` builds one figure.
+# else the config names): `snakemake --cores all ablation_<name>` builds what that figure
+# needs (its tasks' ablation runs, scored together) and plot_ablations draws them all.
 for _ablation in config["ablations"]:
 
     rule:

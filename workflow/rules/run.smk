@@ -52,7 +52,7 @@ for _task in TASKS:
                         paths.results(f"logs/run/{_task}/{_system}/ablations.log"),
                         _batch_model,
                     ),
-                priority: 0
+                priority: batch_priority(_task, _system)
                 conda:
                     ENV
                 threads: MODEL_THREADS

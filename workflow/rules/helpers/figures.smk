@@ -1,5 +1,7 @@
 # The helpers of figures.smk's rules: target lists, input and param functions.
 
+from snakemake.io import report as report_file  # `report(` opens a directive here
+
 from tersetalk.config import ablation_values
 from tersetalk.tasks.schedule import system_tasks
 
@@ -18,6 +20,43 @@ def ablation_target(name):
 
 def ablation_targets():
     return [path for name in config["ablations"] for path in ablation_target(name)]
+
+
+def drawn_ablations():
+    """The ablations that have a figure: defined and run on at least one task."""
+    return [name for name in config["ablations"] if ablation_target(name)]
+
+
+def ablation_figures():
+    """plot_ablations' outputs: each drawn ablation's PNG (in the report, under its own
+    subcategory) and PDF."""
+    return [
+        (
+            report_file(
+                png, caption="../report/ablation.rst", category="Ablations", subcategory=name
+            )
+            if png.endswith(".png")
+            else png
+        )
+        for name in drawn_ablations()
+        for png in ablation_target(name)
+    ]
+
+
+def ablations_json():
+    """What `tersetalk plot-ablations --ablations-json` draws: each ablation's system,
+    setting, variants in order and x values."""
+    return json.dumps(
+        {
+            name: {
+                "system": config["ablations"][name]["system"],
+                "setting": config["ablations"][name]["setting"],
+                "variants": list(config["ablations"][name]["variants"]),
+                "values": ablation_values(config, name),
+            }
+            for name in drawn_ablations()
+        }
+    )
 
 
 def figure_targets():
@@ -40,15 +79,12 @@ def table_targets():
 
 
 def ablation_files(template):
-    """``template`` (SCORES or METRICS) for one ablation's variants on every task its
-    system runs on."""
-
-    def files(wildcards):
-        spec = config["ablations"][wildcards.ablation]
-        return [
-            template.format(task=task, system=spec["system"], variant=variant)
-            for task in system_tasks(config, spec["system"])
-            for variant in spec["variants"]
-        ]
-
-    return files
+    """``template`` (SCORES or METRICS) for the variants of every drawn ablation on every
+    task its system runs on, each file once, in config order."""
+    files = {}
+    for name in drawn_ablations():
+        spec = config["ablations"][name]
+        for task in system_tasks(config, spec["system"]):
+            for variant in spec["variants"]:
+                files[template.format(task=task, system=spec["system"], variant=variant)] = None
+    return list(files)
