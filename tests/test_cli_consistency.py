@@ -261,14 +261,21 @@ def test_ctrl_c_is_one_line_and_exit_130(repo, tmp_path, gsm8k_sample):
              "freeform", "--config", str(layer), "--sample", str(gsm8k_sample),
              "--out", str(tmp_path / "run.parquet")],
             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread
         )  # fmt: skip
         try:
             listener.settimeout(300)  # a hang detector, not a speed check
             conn, _ = listener.accept()
             with conn:
-                assert conn.recv(65536)  # the request is sent; no answer will come
+                first = conn.recv(65536)  # the request is sent; no answer will come
+                assert first
                 proc.send_signal(signal.SIGINT)
-                _, err = proc.communicate(timeout=300)
+                try:
+                    _, err = proc.communicate(timeout=300)
+                except subprocess.TimeoutExpired:  # seen once under load: say where it hung
+                    proc.send_signal(signal.SIGABRT)
+                    _, err = proc.communicate(timeout=60)
+                    pytest.fail(f"no exit 300 s after SIGINT during {first[:40]!r}:\n{err[-6000:]}")
         finally:
             if proc.poll() is None:
                 proc.kill()
