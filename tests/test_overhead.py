@@ -521,3 +521,32 @@ def test_a_damaged_log_gives_a_table_not_a_traceback(tmp_path):
     (job,) = log.jobs
     assert job.rule == "a" and job.status == "finished"
     assert job.seconds == 0  # the impossible stamp left the last real time in force
+
+
+def test_idle_core_seconds_count_the_cores_no_job_held(workdir):
+    """basic_log on 2 cores, from the first job (2 s) to the report (80 s): one core idle
+    2-6 s (the sample, then the run alone: 4), 46-73 s (the run, then the score: 27), both
+    73-74 s (2), one while the report runs 74-80 s (6); 39 with the 117 core-seconds the
+    jobs held, 2 x 78."""
+    log = overhead.parse_log(basic_log(), LOG_NAME)
+    df = table(overhead.overhead_rows(log, cache_dir="results/cache/calls", now=at(80),
+                                      running=True))  # fmt: skip
+    # (the stamps drop T0's 0.798491 s, the report's end keeps it: one core idle for it)
+    assert total(df, "idle_core_s") == pytest.approx(39 + 0.798491)
+    assert "2 cores" in df.loc[df.metric == "idle_core_s", "source"].iloc[0]
+    # a job of more threads than cores holds them all; one still running holds them to
+    # the end; a job that starts after the end is not counted
+    jobs = [overhead.Job("a", at(0), threads=4, end=at(10)),
+            overhead.Job("b", at(10), threads=1),
+            overhead.Job("c", at(30), threads=1, end=at(31))]  # fmt: skip
+    assert overhead.idle_core_seconds(jobs, 2, at(20)) == 10  # b alone 10-20 s
+    assert overhead.idle_core_seconds([], 2, at(20)) == 0
+
+
+def test_a_cluster_run_has_no_idle_cores_to_count(workdir):
+    log = overhead.parse_log(basic_log().replace("Provided cores: 2", "Provided remote nodes: 4"),
+                             LOG_NAME)  # fmt: skip
+    df = table(overhead.overhead_rows(log, cache_dir="results/cache/calls", now=at(80),
+                                      running=True))  # fmt: skip
+    row = df[df.metric == "idle_core_s"].iloc[0]
+    assert pd.isna(row["value"]) and "no 'Provided cores'" in row["source"]

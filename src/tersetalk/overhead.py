@@ -23,7 +23,10 @@ source``), with:
   invocation, from the LLMLingua cache's entries as for the calls, and the second floor
   ``model_and_compressor_floor_s`` with ``wall_over_model_and_compressor_floor``;
 - ``jobs``, ``job_s`` and ``job_s_mean`` per rule (``rule`` column) and in total, from
-  the job start (``rule X:``) and ``Finished jobid`` timestamps in the log.
+  the job start (``rule X:``) and ``Finished jobid`` timestamps in the log;
+- ``idle_core_s``: the core-seconds no job held (a local run's cores x its time from the
+  first job, less what the jobs held): the rest of where the wall went, mostly the end of
+  a run, where the last jobs run beside idle cores.
 
 Why the main log and not Snakemake's metadata or ``benchmark:`` files: the log is
 written for every executor and persistence backend, holds failed jobs and only this
@@ -59,6 +62,7 @@ __all__ = [
     "cache_calls",
     "caption_line",
     "find_log",
+    "idle_core_seconds",
     "main",
     "model_slots",
     "overhead_rows",
@@ -610,6 +614,7 @@ def overhead_rows(
             "job_s - model_call_s: the workflow's own work (imports, loads, scoring, plots)",
         ),
     ]
+    rows.append(_idle_row(log, running, now, name))
     for rule_name in sorted(per_rule):
         jobs = per_rule[rule_name]
         seconds = [j.seconds or 0.0 for j in jobs]
@@ -622,6 +627,51 @@ def overhead_rows(
         if failed:
             rows.append(_row("jobs_failed", failed, "jobs", job_src, rule_name))
     return rows
+
+
+def idle_core_seconds(jobs: Iterable[Job], cores: int, end: datetime) -> float:
+    """Core-seconds no job held, from the first job's start to ``end``: with the
+    job-seconds, where a local run's cores x wall went (cores waiting for a job to be
+    ready, mostly at the end, where the last jobs run beside idle cores).
+
+    A job holds its threads, at most ``cores`` (Snakemake scales them down); a job still
+    running holds them until ``end``. The log's stamps have 1 s resolution, so the total
+    is within a second per job start or end.
+    """
+    events: list[tuple[datetime, int]] = []
+    for job in jobs:
+        if job.start is None or job.start >= end:
+            continue
+        held = min(max(job.threads, 1), cores)
+        events += [(job.start, held), (min(job.end or end, end), -held)]
+    if not events:
+        return 0.0
+    events.sort(key=lambda e: (e[0], e[1]))
+    idle, busy, t = 0.0, 0, events[0][0]
+    for when, delta in events:
+        idle += (when - t).total_seconds() * max(0, cores - busy)
+        t, busy = when, busy + delta
+    return idle + (end - t).total_seconds() * max(0, cores - busy)
+
+
+def _idle_row(log: SnakemakeLog, running: bool, now: datetime, name: str) -> dict:
+    """``idle_core_s`` of a local run (a cluster run has no cores to count)."""
+    if not log.cores:
+        why = f"unavailable: {name} names no 'Provided cores' (a cluster run)"
+        return _row("idle_core_s", None, "core-s", why)
+    to_now = running and not log.complete
+    end = now if to_now else log.last
+    if end is None:
+        return _row("idle_core_s", None, "core-s", f"unavailable: {name} has no timestamp")
+    # every job, the report itself too: it holds a core while it runs, like any job
+    return _row(
+        "idle_core_s",
+        idle_core_seconds(log.jobs, log.cores, end),
+        "core-s",
+        f"Snakemake log {name}: {log.cores} cores x the time from the first job's start to "
+        f"{'this report' if to_now else 'its last timestamp'}, less the cores its jobs held "
+        "(a job holds its threads; 1 s resolution): cores waiting for a job to be ready",
+    )
 
 
 def _ratio(wall: float | None, floor: float | None, name: str) -> tuple[float | None, str]:
