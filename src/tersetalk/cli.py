@@ -578,6 +578,11 @@ def _cmd_plot_ablations(args: argparse.Namespace) -> None:
                 f"of 'variants' (missing: {', '.join(sorted(missing)) or 'a list'}); "
                 f"pass {_ABLATIONS_EXAMPLE}"
             )
+        if not isinstance(spec.get("values") or {}, dict):
+            raise ConfigError(
+                f"--ablations-json: ablation {name!r}: 'values' must be an object "
+                f"{{variant: x value}}, got {_json_kind(spec['values'])}; pass {_ABLATIONS_EXAMPLE}"
+            )
     summary, records = _ablation_inputs(args.scores, args.records)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
