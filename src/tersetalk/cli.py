@@ -594,6 +594,16 @@ def _cmd_plot_ablations(args: argparse.Namespace) -> None:
         logging.info("wrote %s", ", ".join(map(str, paths)))
 
 
+def _add_records_option(parser: argparse.ArgumentParser) -> None:
+    """plot-ablation's and plot-ablations' ``--records``."""
+    parser.add_argument(
+        "--records",
+        nargs="*",
+        default=[],
+        help="the runs' per-example metrics Parquet files (token intervals); default: none",
+    )
+
+
 def _int_at_least(text: str, low: int, said: str) -> int:
     try:
         value = int(text)
@@ -893,12 +903,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--setting", required=True, help="name of the varied setting (axis label)")
     g.add_argument("--values", default="{}", help="JSON {variant: x value}; default: the names")
     g.add_argument("--out-stem", required=True, help="output path without extension")
-    g.add_argument(
-        "--records",
-        nargs="*",
-        default=[],
-        help="the runs' per-example metrics Parquet files (token intervals); default: none",
-    )
+    _add_records_option(g)
     g.set_defaults(func=_cmd_plot_ablation)
 
     g = sub.add_parser(
@@ -916,12 +921,7 @@ def build_parser() -> argparse.ArgumentParser:
         "e.g. " + _ABLATIONS_EXAMPLE,
     )
     g.add_argument("--out-dir", required=True, help="folder for ablation_<name>.{png,pdf}")
-    g.add_argument(
-        "--records",
-        nargs="*",
-        default=[],
-        help="the runs' per-example metrics Parquet files (token intervals); default: none",
-    )
+    _add_records_option(g)
     g.set_defaults(func=_cmd_plot_ablations)
     for module, commands in PLUGIN_COMMANDS.items():
         sub.add_module_commands(module, commands)  # imported when one of them is parsed
