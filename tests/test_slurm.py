@@ -161,10 +161,10 @@ def test_tiny_dag_through_slurm_matches_the_local_run(both_runs):
     # real model calls on the cluster's node, from an empty call cache: the same distinct
     # requests as the local run, each computed once. Which run pays for a request several
     # runs make is not a property of either side: a task's score job takes all its ablation
-    # runs (batch scoring), so the DAG holds other TerseTalk variants and the calibration
-    # sweep, whose calls can be the same requests (a brief the caps leave unchanged), and
-    # the order they run in decides who computes and who reads the cache (on the cluster,
-    # caps_baseline once found all 3 of its calls computed by another job first)
+    # runs (batch scoring), so the DAG holds other runs whose calls can be the same
+    # requests (TerseTalk variants whose brief the caps leave unchanged, the hybrid's, which
+    # sends TerseTalk messages too), and the order they run in decides who computes and who
+    # reads the cache (on the cluster, caps_baseline once found all 3 of its calls cached)
     entries = {
         side: sorted(p.name for p in (root / "results/cache/calls").rglob("*.json"))
         for side, root in (("local", local), ("cluster", cluster))
