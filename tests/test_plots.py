@@ -90,7 +90,8 @@ def test_plot_ablations_draws_what_plot_ablation_draws_one_by_one(tmp_path, monk
     [("{", "not valid JSON"), ('{"caps": {"system": "tersetalk"}}', "'caps' needs 'system'"),
      ('{"caps": {"system": "t", "setting": "caps", "variants": "a,b"}}', "a list"),
      ('{"caps": {"system": "t", "setting": "c", "variants": ["a"], "values": [1]}}',
-      "'values' must be an object")],
+      "'values' must be an object"),
+     ('{"../x": {"system": "t", "setting": "c", "variants": ["a"]}}', "must be letters")],
 )  # fmt: skip
 def test_plot_ablations_refuses_a_malformed_ablations_json(tmp_path, capsys, given, said):
     from tersetalk.cli import main

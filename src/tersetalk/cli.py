@@ -571,6 +571,11 @@ def _cmd_plot_ablations(args: argparse.Namespace) -> None:
 
     specs = _json_option(args.ablations_json, "--ablations-json", dict, _ABLATIONS_EXAMPLE)
     for name, spec in specs.items():
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):  # it names a file in --out-dir
+            raise ConfigError(
+                f"--ablations-json: ablation name {name!r} must be letters, digits, _ and - "
+                "(it names the file ablation_<name>.png)"
+            )
         missing = {"system", "setting", "variants"} - set(spec if isinstance(spec, dict) else ())
         if missing or not isinstance(spec.get("variants"), list):
             raise ConfigError(
