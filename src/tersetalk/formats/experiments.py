@@ -31,7 +31,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.formats.corpus import load_corpus, markdown_tables
-from tersetalk.formats.solver import MCKP, SINGLE, BudgetError, encode, solve
+from tersetalk.formats.solver import MCKP, SINGLE, BudgetError, encode, single_text, solve
 from tersetalk.formats.tree import Node, from_python, table_to_json
 from tersetalk.io import write_parquet_atomic
 from tersetalk.tokens import count_tokens
@@ -69,12 +69,17 @@ def savings(payloads: list[Item], tokenizers=TOKENIZERS) -> pd.DataFrame:
     """Tokens per (payload, encoder, tokenizer); NaN where a format cannot carry it."""
     rows = []
     for it in tqdm(payloads, desc="savings", unit="payload", file=sys.stderr):
+        # a single format's text is the same under every tokenizer: made once, counted
+        # under each (what encode() returns, without its round trip per tokenizer)
+        texts = {enc: single_text(it.node, enc) for enc in SINGLE}
         for tok in tokenizers:
-            counts: dict[str, float] = {}
-            for enc in (*SINGLE, *MCKP):
+            counts: dict[str, float] = {
+                enc: float("nan") if text is None else count_tokens(text, tok)
+                for enc, text in texts.items()
+            }
+            for enc in MCKP:
                 try:
-                    e = encode(it.node, enc, tokenizer=tok)
-                    counts[enc] = e.tokens
+                    counts[enc] = encode(it.node, enc, tokenizer=tok).tokens
                 except ValueError:
                     counts[enc] = float("nan")
             singles = {k: v for k, v in counts.items() if k in SINGLE and v == v}

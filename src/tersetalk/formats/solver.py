@@ -1075,7 +1075,7 @@ def encode(
     Single formats are all-or-nothing: a format that cannot carry the payload
     losslessly raises ValueError naming the ones that can (no silent fallback).
     """
-    from tersetalk.formats.encoders import eligible_encoders, get_encoder
+    from tersetalk.formats.encoders import eligible_encoders
 
     if encoder in MCKP:
         enc = solve(node, budget=budget, method=method, tokenizer=tokenizer, scheme=scheme,
@@ -1083,17 +1083,29 @@ def encode(
         return replace(enc, encoder=encoder) if enc.encoder == "mckp" else enc
     if budget is not None:
         raise ValueError(f"--budget applies to the mckp encoder only, not {encoder!r}")
-    enc = get_encoder(encoder)
-    if not enc.eligible(node):
+    text = single_text(node, encoder)
+    if text is None:
         raise ValueError(
             f"{encoder} cannot carry this payload losslessly;"
             f" eligible: {', '.join(eligible_encoders(node))}"
         )
-    body = enc.encode(node)
-    text = body if encoder == "json_compact" else H.encoded(encoder) + "\n" + body
     vtotal = total_value(node, scheme or ValueScheme())
     return Encoding(text, encoder, "single", count_tokens(text, tokenizer), tokenizer, None,
                     vtotal, vtotal, True, (("$", encoder),))  # fmt: skip
+
+
+def single_text(node: Node, encoder: str) -> str | None:
+    """The text :func:`encode` gives for the single format ``encoder`` (its hint line,
+    then the body; compact JSON without a hint), or None where the format cannot carry
+    ``node`` losslessly. It does not depend on the tokenizer, so a caller counting it
+    under several encodes once (the eligibility check is a full round trip)."""
+    from tersetalk.formats.encoders import get_encoder
+
+    enc = get_encoder(encoder)
+    if not enc.eligible(node):
+        return None
+    body = enc._encode(node)  # eligible() has just checked its round trip
+    return body if encoder == "json_compact" else H.encoded(encoder) + "\n" + body
 
 
 class LossyEncodingError(ValueError):

@@ -114,6 +114,23 @@ def batched_variants(config: dict) -> dict[str, list[str]]:
     return out
 
 
+#: A run's cost relative to one TerseTalk ablation run, by system, for ordering the
+#: ablation batches longest first (:func:`batch_cost`); 1 for systems not named.
+#: Measured on the default run (925fb41, 2 cores): a TerseTalk ablation run takes
+#: about 15 s, a hybrid one about 8 s (its compressions mostly cached by then), and an
+#: LLMLingua one 30-50 s: its compressed prompts are its own, so none of its calls is
+#: in the cache, and it pays the compressor's passes.
+RUN_COST = {"llmlingua": 4}
+
+
+def batch_cost(system: str, runs: int) -> int:
+    """The estimated cost of a batch of ``runs`` runs of ``system``, in TerseTalk
+    ablation runs (:data:`RUN_COST`). Only its order matters: the Snakefile starts the
+    costliest batch first, so the short ones end the run, beside the scoring and
+    figures, rather than a long one alone while the other cores idle."""
+    return runs * RUN_COST.get(system, 1)
+
+
 def score_groups(config: dict, task: str) -> dict[str, list[str]]:
     """group -> the ``system/variant`` runs of ``task`` scored together in one job.
 

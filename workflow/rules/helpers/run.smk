@@ -20,11 +20,13 @@ def batch_variants(task, system):
 
 
 def batch_priority(task, system):
-    """Longest first: a batch's priority is its number of runs, from 1 up to just below
-    FILL_PRIORITY (under every headline job, so the reading order holds). Started first,
-    the long TerseTalk batches no longer run alone at the end while the other core idles;
-    the short ones, and the scoring and figures after them, fill in beside them."""
-    return max(1, min(FILL_PRIORITY - 1, len(batch_variants(task, system))))
+    """Longest first: a batch's priority is its estimated cost (tasks.schedule.batch_cost:
+    its number of runs, weighted by system), from 1 up to just below FILL_PRIORITY (under
+    every headline job, so the reading order holds). Started first, the long batches no
+    longer run alone at the end while the other core idles; the short ones, and the
+    scoring and figures after them, fill in beside them."""
+    cost = batch_cost(system, len(batch_variants(task, system)))
+    return max(1, min(FILL_PRIORITY - 1, cost))
 
 
 def batch_outputs(task, system, model=None):
