@@ -202,3 +202,25 @@ def test_score_command_pools_the_rates_the_runs_system_declares(tmp_path):
                  "--out", str(tmp_path / "score.parquet")]) == 0  # fmt: skip
     m = pd.read_parquet(tmp_path / "score.parquet").iloc[0]
     assert m["overflow_rate"] == 0.1
+
+
+def test_per_record_carries_the_runs_counters_in_order_without_fragmenting():
+    # a run with many c_ counters (the hybrid's has about 100): each is copied as it is,
+    # in the run's order, and pandas has no reason to warn about a fragmented frame
+    import warnings
+
+    from tersetalk.metrics.per_record import per_record_metrics
+
+    run, samples = _direction_run()
+    names = [f"c_counter_{i:03d}" for i in range(120)]
+    run = pd.concat(
+        [run, pd.DataFrame({c: [i] for i, c in enumerate(names)}, index=run.index)], axis=1
+    )
+    run["c_flag"] = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        pr = per_record_metrics(run, None, samples)
+    carried = [c for c in pr.columns if c.startswith("c_")]
+    assert carried == [c for c in run.columns if c.startswith("c_")]
+    assert pr["c_counter_007"].iloc[0] == 7 and pr["c_counter_007"].dtype == "int64"
+    assert pr["c_flag"].dtype == bool and pr["c_flag"].iloc[0]
