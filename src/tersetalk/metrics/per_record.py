@@ -134,11 +134,9 @@ def per_record_metrics(
         row.setdefault("semantic_bertscore_f1", float("nan"))
         row["semantic_method"] = method if reference is not None else "no free-form reference run"
     df = pd.DataFrame(rows)
-    # the run's own c_ columns, added at once: one insert per column made pandas log a
-    # PerformanceWarning per column and run into every score log
+    # the run's own c_ columns (no metric above starts with c_), added at once: one
+    # insert per column made pandas log a PerformanceWarning per column into score logs
     extra = {c: run[c].to_numpy() for c in run.columns if c.startswith("c_")}
-    for c in [c for c in extra if c in df.columns]:
-        df[c] = extra.pop(c)
     if extra:
         df = pd.concat([df, pd.DataFrame(extra, index=df.index)], axis=1)
     return df
