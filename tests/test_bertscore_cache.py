@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from tersetalk.metrics import preservation
-from tersetalk.metrics.preservation import CACHE_FOLDER, bertscore_f1
+from tersetalk.metrics.preservation import CACHE_FOLDER, bertscore_f1, bertscore_f1_groups
 
 CANDS = ["Paris is the capital of France.", "The answer is 42 apples."]
 REFS = ["France's capital city is Paris.", "She has 42 apples in total."]
@@ -63,7 +63,9 @@ class _Fake:
         return f, f, f
 
 
-@pytest.mark.parametrize("damage", ["", "{not json", '{"f1": [1.0]}', '{"f1": ["x", "y"]}'])
+@pytest.mark.parametrize(
+    "damage", ["", "{not json", '{"f1": [1.0]}', '{"f1": [[1.0]]}', '{"f1": [["x", "y"]]}']
+)
 def test_a_damaged_entry_is_computed_again_and_rewritten(tmp_path, monkeypatch, damage):
     monkeypatch.setattr(preservation, "_scorer", lambda: _Fake())
     want, _ = bertscore_f1(CANDS, REFS, tmp_path)
@@ -71,7 +73,7 @@ def test_a_damaged_entry_is_computed_again_and_rewritten(tmp_path, monkeypatch, 
     entry.write_text(damage)
     calls = _Fake.calls
     assert bertscore_f1(CANDS, REFS, tmp_path)[0] == want
-    assert _Fake.calls == calls + 1 and json.loads(entry.read_text())["f1"] == want
+    assert _Fake.calls == calls + 1 and json.loads(entry.read_text())["f1"] == [want]
 
 
 def test_a_failure_is_reported_and_not_cached(tmp_path, monkeypatch):
@@ -130,3 +132,43 @@ def test_a_rescore_from_the_cache_imports_no_torch(tmp_path, repo, base_config):
     assert outs[0].read_bytes() == outs[1].read_bytes()
     records = pd.read_parquet(outs[1])
     assert records["semantic_bertscore_f1"].notna().all()
+
+
+class _Counting:
+    """The real encoder, counting its calls and the texts it is given."""
+
+    def __init__(self, scorer):
+        self.scorer, self.calls = scorer, []
+
+    def score(self, cands, refs, batch_size):
+        self.calls.append(len(set(cands) | set(refs)))
+        return self.scorer.score(cands, refs, batch_size=batch_size)
+
+
+def test_groups_are_one_call_of_the_encoder_and_agree_with_each_alone(tmp_path, monkeypatch):
+    """What the score job does with a task's runs: every run paired with the same
+    references, in one call, so a text the runs share is embedded once."""
+    groups = [(CANDS, REFS), (REFS, REFS), ([CANDS[0], "Lyon, not Paris."], REFS)]
+    alone = [bertscore_f1(c, r)[0] for c, r in groups]
+    counting = _Counting(preservation._scorer())
+    monkeypatch.setattr(preservation, "_scorer", lambda: counting)
+    together, method = bertscore_f1_groups(groups, tmp_path)
+    assert counting.calls == [5] and method.startswith("bertscore-f1")  # 5 distinct texts
+    assert [len(g) for g in together] == [2, 2, 2]
+    for got, want in zip(together, alone, strict=True):
+        assert got == pytest.approx(want, abs=1e-6)
+    assert together[1] == pytest.approx([1.0, 1.0], abs=1e-6)  # a text against itself
+    assert bertscore_f1_groups(groups, tmp_path)[0] == together  # the cache, bit for bit
+    assert counting.calls == [5]
+    bertscore_f1_groups(groups[:2], tmp_path)  # other groups: another entry
+    assert len(counting.calls) == 2 and len(entries(tmp_path)) == 2
+
+
+def test_empty_groups_load_no_encoder(monkeypatch):
+    monkeypatch.setattr(preservation, "_scorer", lambda: _Broken())
+    assert bertscore_f1_groups([([], []), ([], [])]) == ([[], []], bertscore_f1([], [])[1])
+
+
+def test_unpaired_groups_are_refused():
+    with pytest.raises(ValueError, match="2 candidates but 1 references"):
+        bertscore_f1_groups([(CANDS, REFS[:1])])

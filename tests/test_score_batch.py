@@ -1,8 +1,10 @@
 """Issue 33, deliverable 3: ``tersetalk score`` scores several runs of a task in one process.
 
 Repeated ``--run``, ``--out-records`` and ``--out`` are paired in order; the sentence
-encoder is loaded once for all of them. What a batch writes must be byte for byte what
-scoring each run alone (each in its own process, as the workflow used to) writes.
+encoder is loaded once for all of them, and their BERTScore is one call of it. What a
+batch writes must be what scoring each run alone (each in its own process, as the
+workflow used to) writes: every column exactly, but BERTScore F1, whose texts share
+batches with the other runs' texts, within float32 rounding.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def runs(tmp_path, base_config, repo):
     return sample_path, paths
 
 
-def test_a_batch_writes_exactly_what_scoring_each_run_alone_writes(tmp_path, repo, runs):
+def test_a_batch_writes_what_scoring_each_run_alone_writes(tmp_path, repo, runs):
     sample_path, paths = runs
     common = ["--sample", str(sample_path), "--reference", str(paths[0])]
     for i, path in enumerate(paths):  # one process per run, as 82 score jobs did
@@ -59,10 +61,15 @@ def test_a_batch_writes_exactly_what_scoring_each_run_alone_writes(tmp_path, rep
         triples += ["--run", str(path), "--out-records", str(tmp_path / f"batch_m{i}.parquet"),
                     "--out", str(tmp_path / f"batch_s{i}.parquet")]  # fmt: skip
     assert main(["score", *common, *triples]) == 0
+    bert = ["semantic_bertscore_f1", "semantic_bertscore_f1_mean"]
     for i in range(len(paths)):
         for kind in ("m", "s"):
-            alone = (tmp_path / f"alone_{kind}{i}.parquet").read_bytes()
-            assert (tmp_path / f"batch_{kind}{i}.parquet").read_bytes() == alone, (kind, i)
+            alone = pd.read_parquet(tmp_path / f"alone_{kind}{i}.parquet")
+            batch = pd.read_parquet(tmp_path / f"batch_{kind}{i}.parquet")
+            exact = [c for c in alone.columns if c not in bert]
+            pd.testing.assert_frame_equal(batch[exact], alone[exact], check_exact=True)
+            for c in set(bert) & set(alone.columns):
+                assert (batch[c] - alone[c]).abs().max() <= 1e-6, (kind, i, c)
     records = pd.read_parquet(tmp_path / "batch_m1.parquet")
     assert records["variant"].eq("cod").all()  # the second run went to the second file
     assert records["semantic_bertscore_f1"].notna().all()  # the encoder really scored

@@ -393,51 +393,42 @@ def _cmd_score(args: argparse.Namespace) -> None:
     """Score each ``--run`` into its ``--out`` (and ``--out-records``), paired in order.
 
     Why several runs in one process: per-example metrics load BERTScore's sentence encoder
-    (torch and transformers, seconds per process; cached for the process by
-    :mod:`tersetalk.metrics.preservation`), and the sample and the reference run are read
-    once for all the runs of a task.
+    (torch and transformers, seconds per process), the sample and the reference run are
+    read once, and the runs' BERTScore is one call of the encoder, which embeds a text
+    the runs share once (:func:`~tersetalk.metrics.per_record.per_record_metrics_many`).
     """
     from tersetalk.config import ConfigError
-    from tersetalk.io import read_parquet
+    from tersetalk.io import read_parquet, write_parquet_atomic
+    from tersetalk.metrics.per_record import per_record_metrics_many
+    from tersetalk.metrics.summary import run_metrics
+    from tersetalk.systems import pooled_rates
     from tersetalk.tasks.loading import read_sample
 
-    runs, outs, records_outs = args.run, args.out, args.out_records or []
-    if len(outs) != len(runs) or (records_outs and len(records_outs) != len(runs)):
-        given = f"{len(runs)} --run and {len(outs)} --out" + (
+    paths, outs, records_outs = args.run, args.out, args.out_records or []
+    if len(outs) != len(paths) or (records_outs and len(records_outs) != len(paths)):
+        given = f"{len(paths)} --run and {len(outs)} --out" + (
             f" and {len(records_outs)} --out-records" if records_outs else ""
         )
         raise ConfigError(
             f"got {given}: give one --out per --run (and, if any, one --out-records per "
             "--run), paired in the order given"
         )
-    samples = reference = None
+    runs = [read_parquet(path, "run") for path in paths]
+    per_records: list[Any] = [None] * len(runs)
     if args.sample:
         samples = {row["example_id"]: row for row in read_sample(args.sample)}
         reference = read_parquet(args.reference, "reference run") if args.reference else None
-    for i, (run_path, out) in enumerate(zip(runs, outs, strict=True)):
-        records_out = records_outs[i] if records_outs else None
-        _score_run(run_path, out, records_out, samples, reference, args.cache_dir)
-
-
-def _score_run(run_path: str, out: str, records_out: str | None, samples: dict | None,
-               reference: Any, cache_dir: str | None = None) -> None:  # fmt: skip
-    """One run's metrics row (and per-example metrics when the sample is given)."""
-    from tersetalk.io import read_parquet, write_parquet_atomic
-    from tersetalk.metrics.per_record import per_record_metrics
-    from tersetalk.metrics.summary import run_metrics
-    from tersetalk.systems import pooled_rates
-
-    run = read_parquet(run_path, "run")
-    per_record = None
-    if samples is not None:
-        per_record = per_record_metrics(run, reference, samples, cache_dir)
-        if records_out:
-            write_parquet_atomic(per_record, Path(records_out))
-    # the pooled rates the run's system declares: the top floor reads the registry
-    rates = pooled_rates(str(run["system"].iloc[0])) if len(run) else {}
-    metrics = run_metrics(run, per_record, rates)
-    write_parquet_atomic(metrics, Path(out))
-    logging.info("%s", metrics.iloc[0][["task", "system", "variant", "n", "accuracy"]].to_dict())
+        per_records = per_record_metrics_many(runs, reference, samples, args.cache_dir)
+    for i, (run, per_record, out) in enumerate(zip(runs, per_records, outs, strict=True)):
+        if per_record is not None and records_outs:
+            write_parquet_atomic(per_record, Path(records_outs[i]))
+        # the pooled rates the run's system declares: the top floor reads the registry
+        rates = pooled_rates(str(run["system"].iloc[0])) if len(run) else {}
+        metrics = run_metrics(run, per_record, rates)
+        write_parquet_atomic(metrics, Path(out))
+        logging.info(
+            "%s", metrics.iloc[0][["task", "system", "variant", "n", "accuracy"]].to_dict()
+        )
 
 
 def _cmd_aggregate(args: argparse.Namespace) -> None:

@@ -18,7 +18,7 @@ from tersetalk.agents.roles import participant
 from tersetalk.metrics.preservation import (
     answer_preservation,
     as_prose,
-    bertscore_f1,
+    bertscore_f1_groups,
     jaccard,
     messages_of,
     worker_input,
@@ -78,8 +78,35 @@ def per_record_metrics(
     """Metrics for every example of ``run``; ``reference`` is the free-form run (or None).
 
     ``cache_dir``: where BERTScore's results are kept between processes (see
-    :func:`~tersetalk.metrics.preservation.bertscore_f1`); None computes them afresh."""
+    :func:`~tersetalk.metrics.preservation.bertscore_f1_groups`); None computes them
+    afresh."""
+    return per_record_metrics_many([run], reference, samples, cache_dir)[0]
+
+
+def per_record_metrics_many(
+    runs: list[pd.DataFrame],
+    reference: pd.DataFrame | None,
+    samples: dict[str, dict],
+    cache_dir: str | Path | None = None,
+) -> list[pd.DataFrame]:
+    """:func:`per_record_metrics` of several runs of a task, paired with the same
+    ``reference``: their BERTScore in one call of the encoder, which embeds a text the
+    runs share (the reference's messages, a Worker input several variants send) once."""
     ref_by_id = {} if reference is None else {r.example_id: r for r in reference.itertuples()}
+    collected = [_collect(run, ref_by_id, samples) for run in runs]
+    groups = [([text for _, text in cands], refs) for _, cands, refs in collected]
+    scores, method = bertscore_f1_groups(groups, cache_dir)
+    if reference is None:
+        method = "no free-form reference run"
+    return [
+        _frame(run, rows, cands, run_scores, method)
+        for run, (rows, cands, _), run_scores in zip(runs, collected, scores, strict=True)
+    ]
+
+
+def _collect(run: pd.DataFrame, ref_by_id: dict, samples: dict[str, dict]):
+    """A run's metric rows without BERTScore, and the pairs it is computed on:
+    (row index, the Worker's input as prose) and the reference's Worker input."""
     directions = directions_of(run.columns)
     brief_edge = f"tokens_{directions[0]}_cl100k"  # the Manager's brief (M_W in the star)
     rows, cands, refs = [], [], []
@@ -127,12 +154,17 @@ def per_record_metrics(
                 semantic_jaccard=np.nan,
             )
         rows.append(row)
-    scores, method = bertscore_f1([c for _, c in cands], refs, cache_dir)
+    return rows, cands, refs
+
+
+def _frame(run: pd.DataFrame, rows: list[dict], cands: list, scores: list[float],
+           method: str) -> pd.DataFrame:  # fmt: skip
+    """The per-example frame: ``rows`` with their BERTScore, the method, the run's c_."""
     for (i, _), s in zip(cands, scores, strict=True):
         rows[i]["semantic_bertscore_f1"] = s
     for row in rows:
         row.setdefault("semantic_bertscore_f1", float("nan"))
-        row["semantic_method"] = method if reference is not None else "no free-form reference run"
+        row["semantic_method"] = method
     df = pd.DataFrame(rows)
     # the run's own c_ columns (no metric above starts with c_), added at once: one
     # insert per column made pandas log a PerformanceWarning per column into score logs

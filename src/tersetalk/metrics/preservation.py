@@ -84,12 +84,12 @@ def _versions() -> dict[str, str | None]:
     return versions("bert-score", "torch", "transformers", "tokenizers")
 
 
-def _cache_path(cache_dir: Path, method: str, candidates: list[str],
-                references: list[str]) -> Path:  # fmt: skip
+def _cache_path(cache_dir: Path, method: str,
+                groups: list[tuple[list[str], list[str]]]) -> Path:  # fmt: skip
     """Where the scores of this call are kept: keyed on everything they depend on: the
     encoder's files (their sha256, memoised under ``<cache_dir>/fingerprints/``), the package
     versions, the method, the batch size (padding in a batch can move the last bits),
-    and every text in order."""
+    and every text of every group in order (the texts scored together share batches)."""
     import hashlib
     import json
 
@@ -100,23 +100,23 @@ def _cache_path(cache_dir: Path, method: str, candidates: list[str],
         "batch_size": BATCH_SIZE,
         "encoder": folder_sha256(minilm_path(), cache_dir / FINGERPRINT_DIR),
         "versions": _versions(),
-        "candidates": candidates,
-        "references": references,
+        "groups": [{"candidates": c, "references": r} for c, r in groups],
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
     return cache_dir / CACHE_FOLDER / digest[:2] / f"{digest}.json"
 
 
-def _cached(path: Path, n: int) -> list[float] | None:
+def _cached(path: Path, sizes: list[int]) -> list[list[float]] | None:
     import json
 
     try:
         scores = json.loads(path.read_text(encoding="utf-8"))["f1"]
     except (OSError, ValueError, KeyError, TypeError):
         return None  # absent, or damaged: computed again and rewritten
-    if not isinstance(scores, list) or len(scores) != n:
+    if not isinstance(scores, list) or [len(g) if isinstance(g, list) else -1
+                                        for g in scores] != sizes:  # fmt: skip
         return None
-    if not all(isinstance(x, float) for x in scores):
+    if not all(isinstance(x, float) for g in scores for x in g):
         return None
     return scores
 
@@ -126,29 +126,61 @@ def bertscore_f1(
 ) -> tuple[list[float], str]:
     """BERTScore F1 per pair and the method string; falls back to NaN with the reason.
 
+    One group of :func:`bertscore_f1_groups`, which says how the cache works."""
+    [scores], method = bertscore_f1_groups([(candidates, references)], cache_dir)
+    return scores, method
+
+
+def bertscore_f1_groups(
+    groups: list[tuple[list[str], list[str]]], cache_dir: str | Path | None = None
+) -> tuple[list[list[float]], str]:
+    """BERTScore F1 per pair of each group (candidates, references), and the method string;
+    falls back to NaN with the reason.
+
+    All groups are scored in one call of the encoder: BERTScore embeds each distinct text
+    once per call, so a text several groups share is embedded once. The score job passes
+    one group per run: every run is paired with the same free-form messages, and many
+    variants send the Worker the same text (hotpotqa's 30 ablation runs: 600 texts, 156
+    distinct). Texts batched with other texts can differ in the last bits (padding), so
+    a pair's score depends on its call's texts, within BERTScore's float tolerance; the
+    cache key holds them all.
+
     With ``cache_dir``, the scores of a call are kept under ``<cache_dir>/bertscore/``
-    and a later call with the same texts (and the same encoder files and package versions)
-    reads them back, bit for bit (JSON floats round-trip exactly), without importing
-    torch or loading the encoder. A fallback is never cached.
+    and a later call with the same groups (and the same encoder files and package
+    versions) reads them back, bit for bit (JSON floats round-trip exactly), without
+    importing torch or loading the encoder. A fallback is never cached.
     """
     method = f"bertscore-f1:all-MiniLM-L6-v2:layer{MINILM_LAYERS}"
-    if not candidates:
-        return [], method
+    sizes = [len(c) for c, _ in groups]
+    for cands, refs in groups:
+        if len(refs) != len(cands):
+            raise ValueError(
+                f"{len(cands)} candidates but {len(refs)} references: pair them one to one"
+            )
+    if not any(sizes):
+        return [[] for _ in groups], method
     path = None
     if cache_dir is not None:
         try:
-            path = _cache_path(Path(cache_dir), method, candidates, references)
+            path = _cache_path(Path(cache_dir), method, groups)
         except Exception as exc:  # noqa: BLE001 - the encoder is missing: the fallback below
             log.warning("BERTScore cache not used: %s", exc)
-        if path is not None and (hit := _cached(path, len(candidates))) is not None:
-            log.info("BERTScore of %d pairs read from the cache (%s)", len(hit), path.name)
+        if path is not None and (hit := _cached(path, sizes)) is not None:
+            log.info("BERTScore of %d pairs read from the cache (%s)", sum(sizes), path.name)
             return hit, method
     try:
-        _, _, f1 = _scorer().score(candidates, references, batch_size=BATCH_SIZE)
+        _, _, f1 = _scorer().score([c for cands, _ in groups for c in cands],
+                                   [r for _, refs in groups for r in refs],
+                                   batch_size=BATCH_SIZE)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - recorded in the provenance column
         log.warning("BERTScore unavailable, semantic preservation is Jaccard only: %s", exc)
-        return [float("nan")] * len(candidates), f"unavailable ({type(exc).__name__}: {exc})"
-    scores = [float(x) for x in f1]
+        reason = f"unavailable ({type(exc).__name__}: {exc})"
+        return [[float("nan")] * n for n in sizes], reason
+    flat = [float(x) for x in f1]
+    scores, start = [], 0
+    for n in sizes:
+        scores.append(flat[start : start + n])
+        start += n
     if path is not None:
         import json
 
