@@ -294,3 +294,18 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     for task in ("gsm8k", "hotpotqa"):
         assert by_rule[f"run_ablations_{task}_llmlingua"] > by_rule[f"run_ablations_{task}_hybrid"]
     assert {"calibration_sweep_tersetalk", "calibration_sweep_llmlingua"} <= rules_up
+    # the format study's model-free jobs fill free cores: under every ablation job (the
+    # end of the run has a core free while the last batch, then its scores and figures,
+    # run one after the other), the longest first; its model job runs with the headline
+    experiments = {
+        re.sub(r".*/formats/(\w+)\.parquet", r"\1", out): j[3]
+        for j in others
+        if j[0] == "formats_experiment"
+        for out in j[1]
+    }
+    (figures,) = [j[3] for j in others if j[0] == "formats_figures"]
+    ablation = [j[3] for j in others if "ablation" in j[0]]
+    assert ablation and max(*experiments.values(), figures) < min(ablation), experiments
+    assert experiments["knapsack"] > experiments["savings"] > experiments["dedup"]
+    (comprehension,) = [j[3] for j in jobs if j[0] == "formats_comprehension"]
+    assert comprehension > max(j[3] for j in batches)

@@ -70,6 +70,7 @@ rule plot_ablations:
         ablation_figures(),
     log:
         paths.results("logs/plot/ablations.log"),
+    priority: ABLATION_PRIORITY
     conda:
         ENV
     resources:

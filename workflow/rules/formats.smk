@@ -32,7 +32,7 @@ rule formats_experiment:
         paths.results("logs/formats/{experiment}.log"),
     wildcard_constraints:
         experiment="savings|knapsack|dedup",
-    priority: FILL_PRIORITY
+    priority: lambda wildcards: FORMATS_FILL[wildcards.experiment]
     conda:
         ENV
     resources:
@@ -87,7 +87,7 @@ rule formats_figures:
         figmeta.report_figures(formats_targets(), "Format study"),
     log:
         paths.results("logs/formats/figures.log"),
-    priority: FILL_PRIORITY
+    priority: FORMATS_FILL["figures"]
     conda:
         ENV
     resources:

@@ -32,7 +32,7 @@ for _task in TASKS:
                     group_files(
                         paths.results(f"logs/score/{_task}/{_group}.log"), _task, [], _layout
                     ),
-                priority: HEADLINE_PRIORITY if _group == "headline" else 0
+                priority: HEADLINE_PRIORITY if _group == "headline" else ABLATION_PRIORITY
                 conda:
                     ENV
                 resources:

@@ -21,12 +21,13 @@ def batch_variants(task, system):
 
 def batch_priority(task, system):
     """Longest first: a batch's priority is its estimated cost (tasks.schedule.batch_cost:
-    its number of runs, weighted by system), from 1 up to just below FILL_PRIORITY (under
-    every headline job, so the reading order holds). Started first, the long batches no
-    longer run alone at the end while the other core idles; the short ones, and the
-    scoring and figures after them, fill in beside them."""
+    its number of runs, weighted by system), from just above ABLATION_PRIORITY (over the
+    format study's model-free jobs) up to just below FILL_PRIORITY (under every headline
+    job, so the reading order holds). Started first, the long batches no longer run alone
+    at the end while the other core idles; the short ones, and the scoring and figures
+    after them, fill in beside them."""
     cost = batch_cost(system, len(batch_variants(task, system)))
-    return max(1, min(FILL_PRIORITY - 1, cost))
+    return max(ABLATION_PRIORITY + 1, min(FILL_PRIORITY - 1, cost))
 
 
 def batch_outputs(task, system, model=None):
