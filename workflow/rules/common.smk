@@ -62,18 +62,18 @@ MODEL_THREADS = config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2
 # Results in reading order: Snakemake starts ready jobs highest priority first, so the
 # jobs the main figure needs (samples, compressor, calibration, each system's headline
 # runs, their scores, rule plot) carry this priority and run before the ablation runs
-# (their batches: 1 to FILL_PRIORITY - 1, longest first) and their scores and figures
-# (ABLATION_PRIORITY). The format study shares no job with them: its model job
+# (their batches: ABLATION_PRIORITY + 1 to FILL_PRIORITY - 1, longest first) and their
+# scores and figures (ABLATION_PRIORITY). The format study shares no job with them: its model job
 # (comprehension) runs beside the headline ones (FILL_PRIORITY), and its model-free jobs
 # (experiments and figures, under every other job, the longest first: FORMATS_FILL)
 # wait for a core with nothing else to do, which the end of the run has, while the last
 # batch runs and the last scores and figures follow it one after the other.
 HEADLINE_PRIORITY = 50
 FILL_PRIORITY = 20
-ABLATION_PRIORITY = 3
 #: the format study's model-free jobs' priorities, longest first (default run at ace979d:
 #: knapsack 39 s, savings 12 s, dedup 4 s, the figures 4 s, which need all of them)
 FORMATS_FILL = {"knapsack": 2, "savings": 1, "dedup": 0, "figures": 0}
+ABLATION_PRIORITY = max(FORMATS_FILL.values()) + 1
 
 
 wildcard_constraints:
