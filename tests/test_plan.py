@@ -347,12 +347,14 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
         assert sweeps == {f"calibration_sweep_{s}": 1 for s in systems}
         assert len(calibration) == 4
     else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa: 11 + 6 on toolqa run
-        # alone, each task's 21 tersetalk, 6 hybrid and 3 llmlingua ablation-only variants
-        # in a batch per system; per calibrated task, 1 reference and one sweep per
-        # calibrated system (15 grid points in all)
+        # alone; each task's 21 tersetalk ablation-only variants in a batch, its 3
+        # llmlingua and 6 hybrid ones in another; per calibrated task, 1 reference and one
+        # sweep per calibrated system (15 grid points in all)
         assert (len(evaluation), jobs["run_system"], jobs["calibration_run"]) == (82, 22, 2)
         assert batches == {
-            f"run_ablations_{t}_{s}": 1 for t in ("hotpotqa", "gsm8k") for s in systems
+            f"run_ablations_{t}_{b}": 1
+            for t in ("hotpotqa", "gsm8k")
+            for b in ("tersetalk", "llmlingua_hybrid")
         }
         assert sweeps == {f"calibration_sweep_{s}": 2 for s in systems}
         assert len(calibration) == 32

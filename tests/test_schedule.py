@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -283,16 +284,20 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     batches = [j for j in others if j[0].startswith("run_ablations_")]
     assert sum(len(j[1]) for j in batches) == 60
 
-    # longest first: a batch's priority is its estimated cost (runs, an LLMLingua run
-    # counting 4), under the format study's
+    # one batch per task for TerseTalk, one for LLMLingua and the hybrid (both load the
+    # compressor); longest first: a batch's priority is its estimated cost (runs, an
+    # LLMLingua run counting 4), under the format study's comprehension job
     def cost(job):
-        return len(job[1]) * (4 if job[0].endswith("_llmlingua") else 1)
+        return sum(4 if "/llmlingua/" in out else 1 for out in job[1])
 
-    assert all(j[3] == min(cost(j), 19) for j in batches), [(j[0], j[3]) for j in batches]
-    # the LLMLingua batches (3 runs) start before the hybrid's (6): the short ones end
     by_rule = {j[0]: j[3] for j in batches}
-    for task in ("gsm8k", "hotpotqa"):
-        assert by_rule[f"run_ablations_{task}_llmlingua"] > by_rule[f"run_ablations_{task}_hybrid"]
+    assert sorted(by_rule) == sorted(f"run_ablations_{t}_{b}" for t in ("gsm8k", "hotpotqa")
+                                     for b in ("tersetalk", "llmlingua_hybrid"))  # fmt: skip
+    assert all(j[3] == min(cost(j), 19) for j in batches), [(j[0], j[3]) for j in batches]
+    for job in batches:
+        systems = {Path(out).parent.name for out in job[1]}
+        assert systems == ({"tersetalk"} if job[0].endswith("_tersetalk")
+                           else {"llmlingua", "hybrid"}), (job[0], systems)  # fmt: skip
     assert {"calibration_sweep_tersetalk", "calibration_sweep_llmlingua"} <= rules_up
     # the format study's model-free jobs fill free cores: under every ablation job (the
     # end of the run has a core free while the last batch, then its scores and figures,
@@ -309,3 +314,14 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     assert experiments["knapsack"] > experiments["savings"] > experiments["dedup"]
     (comprehension,) = [j[3] for j in jobs if j[0] == "formats_comprehension"]
     assert comprehension > max(j[3] for j in batches)
+
+
+def test_llmlingua_and_the_hybrid_share_a_batch(cfg):
+    """Both load LLMLingua's compressor: one job per task loads it once. The group is
+    named, not derived from the compressor: TerseTalk's touchpoint variants need it too."""
+    from tersetalk.tasks.schedule import ablation_batches, batch_cost, batch_name
+
+    batches = ablation_batches(cfg)
+    assert batches == {"tersetalk": ["tersetalk"], "llmlingua_hybrid": ["llmlingua", "hybrid"]}
+    assert batch_name("hybrid") == batch_name("llmlingua") == "llmlingua_hybrid"
+    assert batch_cost({"llmlingua": 3, "hybrid": 6}) == 18 and batch_cost({"tersetalk": 2}) == 2

@@ -361,7 +361,7 @@ class PlannedRun:
     sequential: bool = False
     #: the runs with the same non-empty ``sweep`` share one job and run one after the
     #: other in it (a calibrated system's grid on a task: rule calibration_sweep_<system>;
-    #: a system's ablation-only variants on a task: rule run_ablations_<task>_<system>)
+    #: a batch's ablation-only variants on a task: rule run_ablations_<task>_<batch>)
     sweep: str = ""
 
 
@@ -372,6 +372,7 @@ def plan_runs(config: dict) -> list[PlannedRun]:
     from tersetalk.config import calibration_points, calibration_spec, run_spec
     from tersetalk.shards import shard_names
     from tersetalk.tasks.schedule import (
+        batch_name,
         batched_variants,
         calibration_systems,
         calibration_tasks,
@@ -388,7 +389,8 @@ def plan_runs(config: dict) -> list[PlannedRun]:
             system, variant = label.split("/")
             spec = run_spec(config, task, system, variant)
             layer = 1 if spec["variant_settings"].get("calibrated") else 0
-            sweep = f"{task}/{system}/ablations" if variant in batched.get(system, ()) else ""
+            batched_here = variant in batched.get(system, ())
+            sweep = f"{task}/{batch_name(system)}/ablations" if batched_here else ""
             runs.append(PlannedRun("evaluation", task, system, variant, n_eval, jobs, layer, spec,
                                    sweep=sweep))  # fmt: skip
     for task in calibration_tasks(config):

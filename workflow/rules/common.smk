@@ -25,6 +25,7 @@ from tersetalk.shards import shard_names
 from tersetalk.systems import workflow_inputs
 from tersetalk.tasks.schedule import (
     ablation_only,
+    ablation_batches,
     batch_cost,
     batched_variants,
     runs_on,

@@ -91,7 +91,8 @@ def ablation_only(config: dict, system: str, variant: str) -> bool:
 
 def batched_variants(config: dict) -> dict[str, list[str]]:
     """system -> its variants that run in batches: one job per task and system runs them
-    one after the other (Snakemake's ``run_ablations_<task>_<system>``).
+    one after the other (Snakemake's ``run_ablations_<task>_<batch>``, the batch a
+    system's or shared: :func:`ablation_batches`).
 
     Which: the ablation-only variants (:func:`ablation_only`), unless the name is also a
     variant of another system that is not ablation-only (the Snakefile tells the batched
@@ -114,6 +115,30 @@ def batched_variants(config: dict) -> dict[str, list[str]]:
     return out
 
 
+#: Systems whose ablation batch on a task is another system's: one job runs both, so
+#: what both load once per process (LLMLingua's compressor: about 5 s of imports and
+#: weights) loads once. Named, not derived from the compressor input: TerseTalk's
+#: LLMLingua-touchpoint variants need it too, and would pull TerseTalk's 21 variants in.
+BATCH_WITH = {"hybrid": "llmlingua"}
+
+
+def batch_name(system: str) -> str:
+    """The batch that runs ``system``'s ablation-only variants on a task (:data:`BATCH_WITH`):
+    its own name, or the names of the systems that share it, joined by ``_``."""
+    host = BATCH_WITH.get(system, system)
+    guests = [s for s, h in BATCH_WITH.items() if h == host]
+    return "_".join([host, *guests])
+
+
+def ablation_batches(config: dict) -> dict[str, list[str]]:
+    """batch name (:func:`batch_name`) -> the systems it runs, in config order; only the
+    systems with batched variants (:func:`batched_variants`)."""
+    out: dict[str, list[str]] = {}
+    for system in batched_variants(config):
+        out.setdefault(batch_name(system), []).append(system)
+    return out
+
+
 #: A run's cost relative to one TerseTalk ablation run, by system, for ordering the
 #: ablation batches longest first (:func:`batch_cost`); 1 for systems not named.
 #: Measured on the default run (925fb41, 2 cores): a TerseTalk ablation run takes
@@ -123,12 +148,12 @@ def batched_variants(config: dict) -> dict[str, list[str]]:
 RUN_COST = {"llmlingua": 4}
 
 
-def batch_cost(system: str, runs: int) -> int:
-    """The estimated cost of a batch of ``runs`` runs of ``system``, in TerseTalk
-    ablation runs (:data:`RUN_COST`). Only its order matters: the Snakefile starts the
-    costliest batch first, so the short ones end the run, beside the scoring and
-    figures, rather than a long one alone while the other cores idle."""
-    return runs * RUN_COST.get(system, 1)
+def batch_cost(runs: dict[str, int]) -> int:
+    """The estimated cost of a batch of ``runs`` (system -> its number of runs), in
+    TerseTalk ablation runs (:data:`RUN_COST`). Only its order matters: the Snakefile
+    starts the costliest batch first, so the short ones end the run, beside the scoring
+    and figures, rather than a long one alone while the other cores idle."""
+    return sum(n * RUN_COST.get(system, 1) for system, n in runs.items())
 
 
 def score_groups(config: dict, task: str) -> dict[str, list[str]]:
