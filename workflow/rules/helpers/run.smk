@@ -27,14 +27,25 @@ def batch_runs_of(task, batch):
 
 
 def batch_priority(task, batch):
-    """Longest first: a batch's priority is its estimated cost (tasks.schedule.batch_cost:
-    its number of runs, weighted by system), from just above ABLATION_PRIORITY (over the
-    format study's model-free jobs) up to just below FILL_PRIORITY (under every headline
-    job, so the reading order holds). Started first, the long batches no longer run alone
-    at the end while the other core idles; the short ones, and the scoring and figures
-    after them, fill in beside them."""
-    cost = batch_cost({s: len(batch_variants(task, s)) for s in BATCHES[batch]})
-    return max(ABLATION_PRIORITY + 1, min(FILL_PRIORITY - 1, cost))
+    """Longest first: the batches ranked by estimated seconds (tasks.schedule.batch_cost:
+    their runs, by system and task), the costliest just below FILL_PRIORITY (under every
+    headline job, so the reading order holds), the next one lower, none at or under
+    ABLATION_PRIORITY (over the format study's model-free jobs). Started first, the long
+    batches no longer run alone at the end while the other core idles; the short ones,
+    and the scoring and figures after them, fill in beside them."""
+    return BATCH_PRIORITIES[(task, batch)]
+
+
+BATCH_PRIORITIES = rank_priorities(
+    {
+        (t, b): batch_cost(t, {s: len(batch_variants(t, s)) for s in BATCHES[b]})
+        for t in TASKS
+        for b in BATCHES
+        if batch_runs_of(t, b)
+    },
+    low=ABLATION_PRIORITY + 1,
+    high=FILL_PRIORITY - 1,
+)
 
 
 def batch_outputs(task, batch, model=None):
@@ -49,19 +60,16 @@ def batch_input(wildcards, task, batch):
     """The sample, the calibration file if a batched variant takes calibrated settings,
     and what any of the variants needs built first."""
     inputs = {"sample": paths.SAMPLE.format(task=task)}
-    needs = {}
+    settings = {}
     for system in BATCHES[batch]:
-        settings = []
         for variant in batch_variants(task, system):
             one = config["systems"][system]["variants"][variant]
             if one.get("calibrated"):
                 inputs["calibration"] = paths.calibration_file(task, _model_key(wildcards))
-                settings += calibration_points(config, system).values()
+                settings.setdefault(system, []).extend(calibration_points(config, system).values())
             else:
-                settings.append(one)
-        for key, files in workflow_inputs(system, *settings).items():
-            needs.setdefault(key, set()).update(files)
-    inputs.update({key: sorted(files) for key, files in needs.items()})
+                settings.setdefault(system, []).append(one)
+    inputs.update(batch_workflow_inputs(settings))
     return inputs
 
 
