@@ -53,7 +53,7 @@ for _task in TASKS:
                         paths.results(f"logs/run/{_task}/ablations_{_batch}.log"),
                         _batch_model,
                     ),
-                priority: batch_priority(_task, _batch)
+                priority: BATCH_PRIORITIES[(_task, _batch)]
                 conda:
                     ENV
                 threads: MODEL_THREADS

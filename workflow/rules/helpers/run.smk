@@ -26,16 +26,12 @@ def batch_runs_of(task, batch):
     return [(s, v) for s in BATCHES[batch] for v in batch_variants(task, s)]
 
 
-def batch_priority(task, batch):
-    """Longest first: the batches ranked by estimated seconds (tasks.schedule.batch_cost:
-    their runs, by system and task), the costliest just below FILL_PRIORITY (under every
-    headline job, so the reading order holds), the next one lower, none at or under
-    ABLATION_PRIORITY (over the format study's model-free jobs). Started first, the long
-    batches no longer run alone at the end while the other core idles; the short ones,
-    and the scoring and figures after them, fill in beside them."""
-    return BATCH_PRIORITIES[(task, batch)]
-
-
+#: (task, batch) -> its priority. Longest first: the batches ranked by estimated seconds
+#: (tasks.schedule.batch_cost: their runs, by system and task), the costliest just below
+#: FILL_PRIORITY (under every headline job, so the reading order holds), the next one
+#: lower, none at or under ABLATION_PRIORITY (over the format study's model-free jobs).
+#: Started first, the long batches no longer run alone at the end while the other core
+#: idles; the short ones, and the scoring and figures after them, fill in beside them.
 BATCH_PRIORITIES = rank_priorities(
     {
         (t, b): batch_cost(t, {s: len(batch_variants(t, s)) for s in BATCHES[b]})
