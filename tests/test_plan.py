@@ -339,22 +339,24 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
     assert jobs["calibration_run"] + sum(sweeps.values()) == plan.count_jobs(calibration)
     assert jobs["calibration_run"] == sum(r.jobs for r in calibration if not r.sweep)
     assert jobs["formats_comprehension"] == 1
-    systems = ("tersetalk", "hybrid", "llmlingua")
+    batch_names = ("tersetalk", "llmlingua_hybrid")
     if configfile:  # the hand count: 38 runs in 2 shards each; 3 systems of 1 grid point
-        # each (a sweep each), 1 reference
+        # each (tersetalk's sweep, llmlingua's and the hybrid's together), 1 reference
         # (sharded runs are never batched)
         assert (jobs["run_system"], jobs["calibration_run"], batches) == (76, 1, {})
-        assert sweeps == {f"calibration_sweep_{s}": 1 for s in systems}
+        assert sweeps == {f"calibration_sweep_gsm8k_{b}": 1 for b in batch_names}
         assert len(calibration) == 4
     else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa: 11 + 6 on toolqa run
-        # alone, each task's 21 tersetalk, 6 hybrid and 3 llmlingua ablation-only variants
-        # in a batch per system; per calibrated task, 1 reference and one sweep per
-        # calibrated system (15 grid points in all)
+        # alone; each task's 21 tersetalk ablation-only variants in a batch, its 3
+        # llmlingua and 6 hybrid ones in another; per calibrated task, 1 reference and two
+        # sweeps, the same batches (15 grid points in all)
         assert (len(evaluation), jobs["run_system"], jobs["calibration_run"]) == (82, 22, 2)
         assert batches == {
-            f"run_ablations_{t}_{s}": 1 for t in ("hotpotqa", "gsm8k") for s in systems
+            f"run_ablations_{t}_{b}": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
         }
-        assert sweeps == {f"calibration_sweep_{s}": 2 for s in systems}
+        assert sweeps == {
+            f"calibration_sweep_{t}_{b}": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
+        }
         assert len(calibration) == 32
 
 

@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,9 +23,16 @@ import pytest
 from tersetalk.config import ConfigError, load_config, validate_config
 from tersetalk.stats import noninferiority_table
 from tersetalk.tasks.schedule import (
+    RUN_SECONDS,
+    RUN_SECONDS_OTHER,
+    ablation_batches,
+    batch_cost,
     calibration_systems,
     calibration_tasks,
+    group_batches,
     planned_runs,
+    rank_priorities,
+    sweep_batches,
     system_tasks,
     task_runs,
 )
@@ -283,17 +291,29 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     batches = [j for j in others if j[0].startswith("run_ablations_")]
     assert sum(len(j[1]) for j in batches) == 60
 
-    # longest first: a batch's priority is its estimated cost (runs, an LLMLingua run
-    # counting 4), under the format study's
+    # one batch per task for TerseTalk, one for LLMLingua and the hybrid (both load the
+    # compressor); longest first: ranked by estimated seconds (RUN_SECONDS by system and
+    # task), one priority apart, under the format study's comprehension job
     def cost(job):
-        return len(job[1]) * (4 if job[0].endswith("_llmlingua") else 1)
+        return sum(RUN_SECONDS[(Path(out).parent.name, Path(out).parent.parent.name)]
+                   for out in job[1])  # fmt: skip
 
-    assert all(j[3] == min(cost(j), 19) for j in batches), [(j[0], j[3]) for j in batches]
-    # the LLMLingua batches (3 runs) start before the hybrid's (6): the short ones end
     by_rule = {j[0]: j[3] for j in batches}
-    for task in ("gsm8k", "hotpotqa"):
-        assert by_rule[f"run_ablations_{task}_llmlingua"] > by_rule[f"run_ablations_{task}_hybrid"]
-    assert {"calibration_sweep_tersetalk", "calibration_sweep_llmlingua"} <= rules_up
+    assert sorted(by_rule) == sorted(f"run_ablations_{t}_{b}" for t in ("gsm8k", "hotpotqa")
+                                     for b in ("tersetalk", "llmlingua_hybrid"))  # fmt: skip
+    ranked = [j[0] for j in sorted(batches, key=cost, reverse=True)]
+    assert [by_rule[r] for r in ranked] == [19, 18, 17, 16], by_rule
+    # the default run's measured order (7eb5cf6): GSM8K's LLMLingua batch before
+    # HotpotQA's, which is short enough to end the run beside the fillers
+    assert ranked == ["run_ablations_hotpotqa_tersetalk", "run_ablations_gsm8k_tersetalk",
+                      "run_ablations_gsm8k_llmlingua_hybrid",
+                      "run_ablations_hotpotqa_llmlingua_hybrid"]  # fmt: skip
+    for job in batches:
+        systems = {Path(out).parent.name for out in job[1]}
+        assert systems == ({"tersetalk"} if job[0].endswith("_tersetalk")
+                           else {"llmlingua", "hybrid"}), (job[0], systems)  # fmt: skip
+    assert {f"calibration_sweep_{t}_{b}" for t in ("gsm8k", "hotpotqa")
+            for b in ("tersetalk", "llmlingua_hybrid")} <= rules_up  # fmt: skip
     # the format study's model-free jobs fill free cores: under every ablation job (the
     # end of the run has a core free while the last batch, then its scores and figures,
     # run one after the other), the longest first; its model job runs with the headline
@@ -309,3 +329,40 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     assert experiments["knapsack"] > experiments["savings"] > experiments["dedup"]
     (comprehension,) = [j[3] for j in jobs if j[0] == "formats_comprehension"]
     assert comprehension > max(j[3] for j in batches)
+
+
+def test_llmlingua_and_the_hybrid_share_a_batch(cfg):
+    """Both load LLMLingua's compressor: one job per task loads it once, for their
+    ablation-only variants and for their calibration grids. The group is named, not
+    derived from the compressor: TerseTalk's touchpoint variants need it too."""
+    shared = {"tersetalk": ["tersetalk"], "llmlingua_hybrid": ["llmlingua", "hybrid"]}
+    assert ablation_batches(cfg) == shared
+    # the calibration section lists the hybrid before LLMLingua: the host still leads
+    assert list(cfg["calibration"]).index("hybrid") < list(cfg["calibration"]).index("llmlingua")
+    assert sweep_batches(cfg, "gsm8k") == sweep_batches(cfg, "hotpotqa") == shared
+    assert sweep_batches(cfg, "toolqa") == {}  # no calibrated system runs there
+    # a batch is named by the systems it holds: the hybrid alone is just the hybrid
+    assert group_batches(["hybrid"]) == {"hybrid": ["hybrid"]}
+    assert group_batches(["hybrid", "msp", "llmlingua"]) == {
+        "llmlingua_hybrid": ["llmlingua", "hybrid"], "msp": ["msp"]
+    }  # fmt: skip
+    assert batch_cost("gsm8k", {"llmlingua": 3, "hybrid": 6}) == 3 * 53 + 6 * 10
+    assert batch_cost("boolq", {"tersetalk": 2}) == 2 * RUN_SECONDS_OTHER
+
+
+def test_rank_priorities_put_the_costliest_first_and_none_under_the_floor():
+    costs = {"a": 5, "b": 50, "c": 5, "d": 20}
+    assert rank_priorities(costs, low=4, high=19) == {"b": 19, "d": 18, "a": 17, "c": 16}
+    # more keys than priorities: the cheapest share the floor
+    assert rank_priorities(costs, low=17, high=19) == {"b": 19, "d": 18, "a": 17, "c": 17}
+    assert rank_priorities({}, low=4, high=19) == {}
+
+
+def test_a_disabled_system_is_not_calibrated(cfg):
+    """Its grid would have no sweep to run it (the Snakefile's sweeps are of enabled
+    systems), and the calibration file would wait for it."""
+    edited = copy.deepcopy(cfg)
+    edited["systems"]["hybrid"]["enabled"] = False
+    assert "hybrid" not in calibration_systems(edited, "gsm8k")
+    alone = {"tersetalk": ["tersetalk"], "llmlingua": ["llmlingua"]}
+    assert sweep_batches(edited, "gsm8k") == alone

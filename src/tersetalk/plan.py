@@ -10,12 +10,13 @@ the jobs ``snakemake -n`` lists for the same config):
 
 - ``evaluation``: every run of ``all`` (task x enabled system x variant that runs on
   the task, :func:`tersetalk.tasks.schedule.task_runs`), ``n_eval`` examples each, cut
-  into ``run.shard_size`` shards; without shards, a system's ablation-only variants on a
-  task are one job (:func:`tersetalk.tasks.schedule.batched_variants`);
+  into ``run.shard_size`` shards; without shards, a batch's ablation-only variants on a
+  task are one job (:func:`tersetalk.tasks.schedule.ablation_batches`);
 - ``calibration``: every grid point (:func:`tersetalk.config.calibration_points`) of every
   calibrated system on every task it runs on, and the reference runs the grid is judged
   against (:func:`tersetalk.calibration.options`), ``calibration_n`` examples each; a
-  system's grid points on a task are one job (a sweep: ``PlannedRun.sweep``);
+  batch's grid points on a task are one job (a sweep: ``PlannedRun.sweep``; a batch is a
+  system, or systems that share one: :func:`tersetalk.tasks.schedule.sweep_batches`);
 - ``comprehension``: the format study's questions, each answered once per encoding by the
   model. Which payloads and questions: the study's own selection
   (:func:`tersetalk.formats.experiments.comprehension`) run with a client that counts
@@ -360,8 +361,9 @@ class PlannedRun:
     #: models.max_concurrency says
     sequential: bool = False
     #: the runs with the same non-empty ``sweep`` share one job and run one after the
-    #: other in it (a calibrated system's grid on a task: rule calibration_sweep_<system>;
-    #: a system's ablation-only variants on a task: rule run_ablations_<task>_<system>)
+    #: other in it (a batch's calibration grids on a task: rule
+    #: calibration_sweep_<task>_<batch>; its ablation-only variants on a task: rule
+    #: run_ablations_<task>_<batch>)
     sweep: str = ""
 
 
@@ -372,6 +374,7 @@ def plan_runs(config: dict) -> list[PlannedRun]:
     from tersetalk.config import calibration_points, calibration_spec, run_spec
     from tersetalk.shards import shard_names
     from tersetalk.tasks.schedule import (
+        batch_host,
         batched_variants,
         calibration_systems,
         calibration_tasks,
@@ -388,7 +391,8 @@ def plan_runs(config: dict) -> list[PlannedRun]:
             system, variant = label.split("/")
             spec = run_spec(config, task, system, variant)
             layer = 1 if spec["variant_settings"].get("calibrated") else 0
-            sweep = f"{task}/{system}/ablations" if variant in batched.get(system, ()) else ""
+            batched_here = variant in batched.get(system, ())
+            sweep = f"{task}/{batch_host(system)}/ablations" if batched_here else ""
             runs.append(PlannedRun("evaluation", task, system, variant, n_eval, jobs, layer, spec,
                                    sweep=sweep))  # fmt: skip
     for task in calibration_tasks(config):
@@ -396,7 +400,7 @@ def plan_runs(config: dict) -> list[PlannedRun]:
             for point in calibration_points(config, system):
                 spec = calibration_spec(config, task, system, point)
                 runs.append(PlannedRun("calibration", task, system, point, n_cal, 1, 0, spec,
-                                       sweep=f"{task}/{system}"))  # fmt: skip
+                                       sweep=f"{task}/{batch_host(system)}"))  # fmt: skip
         opts = calibration.options(config, task)
         own = sorted({e["reference"] for e in opts["systems"].values() if "reference" in e})
         for label in [opts["reference"], *(r for r in own if r != opts["reference"])]:

@@ -32,36 +32,39 @@ rule calibration_run:
         "--out {output} 2>&1 | tee {log}"
 
 
-# One job per calibrated system and task runs the system's whole grid: `tersetalk run`
+# One job per task and batch runs the grids of its calibrated systems (a system alone, or
+# LLMLingua and the hybrid together: tersetalk.tasks.schedule.BATCH_WITH): `tersetalk run`
 # with a spec per point, one after the other in one process, so the imports and
-# LLMLingua's compressor are loaded once per grid, not once per point. Each point still
-# has its own run file, checkpoint and cached calls; a sensitivity model gets its own
-# sweeps (model_calibration_sweep_<system>).
-for _system in SWEPT_SYSTEMS:
-    for _sweep_model in [None, *(["{model}"] if SENSITIVITY else [])]:
+# LLMLingua's compressor are loaded once per job, not once per point or system. Each
+# point still has its own run file, checkpoint and cached calls; a sensitivity model gets
+# its own sweeps (model_calibration_sweep_<task>_<batch>).
+for _task, _batches in SWEEPS.items():
+    for _batch in _batches:
+        for _sweep_model in [None, *(["{model}"] if SENSITIVITY else [])]:
 
-        rule:
-            name:
-                ("model_" if _sweep_model else "") + f"calibration_sweep_{_system}"
-            input:
-                unpack(functools.partial(calibration_sweep_input, system=_system)),
-            output:
-                calibration_sweep_outputs(_system, _sweep_model),
-            log:
-                paths.for_model(
-                    paths.results(f"logs/calibration/{{task}}/{_system}.sweep.log"), _sweep_model
-                ),
-            priority: HEADLINE_PRIORITY
-            conda:
-                ENV
-            threads: MODEL_THREADS
-            resources:
-                mem_mb=4000,
-                runtime=functools.partial(calibration_sweep_runtime_min, system=_system),
-            params:
-                runs=functools.partial(calibration_sweep_runs, system=_system),
-            shell:
-                "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
+            rule:
+                name:
+                    ("model_" if _sweep_model else "") + f"calibration_sweep_{_task}_{_batch}"
+                input:
+                    unpack(functools.partial(calibration_sweep_input, task=_task, batch=_batch)),
+                output:
+                    calibration_sweep_outputs(_task, _batch, _sweep_model),
+                log:
+                    paths.for_model(
+                        paths.results(f"logs/calibration/{_task}/{_batch}.sweep.log"),
+                        _sweep_model,
+                    ),
+                priority: HEADLINE_PRIORITY
+                conda:
+                    ENV
+                threads: MODEL_THREADS
+                resources:
+                    mem_mb=4000,
+                    runtime=calibration_sweep_runtime_min(_task, _batch),
+                params:
+                    runs=functools.partial(calibration_sweep_runs, task=_task, batch=_batch),
+                shell:
+                    "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
 
 
 rule calibrate:

@@ -25,8 +25,10 @@ from tersetalk.shards import shard_names
 from tersetalk.systems import workflow_inputs
 from tersetalk.tasks.schedule import (
     ablation_only,
+    ablation_batches,
     batch_cost,
     batched_variants,
+    rank_priorities,
     runs_on,
     score_groups,
     variant_runs_on,
@@ -143,6 +145,17 @@ def runs_args(specs, outs):
     for spec, out in zip(specs, outs, strict=True):
         args += ["--spec-json", spec_json(spec), "--out", out]
     return " ".join(shlex.quote(a) for a in args)
+
+
+def batch_workflow_inputs(settings):
+    """What any run of a batch or sweep needs built first: each system's workflow_inputs
+    for its variant settings (``settings``: system -> a list of them), merged key by key,
+    each list sorted and without duplicates."""
+    needs = {}
+    for system, ones in settings.items():
+        for key, files in workflow_inputs(system, *ones).items():
+            needs.setdefault(key, set()).update(files)
+    return {key: sorted(files) for key, files in needs.items()}
 
 
 def all_outputs():

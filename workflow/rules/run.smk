@@ -30,37 +30,38 @@ rule run_system:
 
 # A system's ablation-only variants on a task run in one job, one after the other
 # (`tersetalk run` with a spec per variant): the imports, and LLMLingua's compressor for
-# the systems that compress, load once for the batch, not once per variant. Each variant
-# still has its own run file, checkpoint and cached calls, so a batch that reruns for one
-# changed variant replays the others from the caches. Not with run.shard_size (BATCHED
-# is empty then).
+# the systems that compress, load once for the batch, not once per variant. LLMLingua's
+# and the hybrid's variants share a batch (tersetalk.tasks.schedule.BATCH_WITH): both
+# load the compressor. Each variant still has its own run file, checkpoint and cached
+# calls, so a batch that reruns for one changed variant replays the others from the
+# caches. Not with run.shard_size (BATCHES is empty then).
 for _task in TASKS:
-    for _system in BATCHED:
-        if not batch_variants(_task, _system):
+    for _batch in BATCHES:
+        if not batch_runs_of(_task, _batch):
             continue
         for _batch_model in [None, *(["{model}"] if SENSITIVITY else [])]:
 
             rule:
                 name:
-                    ("model_" if _batch_model else "") + f"run_ablations_{_task}_{_system}"
+                    ("model_" if _batch_model else "") + f"run_ablations_{_task}_{_batch}"
                 input:
-                    unpack(functools.partial(batch_input, task=_task, system=_system)),
+                    unpack(functools.partial(batch_input, task=_task, batch=_batch)),
                 output:
-                    batch_outputs(_task, _system, _batch_model),
+                    batch_outputs(_task, _batch, _batch_model),
                 log:
                     paths.for_model(
-                        paths.results(f"logs/run/{_task}/{_system}/ablations.log"),
+                        paths.results(f"logs/run/{_task}/ablations_{_batch}.log"),
                         _batch_model,
                     ),
-                priority: batch_priority(_task, _system)
+                priority: BATCH_PRIORITIES[(_task, _batch)]
                 conda:
                     ENV
                 threads: MODEL_THREADS
                 resources:
                     mem_mb=4000,
-                    runtime=len(batch_variants(_task, _system)) * (10 + 2 * config["n_eval"]),
+                    runtime=len(batch_runs_of(_task, _batch)) * (10 + 2 * config["n_eval"]),
                 params:
-                    runs=functools.partial(batch_runs, task=_task, system=_system),
+                    runs=functools.partial(batch_runs, task=_task, batch=_batch),
                 shell:
                     "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 __all__ = [
     "SCORE_GROUPS",
+    "ablation_batches",
     "ablation_only",
     "calibration_tasks",
     "calibration_systems",
@@ -28,6 +29,7 @@ __all__ = [
     "planned_runs",
     "runs_on",
     "score_groups",
+    "sweep_batches",
     "system_tasks",
     "task_runs",
     "variant_runs_on",
@@ -91,7 +93,8 @@ def ablation_only(config: dict, system: str, variant: str) -> bool:
 
 def batched_variants(config: dict) -> dict[str, list[str]]:
     """system -> its variants that run in batches: one job per task and system runs them
-    one after the other (Snakemake's ``run_ablations_<task>_<system>``).
+    one after the other (Snakemake's ``run_ablations_<task>_<batch>``, the batch a
+    system's or shared: :func:`ablation_batches`).
 
     Which: the ablation-only variants (:func:`ablation_only`), unless the name is also a
     variant of another system that is not ablation-only (the Snakefile tells the batched
@@ -114,21 +117,80 @@ def batched_variants(config: dict) -> dict[str, list[str]]:
     return out
 
 
-#: A run's cost relative to one TerseTalk ablation run, by system, for ordering the
-#: ablation batches longest first (:func:`batch_cost`); 1 for systems not named.
-#: Measured on the default run (925fb41, 2 cores): a TerseTalk ablation run takes
-#: about 15 s, a hybrid one about 8 s (its compressions mostly cached by then), and an
-#: LLMLingua one 30-50 s: its compressed prompts are its own, so none of its calls is
-#: in the cache, and it pays the compressor's passes.
-RUN_COST = {"llmlingua": 4}
+#: Systems whose jobs on a task are another system's: one job runs both systems' runs
+#: (ablation-only variants: :func:`ablation_batches`; calibration grids:
+#: :func:`sweep_batches`), so what both load once per process (LLMLingua's compressor:
+#: about 5 s of imports and weights) loads once. Named, not derived from the compressor
+#: input: TerseTalk's LLMLingua-touchpoint variants need it too, and would pull
+#: TerseTalk's 21 variants in.
+BATCH_WITH = {"hybrid": "llmlingua"}
 
 
-def batch_cost(system: str, runs: int) -> int:
-    """The estimated cost of a batch of ``runs`` runs of ``system``, in TerseTalk
-    ablation runs (:data:`RUN_COST`). Only its order matters: the Snakefile starts the
-    costliest batch first, so the short ones end the run, beside the scoring and
-    figures, rather than a long one alone while the other cores idle."""
-    return runs * RUN_COST.get(system, 1)
+def batch_host(system: str) -> str:
+    """The system whose batch runs ``system``'s (:data:`BATCH_WITH`): itself, or its host."""
+    return BATCH_WITH.get(system, system)
+
+
+def group_batches(systems) -> dict[str, list[str]]:
+    """batch name -> its systems: ``systems`` grouped by :func:`batch_host`, each group
+    named by its systems joined by ``_``, the host first (``llmlingua_hybrid``), then in
+    the order given."""
+    groups: dict[str, list[str]] = {}
+    for system in systems:
+        groups.setdefault(batch_host(system), []).append(system)
+    out = {}
+    for host, members in groups.items():
+        members.sort(key=lambda s: s != host)  # stable: the host first
+        out["_".join(members)] = members
+    return out
+
+
+def ablation_batches(config: dict) -> dict[str, list[str]]:
+    """batch name -> the systems whose ablation-only variants (:func:`batched_variants`)
+    one job per task runs (``run_ablations_<task>_<batch>``): :func:`group_batches`."""
+    return group_batches(batched_variants(config))
+
+
+def sweep_batches(config: dict, task: str) -> dict[str, list[str]]:
+    """batch name -> the calibrated systems on ``task`` (:func:`calibration_systems`)
+    whose grids one job runs (``calibration_sweep_<task>_<batch>``): :func:`group_batches`."""
+    return group_batches(calibration_systems(config, task))
+
+
+#: A run's seconds in an ablation batch, by (system, task), for ordering the batches
+#: longest first (:func:`batch_cost`); :data:`RUN_SECONDS_OTHER` for pairs not named.
+#: Measured on the default run (7eb5cf6: the embedded model, 2 cores; each batch's
+#: seconds over its runs). By task, not by system alone: TerseTalk's runs take longer
+#: on HotpotQA (its long passages), LLMLingua's and the hybrid's on GSM8K (the model
+#: writes long answers to compressed questions), and the last batch to start is the one
+#: that can end the run alone while the other core idles (at b391dfe a tie between the
+#: two tasks' LLMLingua batches left a core idle for 104 core-s). Only the order counts;
+#: another model may order them otherwise, which costs time, never a result.
+RUN_SECONDS = {
+    ("tersetalk", "hotpotqa"): 18,
+    ("tersetalk", "gsm8k"): 11,
+    ("llmlingua", "hotpotqa"): 35,
+    ("llmlingua", "gsm8k"): 53,
+    ("hybrid", "hotpotqa"): 6,
+    ("hybrid", "gsm8k"): 10,
+}
+RUN_SECONDS_OTHER = 15
+
+
+def batch_cost(task: str, runs: dict[str, int]) -> int:
+    """The estimated seconds of a batch on ``task`` of ``runs`` (system -> its number of
+    runs; :data:`RUN_SECONDS`). The Snakefile starts the costliest batch first, so the
+    short ones end the run, beside the scoring and figures, rather than a long one alone
+    while the other cores idle."""
+    return sum(n * RUN_SECONDS.get((system, task), RUN_SECONDS_OTHER) for system, n in runs.items())
+
+
+def rank_priorities(costs: dict, low: int, high: int) -> dict:
+    """key -> priority: the keys ranked by ``costs`` (the costliest gets ``high``, the
+    next ``high - 1``, ...), none under ``low`` (the cheapest share it when there are
+    more keys than priorities); equal costs keep the order given, the first higher."""
+    order = sorted(costs, key=lambda k: -costs[k])  # stable: ties in the order given
+    return {k: max(low, high - i) for i, k in enumerate(order)}
 
 
 def score_groups(config: dict, task: str) -> dict[str, list[str]]:
@@ -146,8 +208,13 @@ def score_groups(config: dict, task: str) -> dict[str, list[str]]:
 
 
 def calibration_systems(config: dict, task: str) -> list[str]:
-    """The calibrated systems (``calibration``) that run on ``task``."""
-    return [s for s in config.get("calibration", {}) if runs_on(config, s, task)]
+    """The enabled calibrated systems (``calibration``) that run on ``task``."""
+    systems = config["systems"]
+    return [
+        s
+        for s in config.get("calibration", {})
+        if s in systems and systems[s].get("enabled", True) and runs_on(config, s, task)
+    ]
 
 
 def calibration_tasks(config: dict) -> list[str]:

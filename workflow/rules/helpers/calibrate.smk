@@ -2,13 +2,15 @@
 
 from tersetalk import calibration
 from tersetalk.config import calibration_points, calibration_spec
-from tersetalk.tasks.schedule import calibration_systems, calibration_tasks
+from tersetalk.tasks.schedule import calibration_systems, calibration_tasks, sweep_batches
 
 #: a grid point's name (calibration_points: g00, g01, ...); a {point} that is not one is a
 #: reference run's variant, which rule calibration_run makes (the sweeps make the points)
 REFERENCE_POINT = r"(?!g[0-9][0-9]+(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
-#: the calibrated systems, each swept by its own rule calibration_sweep_<system>
-SWEPT_SYSTEMS = [s for s in config.get("calibration", {}) if s in SYSTEMS]
+#: task -> batch -> the calibrated systems whose grids on the task one job runs, rule
+#: calibration_sweep_<task>_<batch> (a system alone, or systems that share a batch:
+#: tersetalk.tasks.schedule.sweep_batches)
+SWEEPS = {task: sweep_batches(config, task) for task in calibration_tasks(config)}
 
 
 def calibration_targets():
@@ -64,34 +66,40 @@ def calibration_options_json(wildcards):
     return json.dumps(calibration.options(config, wildcards.task), sort_keys=True)
 
 
-def calibration_sweep_outputs(system, model=None):
-    """The grid points' run files of ``system`` in grid order, with a {task} wildcard (and
-    {model}, for a sensitivity model's sweep: ``model="{model}"``)."""
+def sweep_points(task, batch):
+    """(system, grid point) of each run of ``batch``'s sweep on ``task``, system by system."""
+    return [(s, p) for s in SWEEPS[task][batch] for p in calibration_points(config, s)]
+
+
+def calibration_sweep_outputs(task, batch, model=None):
+    """The grid points' run files of the sweep, in its order (with a {model} wildcard for a
+    sensitivity model's sweep: ``model="{model}"``)."""
     template = paths.for_model(paths.CALIBRATION_RUN, model)
     return [
-        template.replace("{system}", system).replace("{point}", point)
-        for point in calibration_points(config, system)
+        template.format(task=task, system=system, point=point, model="{model}")
+        for system, point in sweep_points(task, batch)
     ]
 
 
-def calibration_sweep_input(wildcards, system):
-    """The calibration shard, and what any grid point of ``system`` needs built first."""
+def calibration_sweep_input(wildcards, task, batch):
+    """The calibration shard, and what any grid point of the sweep needs built first."""
+    settings = {s: list(calibration_points(config, s).values()) for s in SWEEPS[task][batch]}
     return {
-        "sample": paths.CALIBRATION_SAMPLE.format(task=wildcards.task),
-        **workflow_inputs(system, *calibration_points(config, system).values()),
+        "sample": paths.CALIBRATION_SAMPLE.format(task=task),
+        **batch_workflow_inputs(settings),
     }
 
 
-def calibration_sweep_runs(wildcards, output, system):
+def calibration_sweep_runs(wildcards, output, task, batch):
     """`tersetalk run`'s arguments for the sweep: a --spec-json and its --out per grid
     point, in the order of the rule's outputs."""
     specs = [
-        calibration_spec(config, wildcards.task, system, point, _model(wildcards))
-        for point in calibration_points(config, system)
+        calibration_spec(config, task, system, point, _model(wildcards))
+        for system, point in sweep_points(task, batch)
     ]
     return runs_args(specs, output)
 
 
-def calibration_sweep_runtime_min(wildcards, system):
+def calibration_sweep_runtime_min(task, batch):
     """The cluster budget of a sweep: its points one after the other."""
-    return len(calibration_points(config, system)) * (10 + 2 * config["calibration_n"])
+    return len(sweep_points(task, batch)) * (10 + 2 * config["calibration_n"])

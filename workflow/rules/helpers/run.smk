@@ -2,9 +2,11 @@
 
 from tersetalk.config import calibration_points
 
-#: system -> the ablation-only variants run in batches, one job per task and system
+#: system -> the ablation-only variants run in batches, one job per task and batch
 #: (tersetalk.tasks.schedule.batched_variants; none with run.shard_size)
 BATCHED = batched_variants(config)
+#: batch -> the systems it runs (a system's own, or shared: schedule.ablation_batches)
+BATCHES = ablation_batches(config)
 _BATCHED_NAMES = sorted({v for names in BATCHED.values() for v in names})
 #: run_system's {variant}: any name but a batched one
 RUN_VARIANT = (
@@ -19,47 +21,60 @@ def batch_variants(task, system):
     return [v for v in BATCHED.get(system, []) if variant_runs_on(config, system, v, task)]
 
 
-def batch_priority(task, system):
-    """Longest first: a batch's priority is its estimated cost (tasks.schedule.batch_cost:
-    its number of runs, weighted by system), from just above ABLATION_PRIORITY (over the
-    format study's model-free jobs) up to just below FILL_PRIORITY (under every headline
-    job, so the reading order holds). Started first, the long batches no longer run alone
-    at the end while the other core idles; the short ones, and the scoring and figures
-    after them, fill in beside them."""
-    cost = batch_cost(system, len(batch_variants(task, system)))
-    return max(ABLATION_PRIORITY + 1, min(FILL_PRIORITY - 1, cost))
+def batch_runs_of(task, batch):
+    """(system, variant) of each run of ``batch`` on ``task``, system by system."""
+    return [(s, v) for s in BATCHES[batch] for v in batch_variants(task, s)]
 
 
-def batch_outputs(task, system, model=None):
+#: (task, batch) -> its priority. Longest first: the batches ranked by estimated seconds
+#: (tasks.schedule.batch_cost: their runs, by system and task), the costliest just below
+#: FILL_PRIORITY (under every headline job, so the reading order holds), the next one
+#: lower, none at or under ABLATION_PRIORITY (over the format study's model-free jobs).
+#: Started first, the long batches no longer run alone at the end while the other core
+#: idles; the short ones, and the scoring and figures after them, fill in beside them.
+BATCH_PRIORITIES = rank_priorities(
+    {
+        (t, b): batch_cost(t, {s: len(batch_variants(t, s)) for s in BATCHES[b]})
+        for t in TASKS
+        for b in BATCHES
+        if batch_runs_of(t, b)
+    },
+    low=ABLATION_PRIORITY + 1,
+    high=FILL_PRIORITY - 1,
+)
+
+
+def batch_outputs(task, batch, model=None):
     template = paths.for_model(paths.RUN, model)
     return [
         template.format(task=task, system=system, variant=v, model="{model}")
-        for v in batch_variants(task, system)
+        for system, v in batch_runs_of(task, batch)
     ]
 
 
-def batch_input(wildcards, task, system):
+def batch_input(wildcards, task, batch):
     """The sample, the calibration file if a batched variant takes calibrated settings,
     and what any of the variants needs built first."""
     inputs = {"sample": paths.SAMPLE.format(task=task)}
-    settings = []
-    for variant in batch_variants(task, system):
-        one = config["systems"][system]["variants"][variant]
-        if one.get("calibrated"):
-            inputs["calibration"] = paths.calibration_file(task, _model_key(wildcards))
-            settings += calibration_points(config, system).values()
-        else:
-            settings.append(one)
-    inputs.update(workflow_inputs(system, *settings))
+    settings = {}
+    for system in BATCHES[batch]:
+        for variant in batch_variants(task, system):
+            one = config["systems"][system]["variants"][variant]
+            if one.get("calibrated"):
+                inputs["calibration"] = paths.calibration_file(task, _model_key(wildcards))
+                settings.setdefault(system, []).extend(calibration_points(config, system).values())
+            else:
+                settings.setdefault(system, []).append(one)
+    inputs.update(batch_workflow_inputs(settings))
     return inputs
 
 
-def batch_runs(wildcards, output, task, system):
+def batch_runs(wildcards, output, task, batch):
     """`tersetalk run`'s arguments: a --spec-json and its --out per batched variant, in the
     order of the rule's outputs."""
     specs = [
         run_spec(config, task, system, variant, _model(wildcards))
-        for variant in batch_variants(task, system)
+        for system, variant in batch_runs_of(task, batch)
     ]
     return runs_args(specs, output)
 
