@@ -163,7 +163,7 @@ def sweep_batches(config: dict, task: str) -> dict[str, list[str]]:
 #: seconds over its runs). By task, not by system alone: TerseTalk's runs take longer
 #: on HotpotQA (its long passages), LLMLingua's and the hybrid's on GSM8K (the model
 #: writes long answers to compressed questions), and the last batch to start is the one
-#: that can end the run alone while the other core idles (at b391dfe a tie between the
+#: that can end the run alone while the other core idles (at 7ed09c9 a tie between the
 #: two tasks' LLMLingua batches left a core idle for 104 core-s). Only the order counts;
 #: another model may order them otherwise, which costs time, never a result.
 RUN_SECONDS = {
