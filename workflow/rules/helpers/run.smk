@@ -11,20 +11,19 @@ PHASES = {
     "ablations": (batched_variants(config), ablation_batches(config)),
 }
 BATCHED, BATCHES = PHASES["ablations"]
-_BATCHED_NAMES = sorted({v for names in BATCHED.values() for v in names})
+
+
+def _any_name_but(names):
+    """A wildcard's pattern: any name but one of ``names``."""
+    if not names:
+        return "[A-Za-z0-9_-]+"
+    return "(?!(?:" + "|".join(map(re.escape, names)) + ")(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
+
+
 #: run_system's {variant}: any name but a batched one
-RUN_VARIANT = (
-    "(?!(?:" + "|".join(map(re.escape, _BATCHED_NAMES)) + ")(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
-    if _BATCHED_NAMES
-    else "[A-Za-z0-9_-]+"
-)
-_WHOLE = whole_batched(config)
+RUN_VARIANT = _any_name_but(sorted({v for names in BATCHED.values() for v in names}))
 #: run_system's {system}: any but those whose every run is in a batch
-RUN_SYSTEM = (
-    "(?!(?:" + "|".join(map(re.escape, _WHOLE)) + ")(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
-    if _WHOLE
-    else "[A-Za-z0-9_-]+"
-)
+RUN_SYSTEM = _any_name_but(whole_batched(config))
 
 
 def batch_variants(task, system, phase="ablations"):
