@@ -334,8 +334,11 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
     evaluation = [r for r in runs if r.part == "evaluation"]
     sweeps = {k: v for k, v in jobs.items() if k.startswith("calibration_sweep_")}
     batches = {k: v for k, v in jobs.items() if k.startswith("run_ablations_")}
+    headline = {k: v for k, v in jobs.items() if k.startswith("run_headline_")}
     assert jobs["run_system"] == sum(r.jobs for r in evaluation if not r.sweep)
-    assert jobs["run_system"] + sum(batches.values()) == plan.count_jobs(evaluation)
+    assert jobs["run_system"] + sum(batches.values()) + sum(headline.values()) == (
+        plan.count_jobs(evaluation)
+    )
     assert jobs["calibration_run"] + sum(sweeps.values()) == plan.count_jobs(calibration)
     assert jobs["calibration_run"] == sum(r.jobs for r in calibration if not r.sweep)
     assert jobs["formats_comprehension"] == 1
@@ -343,16 +346,22 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
     if configfile:  # the hand count: 38 runs in 2 shards each; 3 systems of 1 grid point
         # each (tersetalk's sweep, llmlingua's and the hybrid's together), 1 reference
         # (sharded runs are never batched)
-        assert (jobs["run_system"], jobs["calibration_run"], batches) == (76, 1, {})
+        assert (jobs["run_system"], jobs["calibration_run"], batches, headline) == (76, 1, {}, {})
         assert sweeps == {f"calibration_sweep_gsm8k_{b}": 1 for b in batch_names}
         assert len(calibration) == 4
-    else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa: 11 + 6 on toolqa run
-        # alone; each task's 21 tersetalk ablation-only variants in a batch, its 3
-        # llmlingua and 6 hybrid ones in another; per calibrated task, 1 reference and two
-        # sweeps, the same batches (15 grid points in all)
-        assert (len(evaluation), jobs["run_system"], jobs["calibration_run"]) == (82, 22, 2)
+    else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa: 3 on each of hotpotqa
+        # and gsm8k and 6 on toolqa run alone; each task's 21 tersetalk ablation-only
+        # variants in a batch, its 3 llmlingua and 6 hybrid ones in another; its headline
+        # llmlingua and hybrid runs in one, its 2 mediator and 1 msp ones in another; per
+        # calibrated task, 1 reference and two sweeps, the same batches (15 grid points)
+        assert (len(evaluation), jobs["run_system"], jobs["calibration_run"]) == (82, 12, 2)
         assert batches == {
             f"run_ablations_{t}_{b}": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
+        }
+        assert headline == {
+            f"run_headline_{t}_{b}": 1
+            for t in ("hotpotqa", "gsm8k")
+            for b in ("llmlingua_hybrid", "mediator_msp")
         }
         assert sweeps == {
             f"calibration_sweep_{t}_{b}": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names

@@ -129,11 +129,10 @@ def test_a_compressor_is_loaded_once_per_process(monkeypatch, tmp_path):
     assert builds == [1, 2] and c._loaded is not a._loaded
 
 
-def test_the_embedded_model_gives_the_same_runs_in_one_process(specs, tmp_path):
-    """The real model: two specs in one process against each in its own, every
+def alone_and_together(runs, sample_path, tmp_path):
+    """The real model: ``runs`` each in its own process, then all in one, every
     deterministic column equal. Each process runs in its own folder with the relative
     cache_dir "cache" (one spec hash, separate call caches), so all really call the model."""
-    runs, sample_path = specs
     runs = [dict(s, cache_dir="cache") for s in runs]
 
     def cli(specs_, outs, folder):
@@ -141,12 +140,24 @@ def test_the_embedded_model_gives_the_same_runs_in_one_process(specs, tmp_path):
         argv = [sys.executable, "-m", "tersetalk", *args(specs_, sample_path, outs), "--limit", "1"]
         subprocess.run(argv, check=True, capture_output=True, cwd=tmp_path / folder)
 
-    alone = [tmp_path / "alone0.parquet", tmp_path / "alone1.parquet"]
+    alone = [tmp_path / f"alone{i}.parquet" for i in range(len(runs))]
     for i, (spec, out) in enumerate(zip(runs, alone, strict=True)):
         cli([spec], [out], f"cache-alone{i}")
-    together = [tmp_path / "together0.parquet", tmp_path / "together1.parquet"]
+    together = [tmp_path / f"together{i}.parquet" for i in range(len(runs))]
     cli(runs, together, "cache-together")
     for a, b in zip(alone, together, strict=True):
         a, b = pd.read_parquet(a), pd.read_parquet(b)
         assert (a["n_model_calls"] > a["cache_hits"]).all()  # the model really answered
         same_deterministic(a, b)
+
+
+def test_the_embedded_model_gives_the_same_runs_in_one_process(specs, tmp_path):
+    alone_and_together(specs[0], specs[1], tmp_path)
+
+
+def test_the_mediator_and_msp_give_the_same_runs_in_one_process(specs, base_config, tmp_path):
+    """Their headline batch (rule run_headline_<task>_mediator_msp): both judge with the
+    MiniLM encoder, which the process loads once; each run's judge verdicts unchanged."""
+    cfg = dict(base_config, cache_dir=specs[0][0]["cache_dir"])
+    runs = [run_spec(cfg, "gsm8k", "mediator", "default"), run_spec(cfg, "gsm8k", "msp", "default")]
+    alone_and_together(runs, specs[1], tmp_path)

@@ -27,14 +27,18 @@ from tersetalk.tasks.schedule import (
     RUN_SECONDS_OTHER,
     ablation_batches,
     batch_cost,
+    batched_variants,
     calibration_systems,
     calibration_tasks,
     group_batches,
+    headline_batches,
+    headline_variants,
     planned_runs,
     rank_priorities,
     sweep_batches,
     system_tasks,
     task_runs,
+    whole_batched,
 )
 
 FORMATS = ["json_pretty", "json_compact", "toon", "mckp", "mckp_budget_200"]
@@ -314,6 +318,9 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
                            else {"llmlingua", "hybrid"}), (job[0], systems)  # fmt: skip
     assert {f"calibration_sweep_{t}_{b}" for t in ("gsm8k", "hotpotqa")
             for b in ("tersetalk", "llmlingua_hybrid")} <= rules_up  # fmt: skip
+    # the headline runs of the systems that load a model of their own: batches, upstream
+    assert {f"run_headline_{t}_{b}" for t in ("gsm8k", "hotpotqa")
+            for b in ("llmlingua_hybrid", "mediator_msp")} <= rules_up  # fmt: skip
     # the format study's model-free jobs fill free cores: under every ablation job (the
     # end of the run has a core free while the last batch, then its scores and figures,
     # run one after the other), the longest first; its model job runs with the headline
@@ -366,3 +373,32 @@ def test_a_disabled_system_is_not_calibrated(cfg):
     assert "hybrid" not in calibration_systems(edited, "gsm8k")
     alone = {"tersetalk": ["tersetalk"], "llmlingua": ["llmlingua"]}
     assert sweep_batches(edited, "gsm8k") == alone
+
+
+def test_systems_that_load_a_model_run_every_run_in_a_batch(cfg):
+    """LLMLingua and the hybrid load the compressor, the mediator and MSP the MiniLM judge:
+    their headline variants on a task share a job too, and each of their variants is in
+    exactly one batch, so run_system (which leaves these systems out) never needs one."""
+    assert whole_batched(cfg) == ["llmlingua", "hybrid", "mediator", "msp"]
+    assert headline_batches(cfg) == {
+        "llmlingua_hybrid": ["llmlingua", "hybrid"], "mediator_msp": ["mediator", "msp"]
+    }  # fmt: skip
+    headline, ablations = headline_variants(cfg), batched_variants(cfg)
+    assert headline["mediator"] == ["default", "with_metadata"]
+    for system in whole_batched(cfg):
+        names = list(cfg["systems"][system]["variants"])
+        both = headline.get(system, []) + ablations.get(system, [])
+        assert sorted(both) == sorted(names), system
+        assert not set(headline.get(system, [])) & set(ablations.get(system, []))
+    # sharded runs: every shard is a job of its own, nothing is batched
+    sharded = copy.deepcopy(cfg)
+    sharded["run"]["shard_size"] = 2
+    assert (whole_batched(sharded), headline_variants(sharded), batched_variants(sharded)) == (
+        [],
+        {},
+        {},
+    )
+    # a disabled system is in no batch
+    edited = copy.deepcopy(cfg)
+    edited["systems"]["msp"]["enabled"] = False
+    assert headline_batches(edited)["mediator"] == ["mediator"]

@@ -11,7 +11,9 @@ the jobs ``snakemake -n`` lists for the same config):
 - ``evaluation``: every run of ``all`` (task x enabled system x variant that runs on
   the task, :func:`tersetalk.tasks.schedule.task_runs`), ``n_eval`` examples each, cut
   into ``run.shard_size`` shards; without shards, a batch's ablation-only variants on a
-  task are one job (:func:`tersetalk.tasks.schedule.ablation_batches`);
+  task are one job (:func:`tersetalk.tasks.schedule.ablation_batches`), and so are the
+  headline variants of the systems that load a model of their own
+  (:func:`tersetalk.tasks.schedule.headline_batches`);
 - ``calibration``: every grid point (:func:`tersetalk.config.calibration_points`) of every
   calibrated system on every task it runs on, and the reference runs the grid is judged
   against (:func:`tersetalk.calibration.options`), ``calibration_n`` examples each; a
@@ -362,8 +364,8 @@ class PlannedRun:
     sequential: bool = False
     #: the runs with the same non-empty ``sweep`` share one job and run one after the
     #: other in it (a batch's calibration grids on a task: rule
-    #: calibration_sweep_<task>_<batch>; its ablation-only variants on a task: rule
-    #: run_ablations_<task>_<batch>)
+    #: calibration_sweep_<task>_<batch>; its headline or ablation-only variants on a
+    #: task: rule run_headline_<task>_<batch> or run_ablations_<task>_<batch>)
     sweep: str = ""
 
 
@@ -378,6 +380,7 @@ def plan_runs(config: dict) -> list[PlannedRun]:
         batched_variants,
         calibration_systems,
         calibration_tasks,
+        headline_variants,
         task_runs,
     )
 
@@ -385,14 +388,14 @@ def plan_runs(config: dict) -> list[PlannedRun]:
     n_eval, n_cal = config["n_eval"], config["calibration_n"]
     jobs = len(shard_names(n_eval, shard_size)) if shard_size else 1
     runs = []
-    batched = batched_variants(config)
+    phases = {"ablations": batched_variants(config), "headline": headline_variants(config)}
     for task in config["tasks"]:
         for label in task_runs(config, task):
             system, variant = label.split("/")
             spec = run_spec(config, task, system, variant)
             layer = 1 if spec["variant_settings"].get("calibrated") else 0
-            batched_here = variant in batched.get(system, ())
-            sweep = f"{task}/{batch_host(system)}/ablations" if batched_here else ""
+            phase = next((p for p, b in phases.items() if variant in b.get(system, ())), "")
+            sweep = f"{task}/{batch_host(system)}/{phase}" if phase else ""
             runs.append(PlannedRun("evaluation", task, system, variant, n_eval, jobs, layer, spec,
                                    sweep=sweep))  # fmt: skip
     for task in calibration_tasks(config):
@@ -745,11 +748,10 @@ def project(runs: list[PlannedRun], target: Target) -> Projection:
             continue
         layers: dict[int, int] = {}
         for unit in job_units([r for r, _ in mine]):
-            r = unit[0]  # a sweep's runs share their job, layer and examples in flight
+            r = unit[0]  # a sweep's runs share their job and examples in flight
             jobs = 1 if r.sweep else r.jobs
-            layers[r.layer] = layers.get(r.layer, 0) + jobs * min(
-                target.per_job, _per_job_examples(r)
-            )
+            layer = max(x.layer for x in unit)  # a job waits for what any of its runs needs
+            layers[layer] = layers.get(layer, 0) + jobs * min(target.per_job, _per_job_examples(r))
         streams = max(1, min(target.slots, max(layers.values())))
         parallel[part] = streams
         part_hours[part] = _hours(sum(s for _, s in mine) / streams)

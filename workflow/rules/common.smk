@@ -28,10 +28,13 @@ from tersetalk.tasks.schedule import (
     ablation_batches,
     batch_cost,
     batched_variants,
+    headline_batches,
+    headline_variants,
     rank_priorities,
     runs_on,
     score_groups,
     variant_runs_on,
+    whole_batched,
 )
 
 try:

@@ -13,6 +13,7 @@ rule run_system:
     log:
         run_log(),
     wildcard_constraints:
+        system=RUN_SYSTEM,
         variant=RUN_VARIANT,
     priority: run_priority
     conda:
@@ -28,42 +29,48 @@ rule run_system:
         "--out {output} 2>&1 | tee {log}"
 
 
-# A system's ablation-only variants on a task run in one job, one after the other
-# (`tersetalk run` with a spec per variant): the imports, and LLMLingua's compressor for
-# the systems that compress, load once for the batch, not once per variant. LLMLingua's
-# and the hybrid's variants share a batch (tersetalk.tasks.schedule.BATCH_WITH): both
-# load the compressor. Each variant still has its own run file, checkpoint and cached
-# calls, so a batch that reruns for one changed variant replays the others from the
-# caches. Not with run.shard_size (BATCHES is empty then).
-for _task in TASKS:
-    for _batch in BATCHES:
-        if not batch_runs_of(_task, _batch):
-            continue
-        for _batch_model in [None, *(["{model}"] if SENSITIVITY else [])]:
+# Batches: runs of one task in one job, one after the other (`tersetalk run` with a spec
+# per run), so the imports, and the model a system loads in its process, load once per
+# batch, not once per run. Two phases (PHASES): the headline variants of the systems
+# that load a model of their own (LLMLingua and the hybrid: the compressor; the mediator
+# and MSP: the MiniLM judge), with the headline jobs; and every system's ablation-only
+# variants, after them, the costliest batch first. Systems that load the same model
+# share a batch (tersetalk.tasks.schedule.BATCH_WITH). Each run still has its own run
+# file, checkpoint and cached calls, so a batch that reruns for one changed variant
+# replays the others from the caches. Not with run.shard_size (PHASES are empty then).
+for _phase, (_, _batches) in PHASES.items():
+    for _task in TASKS:
+        for _batch in _batches:
+            if not batch_runs_of(_task, _batch, _phase):
+                continue
+            for _batch_model in [None, *(["{model}"] if SENSITIVITY else [])]:
 
-            rule:
-                name:
-                    ("model_" if _batch_model else "") + f"run_ablations_{_task}_{_batch}"
-                input:
-                    unpack(functools.partial(batch_input, task=_task, batch=_batch)),
-                output:
-                    batch_outputs(_task, _batch, _batch_model),
-                log:
-                    paths.for_model(
-                        paths.results(f"logs/run/{_task}/ablations_{_batch}.log"),
-                        _batch_model,
-                    ),
-                priority: BATCH_PRIORITIES[(_task, _batch)]
-                conda:
-                    ENV
-                threads: MODEL_THREADS
-                resources:
-                    mem_mb=4000,
-                    runtime=len(batch_runs_of(_task, _batch)) * (10 + 2 * config["n_eval"]),
-                params:
-                    runs=functools.partial(batch_runs, task=_task, batch=_batch),
-                shell:
-                    "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
+                rule:
+                    name:
+                        ("model_" if _batch_model else "") + f"run_{_phase}_{_task}_{_batch}"
+                    input:
+                        unpack(
+                            functools.partial(batch_input, task=_task, batch=_batch, phase=_phase)
+                        ),
+                    output:
+                        batch_outputs(_task, _batch, _phase, _batch_model),
+                    log:
+                        paths.for_model(
+                            paths.results(f"logs/run/{_task}/{_phase}_{_batch}.log"),
+                            _batch_model,
+                        ),
+                    priority: batch_priority(_task, _batch, _phase)
+                    conda:
+                        ENV
+                    threads: MODEL_THREADS
+                    resources:
+                        mem_mb=4000,
+                        runtime=len(batch_runs_of(_task, _batch, _phase))
+                        * (10 + 2 * config["n_eval"]),
+                    params:
+                        runs=functools.partial(batch_runs, task=_task, batch=_batch, phase=_phase),
+                    shell:
+                        "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
 
 
 if SHARD_SIZE:

@@ -29,6 +29,7 @@ folder's: nothing here writes into a prepared folder in place, and nor must anyo
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -369,10 +370,15 @@ def _convert(
     folder, name = src.parent, src.name
     log.info("converting %s into the LLMLingua compressor %s", src, out)
     try:
+        # Each read of a GGUF parses every metadata field, the tokenizer's 49k strings
+        # included (2-4 s): the tokenizer and the model take the config read here rather
+        # than reading it again (3 parses instead of 5).
         config = AutoConfig.from_pretrained(folder, gguf_file=name)
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        tokenizer = AutoTokenizer.from_pretrained(
+            folder, gguf_file=name, config=copy.deepcopy(config)
+        )
         gguf_model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=name, dtype=torch.float32
+            folder, gguf_file=name, config=copy.deepcopy(config), dtype=torch.float32
         )
     except Exception as exc:  # noqa: BLE001 - a clear message beats a deep traceback
         raise CompressorUnavailableError(

@@ -91,39 +91,82 @@ def ablation_only(config: dict, system: str, variant: str) -> bool:
     )
 
 
-def batched_variants(config: dict) -> dict[str, list[str]]:
-    """system -> its variants that run in batches: one job per task and system runs them
-    one after the other (Snakemake's ``run_ablations_<task>_<batch>``, the batch a
-    system's or shared: :func:`ablation_batches`).
+#: Systems each of whose runs loads a model of its own in its process (LLMLingua's
+#: compressor for LLMLingua and the hybrid, the MiniLM judge for the mediator and MSP:
+#: 5-10 s a process): all their runs are in batches, their headline variants on a task in
+#: one job too (:func:`headline_variants`), so the model loads once per task and batch.
+WHOLE_SYSTEMS_BATCHED = ("llmlingua", "hybrid", "mediator", "msp")
 
-    Which: the ablation-only variants (:func:`ablation_only`), unless the name is also a
-    variant of another system that is not ablation-only (the Snakefile tells the batched
-    runs from the single ones by variant name). None when runs are sharded
-    (``run.shard_size``): then every shard is a job of its own.
-    """
+
+def _variants(config: dict) -> dict[str, list[str]]:
+    """Each enabled system's variants; none when runs are sharded (``run.shard_size``):
+    then every shard is a job of its own and nothing is batched."""
     if (config.get("run") or {}).get("shard_size"):
         return {}
-    systems = {
+    return {
         s: list(spec.get("variants") or {})
         for s, spec in config["systems"].items()
         if spec.get("enabled", True)
     }
-    single = {v for s, names in systems.items() for v in names if not ablation_only(config, s, v)}
+
+
+def whole_batched(config: dict) -> list[str]:
+    """The enabled systems of :data:`WHOLE_SYSTEMS_BATCHED` (none when sharded): the
+    Snakefile's ``run_system`` never runs them; the batches run every run of theirs."""
+    return [s for s in _variants(config) if s in WHOLE_SYSTEMS_BATCHED]
+
+
+def headline_variants(config: dict) -> dict[str, list[str]]:
+    """system -> its headline variants (not ablation-only) that run in batches: those of
+    :func:`whole_batched` systems, one job per task and batch (Snakemake's
+    ``run_headline_<task>_<batch>``: :func:`headline_batches`)."""
+    out = {}
+    for system in whole_batched(config):
+        names = [v for v in _variants(config)[system] if not ablation_only(config, system, v)]
+        if names:
+            out[system] = names
+    return out
+
+
+def batched_variants(config: dict) -> dict[str, list[str]]:
+    """system -> its ablation-only variants that run in batches: one job per task and
+    batch runs them one after the other (Snakemake's ``run_ablations_<task>_<batch>``, the
+    batch a system's or shared: :func:`ablation_batches`).
+
+    Which: every ablation-only variant (:func:`ablation_only`) of a :func:`whole_batched`
+    system; of the other systems, those whose name is not also a variant of another such
+    system that is not ablation-only (the Snakefile tells their batched runs from the
+    single ones by variant name). None when runs are sharded (``run.shard_size``).
+    """
+    systems = _variants(config)
+    whole = whole_batched(config)
+    single = {
+        v
+        for s, names in systems.items()
+        if s not in whole
+        for v in names
+        if not ablation_only(config, s, v)
+    }
     out = {}
     for system, names in systems.items():
-        batched = [v for v in names if ablation_only(config, system, v) and v not in single]
+        batched = [
+            v
+            for v in names
+            if ablation_only(config, system, v) and (system in whole or v not in single)
+        ]
         if batched:
             out[system] = batched
     return out
 
 
 #: Systems whose jobs on a task are another system's: one job runs both systems' runs
-#: (ablation-only variants: :func:`ablation_batches`; calibration grids:
-#: :func:`sweep_batches`), so what both load once per process (LLMLingua's compressor:
-#: about 5 s of imports and weights) loads once. Named, not derived from the compressor
+#: (headline variants: :func:`headline_batches`; ablation-only ones:
+#: :func:`ablation_batches`; calibration grids: :func:`sweep_batches`), so what both load
+#: once per process (LLMLingua's compressor: about 5 s of imports and weights; the MiniLM
+#: judge) loads once. Named, not derived from the compressor
 #: input: TerseTalk's LLMLingua-touchpoint variants need it too, and would pull
 #: TerseTalk's 21 variants in.
-BATCH_WITH = {"hybrid": "llmlingua"}
+BATCH_WITH = {"hybrid": "llmlingua", "msp": "mediator"}
 
 
 def batch_host(system: str) -> str:
@@ -149,6 +192,12 @@ def ablation_batches(config: dict) -> dict[str, list[str]]:
     """batch name -> the systems whose ablation-only variants (:func:`batched_variants`)
     one job per task runs (``run_ablations_<task>_<batch>``): :func:`group_batches`."""
     return group_batches(batched_variants(config))
+
+
+def headline_batches(config: dict) -> dict[str, list[str]]:
+    """batch name -> the systems whose headline variants (:func:`headline_variants`) one
+    job per task runs (``run_headline_<task>_<batch>``): :func:`group_batches`."""
+    return group_batches(headline_variants(config))
 
 
 def sweep_batches(config: dict, task: str) -> dict[str, list[str]]:

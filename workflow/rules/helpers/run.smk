@@ -2,28 +2,40 @@
 
 from tersetalk.config import calibration_points
 
-#: system -> the ablation-only variants run in batches, one job per task and batch
-#: (tersetalk.tasks.schedule.batched_variants; none with run.shard_size)
-BATCHED = batched_variants(config)
-#: batch -> the systems it runs (a system's own, or shared: schedule.ablation_batches)
-BATCHES = ablation_batches(config)
-_BATCHED_NAMES = sorted({v for names in BATCHED.values() for v in names})
+#: phase -> (system -> its variants that run in batches, batch -> its systems): one job
+#: per task and batch (rules run_<phase>_<task>_<batch>): the headline variants of the
+#: systems that load a model of their own (schedule.headline_variants), and the
+#: ablation-only variants (schedule.batched_variants); none with run.shard_size
+PHASES = {
+    "headline": (headline_variants(config), headline_batches(config)),
+    "ablations": (batched_variants(config), ablation_batches(config)),
+}
+BATCHED, BATCHES = PHASES["ablations"]
+
+
+def _any_name_but(names):
+    """A wildcard's pattern: any name but one of ``names``."""
+    if not names:
+        return "[A-Za-z0-9_-]+"
+    return "(?!(?:" + "|".join(map(re.escape, names)) + ")(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
+
+
 #: run_system's {variant}: any name but a batched one
-RUN_VARIANT = (
-    "(?!(?:" + "|".join(map(re.escape, _BATCHED_NAMES)) + ")(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
-    if _BATCHED_NAMES
-    else "[A-Za-z0-9_-]+"
-)
+RUN_VARIANT = _any_name_but(sorted({v for names in BATCHED.values() for v in names}))
+#: run_system's {system}: any but those whose every run is in a batch
+RUN_SYSTEM = _any_name_but(whole_batched(config))
 
 
-def batch_variants(task, system):
-    """The batched variants of ``system`` that run on ``task``, in config order."""
-    return [v for v in BATCHED.get(system, []) if variant_runs_on(config, system, v, task)]
+def batch_variants(task, system, phase="ablations"):
+    """The variants of ``system`` batched in ``phase`` that run on ``task``, in config
+    order."""
+    variants = PHASES[phase][0].get(system, [])
+    return [v for v in variants if variant_runs_on(config, system, v, task)]
 
 
-def batch_runs_of(task, batch):
+def batch_runs_of(task, batch, phase="ablations"):
     """(system, variant) of each run of ``batch`` on ``task``, system by system."""
-    return [(s, v) for s in BATCHES[batch] for v in batch_variants(task, s)]
+    return [(s, v) for s in PHASES[phase][1][batch] for v in batch_variants(task, s, phase)]
 
 
 #: (task, batch) -> its priority. Longest first: the batches ranked by estimated seconds
@@ -44,37 +56,41 @@ BATCH_PRIORITIES = rank_priorities(
 )
 
 
-def batch_outputs(task, batch, model=None):
+def batch_priority(task, batch, phase):
+    """A headline batch runs with the headline jobs; an ablation batch by its rank."""
+    return HEADLINE_PRIORITY if phase == "headline" else BATCH_PRIORITIES[(task, batch)]
+
+
+def batch_outputs(task, batch, phase, model=None):
     template = paths.for_model(paths.RUN, model)
     return [
         template.format(task=task, system=system, variant=v, model="{model}")
-        for system, v in batch_runs_of(task, batch)
+        for system, v in batch_runs_of(task, batch, phase)
     ]
 
 
-def batch_input(wildcards, task, batch):
+def batch_input(wildcards, task, batch, phase):
     """The sample, the calibration file if a batched variant takes calibrated settings,
     and what any of the variants needs built first."""
     inputs = {"sample": paths.SAMPLE.format(task=task)}
     settings = {}
-    for system in BATCHES[batch]:
-        for variant in batch_variants(task, system):
-            one = config["systems"][system]["variants"][variant]
-            if one.get("calibrated"):
-                inputs["calibration"] = paths.calibration_file(task, _model_key(wildcards))
-                settings.setdefault(system, []).extend(calibration_points(config, system).values())
-            else:
-                settings.setdefault(system, []).append(one)
+    for system, variant in batch_runs_of(task, batch, phase):
+        one = config["systems"][system]["variants"][variant]
+        if one.get("calibrated"):
+            inputs["calibration"] = paths.calibration_file(task, _model_key(wildcards))
+            settings.setdefault(system, []).extend(calibration_points(config, system).values())
+        else:
+            settings.setdefault(system, []).append(one)
     inputs.update(batch_workflow_inputs(settings))
     return inputs
 
 
-def batch_runs(wildcards, output, task, batch):
+def batch_runs(wildcards, output, task, batch, phase):
     """`tersetalk run`'s arguments: a --spec-json and its --out per batched variant, in the
     order of the rule's outputs."""
     specs = [
         run_spec(config, task, system, variant, _model(wildcards))
-        for system, variant in batch_runs_of(task, batch)
+        for system, variant in batch_runs_of(task, batch, phase)
     ]
     return runs_args(specs, output)
 
