@@ -9,6 +9,7 @@ a failure that must not be cached).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -172,3 +173,35 @@ def test_empty_groups_load_no_encoder(monkeypatch):
 def test_unpaired_groups_are_refused():
     with pytest.raises(ValueError, match="2 candidates but 1 references"):
         bertscore_f1_groups([(CANDS, REFS[:1])])
+
+
+# Texts of six words each (bert_score orders its texts by word count: all tie) whose
+# token lengths range from 6 to about 500, so which texts share a batch of 16 decides
+# the padding, which moves the last bits of an embedding.
+_TIES = """
+import json, random
+from tersetalk.metrics.preservation import bertscore_f1
+rng = random.Random(7)
+def word():
+    n = rng.choice([1, 1, 2, 5, 20, 60])
+    return ",".join(rng.choice(["cat", "42", "sun", "x", "tree", "blue"]) for _ in range(n))
+texts = [" ".join(word() for _ in range(6)) for _ in range(64)]
+scores, method = bertscore_f1(texts[:32], texts[32:])
+assert method.startswith("bertscore-f1"), method
+print(json.dumps([x.hex() for x in scores]))
+"""
+
+
+def test_the_same_texts_score_the_same_bits_in_every_process():
+    """Ties in bert_score's order of embedding used to follow the process's str hashes:
+    before the fix, PYTHONHASHSEED 1 and 2 gave these texts different last bits."""
+
+    def scores(seed: str) -> list[str]:
+        env = {**os.environ, "PYTHONHASHSEED": seed, "OMP_NUM_THREADS": "1"}
+        out = subprocess.run([sys.executable, "-c", _TIES], env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        return json.loads(out.stdout)
+
+    first = scores("1")
+    assert len(first) == 32
+    assert scores("2") == first

@@ -72,6 +72,31 @@ def _scorer():
 
 
 BATCH_SIZE = 16
+#: in the cache key: how texts that tie in bert_score's embedding order are ordered
+TIE_ORDER = "text-digest"
+
+
+class _Text(str):
+    """A text whose hash is a digest of its characters, the same in every process.
+
+    bert_score embeds a call's distinct texts in batches, in the order of
+    ``sorted(set(texts), key=word count)``: texts with the same number of words keep the
+    set's order, which follows ``hash(str)`` and so changes with every process's
+    PYTHONHASHSEED. A batch's padding moves the last bits of its texts' embeddings, so
+    the same texts scored twice could differ by a few float32 units (33 of 820 pairs of
+    two default runs, up to 1.8e-7). Passed as ``_Text``, they tie in one order
+    everywhere and a call's scores depend on its texts alone.
+    """
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        import hashlib
+
+        digest = hashlib.blake2b(self.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        return int.from_bytes(digest, "little", signed=True)
+
+
 #: the folder of BERTScore results under a cache directory (``tersetalk score --cache-dir``)
 CACHE_FOLDER = "bertscore"
 
@@ -98,6 +123,7 @@ def _cache_path(cache_dir: Path, method: str,
     key = {
         "method": method,
         "batch_size": BATCH_SIZE,
+        "tie_order": TIE_ORDER,
         "encoder": folder_sha256(minilm_path(), cache_dir / FINGERPRINT_DIR),
         "versions": _versions(),
         "groups": [{"candidates": c, "references": r} for c, r in groups],
@@ -143,7 +169,8 @@ def bertscore_f1_groups(
     variants send the Worker the same text (hotpotqa's 30 ablation runs: 600 texts, 156
     distinct). Texts batched with other texts can differ in the last bits (padding), so
     a pair's score depends on its call's texts, within BERTScore's float tolerance; the
-    cache key holds them all.
+    cache key holds them all. On their texts alone: ties in the order of embedding are
+    broken the same way in every process (:class:`_Text`).
 
     With ``cache_dir``, the scores of a call are kept under ``<cache_dir>/bertscore/``
     and a later call with the same groups (and the same encoder files and package
@@ -169,8 +196,8 @@ def bertscore_f1_groups(
             log.info("BERTScore of %d pairs read from the cache (%s)", sum(sizes), path.name)
             return hit, method
     try:
-        _, _, f1 = _scorer().score([c for cands, _ in groups for c in cands],
-                                   [r for _, refs in groups for r in refs],
+        _, _, f1 = _scorer().score([_Text(c) for cands, _ in groups for c in cands],
+                                   [_Text(r) for _, refs in groups for r in refs],
                                    batch_size=BATCH_SIZE)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - recorded in the provenance column
         log.warning("BERTScore unavailable, semantic preservation is Jaccard only: %s", exc)
