@@ -175,6 +175,13 @@ def test_unpaired_groups_are_refused():
         bertscore_f1_groups([(CANDS, REFS[:1])])
 
 
+def test_what_is_not_a_text_is_refused_not_scored_as_its_repr():
+    with pytest.raises(TypeError, match="not NoneType"):
+        bertscore_f1_groups([([CANDS[0], None], REFS)])
+    with pytest.raises(TypeError, match="not bytes"):
+        bertscore_f1(CANDS, [REFS[0], b"bytes"])
+
+
 # Texts of six words each (bert_score orders its texts by word count: all tie) whose
 # token lengths range from 6 to about 500, so which texts share a batch of 16 decides
 # the padding, which moves the last bits of an embedding.

@@ -184,6 +184,8 @@ def bertscore_f1_groups(
             raise ValueError(
                 f"{len(cands)} candidates but {len(refs)} references: pair them one to one"
             )
+        if bad := [t for t in (*cands, *refs) if not isinstance(t, str)]:
+            raise TypeError(f"BERTScore scores texts, not {type(bad[0]).__name__}: {bad[0]!r:.80}")
     if not any(sizes):
         return [[] for _ in groups], method
     path = None
