@@ -40,3 +40,27 @@ def base_config() -> dict:
     from tersetalk.config import load_config
 
     return load_config(REPO / "config" / "config.yaml")
+
+
+@pytest.fixture(scope="session")
+def prepared(request, tmp_path_factory) -> Path:
+    """LLMLingua's compressor prepared from the embedded model: the workflow's own copy
+    when it is prepared, else one kept in pytest's cache folder (about 30-50 s the first
+    time on a machine, a manifest check after). Test workers prepare it under a lock, so
+    the second waits for the first's folder instead of replacing it while it is used."""
+    from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared, prepare_compressor
+    from tersetalk.io import exclusive
+
+    workflow_copy = REPO / DEFAULT_COMPRESSOR_DIR
+    if is_prepared(workflow_copy):
+        return workflow_copy
+    cache = getattr(request.config, "cache", None)
+    root = Path(
+        cache.mkdir("tersetalk-compressor")
+        if cache is not None
+        else tmp_path_factory.getbasetemp().parent / "tersetalk-compressor"
+    )
+    with exclusive(root / "smollm2-hf.lock"):
+        if is_prepared(root / "smollm2-hf"):
+            return root / "smollm2-hf"
+        return prepare_compressor(root / "smollm2-hf", threads=1)

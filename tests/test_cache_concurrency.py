@@ -12,7 +12,6 @@ import hashlib
 import json
 import multiprocessing as mp
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -85,9 +84,9 @@ def reader(folder: str, start, stop, out) -> None:
     out.put((seen, bad, problems[:5]))
 
 
-def same_call(folder: str, start, out) -> None:
+def same_call(folder: str, start, computing, out) -> None:
     def slow(m):
-        time.sleep(0.5)  # both jobs miss before either has stored
+        computing.wait()  # both jobs have missed before either stores, however late one starts
         return answer(7)
 
     c = CachedClient(ScriptedClient(slow), folder)
@@ -132,8 +131,9 @@ def test_concurrent_writers_and_a_reader_on_one_folder(tmp_path, ctx):
 
 def test_two_jobs_computing_the_same_call_leave_one_valid_entry(tmp_path, ctx):
     folder = str(tmp_path / "calls")
-    start, out = ctx.Barrier(2, timeout=120), ctx.Queue()
-    ps = [ctx.Process(target=same_call, args=(folder, start, out)) for _ in range(2)]
+    start, computing = ctx.Barrier(2, timeout=120), ctx.Barrier(2, timeout=120)
+    out = ctx.Queue()
+    ps = [ctx.Process(target=same_call, args=(folder, start, computing, out)) for _ in range(2)]
     for p in ps:
         p.start()
     got = [out.get(timeout=120) for _ in ps]

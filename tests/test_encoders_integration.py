@@ -18,7 +18,7 @@ import pytest
 from tersetalk.agents.roles import build_brief, render_brief
 from tersetalk.config import run_spec, validate_config
 from tersetalk.encoders.lingua import CompressorSettings, LinguaSettings, LLMLinguaCompressor
-from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared, prepare_compressor
+from tersetalk.encoders.prepare import is_prepared, prepare_compressor
 from tersetalk.io import message_list
 from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, read_sample, sample
@@ -26,20 +26,6 @@ from tersetalk.tokens import count_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="session")
-def prepared(request, tmp_path_factory) -> Path:
-    workflow_copy = REPO / DEFAULT_COMPRESSOR_DIR
-    if is_prepared(workflow_copy):
-        return workflow_copy
-    cache = getattr(request.config, "cache", None)
-    root = (
-        cache.mkdir("tersetalk-compressor")
-        if cache is not None
-        else tmp_path_factory.mktemp("compressor")
-    )
-    return prepare_compressor(Path(root) / "smollm2-hf", threads=1)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -10,6 +12,7 @@ import pytest
 
 from tersetalk.io import (
     InputFileError,
+    exclusive,
     read_metadata,
     read_run_spec,
     run_metadata,
@@ -86,3 +89,31 @@ def test_run_metadata_names_spec_hash_and_model():
     meta = run_metadata({"task": "t"}, "0123456789ab", client)
     assert meta == {"spec": {"task": "t"}, "spec_hash": "0123456789ab",
                     "model": client.describe()}  # fmt: skip
+
+
+#: another process trying the lock without waiting: "held" or "free"
+_TRY_LOCK = """
+import fcntl, sys
+with open(sys.argv[1], "a") as fh:
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("held")
+    else:
+        print("free")
+"""
+
+
+def test_exclusive_holds_other_processes_off_for_the_block_only(tmp_path):
+    lock = tmp_path / "deep" / "env.lock"
+
+    def other() -> str:
+        args = [sys.executable, "-c", _TRY_LOCK, str(lock)]
+        return subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+
+    with exclusive(lock):
+        assert lock.is_file() and other() == "held"
+    assert other() == "free"
+    with pytest.raises(RuntimeError), exclusive(lock):  # an error in the block frees it too
+        raise RuntimeError("build failed")
+    assert other() == "free"

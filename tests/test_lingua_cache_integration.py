@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tersetalk.encoders.lingua import CompressorSettings, LinguaSettings, LLMLinguaCompressor
-from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared, prepare_compressor
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration
@@ -32,20 +31,6 @@ GSM = [
     "In May she sold half as many clips as in April.",
     "Each clip costs $2 and she spent 10 dollars on string.",
 ]
-
-
-@pytest.fixture(scope="session")
-def prepared(request, tmp_path_factory) -> Path:
-    workflow_copy = REPO / DEFAULT_COMPRESSOR_DIR
-    if is_prepared(workflow_copy):
-        return workflow_copy
-    cache = getattr(request.config, "cache", None)
-    root = (
-        cache.mkdir("tersetalk-compressor")
-        if cache is not None
-        else tmp_path_factory.mktemp("compressor")
-    )
-    return prepare_compressor(Path(root) / "smollm2-hf", threads=1)
 
 
 def _fields(c, timing=True):

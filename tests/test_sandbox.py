@@ -523,15 +523,19 @@ def test_limits_must_be_positive():
 
 def test_in_the_weaker_isolation_a_judge_without_a_clean_verdict_is_never_a_pass(problems):
     _, gold = problems["HumanEval/0"]
+    # the candidate goes for its own judge, its sibling (the same parent): not the judges
+    # of other runs on this machine (another test worker's, a workflow's)
     tamper = """
 import os, signal
 def has_close_elements(numbers, threshold):
     for pid in os.listdir("/proc"):
         try:
             cmd = open("/proc/%s/cmdline" % pid, "rb").read()
+            stat = open("/proc/%s/stat" % pid).read()
         except OSError:
             continue
-        if b"judge.py" in cmd:
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if b"judge.py" in cmd and parent == os.getppid():
             for fd in os.listdir("/proc/%s/fd" % pid):
                 try:
                     with open("/proc/%s/fd/%s" % (pid, fd), "wb") as out:

@@ -25,7 +25,8 @@ from workflow_support import copy_workflow
 
 from tersetalk.records import deterministic_columns
 
-pytestmark = pytest.mark.slurm
+# one cluster on this machine: its tests run on one worker, one after another
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm-cluster")]
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -70,7 +71,7 @@ def _why_no_cluster() -> str | None:
 
 REASON = _why_no_cluster()
 if REASON:
-    pytestmark = [pytest.mark.slurm, pytest.mark.skip(reason=REASON)]
+    pytestmark = [*pytestmark, pytest.mark.skip(reason=REASON)]
 
 
 def _snakemake(args: list[str], cwd: Path) -> str:

@@ -10,10 +10,12 @@ metadata (spec, spec hash, model) is written and read here too.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ __all__ = [
     "METADATA_KEY",
     "MESSAGE_FIELDS",
     "InputFileError",
+    "exclusive",
     "message_list",
     "messages_arrow_type",
     "messages_column",
@@ -130,6 +133,26 @@ def unique_tmp(out: str | Path) -> Path:
     """
     out = Path(out)
     return out.with_name(f"{out.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+
+
+@contextlib.contextmanager
+def exclusive(lock: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``lock`` (made if missing) for the block.
+
+    Why: an atomic rename keeps a reader from seeing half a folder, but two processes
+    building the same folder at once (two test workers, two jobs) would both build it
+    and then replace each other's, one of them while the other uses it. Under the lock
+    the second waits, then finds the first's result. An advisory ``flock``: the kernel
+    drops it when its holder exits, so a killed builder never leaves it held.
+    """
+    lock = Path(lock)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def write_atomic(out: str | Path, write: Callable[[Path], None]) -> Path:

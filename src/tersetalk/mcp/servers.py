@@ -36,6 +36,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tersetalk.io import exclusive
+
 log = logging.getLogger(__name__)
 
 STAMP = "tersetalk-env.json"
@@ -122,11 +124,17 @@ def build_env(
     if not requirements.is_file():
         raise ServerEnvError(f"requirements file {requirements} does not exist")
     digest = _sha256_file(requirements)
+    # one builder at a time per dest: a second waits, then reuses what the first built
+    with exclusive(dest.parent / f".{dest.name}.lock"):
+        return _build_env(spec, requirements, digest, dest, python)
+
+
+def _build_env(spec: ServerSpec, requirements: Path, digest: str, dest: Path,
+               python: str) -> dict:  # fmt: skip
     stamp = read_stamp(dest)
     if stamp and stamp.get("requirements_sha256") == digest and _python(dest).exists():
         log.info("%s: reusing %s (requirements %s)", spec.package, dest, digest[:12])
         return stamp
-    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         log.info("%s: building a venv from %s in %s", spec.package, requirements, tmp)
