@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_support import copy_workflow
+from workflow_support import MODEL_THREADS, copy_workflow
 
 from tersetalk.config import ConfigError, merge, run_spec, sensitivity_models, validate_config
 from tersetalk.paths import model_key
@@ -217,7 +217,7 @@ def test_two_embedded_aliases_through_the_sensitivity_target(repo, tmp_path):
         "tersetalk": {"variants": {"caps_aggressive": {"caps": "aggressive"}}},
     }
     cfg["evaluation"]["comparisons"] = []
-    cfg["models"]["threads"] = 2
+    cfg["models"]["threads"] = MODEL_THREADS
     cfg["generation"].update(max_tokens=32, critic_max_tokens=16)  # short: a DAG test
     cfg["sensitivity"] = {"models": [{"name": "smollm2-a"}, {"name": "smollm2-b"}]}
     path.write_text(yaml.safe_dump(cfg))

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_support import copy_workflow
+from workflow_support import MODEL_THREADS, copy_workflow
 
 from tersetalk.io import read_metadata, write_parquet_atomic
 from tersetalk.records import deterministic_columns
@@ -160,7 +160,7 @@ def _workdir(repo: Path, dest: Path, shard_size: int | None) -> Path:
     cfg["systems"] = {"freeform": {"variants": {"default": {}}}}
     cfg["evaluation"]["comparisons"] = []
     cfg["run"] = {"shard_size": shard_size}
-    cfg["models"]["threads"] = 2
+    cfg["models"]["threads"] = MODEL_THREADS
     path.write_text(yaml.safe_dump(cfg))
     return dest
 
