@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -95,11 +96,14 @@ def both_runs(tmp_path_factory):
     repo = REPO
     base = tmp_path_factory.mktemp("slurm")
     local = copy_workflow(repo, base / "local")
-    local_log = _snakemake(["--cores", "2"], local)
     cluster = copy_workflow(repo, base / "cluster")
     profile = ["--workflow-profile", "workflow/profiles/slurm", "--verbose"]
-    cluster_log = _snakemake(profile + LOCAL_CLUSTER, cluster)
-    return local, local_log, cluster, cluster_log
+    # both at once: the cluster's run spends most of its time between status checks
+    # (the plugin waits longer after each check that finds no job ended)
+    with ThreadPoolExecutor(2) as pool:
+        local_log = pool.submit(_snakemake, ["--cores", "2"], local)
+        cluster_log = pool.submit(_snakemake, profile + LOCAL_CLUSTER, cluster)
+        return local, local_log.result(), cluster, cluster_log.result()
 
 
 def _sbatch_calls(log: str) -> dict[str, str]:
