@@ -60,7 +60,5 @@ def prepared(request, tmp_path_factory) -> Path:
         if cache is not None
         else tmp_path_factory.getbasetemp().parent / "tersetalk-compressor"
     )
-    with exclusive(root / "smollm2-hf.lock"):
-        if is_prepared(root / "smollm2-hf"):
-            return root / "smollm2-hf"
+    with exclusive(root / "smollm2-hf.lock"):  # a prepared folder: returned at once
         return prepare_compressor(root / "smollm2-hf", threads=1)
