@@ -22,6 +22,7 @@ __all__ = [
     "ModelAuthError",
     "ModelCallError",
     "ModelClient",
+    "ModelEnvironmentError",
     "ModelError",
     "ModelUnavailableError",
     "StructuredOutputError",
@@ -39,7 +40,19 @@ class ModelError(Exception):
     """
 
 
-class ModelUnavailableError(ModelError):
+class ModelEnvironmentError(ModelError):
+    """Something that is not about the example failed: the server's side requests
+    (its model listing, its tokenize endpoint), the tokenizer that counts tokens, the
+    server's usage report, the backend's settings.
+
+    Such an error would fail every example alike, so it is never recorded as the
+    example's error row: the run stops, keeps what is finished, writes no run file and
+    ``tersetalk run`` exits 2 with the message, which says what to fix
+    (:func:`tersetalk.runner.stopping_fault` is where a run decides).
+    """
+
+
+class ModelUnavailableError(ModelEnvironmentError):
     """The model cannot be reached at all: server down, model not pulled, file missing."""
 
 
