@@ -214,16 +214,9 @@ def test_the_runners_environment_and_files_are_out_of_reach(monkeypatch, tmp_pat
     r = contained(f"""
         import os
         assert set(os.environ) <= {{"LANG", "HOME", "LC_CTYPE", "PWD"}}, dict(os.environ)
-        seen = []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                seen.append(pid)
-                try:
-                    assert b"sk-canary" not in open("/proc/%s/environ" % pid, "rb").read()
-                except PermissionError:
-                    pass
-        assert seen and set(seen) <= {{"1", "2"}}, seen  # its own pid namespace
-        for secret in ("/etc/shadow", "/etc/passwd", {str(tmp_path)!r}, "/work", "/home"):
+        # no /proc at all: no other process's environ, mem or descriptors to open
+        for secret in ("/proc", "/etc/shadow", "/etc/passwd", {str(tmp_path)!r}, "/work",
+                       "/home"):
             assert not os.path.exists(secret), secret
         # the interpreter's own install is there, read-only, and nothing beside it
         import sys
@@ -515,9 +508,9 @@ def test_a_sandbox_fault_is_retried_on_the_next_run_not_scored(
     assert len(df) == 2 and set(df["sandbox_reason"]) <= {"failed", "error"}
 
 
-def test_limits_must_be_positive():
+def test_limits_must_be_in_range():
     for bad in ({"disk_mb": 0}, {"timeout_s": -1}, {"memory_mb": True}):
-        with pytest.raises(ValueError, match="must be a positive number"):
+        with pytest.raises(ValueError, match="must be .* from .* to "):
             SandboxLimits(**bad)
 
 

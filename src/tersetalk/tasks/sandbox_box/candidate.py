@@ -3,7 +3,9 @@
 Usage: ``candidate.py BOX LIMITS_JSON ENTRY [IN_FD OUT_FD]``. ``BOX`` holds
 ``program.py`` (the code under test) and ``wire.py``. Everything in this file is at the
 candidate's mercy once ``program.py`` runs: nothing it says is believed. The judge
-decodes each reply into builtin values of its own, and the verdict is the judge's.
+decodes each reply into builtin values of its own, and the verdict is the judge's. The
+rlimits are already set when this starts (by the host, before exec), so nothing here
+sets or reports them.
 
 ``ENTRY`` ``-``: program mode, for :func:`tersetalk.tasks.sandbox.run_program`. The
 program runs to its end; the exit code says how (0 ran to its end, 1 AssertionError,
@@ -22,12 +24,8 @@ box, limits = sys.argv[1], json.loads(sys.argv[2])
 entry = sys.argv[3]
 sys.path.insert(0, box)
 
-import limits as _limits  # noqa: E402 - the box is on the path only now
-import wire  # noqa: E402
+import wire  # noqa: E402 - the box is on the path only now
 
-notes = _limits.apply(limits)
-for note in notes:
-    print("note:", note, file=sys.stderr)
 with open(os.path.join(box, "program.py"), encoding="utf-8", errors="replace") as fh:
     source = fh.read()
 
