@@ -167,8 +167,9 @@ def test_no_process_in_the_box_can_be_traced_or_written_into():
 
 
 def test_the_seccomp_filter_names_the_calls_into_other_processes():
-    """The numbers the filter compares against (x86_64): ptrace, perf_event_open,
-    process_vm_readv/writev, kcmp, memfd_create, pidfd_getfd, process_madvise."""
+    """The numbers the filter compares against (x86_64): shmget, ptrace, msgget,
+    perf_event_open, process_vm_readv/writev, kcmp, memfd_create, pidfd_getfd,
+    process_madvise."""
     prog = seccomp_filter("x86_64")
     assert prog is not None
     compared = {
@@ -176,7 +177,7 @@ def test_the_seccomp_filter_names_the_calls_into_other_processes():
         for i in range(0, len(prog), 8)
         if prog[i] == 0x15  # BPF_JMP | BPF_JEQ | BPF_K
     }
-    assert {101, 298, 310, 311, 312, 319, 438, 440} <= compared, compared
+    assert {29, 68, 101, 298, 310, 311, 312, 319, 438, 440} <= compared, compared
 
 
 def _parents() -> dict[int, int]:
@@ -258,6 +259,33 @@ def test_a_memory_file_cannot_hold_more_than_the_disk_limit():
     limits = SandboxLimits(timeout_s=5.0, disk_mb=4, max_file_mb=4)
     check = f"def check(c):\n    held, err = c()\n    assert held <= {4 * MB}, (held, err)\n"
     r = run_check(MEMFD, "f", check, limits)
+    assert r.passed, (r.reason, r.detail)
+
+
+SYSV_SHM = """
+import ctypes
+
+def f():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    held = 0
+    for _ in range(3):  # each segment keeps its pages once detached
+        sid = libc.shmget(0, 100 * 1024 * 1024, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+        if sid < 0:
+            return [held, ctypes.get_errno()]
+        addr = libc.shmat(sid, None, 0)
+        ctypes.memset(addr, 1, 100 * 1024 * 1024)
+        libc.shmdt(ctypes.c_void_p(addr))
+        held += 100 * 1024 * 1024
+    return [held, 0]
+"""
+
+
+@needs_bwrap
+def test_shared_memory_segments_cannot_hold_more_than_the_memory_limit():
+    limits = SandboxLimits(timeout_s=5.0, memory_mb=256)
+    check = f"def check(c):\n    held, err = c()\n    assert held < {256 * MB}, (held, err)\n"
+    r = run_check(SYSV_SHM, "f", check, limits)
     assert r.passed, (r.reason, r.detail)
 
 

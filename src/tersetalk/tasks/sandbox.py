@@ -18,11 +18,12 @@ box carries too, refuses every new process (fork, vfork, clone without ``CLONE_T
 clone3 answers ENOSYS so the C library falls back to clone), every way into another
 process (ptrace, process_vm_readv/writev, kcmp, perf_event_open, pidfd_getfd,
 process_madvise: without Yama, the same uid would be enough to take over the init) and
-memory held outside the limits (memfd_create, memfd_secret). Rlimits bound CPU seconds,
-address space, file size and open files; the host sets them between fork and exec of
-bubblewrap, so every process in the box inherits them, its init included, and no
-process in it can raise them. The whole tree dies at the deadline (the host kills
-bubblewrap; ``--die-with-parent`` takes the namespace with it) and when the workflow dies.
+memory held outside the limits (memfd_create, memfd_secret, SysV shmget and msgget).
+Rlimits bound CPU seconds, address space, file size and open files; the host sets them
+between fork and exec of bubblewrap, so every process in the box inherits them, its
+init included, and no process in it can raise them. The whole tree dies at the deadline
+(the host kills bubblewrap; ``--die-with-parent`` takes the namespace with it) and when
+the workflow dies.
 
 **What leaves the box is data.** The reason comes from the judge's verdict and the exit
 code; the detail is text the candidate may have written, made writable (a lone
@@ -260,11 +261,12 @@ class SandboxResult:
 # 4, args[0] at 16 (its low half on little-endian machines, which both arches here are).
 # Per arch: its audit value, clone, and what answers EPERM: fork and vfork (x86_64 only);
 # ptrace, process_vm_readv, process_vm_writev, kcmp, perf_event_open (another process);
-# memfd_create, then pidfd_getfd, process_madvise, memfd_secret (same numbers on both).
+# memfd_create, shmget, msgget (memory outside the rlimits: a SysV segment keeps its
+# pages once detached); then pidfd_getfd, process_madvise, memfd_secret (same on both).
 _COMMON = (438, 440, 447)
 _ARCH = {
-    "x86_64": (0xC000003E, 56, (57, 58, 101, 310, 311, 312, 298, 319, *_COMMON)),
-    "aarch64": (0xC00000B7, 220, (117, 270, 271, 272, 241, 279, *_COMMON)),
+    "x86_64": (0xC000003E, 56, (57, 58, 101, 310, 311, 312, 298, 319, 29, 68, *_COMMON)),
+    "aarch64": (0xC00000B7, 220, (117, 270, 271, 272, 241, 279, 194, 186, *_COMMON)),
 }
 _CLONE3 = 435
 _CLONE_THREAD = 0x00010000
