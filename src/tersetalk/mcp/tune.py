@@ -38,7 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tersetalk.formats.container import BLOCK_FORMATS
-from tersetalk.mcp.config import ProxyConfig, ToolOverride
+from tersetalk.mcp.config import ProxyConfig, ToolOverride, read_toml, read_yaml
 
 SUPPORTED_VERSIONS = (1, 2)
 SHAPES = (
@@ -414,9 +414,9 @@ def load_adaptive(path: str | Path | None) -> AdaptiveConfig:
     try:
         text = p.read_text(encoding="utf-8")
         if p.suffix == ".toml":
-            raw = tomllib.loads(text)
+            raw = read_toml(text)
         elif p.suffix in (".yaml", ".yml"):
-            raw = yaml.safe_load(text)
+            raw = read_yaml(text)
         else:
             raise TuneError(f"{p}: give a .yaml, .yml or .toml file")
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
