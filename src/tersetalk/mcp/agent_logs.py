@@ -10,8 +10,9 @@ telemetry exists.
 The log format read is Claude Code's: ``~/.claude/projects/<project>/<session-id>.jsonl``,
 one JSON object a line. Its record format is internal to Claude Code and changes between
 releases, so the reader is tolerant on purpose: a line of an unknown ``type`` is counted
-as skipped, a line that is not a JSON object is counted as malformed (with its file and
-line number), and nothing in a log stops the scan. What it relies on:
+as skipped, a line that is not a JSON object (or is nested too deeply to parse) is
+counted as malformed (with its file and line number), and nothing in a log stops the
+scan. What it relies on:
 
 - ``type`` ``assistant``: ``message.model``, ``message.id``, ``message.usage`` and
   ``message.content`` blocks; a ``tool_use`` block has ``id`` and ``name``
@@ -342,14 +343,17 @@ def _scan_file(path: Path, scan: LogScan) -> None:
             if not raw.strip():
                 continue
             scan.lines += 1
+            why = ""
             try:
                 line = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError):
                 line = None
+            except RecursionError:  # nested deeper than the parser goes
+                line, why = None, " (nested too deeply)"
             if not isinstance(line, dict):
                 scan.malformed += 1
                 if len(scan.malformed_at) < MAX_LISTED:
-                    scan.malformed_at.append(f"{where}:{number}")
+                    scan.malformed_at.append(f"{where}:{number}{why}")
                 continue
             kind = line.get("type")
             sid = line.get("sessionId")

@@ -51,6 +51,8 @@ def read_summaries(folder: Path, since_ms: int | None) -> list[dict[str, Any]]:
             row = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             _fail(f"{path}: not a JSON session summary ({exc})")
+        except RecursionError:
+            _fail(f"{path}: not a session summary (nested too deeply to read); remove it")
         if not isinstance(row, dict):
             _fail(f"{path}: a session summary is a JSON object")
         ended = row.get("ended_at_ms")
