@@ -9,8 +9,12 @@ images, audio, embedded resources and ``structuredContent`` pass unchanged, and 
 results the downstream marks ``isError``.
 
 Faults come back as MCP errors, never as a hung client: a JSON-RPC error of the
-downstream is returned as is; a downstream that exits, or does not answer within
-``--call-timeout`` seconds, is an ``INTERNAL_ERROR`` naming what happened.
+downstream is returned as is; a downstream that does not answer within
+``--call-timeout`` seconds is an ``INTERNAL_ERROR`` naming what happened; a downstream
+that exits or closes its stdout is one too, and every later request fails at once with
+the same message. Bytes the downstream writes that are not UTF-8 are each replaced by
+U+FFFD, never fatal; a result that held some says how many in its ``_meta``
+(``tersetalk/undecodable_bytes``) and in its ``--telemetry`` line.
 
 A compaction boundary (the agent's context was summarised, earlier results may be gone
 from it) is signalled by the notification ``notifications/tersetalk/compact``, by
@@ -19,11 +23,15 @@ SIGUSR1 to the proxy, or every ``dedup.compact_every`` calls.
 Two logs, both optional: ``--telemetry FILE`` appends one JSON line per tools/call
 (the experiment's per-call record); ``--telemetry-dir DIR`` writes the local telemetry
 the tuner reads (:mod:`tersetalk.mcp.telemetry`: sampled per-response events without
-payload text, and a session summary at close).
+payload text, and a session summary at close). Neither holds an argument's value or an
+error's text: a call's arguments are logged as their names and sizes in bytes, an error
+as its kind (``jsonrpc``, ``is_error``, ``timeout``, ``closed``, ``failed``,
+``retrieval``) and code.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import signal
@@ -33,13 +41,45 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR
+
 from tersetalk.mcp.config import ProxyConfig
-from tersetalk.mcp.session import RETRIEVAL_TOOL, Processed, RetrievalError, SessionPipeline
+from tersetalk.mcp.session import (
+    RETRIEVAL_TOOL,
+    Processed,
+    RetrievalError,
+    SessionPipeline,
+    fallback_kind,
+)
 
 if TYPE_CHECKING:
     from tersetalk.mcp.telemetry import TelemetryRecorder, TelemetrySettings
 
 COMPACT_NOTIFICATION = "notifications/tersetalk/compact"
+#: the codec error handler the downstream's stdout is decoded with (see _Undecodable)
+UNDECODABLE = "tersetalk-undecodable"
+#: the result ``_meta`` key that says how many bytes of it were not UTF-8
+UNDECODABLE_META = "tersetalk/undecodable_bytes"
+
+
+class _Undecodable:
+    """Bytes read from the downstream that are not UTF-8: each becomes U+FFFD, and is
+    counted here (the proxy has one downstream per process)."""
+
+    count = 0
+    told = False  # said so on stderr (once a session)
+
+    @classmethod
+    def replace(cls, exc: UnicodeError) -> tuple[str, int]:
+        if not isinstance(exc, UnicodeDecodeError | UnicodeEncodeError):
+            raise exc
+        if isinstance(exc, UnicodeDecodeError):
+            cls.count += exc.end - exc.start
+        return "\ufffd", exc.end
+
+
+codecs.register_error(UNDECODABLE, _Undecodable.replace)
 
 
 class ProxyStartError(RuntimeError):
@@ -58,7 +98,7 @@ def retrieval_tool():
         input_schema={
             "type": "object",
             "properties": {
-                "ref": {"type": "string", "pattern": "^[0-9a-f]{8}$"},
+                "ref": {"type": "string", "pattern": "^[0-9a-f]{8}([0-9a-f]{56})?$"},
                 "path": {"type": "string"},
                 "keys": {"type": "array", "items": {"type": "string"}},
             },
@@ -80,6 +120,8 @@ class Telemetry:
             self._fh = path.open("a", encoding="utf-8")
 
     def write(self, **row: Any) -> None:
+        """Append one row; its values are sizes, counts, names and kinds, never an
+        argument's value or an error's text."""
         self.seq += 1
         if self._fh is None:
             return
@@ -91,19 +133,34 @@ class Telemetry:
             self._fh.close()
 
 
+def arg_sizes(args: dict[str, Any]) -> dict[str, int]:
+    """A call's arguments as the logs keep them: each name and its value's size in bytes
+    (as compact JSON), never the value."""
+    return {
+        str(k): len(json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+                    .encode("utf-8", "surrogatepass"))
+        for k, v in args.items()
+    }  # fmt: skip
+
+
+def _total(values: list[int | None]) -> int | None:
+    """The sum, or None if any part was not counted."""
+    return None if None in values else sum(v for v in values if v is not None)
+
+
 def _row(tool: str, parts: list[Processed], kind: str, **extra: Any) -> dict[str, Any]:
     return {
         "tool": tool,
         "kind": kind,
         "source": parts[0].source if parts else "",
         "raw_chars": sum(p.raw_chars for p in parts),
-        "raw_tokens": sum(p.raw_tokens for p in parts),
-        "sent_tokens": sum(p.sent_tokens for p in parts),
+        "raw_tokens": _total([p.raw_tokens for p in parts]),
+        "sent_tokens": _total([p.sent_tokens for p in parts]),
         "dedup_hit": any(p.kind == "ref" for p in parts),
         "hints": [h for p in parts for h in p.hints],
         "refs": [p.ref for p in parts if p.ref],
         "lossless": all(p.lossless for p in parts),
-        "fallback": next((p.fallback for p in parts if p.fallback), None),
+        "fallback": next((fallback_kind(p.fallback) for p in parts if p.fallback), None),
         "pipeline_s": sum(p.pipeline_s for p in parts),
         **extra,
     }
@@ -133,6 +190,9 @@ async def serve(
 
     params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ),
                                    cwd=cwd)  # fmt: skip
+    # the SDK hands this name to the codec: bytes that are not UTF-8 become U+FFFD and
+    # are counted, where "strict" would end the session at the first one
+    params.encoding_error_handler = UNDECODABLE  # type: ignore[assignment]
     log = Telemetry(telemetry)
     pipeline = SessionPipeline(config)
     local: _Local | None = None
@@ -155,20 +215,38 @@ async def serve(
             local = _Local(TelemetryRecorder(local_telemetry, tokenizer=config.tokenizer,
                                              server=init.server_info.name))  # fmt: skip
 
+        dead: list[_Fault] = []  # the fault that ended the downstream connection, if any
+
+        def gone(fault: _Fault) -> _Fault:
+            """The connection is over: this fault answers every later request at once."""
+            if not dead:
+                dead.append(fault)
+            return dead[0]
+
         async def forward(call, *args: Any, **kwargs: Any):
             """A downstream request; its faults as MCP errors the client can read."""
+            if dead:
+                raise _Fault(dead[0].kind, dead[0].message)
             try:
                 with anyio.fail_after(call_timeout_s):
                     return await call(*args, **kwargs)
-            except MCPError:
-                raise  # the downstream's own JSON-RPC error, as it sent it
+            except MCPError as exc:
+                if exc.code != types.CONNECTION_CLOSED:
+                    raise  # the downstream's own JSON-RPC error, as it sent it
+                raise gone(_Fault("closed", f"the downstream server {command[0]!r} closed its "
+                                  "connection (it exited or closed its stdout); restart the "
+                                  "proxy to start it again")) from None  # fmt: skip
             except TimeoutError:
-                raise MCPError(types.INTERNAL_ERROR, f"the downstream server did not answer "
-                               f"within {call_timeout_s:g} s ({command[0]})") from None  # fmt: skip
-            except Exception as exc:  # a closed pipe, a dead process: no hung client
-                raise MCPError(types.INTERNAL_ERROR, f"the downstream server failed "
-                               f"({type(exc).__name__}: {exc or 'connection closed'}; "
-                               f"{command[0]})") from None  # fmt: skip
+                raise _Fault("timeout", f"the downstream server did not answer within "
+                             f"{call_timeout_s:g} s ({command[0]})") from None  # fmt: skip
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
+                    OSError) as exc:  # fmt: skip
+                raise gone(_Fault("closed", f"the connection to the downstream server "
+                                  f"{command[0]!r} broke ({type(exc).__name__}); restart the "
+                                  "proxy to start it again")) from None  # fmt: skip
+            except Exception as exc:  # one answer the SDK could not read: this call fails
+                raise _Fault("failed", f"the downstream server failed ({type(exc).__name__}: "
+                             f"{exc}; {command[0]})") from None  # fmt: skip
 
         async def list_tools(ctx, params):
             result = await forward(down.list_tools, params=params)
@@ -193,19 +271,26 @@ async def serve(
             async with lock:
                 invalidated = pipeline.before_call(name, args)
             t0 = time.perf_counter()
+            undecodable = _Undecodable.count
+            shape = {"args": arg_sizes(args), "invalidated": invalidated}
             try:
                 result = await forward(down.call_tool, name, args)
             except MCPError as exc:
                 took = time.perf_counter() - t0
-                log.write(**_row(name, [], "error", invalidated=invalidated, downstream_s=took,
-                                 error=exc.message))  # fmt: skip
+                log.write(**_row(name, [], "error", **shape, downstream_s=took,
+                                 error_kind=exc.kind if isinstance(exc, _Fault) else "jsonrpc",
+                                 error_code=exc.code,
+                                 **_replaced(undecodable)))  # fmt: skip
                 if local is not None:
                     local.note("error")
                 raise
             downstream_s = time.perf_counter() - t0
+            replaced = _replaced(undecodable)
+            if replaced:
+                result = _with_meta(result, replaced)
             if result.is_error:
-                log.write(**_row(name, [], "error", invalidated=invalidated,
-                                 downstream_s=downstream_s, error="isError"))  # fmt: skip
+                log.write(**_row(name, [], "error", **shape, downstream_s=downstream_s,
+                                 error_kind="is_error", **replaced))  # fmt: skip
                 if local is not None:
                     local.note("error")
                 return result
@@ -224,8 +309,8 @@ async def serve(
                 content.append(item)
             kinds = {p.kind for p in parts}
             kind = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "passthrough")
-            log.write(**_row(name, parts, kind, invalidated=invalidated,
-                             downstream_s=downstream_s, tokenizer=config.tokenizer))  # fmt: skip
+            log.write(**_row(name, parts, kind, **shape, downstream_s=downstream_s,
+                             tokenizer=config.tokenizer, **replaced))  # fmt: skip
             return result.model_copy(update={"content": content})
 
         handlers: dict[str, Any] = {"on_list_tools": list_tools, "on_call_tool": call_tool}
@@ -260,6 +345,33 @@ async def serve(
             log.close()
             if local is not None:
                 local.close()
+
+
+class _Fault(MCPError):
+    """A fault of the downstream connection, sent as ``INTERNAL_ERROR``; ``kind`` (timeout,
+    closed, failed) is what the logs keep of it."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(INTERNAL_ERROR, message)
+        self.kind = kind
+
+
+def _replaced(before: int) -> dict[str, int]:
+    """``{"undecodable_bytes": n}`` for the bytes replaced since the count was ``before``
+    (those read while a call was outstanding), or nothing if there were none."""
+    n = _Undecodable.count - before
+    if n and not _Undecodable.told:
+        _Undecodable.told = True
+        print(f"tersetalk mcp-proxy: the downstream server wrote {n} byte(s) that are not "
+              "UTF-8; each was replaced by U+FFFD (the result's _meta and its --telemetry "
+              "line say how many); the session goes on", file=sys.stderr)  # fmt: skip
+    return {"undecodable_bytes": n} if n else {}
+
+
+def _with_meta(result: Any, replaced: dict[str, int]) -> Any:
+    """``result`` with the count of its replaced bytes in its ``_meta``."""
+    meta = {**(result.meta or {}), UNDECODABLE_META: replaced["undecodable_bytes"]}
+    return result.model_copy(update={"meta": meta})
 
 
 class _Local:
@@ -312,7 +424,7 @@ def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
     ref, path, keys = args.get("ref"), args.get("path"), args.get("keys")
     try:
         if not isinstance(ref, str):
-            raise RetrievalError("give ref, the 8 hex digits a hint names")
+            raise RetrievalError("give ref, the hex digits a hint names after 'ref'")
         if path is not None and not isinstance(path, str):
             raise RetrievalError("path is a string such as $.rows[5:]")
         if keys is not None and not (
@@ -321,11 +433,11 @@ def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
             raise RetrievalError("keys is a list of strings")
         text = pipeline.retrieve(ref, path, keys)
     except RetrievalError as exc:
-        log.write(tool=RETRIEVAL_TOOL, kind="error", error=str(exc),
-                  pipeline_s=time.perf_counter() - t0)  # fmt: skip
+        log.write(tool=RETRIEVAL_TOOL, kind="error", args=arg_sizes(args),
+                  error_kind="retrieval", pipeline_s=time.perf_counter() - t0)  # fmt: skip
         return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
-    log.write(tool=RETRIEVAL_TOOL, kind="retrieval", raw_chars=len(text), sent_tokens=None,
-              ref=ref, path=path, pipeline_s=time.perf_counter() - t0)  # fmt: skip
+    log.write(tool=RETRIEVAL_TOOL, kind="retrieval", args=arg_sizes(args), raw_chars=len(text),
+              sent_tokens=None, pipeline_s=time.perf_counter() - t0)  # fmt: skip
     return types.CallToolResult(content=[types.TextContent(text=text)])
 
 

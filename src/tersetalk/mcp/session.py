@@ -2,14 +2,16 @@
 
 For every ``tools/call`` result text, in order:
 
+0. **Size cap.** A text longer than ``max_result_chars`` passes through as it came,
+   before anything reads it (no hash, no token count, no parse).
 1. **L0 dedup.** A body at least ``dedup.min_body_chars`` long whose exact bytes were
    returned earlier in the session (and are still among the ``dedup.lru_size`` most
-   recent) becomes ``> [ref: <hash8>, byte-identical]``. The earlier copy is in the
-   agent's context, and ``tersetalk_get {"ref": "<hash8>"}`` returns the text that was
+   recent) becomes ``> [ref: <ref>, byte-identical]``. The earlier copy is in the
+   agent's context, and ``tersetalk_get {"ref": "<ref>"}`` returns the text that was
    sent for it. Before a write-class call runs, entries that share a resource with it are
    forgotten (:meth:`SessionPipeline.before_call`); a compaction boundary forgets all.
 2. **Near-reference** (``hints.near_ref``): a body equal to a cached one of the same
-   tool except a few scalar values becomes ``> [near-ref: <hash8>, $.status: "a"→"b"]``,
+   tool except a few scalar values becomes ``> [near-ref: <ref>, $.status: "a"→"b"]``,
    which claims exactly that: the earlier value with those paths replaced is this one.
 3. **Encoding.** JSON, a Python literal (:mod:`tersetalk.mcp.literal`) or Markdown
    with tables is re-encoded by the knapsack (:func:`tersetalk.formats.solver.encode`)
@@ -18,6 +20,10 @@ For every ``tools/call`` result text, in order:
    left out. A page of a larger set (an object with a ``total_count``-like number
    above the length of its one array) gets a metadata hint. Text that is none of
    these, or whose encoding is not smaller, passes through byte-identical.
+
+A body's reference is the first 8 hex digits of its SHA-256, or all 64 when another
+body of the session was already given those 8 (a server can make two texts share 8
+digits): a reference names one body for the whole session (:meth:`SessionPipeline.ref_for`).
 
 A hint is emitted only if its claim holds when it is sent: a lossless text is decoded
 and compared with the downstream value before it is sent (else the downstream text
@@ -45,6 +51,16 @@ from tersetalk.tokens import count_tokens
 
 RETRIEVAL_TOOL = "tersetalk_get"
 KINDS = ("passthrough", "encoded", "ref", "near-ref", "retrieval", "error")
+#: the fallback of a text longer than ``max_result_chars`` (sent as it came, unread)
+TOO_LONG = "longer than max_result_chars"
+#: a fixed name for each fallback (its message may quote the payload): what logs keep
+FALLBACK_KINDS = (
+    (TOO_LONG, "too_long"),
+    ("markdown re-encoding does not read back", "markdown_readback"),
+    ("the encoding does not read back", "readback"),
+    ("the encoding holds a lone surrogate", "surrogate"),
+    ("budget ", "budget"),
+)
 #: keys that give the size of the whole set a page of results was taken from
 TOTAL_KEYS = ("total_count", "totalCount", "total", "count", "total_results", "totalResults")
 
@@ -62,7 +78,7 @@ def digest(text: str) -> str:
 
 @dataclass
 class Entry:
-    ref: str  # the 8-hex-digit prefix the hints name
+    ref: str  # the reference the hints name (SessionPipeline.ref_for)
     tool: str
     resources: frozenset[str] | None  # None: unknown, any write invalidates it
     value: Any = None  # the structured value, kept for near-ref (None: not structured)
@@ -143,10 +159,10 @@ class Processed:
     kind: str  # passthrough | encoded | ref | near-ref
     source: str  # json | literal | markdown | text
     raw_chars: int
-    raw_tokens: int
-    sent_tokens: int
+    raw_tokens: int | None  # None: not counted (a text longer than max_result_chars)
+    sent_tokens: int | None
     hints: tuple[str, ...]
-    ref: str | None  # the hash8 of this body (what a later reference names)
+    ref: str | None  # this body's reference (what a later hint names); None: not kept
     lossless: bool
     fallback: str | None
     pipeline_s: float
@@ -172,6 +188,8 @@ class SessionPipeline:
         d = self.config.dedup
         self.cache = DedupCache(d.lru_size, d.min_body_chars)
         self.store: OrderedDict[str, _Stored] = OrderedDict()
+        #: every reference given in this session -> the digest of the body it names
+        self.issued: dict[str, str] = {}
         self.compactions = 0
 
     # --- writes and compaction ------------------------------------------------------
@@ -218,10 +236,12 @@ class SessionPipeline:
         t0 = time.perf_counter()
         cfg = self.config
         tok = cfg.tokenizer
+        if len(text) > cfg.max_result_chars:  # before any work: not hashed, counted, parsed
+            return Processed(text, "passthrough", "text", len(text), None, None, (), None, True,
+                             TOO_LONG, time.perf_counter() - t0)  # fmt: skip
         key = digest(text)
-        ref = key[:8]
-        dedup = (cfg.dedup_for(tool) and cfg.dedup.min_body_chars <= len(text)
-                 <= cfg.max_result_chars)  # fmt: skip
+        ref = self.ref_for(key)
+        dedup = cfg.dedup_for(tool) and cfg.dedup.min_body_chars <= len(text)
         entry = self.cache.entries.get(key) if dedup else None
         if entry is not None and entry.ref in self.store:  # the hot path: no tokenizer
             # (a body whose sent text the store no longer holds is not referenced: the
@@ -242,10 +262,8 @@ class SessionPipeline:
             return Processed(sent, kind, source, len(text), raw_tokens, sent_tokens, hints, ref,
                              lossless, fallback, time.perf_counter() - t0)  # fmt: skip
 
-        if len(text) > cfg.max_result_chars:
-            return done(text, "passthrough", "text", fallback="longer than max_result_chars")
         resources = self.resources(tool, arguments)
-        remember = partial(self._remember, key, tool, resources, raw_tokens, dedup)
+        remember = partial(self._remember, key, ref, tool, resources, raw_tokens, dedup)
         source, value = _structured(text, cfg.max_result_chars)
         if dedup and cfg.hints.near_ref and source in ("json", "literal"):
             near = self._near_ref(tool, value, text)
@@ -267,12 +285,20 @@ class SessionPipeline:
         remember(sent, value, True)
         return done(sent, "encoded", source, hints, ref, lossless, fallback)
 
-    def _remember(self, key: str, tool: str, resources: frozenset[str] | None, raw_tokens: int,
-                  dedup: bool, sent: str, value: Any, structured: bool) -> None:  # fmt: skip
-        ref = key[:8]
-        for other, e in list(self.cache.entries.items()):  # one body per 8-digit name
-            if e.ref == ref and other != key:
-                del self.cache.entries[other]
+    def ref_for(self, key: str) -> str:
+        """The reference of the body whose SHA-256 is ``key``: its first 8 hex digits, or
+        the whole digest if another body of this session was given those 8 already.
+
+        A reference, once given, names one body for the rest of the session, so a hint
+        in the agent's context never comes to name another result."""
+        short = key[:8]
+        if self.issued.setdefault(short, key) == key:
+            return short
+        return key
+
+    def _remember(self, key: str, ref: str, tool: str, resources: frozenset[str] | None,
+                  raw_tokens: int, dedup: bool, sent: str, value: Any,
+                  structured: bool) -> None:  # fmt: skip
         if dedup:
             hint = count_tokens(H.reference_to(ref), self.config.tokenizer)
             self.cache.record(key, Entry(ref, tool, resources, value, structured, raw_tokens,
@@ -420,6 +446,16 @@ class SessionPipeline:
 
 
 # --- helpers ------------------------------------------------------------------------
+
+
+def fallback_kind(fallback: str | None) -> str | None:
+    """A fixed name for why the pipeline fell back (its message may quote the payload)."""
+    if not fallback:
+        return None
+    for prefix, name in FALLBACK_KINDS:
+        if fallback.startswith(prefix):
+            return name
+    return "other"
 
 
 def _utf8(text: str) -> bool:

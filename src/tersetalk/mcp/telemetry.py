@@ -382,23 +382,11 @@ def encoders(sent: str, kind: str) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-_FALLBACKS = (
-    ("longer than max_result_chars", "too_long"),
-    ("markdown re-encoding does not read back", "markdown_readback"),
-    ("the encoding does not read back", "readback"),
-    ("the encoding holds a lone surrogate", "surrogate"),
-    ("budget ", "budget"),
-)
-
-
 def fallback_kind(fallback: str | None) -> str | None:
     """A fixed name for why the pipeline fell back (its message may quote the payload)."""
-    if not fallback:
-        return None
-    for prefix, name in _FALLBACKS:
-        if fallback.startswith(prefix):
-            return name
-    return "other"
+    from tersetalk.mcp.session import fallback_kind as kind
+
+    return kind(fallback)
 
 
 # --- the recorder ------------------------------------------------------------------------------
@@ -488,25 +476,32 @@ class TelemetryRecorder:
         -> [original, sent]), ``encoders`` (format -> subtrees), ``dedup_hit``,
         ``dup_in_partition, repeat_distance, hints, content_sha_prefix,
         context_partition, lossless, fallback`` (a fixed name), ``sample_rate``,
-        ``timings`` (pipeline_s, downstream_s, describe_s)."""
+        ``timings`` (pipeline_s, downstream_s, describe_s).
+
+        A text the pipeline did not read (longer than its ``max_result_chars``: no
+        tokens counted) is counted in the summary by its size and as ``too_long``, and
+        is neither hashed nor described here either: it has no event."""
         if self.closed:
             raise TelemetryError("this telemetry session is closed; start a new recorder")
         t0 = time.perf_counter()
         self.seq += 1
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        distance = self._dup(digest, context_partition)
         p = processed
         self._max_partition = max(self._max_partition, context_partition)
         self._totals["events"] += 1
         self._totals["response_chars"] += len(text)
+        self._endpoints[endpoint] += 1
+        self._kinds[p.kind] += 1
+        if p.raw_tokens is None:  # longer than the proxy reads: counted, never read
+            self._totals["too_long"] += 1
+            return None
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        distance = self._dup(digest, context_partition)
         self._totals["dedup_hits"] += p.kind == "ref"
         self._totals["near_refs"] += p.kind == "near-ref"
         self._totals["dup_in_partition"] += distance is not None
         tok = self._tokens.setdefault(self.tokenizer, [0, 0])
         tok[0] += p.raw_tokens
         tok[1] += p.sent_tokens
-        self._endpoints[endpoint] += 1
-        self._kinds[p.kind] += 1
         self._hints.update(p.hints)
         rate = self.settings.sample_rate
         if not sampled(self.session_hash, self.seq, rate):
@@ -624,6 +619,7 @@ class TelemetryRecorder:
             "hints": dict(sorted(self._hints.items())),
             "endpoint_mix": dict(self._endpoints.most_common(20)),
             "errors": t["error"],
+            "too_long": t["too_long"],
             "retrievals": t["retrieval"],
             "write_errors": self.write_errors,
         }
@@ -755,7 +751,7 @@ def read_session_summaries(
     for path in sorted(p.glob("summary-*.json")):
         try:
             row = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             row = None
         if not isinstance(row, dict) or not _is_int(row.get("total_events")):
             log.warning("telemetry: %s is not a session summary; skipped", path)
