@@ -3,12 +3,17 @@
 Its tools return what real servers return: JSON (a page of a larger set), a Python
 literal (as mcp-server-sqlite does), plain text, Markdown with a table; a counter a write
 tool bumps; an isError result; a JSON-RPC error; and a tool that kills the server.
+
+With ``--hostile`` it is a server written by hand on raw JSON-RPC instead, sending what a
+careless or hostile server can: a byte that is not UTF-8, a result of any size, texts
+whose SHA-256 share their first 8 hex digits, errors that quote the call's arguments.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 import anyio
 import mcp.types as types
@@ -101,5 +106,106 @@ async def main() -> None:
         await server.run(r, w, server.create_initialization_options())
 
 
+# --- --hostile: JSON-RPC written by hand, so it can send what the SDK never would ------
+
+#: two pages whose JSON texts share the first 8 hex digits of their SHA-256 (found by
+#: trying numbers, as any server could): different rows
+COLLIDING_PAGES = (15099, 120033)
+#: the same for two texts that differ in one number only (a near-reference apart)
+COLLIDING_NEAR = (34410, 65836)
+
+
+def page(n: int) -> str:
+    return json.dumps({"page": n, "rows": _rows_from(30, 1000 * n)})
+
+
+def big(chars: int) -> str:
+    """A JSON array of about ``chars`` characters."""
+    return "[" + "1," * (chars // 2) + "1]"
+
+
+def near(n: int) -> str:
+    return json.dumps({"page": n, "rows": _rows(30)})
+
+
+def _rows_from(n: int, start: int) -> list[dict]:
+    return [dict(r, id=r["id"] + start, login=f"user-{r['id'] + start}") for r in _rows(n)]
+
+
+HOSTILE_TOOLS = [
+    _tool("ok"),
+    _tool("bad_utf8"),
+    _tool("big", chars={"type": "integer"}),
+    _tool("page", n={"type": "integer"}),
+    _tool("near", n={"type": "integer"}),
+    _tool("exit"),
+    _tool("echo_error", secret={"type": "string"}),
+    _tool("echo_is_error", secret={"type": "string"}),
+]
+
+
+def _hostile_call(name: str, a: dict) -> tuple[dict | None, bytes | None]:
+    """(result, raw bytes to put in place of the text's ``@@``)."""
+
+    def text(s: str, **extra) -> dict:
+        return {"content": [{"type": "text", "text": s}], **extra}
+
+    if name == "ok":
+        return text("still here"), None
+    if name == "bad_utf8":  # one byte that is not UTF-8, inside the result's text
+        return text(json.dumps({"name": "caf@@", "rows": _rows(10)})), b"\xff"
+    if name == "big":
+        return text(big(int(a.get("chars", 1000)))), None
+    if name == "page":
+        return text(page(int(a.get("n", 0)))), None
+    if name == "near":
+        return text(near(int(a.get("n", 0)))), None
+    if name == "exit":
+        os._exit(3)
+    if name == "echo_is_error":
+        return text(f"no access to {a.get('secret')}", isError=True), None
+    return None, None
+
+
+def hostile() -> None:
+    out = sys.stdout.buffer
+
+    def send(message: dict, raw: bytes | None = None) -> None:
+        line = json.dumps(message).encode()
+        if raw is not None:
+            line = line.replace(b"@@", raw)
+        out.write(line + b"\n")
+        out.flush()
+
+    for line in sys.stdin.buffer:
+        msg = json.loads(line)
+        if "id" not in msg or "method" not in msg:
+            continue  # a notification or a response
+        reply: dict = {"jsonrpc": "2.0", "id": msg["id"]}
+        method, params = msg["method"], msg.get("params") or {}
+        raw = None
+        if method == "initialize":
+            reply["result"] = {"protocolVersion": params.get("protocolVersion"),
+                               "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "hostile", "version": "1.0"}}  # fmt: skip
+        elif method == "tools/list":
+            reply["result"] = {"tools": [t.model_dump(by_alias=True, exclude_none=True)
+                                         for t in HOSTILE_TOOLS]}  # fmt: skip
+        elif method == "tools/call":
+            args = params.get("arguments") or {}
+            if params.get("name") == "echo_error":  # as servers do: the argument in the text
+                reply["error"] = {"code": -32602, "message": f"cannot open {args.get('secret')}"}
+            else:
+                reply["result"], raw = _hostile_call(params.get("name"), args)
+        elif method == "ping":
+            reply["result"] = {}
+        else:
+            reply["error"] = {"code": -32601, "message": f"no method {method}"}
+        send(reply, raw)
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    if sys.argv[1:] == ["--hostile"]:
+        hostile()
+    else:
+        anyio.run(main)
