@@ -398,7 +398,13 @@ _COMMON: list[Column] = [
     _E("tokens_<S>_<R>", "int64", "tokens (cl100k)", "the name of tokens_<S>_<R>_cl100k in run "
        "files written before issue 32 (still read)", _RUN, "files before issue 32"),
     _E("tokens_total_<tokenizer>", "int64", "tokens", "tokens of every message of the "
-       "conversation under this tokenizer", _RM),
+       "conversation under this tokenizer; tokens_total_model is a nullable Int64, missing "
+       "where the model's tokens cannot be counted (tokens_model_source says why)", _RM),
+    _E("tokens_model_source", "string", "", "where tokens_model comes from: the model's own "
+       "tokenizer (embedded llama.cpp), a server's tokenize endpoint, models.tokenizer "
+       "(gguf:, tokenizer.json:, tiktoken:), or 'missing: <why>' (a hosted API with no "
+       "tokenize endpoint and no models.tokenizer); summary: distinct values joined by '; '",
+       _RUN + _SUM),
     _E("bytes_on_wire", "int64", "bytes", "UTF-8 bytes of every message sent", _RM),
     _E("n_messages", "int64", "messages", "messages sent between agents", _RUN),
     _E("n_model_calls", "int64", "calls", "model calls made (summary: summed over the run)",
@@ -771,6 +777,9 @@ _OTHER: list[Column] = [
         ("qid", "string", "", "question id"),
         ("payload_tokens", "int64", "tokens", "tokens of the payload in the prompt"),
         ("prompt_tokens", "int64", "tokens", "tokens of the whole prompt"),
+        ("fit_tokens_source", "string", "", "how prompts were measured against "
+         "max_prompt_tokens: the model's tokenizer, or o200k_base as an estimate where the "
+         "model's tokens cannot be counted"),
         ("gold", "string", "", "gold answer"), ("prediction", "string", "", "model answer"),
         ("correct", "bool", "flag", "whether the answer was right"),
         ("n_questions", "int64", "questions", "questions"),

@@ -70,7 +70,8 @@ _TAIL = [
     *[f"tokens_total_{t}" for t in TOKENIZERS],
     "bytes_on_wire", "n_messages", "n_model_calls",
     "usage_prompt_tokens", "usage_completion_tokens", "usage_unknown_calls", "usage_source",
-    "messages", "counters", "backend", "model", "model_fingerprint", "model_fingerprint_source",
+    "tokens_model_source", "messages", "counters", "backend", "model", "model_fingerprint",
+    "model_fingerprint_source",
     "spec_hash", "error",
 ]  # fmt: skip
 
@@ -81,8 +82,10 @@ TIMING_COLUMNS = [
 
 _INT_COLUMNS = [
     "seed", "position", "bytes_on_wire", "n_messages", "n_model_calls",
-    "usage_unknown_calls", "cache_hits", *[f"tokens_total_{t}" for t in TOKENIZERS],
+    "usage_unknown_calls", "cache_hits", "tokens_total_cl100k", "tokens_total_o200k",
 ]  # fmt: skip
+# the model's tokens may be missing (see token_sum): a nullable integer, never 0 for "unknown"
+_NULLABLE_INT_COLUMNS = ["tokens_total_model"]
 # usage totals are float so that "unknown" can be NaN (see usage_totals)
 _FLOAT_COLUMNS = ["em", "f1", "precision", "recall", "correct", "t_example_s", "t_model_s",
                   "t_ttft_mean_s", "t_itl_mean_s",
@@ -141,6 +144,26 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def writable_text(text: str) -> str:
+    """``text`` with every lone surrogate written as its escape (``\\ud800``): an error
+    message quotes what a model or its code wrote, and a surrogate there would make the
+    record impossible to write as UTF-8 (the same failure on every rerun)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def token_sum(messages: list[dict], tokenizer: str) -> int | None:
+    """The messages' tokens under ``tokenizer`` (``cl100k``, ``o200k``, ``model``), or
+    None when any message's count is missing: the model's tokens cannot be counted for a
+    hosted API with no tokenize endpoint and no ``models.tokenizer`` (the run file's
+    ``tokens_model_source`` says so), and a part left out would lower the total unseen."""
+    counts = [m.get(f"tokens_{tokenizer}") for m in messages]
+    return None if any(n is None for n in counts) else sum(counts)
+
+
 def usage_totals(calls: list[dict]) -> dict[str, Any]:
     """Usage summed over the calls, or unknown as a whole when any call's is unknown.
 
@@ -186,11 +209,14 @@ def build_record(
     elapsed_s: float,
     model_fingerprint: str | None = None,
     model_fingerprint_source: str | None = None,
+    tokens_model_source: str | None = None,
 ) -> dict[str, Any]:
     """One row; ``outcome`` None (an error row) takes each outcome field's ``on_error``.
 
     ``model_fingerprint`` and its source say what the model is (see
     :mod:`tersetalk.models.fingerprint`); None where nothing recorded it.
+    ``tokens_model_source`` says where ``tokens_model`` comes from (``missing: <why>``
+    where the model's tokens cannot be counted).
     """
     task = spec["task"]
     rec: dict[str, Any] = {
@@ -213,7 +239,7 @@ def build_record(
             m["tokens_cl100k"] for m in messages if f"{m['sender']}_{m['receiver']}" == d
         )
     for t in TOKENIZERS:
-        rec[f"tokens_total_{t}"] = sum(m[f"tokens_{t}"] for m in messages)
+        rec[f"tokens_total_{t}"] = token_sum(messages, t)
     rec.update(
         bytes_on_wire=sum(m["bytes"] for m in messages),
         n_messages=len(messages),
@@ -232,6 +258,7 @@ def build_record(
         model=model,
         model_fingerprint=model_fingerprint,
         model_fingerprint_source=model_fingerprint_source,
+        tokens_model_source=tokens_model_source,
         spec_hash=spec_hash,
         error=error,
         t_example_s=elapsed_s,
@@ -270,6 +297,8 @@ def records_frame(records: list[dict], layout: RecordLayout) -> pd.DataFrame:
     ints = _INT_COLUMNS + direction_columns(main)
     for col in ints:
         df[col] = pd.to_numeric(df[col]).fillna(0).astype("int64")
+    for col in _NULLABLE_INT_COLUMNS:
+        df[col] = pd.to_numeric(df[col]).astype("Int64")
     for col in _FLOAT_COLUMNS:
         df[col] = pd.to_numeric(df[col]).astype("float64")
     for f in layout.outcome:
@@ -281,7 +310,8 @@ def records_frame(records: list[dict], layout: RecordLayout) -> pd.DataFrame:
             df[f.name] = df[f.name].astype(f.dtype)
     # a checkpoint written before messages were nested holds them as a JSON string
     df["messages"] = messages_column(df["messages"])
-    typed = set(ints) | set(_FLOAT_COLUMNS) | {f.name for f in layout.outcome} | {"messages"}
+    typed = {*ints, *_NULLABLE_INT_COLUMNS, *_FLOAT_COLUMNS, "messages"}
+    typed |= {f.name for f in layout.outcome}
     for col in main:
         if col not in typed:
             df[col] = df[col].astype("string")

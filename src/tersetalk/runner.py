@@ -14,12 +14,19 @@ What a failure does:
   on with the other examples and then fails with :class:`RunIncompleteError`, so no
   run file is written and Snakemake does not take the job as done. Running the same
   command again redoes only those examples;
-- a server that is down, a missing model, or a refused API key (HTTP 401/403,
-  :class:`~tersetalk.models.ModelAuthError`, a kind of :class:`ModelUnavailableError`)
-  stops the run at once, keeping what is finished and writing no run file: a wrong
-  key fails every example alike, and error rows for all of them would make a run
-  that looks finished but holds nothing (``tersetalk run`` exits 2, naming the key's
-  environment variable).
+- an error that is not about the example (:func:`stopping_fault`: a server that is
+  down, a missing model, a refused API key, a tokenize endpoint or a usage report
+  that is broken, a tokenizer file that cannot be read, a sandbox that cannot run
+  here, a config error found late) stops the run at once, keeping what is finished
+  and writing no run file: it would fail every example alike, and error rows for all
+  of them would make a run that looks finished but holds nothing (``tersetalk run``
+  exits 2 with the message, which says what to fix);
+- as a backstop, a run whose error rows are more than ``pipeline.max_error_share`` of
+  its examples (default 0.2) writes no run file either (:class:`TooManyErrorsError`,
+  exit 2): the rows stay checkpointed, to be read, and a rerun after the fix redoes
+  nothing that finished;
+- a record that cannot be written (:class:`RecordWriteError`) stops the run with the
+  example's id instead of a traceback on every rerun.
 
 Several examples in flight (``models.max_concurrency`` > 1, server backends only, see
 :func:`tersetalk.models.max_in_flight`): each example runs from start to end on one
@@ -57,8 +64,8 @@ from tersetalk.io import run_metadata, write_parquet_atomic
 from tersetalk.models import (
     GenerationConfig,
     ModelClient,
+    ModelEnvironmentError,
     ModelError,
-    ModelUnavailableError,
     caused_by,
     is_transient,
     make_client,
@@ -66,7 +73,7 @@ from tersetalk.models import (
 )
 from tersetalk.models.embedding import similarity_memo
 from tersetalk.models.fingerprint import FINGERPRINT_DIR, model_fingerprint
-from tersetalk.records import build_record, records_frame
+from tersetalk.records import build_record, records_frame, writable_text
 from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
 from tersetalk.tasks.registry import preflight
@@ -75,11 +82,42 @@ from tersetalk.tokens import count_memo
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunIncompleteError", "run", "run_one"]
+__all__ = [
+    "RecordWriteError",
+    "RunIncompleteError",
+    "TooManyErrorsError",
+    "run",
+    "run_one",
+    "stopping_fault",
+]
+
+#: the share of a run's examples that may be error rows before the run is refused
+#: (``pipeline.max_error_share``)
+DEFAULT_MAX_ERROR_SHARE = 0.2
 
 
 class RunIncompleteError(RuntimeError):
     """Some examples failed for passing reasons; the rest are checkpointed for a rerun."""
+
+
+class TooManyErrorsError(RunIncompleteError):
+    """More of a run's examples are error rows than ``pipeline.max_error_share`` allows."""
+
+
+class RecordWriteError(RunIncompleteError):
+    """An example's record cannot be written to the checkpoint."""
+
+
+def stopping_fault(exc: BaseException) -> BaseException | None:
+    """The error in ``exc``'s chain that is not about the example, or None.
+
+    The one place a run decides whether an error is the example's (an error row) or
+    its environment's (the run stops): the model server and its side requests, the
+    tokenizer, the usage report (:class:`~tersetalk.models.ModelEnvironmentError`, which
+    a server that is down or a refused key are kinds of), a code sandbox that cannot run
+    on this machine, a config error that only shows once an example runs.
+    """
+    return caused_by(exc, (ModelEnvironmentError, SandboxUnavailableError, ConfigError))
 
 
 def results_hash(spec: dict) -> str:
@@ -90,7 +128,10 @@ def results_hash(spec: dict) -> str:
     another and the records' ``spec_hash`` column stays the same.
     """
     models = {k: v for k, v in spec.get("models", {}).items() if k != "max_concurrency"}
-    return spec_hash({**spec, "models": models})
+    hashed = {**spec, "models": models}
+    if "pipeline" in spec:  # how many error rows a run may hold decides no result
+        hashed["pipeline"] = {k: v for k, v in spec["pipeline"].items() if k != "max_error_share"}
+    return spec_hash(hashed)
 
 
 def checkpoint_path(out: Path) -> Path:
@@ -192,14 +233,17 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
         model=describe.get("model", ""),
         model_fingerprint=fingerprint.value,
         model_fingerprint_source=fingerprint.source,
+        tokens_model_source=tokens_model_source(ctx.client),
         spec_hash=digest,
     )
     try:
         res = registered.run(example, ctx)
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
-        down = caused_by(exc, ModelUnavailableError)
-        if down is not None:
-            raise down from exc  # server down, model missing, key refused: stop, keep the rest
+        fault = stopping_fault(exc)
+        if isinstance(fault, SandboxUnavailableError):  # said as a setup error: exit 2
+            raise ConfigError(str(fault)) from exc
+        if fault is not None:
+            raise fault from exc  # not about this example: stop, keep the rest
         if is_transient(exc):
             raise  # a passing server fault: run() leaves the example for the next run
         log.error("example %s failed: %s\n%s", example["example_id"], exc, traceback.format_exc())
@@ -213,7 +257,7 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
             calls=[],
             outcome=None,
             counters={},
-            error=f"{type(exc).__name__}: {exc}",
+            error=writable_text(f"{type(exc).__name__}: {exc}"),
             elapsed_s=time.perf_counter() - start,
             **common,
         )
@@ -230,6 +274,59 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
         error=None,
         elapsed_s=time.perf_counter() - start,
         **common,
+    )
+
+
+def tokens_model_source(client: ModelClient) -> str:
+    """Where the run's ``tokens_model`` comes from (the record's ``tokens_model_source``).
+
+    A server backend says it (its local tokenizer, its tokenize endpoint, or
+    ``missing: <why>``); the embedded model counts with its own tokenizer.
+    """
+    said = client.describe().get("tokens_model_source")
+    return str(said) if said else f"the model's own tokenizer ({client.describe().get('backend')})"
+
+
+def _probe_model_tokens(client: ModelClient) -> None:
+    """Count one short text, so that where ``tokens_model`` comes from is known before
+    the first record (a hosted API without a tokenize endpoint: missing, and why)."""
+    from tersetalk.models.tokenizers import TokensUnavailableError
+
+    try:
+        client.count_tokens("tokens")
+    except TokensUnavailableError as exc:
+        log.warning("%s; tokens_model is missing in every row (tokens_model_source)", exc)
+
+
+def _checkpoint_line(example_id: str, record: dict) -> bytes:
+    """The record as one checkpoint line, or :class:`RecordWriteError` saying which example
+    and why (text that is not Unicode, e.g. a lone surrogate, or a value JSON cannot hold).
+    Encoded before anything is written, so a failing record leaves no partial line."""
+    try:
+        return (json.dumps(record, ensure_ascii=False, allow_nan=True) + "\n").encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise RecordWriteError(
+            f"example {example_id}: its record cannot be written ({type(exc).__name__}: "
+            f"{str(exc)[:300]}); the run stops with the finished examples checkpointed. "
+            "This is a defect of the step that made the record (its text must be valid "
+            "Unicode): report it with the example's id"
+        ) from None
+
+
+def _error_share_check(df: pd.DataFrame, spec: dict, ckpt: Path) -> None:
+    """Refuse a run whose error rows are more than ``pipeline.max_error_share`` of it."""
+    share = spec.get("pipeline", {}).get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
+    errors = df["error"].dropna()
+    if len(df) == 0 or len(errors) / len(df) <= share:
+        return
+    first = df.loc[df["error"].notna()].iloc[0]
+    raise TooManyErrorsError(
+        f"{len(errors)} of {len(df)} examples are error rows, more than "
+        f"pipeline.max_error_share = {share:g} allows (first: example {first['example_id']}: "
+        f"{str(first['error'])[:400]}). So many failures are more likely the setup's than "
+        f"the examples': read the errors in {ckpt}, fix their cause and run again (finished "
+        "examples are kept). If they are the model's own answers, raise "
+        "pipeline.max_error_share. No run file was written"
     )
 
 
@@ -319,6 +416,7 @@ def _run(
         shared={"run_out": out, "run_resumed": bool(done)},
     )
     fingerprint = model_fingerprint(client)  # what the model is: asked or hashed once, here
+    _probe_model_tokens(client)
     log.info(
         "run %s/%s/%s: %d examples, model %s, fingerprint %s (%s), spec %s, %d in flight",
         spec["task"],
@@ -347,12 +445,14 @@ def _run(
         pub.run_started(n_examples=len(examples), n_done=len(done),
                         model=str(client.describe().get("model", "")))  # fmt: skip
     try:
-        with publishing(pub), open(ckpt, "a", encoding="utf-8") as fh:
+        with publishing(pub), open(ckpt, "ab") as fh:
 
             def finish(ex: dict, outcome: dict | Exception) -> None:
                 """Keep one example's outcome (on this thread); raise what stops the run."""
                 if isinstance(outcome, Exception):
-                    if not (is_transient(outcome) or isinstance(outcome, SandboxFault)):
+                    if stopping_fault(outcome) is not None or not (
+                        is_transient(outcome) or isinstance(outcome, SandboxFault)
+                    ):
                         raise outcome
                     log.error("example %s: %s; not checkpointed, retried on the next run",
                               ex["example_id"], outcome)  # fmt: skip
@@ -360,7 +460,7 @@ def _run(
                     pub.example_failed(ex["example_id"], failed[-1][1])
                     bar.update(1)
                     return
-                fh.write(json.dumps(outcome, ensure_ascii=False) + "\n")
+                fh.write(_checkpoint_line(ex["example_id"], outcome))
                 fh.flush()
                 os.fsync(fh.fileno())
                 done[ex["example_id"]] = outcome
@@ -407,6 +507,12 @@ def _run(
     layout = system(spec["system"]).layout
     df = records_frame([done[ex["example_id"]] for ex in examples], layout)
     n_err = int(df["error"].notna().sum())
+    try:
+        _error_share_check(df, spec, ckpt)
+    except TooManyErrorsError as exc:
+        pub.run_finished("failed", error=str(exc)[:2000], n_done=len(done))
+        pub.close()
+        raise
     desc = client.describe()
     log.info(
         "finished: %d records, %d errors; cache hits %s, misses %s (%s)",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from tersetalk.events import on_message_sent
 from tersetalk.models import CallResult, GenerationConfig, ModelClient
 from tersetalk.models.base import StructuredOutputError
+from tersetalk.models.tokenizers import TokensUnavailableError
 from tersetalk.tokens import count_tokens
 
 
@@ -31,11 +32,20 @@ class Conversation:
             "bytes": len(content.encode("utf-8")),
             "tokens_cl100k": count_tokens(content, "cl100k_base"),
             "tokens_o200k": count_tokens(content, "o200k_base"),
-            "tokens_model": self.client.count_tokens(content),
+            "tokens_model": self._model_tokens(content),
         }
         self.messages.append(msg)
         on_message_sent(msg)  # the run's live events (a no-op unless a run publishes)
         return msg
+
+    def _model_tokens(self, content: str) -> int | None:
+        """The message's tokens by the model's own tokenizer, or None (missing) when the
+        model's tokens cannot be counted here (a hosted API with no tokenize endpoint and
+        no ``models.tokenizer``): the run file's ``tokens_model_source`` says why."""
+        try:
+            return self.client.count_tokens(content)
+        except TokensUnavailableError:
+            return None
 
     def log_call(self, role: str, result: CallResult) -> None:
         """Record a model call made on behalf of ``role`` (tokens, timing, cache hit).

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 import time
@@ -38,6 +39,8 @@ from tersetalk.tokens import count_tokens
 
 TOKENIZERS = ("o200k_base", "cl100k_base")
 BASELINES = ("json_compact", "json_pretty", "toon")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,7 @@ def comprehension(
     bodies = [p for p in load_corpus(data_dir, kinds=("json",))]
     rng = random.Random(seed)
     rng.shuffle(bodies)
+    prompt_tokens, fit_source = _prompt_counter(client)
     chosen = []
     for p in bodies:
         if len(chosen) == n_payloads:
@@ -254,7 +258,7 @@ def comprehension(
         node = from_python(p.value)
         texts = {enc: encode(node, enc, tokenizer=tokenizer) for enc in encoders}
         longest = max(texts.values(), key=lambda e: len(e.text))
-        if client.count_tokens(prompt_for(_probe(p), longest.text)) > max_prompt_tokens:
+        if prompt_tokens(prompt_for(_probe(p), longest.text)) > max_prompt_tokens:
             continue
         questions = questions_for(p, seed=seed, per_kind=per_kind)
         if questions:
@@ -291,9 +295,29 @@ def comprehension(
                     "prediction": pred,
                     "correct": err is None and answer_matches(pred, q.gold),
                     "error": err,
+                    "fit_tokens_source": fit_source,
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _prompt_counter(client):
+    """How a prompt's length is measured against ``max_prompt_tokens``, and its label.
+
+    The model's own tokenizer where it can be counted; for a hosted API with no tokenize
+    endpoint and no ``models.tokenizer``, o200k_base as an estimate, said in every row's
+    ``fit_tokens_source`` (it only decides which payloads are asked about).
+    """
+    from tersetalk.models.tokenizers import TokensUnavailableError
+
+    try:
+        client.count_tokens("tokens")
+    except TokensUnavailableError as exc:
+        log.warning("%s; payloads are fitted to max_prompt_tokens by o200k_base instead", exc)
+        return (lambda text: count_tokens(text, "o200k_base")), (
+            "o200k_base (estimate: the model's tokens cannot be counted)"
+        )
+    return client.count_tokens, "the model's tokenizer"
 
 
 def _probe(payload):

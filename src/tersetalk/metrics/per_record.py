@@ -23,7 +23,7 @@ from tersetalk.metrics.preservation import (
     messages_of,
     worker_input,
 )
-from tersetalk.records import TOKENIZERS, directions_of
+from tersetalk.records import TOKENIZERS, directions_of, token_sum
 
 
 def _letters(directions: list[str]) -> list[str]:
@@ -31,32 +31,30 @@ def _letters(directions: list[str]) -> list[str]:
     return list(dict.fromkeys(letter for d in directions for letter in d.split("_")))
 
 
-def _role_tokens(messages: list[dict], directions: list[str]) -> dict[str, int]:
+def _role_tokens(messages: list[dict], directions: list[str]) -> dict[str, int | None]:
     """Tokens sent and received per role, and per direction, under each tokenizer.
 
     Columns: ``tokens_sent_{role}_{tokenizer}``, ``tokens_received_{role}_{tokenizer}``
     and ``tokens_{sender}_{receiver}_{tokenizer}``, for the run's ``directions`` (the
     ``tokens_<S>_<R>`` columns of its records) and the participants they name.
     """
-    out: dict[str, int] = {}
+    out: dict[str, int | None] = {}
     for letter in _letters(directions):
         role = participant(letter).name
         for t in TOKENIZERS:
-            out[f"tokens_sent_{role}_{t}"] = sum(
-                m[f"tokens_{t}"] for m in messages if m["sender"] == letter
+            out[f"tokens_sent_{role}_{t}"] = token_sum(
+                [m for m in messages if m["sender"] == letter], t
             )
-            out[f"tokens_received_{role}_{t}"] = sum(
-                m[f"tokens_{t}"] for m in messages if m["receiver"] == letter
+            out[f"tokens_received_{role}_{t}"] = token_sum(
+                [m for m in messages if m["receiver"] == letter], t
             )
     # per direction under every tokenizer; the run file's own per-direction columns are
     # cl100k only (``tokens_{direction}_cl100k``, the same name), so they agree
     for d in directions:
         sender, receiver = d.split("_")
         for t in TOKENIZERS:
-            out[f"tokens_{d}_{t}"] = sum(
-                m[f"tokens_{t}"]
-                for m in messages
-                if m["sender"] == sender and m["receiver"] == receiver
+            out[f"tokens_{d}_{t}"] = token_sum(
+                [m for m in messages if m["sender"] == sender and m["receiver"] == receiver], t
             )
     return out
 

@@ -79,7 +79,17 @@ def run_metrics(
     row.update(get_task(task).run_metrics(preds, golds, scored))
     ok = df[df["error"].isna()]
     for t in TOKENIZERS:
-        row[f"tokens_total_{t}_mean"] = float(ok[f"tokens_total_{t}"].mean()) if len(ok) else 0.0
+        # a missing count (the model's tokens of a hosted API, see tokens_model_source)
+        # makes the mean missing: a mean over the rows that happen to have one would not
+        # be the run's
+        counts = pd.to_numeric(ok[f"tokens_total_{t}"]).astype("float64")
+        row[f"tokens_total_{t}_mean"] = (
+            float("nan") if counts.isna().any() else float(counts.mean()) if len(ok) else 0.0
+        )
+    if "tokens_model_source" in df:
+        row["tokens_model_source"] = "; ".join(
+            sorted({str(v) for v in df["tokens_model_source"].dropna()})
+        )
     for col, d in zip(direction_columns(df.columns), directions_of(df.columns), strict=True):
         # named as the metrics' per-direction columns are (the per-record means below
         # give the same value for cl100k)

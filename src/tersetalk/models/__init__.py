@@ -7,7 +7,9 @@
      "threads": int | None, "timeout_s": float, "max_retries": int, "seed": int}
 
 Optional keys: ``stream`` (bool, servers only), ``structured_format``
-(``auto`` | ``json_schema`` | ``json_object_schema``), ``tokenizer_gguf`` (path),
+(``auto`` | ``json_schema`` | ``json_object_schema``), ``tokenizer`` (servers: where
+the model's token counts come from when the server cannot count them, see
+:mod:`.tokenizers`), ``tokenizer_gguf`` (path, the same as ``tokenizer: gguf:<path>``),
 ``max_wait_s`` (the longest ``Retry-After`` honoured), ``deadline_s`` (servers: the
 longest a whole call may take, retries included; ``timeout_s`` bounds each request to
 the last byte of its reply), ``api_key_env`` (the name of the environment variable
@@ -193,6 +195,7 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
             stream=bool(cfg.get("stream", True)),
             structured_format=cfg.get("structured_format", "auto"),
             tokenizer_gguf=cfg.get("tokenizer_gguf"),
+            tokenizer_spec=cfg.get("tokenizer"),
             deadline_s=deadline_s,
             api_key_env=cfg.get("api_key_env"),
         )
@@ -212,6 +215,7 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
             stream=bool(cfg.get("stream", True)),
             structured_format=cfg.get("structured_format", "auto"),
             tokenizer_gguf=cfg.get("tokenizer_gguf"),
+            tokenizer_spec=cfg.get("tokenizer"),
             deadline_s=deadline_s,
             api_key=api_key_from_env(cfg),
             api_key_env=cfg.get("api_key_env"),
