@@ -346,6 +346,42 @@ def test_weights_from_reads_the_fitted_router_and_names_what_is_wrong(tmp_path):
         RouteSettings(weights_from=str(tmp_path / "missing.yaml")).rule("topology_tersetalk")
 
 
+def hostile_router_files(folder: Path) -> dict[str, tuple[Path, str]]:
+    """Router files a careless or hostile hand made: name -> (path, what the error says)."""
+    laughs = ["l0: &l0 [ha, ha, ha, ha, ha, ha, ha, ha, ha]"] + [
+        f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 10)
+    ]  # 9**10 values once expanded, from under 1 KB
+    texts = {
+        "laughs": ("systems:\n  topology_tersetalk: {theta: 1}\n" + "\n".join(laughs) + "\n",
+                   "aliases (*name) expand to more than 100000 values"),
+        "deep": ("systems: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested deeper than 100"),
+    }  # fmt: skip
+    out = {}
+    for name, (text, said) in texts.items():
+        path = folder / f"{name}.yaml"
+        path.write_text(text)
+        out[name] = (path, said)
+    return out
+
+
+@pytest.mark.parametrize("name", ["laughs", "deep"])
+def test_every_reader_of_a_router_file_refuses_a_hostile_one_naming_it(tmp_path, name):
+    from tersetalk.metrics.topology_cli import fitted_router
+    from tersetalk.metrics.topology_fit import RouterFileError, read_router_yaml
+
+    path, said = hostile_router_files(tmp_path)[name]
+    start = f"router file {path}: "
+    with pytest.raises(ValueError) as info:
+        RouteSettings(weights_from=str(path)).rule("topology_tersetalk")
+    assert str(info.value).startswith(start) and said in str(info.value)
+    with pytest.raises(RouterFileError) as info:
+        read_router_yaml(path)
+    assert str(info.value).startswith(start) and said in str(info.value)
+    with pytest.raises(ValueError) as info:
+        fitted_router(path)  # what `tersetalk topology --router-yaml` copies into its summary
+    assert str(info.value).startswith(start) and said in str(info.value)
+
+
 def test_the_critics_copy_keeps_the_code_the_question_asks_about(base_config, tmp_path):
     """critic_copy: question sends the Critic the question; when the brief carries the
     program text apart from it (HumanEval), the code line goes with it, uncapped."""

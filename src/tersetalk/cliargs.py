@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 
-__all__ = ["DEFAULT_CONFIG", "LazySubParsers", "add_config_option", "add_renamed_option"]
+__all__ = ["DEFAULT_CONFIG", "LazySubParsers", "add_config_option", "add_renamed_option",
+           "nonnegative_int", "positive_int", "user_error"]  # fmt: skip
 
 #: the workflow's default config (the Snakefile's ``configfile:``), relative to the
 #: working directory; every ``--config`` file is layered over it
@@ -50,6 +51,43 @@ def add_renamed_option(parser: argparse.ArgumentParser, old: str, new: str) -> N
 
     parser.add_argument(old, action=_Renamed, help=argparse.SUPPRESS, metavar=target.metavar,
                         default=argparse.SUPPRESS)  # fmt: skip
+
+
+def _int_at_least(text: str, low: int, said: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {said}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count of examples)."""
+    return _int_at_least(text, 1, "at least 1")
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse type: a whole number of 0 or more (a seed, a count that may be 0).
+
+    Why refuse at parse time: a negative seed ends in NumPy's traceback after the inputs
+    are read, and a negative count slices from the end and silently gives a wrong result.
+    """
+    return _int_at_least(text, 0, "0 or more")
+
+
+def user_error(message: str) -> SystemExit:
+    """``message`` printed on stderr, and a SystemExit of code 2 to raise.
+
+    For subcommands that stop with ``raise SystemExit(...)``: a user's error is exit
+    code 2, as argparse's and ``tersetalk``'s own, where a bare ``SystemExit(message)``
+    would exit 1. The exception still reads as ``message``.
+    """
+    print(message, file=sys.stderr)
+    exc = SystemExit(message)
+    exc.code = 2
+    return exc
 
 
 #: a parser builder: adds one or more subcommands to the subparsers action it is given

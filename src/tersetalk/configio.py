@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from tersetalk.io import load_yaml_text
+
 __all__ = ["describe_errors", "load_model", "read_yaml"]
 
 M = TypeVar("M", bound=BaseModel)
@@ -38,7 +40,13 @@ def read_yaml(
     if not path.is_file():
         raise error(f"{what} {path} not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
+    except OSError as exc:
+        raise error(f"{what} {path} cannot be read: {exc.strerror}") from None
+    try:
+        data = load_yaml_text(text, f"{what} {path}", error)
     except yaml.YAMLError as exc:
         raise error(f"{what} {path} is not valid YAML: {exc}") from exc
     if data is None:

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,8 +26,12 @@ if TYPE_CHECKING:  # pandas loads on first use: tokens.py writes its cache files
 __all__ = [
     "METADATA_KEY",
     "MESSAGE_FIELDS",
+    "MAX_ALIAS_NODES",
+    "MAX_NESTING",
     "InputFileError",
     "exclusive",
+    "load_json_text",
+    "load_yaml_text",
     "message_list",
     "messages_arrow_type",
     "messages_column",
@@ -48,6 +53,104 @@ METADATA_KEY = b"tersetalk"
 
 class InputFileError(ValueError):
     """An input file is missing, truncated or not what the step expects."""
+
+
+#: the deepest nesting a YAML or JSON document from a user (a config file, a router file,
+#: a command-line option, an events line) may have: the deepest the workflow writes is
+#: under 10; far deeper only makes the parsers and everything that walks the value recurse
+#: until Python's stack gives out
+MAX_NESTING = 100
+#: how many values YAML aliases may add to a document beyond those written out: a
+#: hand-written file adds a few; a "billion laughs" document (aliases of aliases of
+#: aliases) expands a kilobyte into billions, which exhausts memory when walked
+MAX_ALIAS_NODES = 100_000
+
+
+def load_yaml_text(text: str, where: str, error: type[Exception] = InputFileError) -> Any:
+    """``yaml.safe_load(text)``, refusing documents nested deeper than :data:`MAX_NESTING`
+    or whose aliases expand to more than :data:`MAX_ALIAS_NODES` extra values (or name
+    a value they are inside of: a value containing itself, which no setting is).
+
+    Why a pass over the parser's events first: PyYAML builds a document recursively (a
+    20,000-deep one ends in RecursionError) and shares an alias's value, so a "billion
+    laughs" file loads fine and exhausts memory only when a step dumps or walks it. The
+    events are a flat stream: depth and expanded size are counted without recursion or
+    expansion. ``where`` names the source (``"router file results/x.yaml"``); a refusal
+    raises ``error`` starting with it. A syntax error is left to ``yaml.safe_load`` (its
+    message names line and column), raised as ``yaml.YAMLError`` as before.
+    """
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    open_at: list[tuple[str | None, int]] = []  # (anchor, values counted before it), by depth
+    sizes: dict[str, int] = {}  # anchor -> how many values its node stands for
+    written = expanded = 0
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                open_at.append((event.anchor, expanded))
+                written, expanded = written + 1, expanded + 1
+                if len(open_at) > MAX_NESTING:
+                    line = event.start_mark.line + 1 if event.start_mark else "?"
+                    raise error(
+                        f"{where}: nested deeper than {MAX_NESTING} levels (line {line}), "
+                        "far deeper than anything the workflow reads: check the indentation "
+                        "and brackets"
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, before = open_at.pop()
+                if anchor is not None:
+                    sizes[anchor] = expanded - before
+            elif isinstance(event, yaml.ScalarEvent):
+                written, expanded = written + 1, expanded + 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, yaml.AliasEvent):
+                if any(anchor == event.anchor for anchor, _ in open_at):
+                    line = event.start_mark.line + 1 if event.start_mark else "?"
+                    raise error(
+                        f"{where}: alias *{event.anchor} (line {line}) is inside the value it "
+                        "names, which would make the value contain itself; write it out"
+                    )
+                written, expanded = written + 1, expanded + sizes.get(event.anchor, 1)
+                if expanded - written > MAX_ALIAS_NODES:
+                    raise error(
+                        f"{where}: its YAML aliases (*name) expand to more than "
+                        f"{MAX_ALIAS_NODES} values, far beyond any setting (a 'billion "
+                        "laughs' document); write the values out instead of aliasing aliases"
+                    )
+    except yaml.YAMLError:
+        pass  # not valid YAML: safe_load below says where, as it always has
+    return yaml.safe_load(text)
+
+
+#: a JSON string (skipped whole: its brackets are text) or a bracket
+_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+
+
+def load_json_text(text: str | bytes, where: str, error: type[Exception] = InputFileError) -> Any:
+    """``json.loads(text)``, refusing a document nested deeper than :data:`MAX_NESTING`.
+
+    Why: ``json.loads`` recurses per level (RecursionError on a crafted line), and a value
+    it can still decode a few hundred levels deep breaks whatever walks it next (copying,
+    validating, serialising a response). The refusal raises ``error`` (by default an
+    :class:`InputFileError`, a ValueError, as a syntax error is) starting with ``where``.
+    """
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if data.count(b"[") + data.count(b"{") > MAX_NESTING:  # else it cannot be too deep
+        depth = 0
+        for token in _JSON_TOKENS.finditer(data):
+            bracket = token.group()
+            if bracket in (b"[", b"{"):
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise error(
+                        f"{where}: JSON nested deeper than {MAX_NESTING} levels, far deeper "
+                        "than anything the workflow reads: check the brackets"
+                    )
+            elif bracket in (b"]", b"}"):
+                depth -= 1
+    return json.loads(text)
 
 
 #: the fields of one message of a run file's ``messages`` column (a Parquet list of

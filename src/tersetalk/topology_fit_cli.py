@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tersetalk.cliargs import nonnegative_int, user_error
+
 __all__ = ["add_commands", "fit_files", "signals_spec"]
 
 log = logging.getLogger(__name__)
@@ -123,7 +125,7 @@ def _cmd_fit(args: argparse.Namespace) -> None:
     try:
         fit_files(args.signals, args.out, args.loto_out, l2=args.l2, seed=args.seed)
     except ValueError as exc:
-        raise SystemExit(f"tersetalk topology-fit: error: {exc}") from None
+        raise user_error(f"tersetalk topology-fit: error: {exc}") from None
 
 
 def _cmd_selection(args: argparse.Namespace) -> None:
@@ -134,7 +136,7 @@ def _cmd_selection(args: argparse.Namespace) -> None:
         fits = read_router_yaml(args.router_yaml)[0] if args.router_yaml else None
         table = selection_from_signals(frame, fits)
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"tersetalk topology-selection: error: {exc}") from None
+        raise user_error(f"tersetalk topology-selection: error: {exc}") from None
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(args.out, index=False)
@@ -175,7 +177,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("signals", nargs="+", help="signals Parquet files (topology-signals)")
     f.add_argument("--l2", type=float, default=1.0, help="L2 penalty (default 1.0)")
-    f.add_argument("--seed", type=int, default=0, help="recorded with the fit (default 0)")
+    f.add_argument(
+        "--seed", type=nonnegative_int, default=0, help="recorded with the fit (default 0)"
+    )
     f.add_argument("--out", required=True, help="router YAML to write")
     f.add_argument("--loto-out", help="leave-one-task-out CSV to write")
     f.set_defaults(func=_cmd_fit)

@@ -295,8 +295,10 @@ def load_fitted(path: str | Path, system: str) -> tuple[dict[str, float], float]
 def _load_fitted(path: str, _mtime: int, _size: int, system: str) -> tuple[dict, float]:
     import yaml
 
+    from tersetalk.io import load_yaml_text
+
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = load_yaml_text(Path(path).read_text(encoding="utf-8"), f"router file {path}")
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValueError(f"router file {path}: cannot be read: {exc}") from None
     systems = data.get("systems", data) if isinstance(data, dict) else None

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tersetalk.cliargs import nonnegative_int, user_error
 from tersetalk.metrics.topology import (
     SIX_POLICIES,
     ablation_table,
@@ -86,9 +87,11 @@ def fitted_router(path: str | Path) -> dict:
     summary; a clear error when it cannot be read."""
     import yaml
 
+    from tersetalk.io import load_yaml_text
+
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = load_yaml_text(Path(path).read_text(encoding="utf-8"), f"router file {path}")
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValueError(f"router file {path}: cannot be read: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"router file {path}: expected a mapping, got {type(data).__name__}")
@@ -215,7 +218,7 @@ def _cmd(args: argparse.Namespace) -> None:
                router_yaml=args.router_yaml, loto_fitted=args.loto_fitted,
                n_resamples=args.n_resamples, seed=args.seed, margin=args.margin)  # fmt: skip
     except ValueError as exc:
-        raise SystemExit(f"tersetalk topology: error: {exc}") from None
+        raise user_error(f"tersetalk topology: error: {exc}") from None
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -253,7 +256,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=2000,
         help="bootstrap resamples of the paired tests (default 2000)",
     )
-    t.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    t.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default 0)")
     t.add_argument(
         "--margin",
         type=float,

@@ -441,9 +441,13 @@ def read_router_yaml(path: str | Path) -> tuple[dict[str, FittedRouter], dict[st
     file and the key when it cannot be read or a value is wrong."""
     import yaml
 
+    from tersetalk.io import load_yaml_text
+
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = load_yaml_text(
+            path.read_text(encoding="utf-8"), f"router file {path}", RouterFileError
+        )
     except FileNotFoundError:
         raise RouterFileError(
             f"router file {path} does not exist; `tersetalk topology-fit` writes it"
