@@ -1,4 +1,6 @@
 import copy
+import math
+import re
 
 import pytest
 import yaml
@@ -207,3 +209,79 @@ def test_a_fitted_variant_reads_its_own_models_router(base_config):
         "{results}"
         in cfg["topology"]["systems"]["topology_tersetalk"]["variants"]["fitted"]["weights_from"]
     )  # the config itself is left as written
+
+
+# -- non-finite numbers and hostile YAML ---------------------------------------------------
+@pytest.mark.parametrize(
+    "overlay, key",
+    [
+        ("generation:\n  temperature: .nan\n", "generation.temperature"),
+        ("models:\n  timeout_s: .inf\n", "models.timeout_s"),
+        ("evaluation:\n  margin: -.inf\n", "evaluation.margin"),
+        ("calibration_n: .NaN\n", "calibration_n"),
+        ("evaluation:\n  comparisons: [[a, .inf]]\n", "evaluation.comparisons.0.1"),
+    ],
+)
+def test_a_non_finite_number_anywhere_is_refused_naming_its_key(repo, tmp_path, overlay, key):
+    layer = tmp_path / "layer.yaml"
+    layer.write_text(overlay)
+    with pytest.raises(ConfigError, match=rf"config key '{re.escape(key)}': not a finite number"):
+        load_config(repo / "config" / "config.yaml", layer)
+
+
+def test_non_finite_keys_walks_lists_and_survives_a_value_that_contains_itself():
+    from tersetalk.config import non_finite_keys
+
+    loop: list = [1.0]
+    loop.append(loop)
+    value = {"a": {"b": [0.5, math.inf]}, "c": math.nan, "d": loop, "e": "nan", "f": 1e308}
+    assert non_finite_keys(value) == ["a.b.1", "c"]
+    assert non_finite_keys(-math.inf) == ["<top level>"]
+
+
+def billion_laughs(levels: int = 9) -> str:
+    """Each alias level repeats the previous one nine times: 9**levels values from ~1 KB."""
+    lines = ["l0: &l0 [ha, ha, ha, ha, ha, ha, ha, ha, ha]"]
+    for i in range(1, levels + 1):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        (billion_laughs(), "aliases (*name) expand to more than 100000 values"),
+        ("n_eval: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested deeper than 100 levels"),
+        ("a: " + "{b: " * 20_000 + "1" + "}" * 20_000 + "\n", "nested deeper than 100 levels"),
+        ("a: &x [1, *x]\n", "alias *x (line 1) is inside the value it names"),
+    ],
+    ids=["billion-laughs", "deep-list", "deep-map", "self-containing"],
+)
+def test_a_hostile_config_file_is_refused_naming_the_file(repo, tmp_path, text, said):
+    layer = tmp_path / "hostile.yaml"
+    layer.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(repo / "config" / "config.yaml", layer)
+    assert str(info.value).startswith(f"config file {layer}: ") and said in str(info.value)
+
+
+def test_aliases_and_merge_keys_of_a_hand_written_config_still_load(repo, tmp_path):
+    layer = tmp_path / "aliases.yaml"
+    layer.write_text(
+        "generation:\n  max_tokens: 128\nevaluation:\n  margin: &m 0.05\n  alpha: *m\n"
+    )
+    cfg = load_config(repo / "config" / "config.yaml", layer)
+    assert cfg["generation"]["max_tokens"] == 128 and cfg["evaluation"]["alpha"] == 0.05
+    from tersetalk.io import load_yaml_text
+
+    doc = load_yaml_text("a: &a {x: 1}\nb: {<<: *a, y: 2}\nc: [*a, *a]\n", "test")
+    assert doc == {"a": {"x": 1}, "b": {"x": 1, "y": 2}, "c": [{"x": 1}, {"x": 1}]}
+    big = load_yaml_text(billion_laughs(4), "test")  # 9**5 = 59,049 values: under the bound
+    assert big["l4"][0][0][0][0] == ["ha"] * 9
+
+
+def test_a_config_file_that_is_not_utf8_is_refused_naming_the_file(repo, tmp_path):
+    layer = tmp_path / "latin1.yaml"
+    layer.write_bytes("n_eval: 3 # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=rf"config file {re.escape(str(layer))} is not UTF-8"):
+        load_config(repo / "config" / "config.yaml", layer)

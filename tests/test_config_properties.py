@@ -163,3 +163,51 @@ def test_spec_hash_is_stable_across_versions():
     spec = {"task": "gsm8k", "system": "freeform", "variant": "default", "variant_settings": {},
             "seed": 0, "nested": {"b": [1, 2.0, "x"], "a": None, "c": True}}  # fmt: skip
     assert spec_hash(spec) == "08bc7387d8a3"
+
+
+# -- non-finite numbers: refused wherever they stand ----------------------------------------
+def _number_paths(obj, prefix=()):
+    """Paths to every number (not a boolean) of a config, through mappings and lists."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _number_paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _number_paths(v, (*prefix, i))
+    elif isinstance(obj, int | float) and not isinstance(obj, bool):
+        yield prefix
+
+
+def _default_config() -> dict:
+    from pathlib import Path
+
+    from tersetalk.config import load_config
+
+    return load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+
+
+DEFAULT_CONFIG = _default_config()
+NUMBER_PATHS = sorted(_number_paths(DEFAULT_CONFIG), key=str)
+
+
+@given(
+    st.sampled_from(NUMBER_PATHS),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+)
+def test_a_non_finite_number_at_any_numeric_key_is_refused_naming_the_key(path, bad):
+    from tersetalk.config import ConfigError, validate_config
+
+    config = copy.deepcopy(DEFAULT_CONFIG)
+    _get(config, path[:-1])[path[-1]] = bad
+    key = ".".join(map(str, path))
+    try:
+        validate_config(config)
+    except ConfigError as exc:
+        assert f"config key '{key}': not a finite number" in str(exc)
+    else:
+        raise AssertionError(f"{key} = {bad} was accepted")
+
+
+def test_the_numeric_keys_cover_every_section():
+    sections = {path[0] for path in NUMBER_PATHS}
+    assert len(NUMBER_PATHS) > 30 and {"seed", "generation", "models", "evaluation"} <= sections

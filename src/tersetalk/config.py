@@ -14,6 +14,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -62,27 +63,65 @@ def _apply_defaults(schema: dict, value: Any) -> None:
                 _apply_defaults(extra, value[key])
 
 
+def non_finite_keys(value: Any) -> list[str]:
+    """The key paths (``generation.temperature``, ``calibration.x.grid.rate.1``) of every
+    NaN or infinite number in ``value``, walked without recursion.
+
+    Why one walk over everything: JSON Schema's ``minimum`` and ``maximum`` never refuse
+    NaN (every comparison with it is false) and a bound-less ``number`` takes infinity,
+    while YAML reads ``.nan`` and ``.inf`` as numbers; no setting means either.
+    """
+    found: list[str] = []
+    seen: set[int] = set()
+    todo: list[tuple[tuple, Any]] = [((), value)]
+    while todo:
+        path, node = todo.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            found.append(".".join(map(str, path)) or "<top level>")
+        elif isinstance(node, dict | list | tuple) and id(node) not in seen:
+            seen.add(id(node))
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            todo.extend(((*path, k), v) for k, v in items)
+    return sorted(found)
+
+
+def _check_finite(value: Any, where: str, title: str = "invalid configuration") -> None:
+    bad = non_finite_keys(value)
+    if bad:
+        lines = [
+            f"{where} '{key}': not a finite number (NaN or infinity); write a finite number"
+            for key in bad
+        ]
+        raise ConfigError(f"{title}:\n  " + "\n  ".join(lines))
+
+
+def _schema_errors(validator: Any, value: Any, where: str) -> list[str]:
+    """One line per schema violation in ``value``: ``<where> '<a.b>': <what> (fix: ...)``."""
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    lines = []
+    for err in errors:
+        key = ".".join(str(p) for p in err.absolute_path) or "<top level>"
+        hint = err.schema.get("description", "") if isinstance(err.schema, dict) else ""
+        if err.validator == "additionalProperties":
+            hint = (
+                "remove or rename the unknown key; the keys are listed in the schema, "
+                "tersetalk/schemas/config.schema.yaml (linked as workflow/schemas/)"
+            )
+        line = f"{where} '{key}': {err.message}"
+        if hint:
+            line += f" (fix: {hint})"
+        lines.append(line)
+    return lines
+
+
 def validate_config(config: dict) -> dict:
     """Validate ``config`` in place (filling defaults); raise ConfigError naming the key."""
     import jsonschema
 
+    _check_finite(config, "config key")
     schema = _load_schema()
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        lines = []
-        for err in errors:
-            key = ".".join(str(p) for p in err.absolute_path) or "<top level>"
-            hint = err.schema.get("description", "") if isinstance(err.schema, dict) else ""
-            if err.validator == "additionalProperties":
-                hint = (
-                    "remove or rename the unknown key; the keys are listed in the schema, "
-                    "tersetalk/schemas/config.schema.yaml (linked as workflow/schemas/)"
-                )
-            line = f"config key '{key}': {err.message}"
-            if hint:
-                line += f" (fix: {hint})"
-            lines.append(line)
+    lines = _schema_errors(jsonschema.Draft202012Validator(schema), config, "config key")
+    if lines:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _apply_defaults(schema, config)
     if config["models"].get("api_key"):
@@ -113,6 +152,47 @@ def validate_config(config: dict) -> dict:
             "(run from the repository root, or set data.dir)"
         )
     return config
+
+
+#: the sections of a run spec that are config sections, checked against their schema
+_SPEC_SECTIONS = ("seed", "models", "generation", "pipeline")
+
+
+def check_run_spec(spec: dict, where: str = "run spec") -> None:
+    """Check a run spec that did not come from a validated config (``--spec-json``):
+    finite numbers, its config sections (:data:`_SPEC_SECTIONS`) against the schema, a
+    registered task and system. A ConfigError names ``<where> key '<a.b>'`` and the fix.
+
+    Why: the runner trusts its spec, so a wrong value would otherwise surface as a
+    traceback from deep inside a model client or a registry, after the sample is read.
+    """
+    import jsonschema
+
+    from tersetalk.systems import registered_systems
+    from tersetalk.tasks.registry import names
+
+    _check_finite(spec, f"{where} key", f"invalid {where}")
+    schema = _load_schema()
+    sections = {
+        **schema,
+        "required": [],
+        "additionalProperties": True,
+        "properties": {k: schema["properties"][k] for k in _SPEC_SECTIONS},
+    }
+    lines = _schema_errors(jsonschema.Draft202012Validator(sections), spec, f"{where} key")
+    if lines:
+        raise ConfigError(f"invalid {where}:\n  " + "\n  ".join(lines))
+    tasks, systems = names(), sorted(registered_systems())
+    if spec.get("task") not in tasks:
+        raise ConfigError(
+            f"{where} key 'task': unknown task {spec.get('task')!r}; registered tasks are "
+            f"{tasks} (a task of your own: README 'Adding a task')"
+        )
+    if spec.get("system") not in systems:
+        raise ConfigError(
+            f"{where} key 'system': unknown system {spec.get('system')!r}; registered "
+            f"systems are {systems}"
+        )
 
 
 def _check_tasks(config: dict) -> None:
