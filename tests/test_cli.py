@@ -173,3 +173,37 @@ def test_semantic_method_note_without_the_column():
 
     summary = _summary([BERT]).drop(columns="semantic_method")
     assert semantic_method_note(summary) == "Semantic preservation method: not recorded."
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sample", "--task", "gsm8k", "--n", "1", "--out", "s.parquet"],
+        ["stats", "r.parquet", "--comparisons", "[]", "--out", "s.parquet"],
+        ["plot", "--summary", "s.parquet", "--records", "r.parquet"],
+        ["topology", "r.parquet", "--tables", "t", "--figures", "f"],
+        ["topology-fit", "s.parquet", "--out", "router.yaml"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_negative_seed_is_refused_when_the_command_is_parsed(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--seed", "-1"])
+    assert info.value.code == 2
+    assert "argument --seed: must be 0 or more, got -1" in capsys.readouterr().err
+
+
+def test_the_topology_commands_stop_with_exit_code_2_and_an_error_line(tmp_path, capsys):
+    missing = str(tmp_path / "missing.parquet")
+    argvs = [
+        ["topology", missing, "--tables", str(tmp_path / "t"), "--figures", str(tmp_path / "f")],
+        ["topology-selection", missing],
+    ]
+    for argv in argvs:
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # the commands' own refusals
+            code = exc.code
+        assert code == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"tersetalk {argv[0]}: error: ") and "missing.parquet" in err

@@ -297,3 +297,122 @@ def test_gsm8k_scorer_does_not_read_a_memory_pointer_as_a_number():
     assert extract_number("M#2 says 3 + 4\n#### 7") == "7"
     assert gsm8k_correct("3 + 4 = 7\n#### 7", "Natalia ... #### 7")
     assert extract_number("#### 1,234 (M#9)") == "1234"
+
+
+# -- 7. a run spec or options no config validated, and --out naming a folder ---------------
+def default_spec() -> dict:
+    from tersetalk.config import load_config, run_spec
+
+    return run_spec(load_config(CONFIG), "gsm8k", "freeform", "default")
+
+
+def edited(spec: dict, path: tuple, value) -> dict:
+    spec = json.loads(json.dumps(spec))
+    node = spec
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return spec
+
+
+SPEC_EDITS = [
+    (("models", "timeout_s"), "abc", "--spec-json key 'models.timeout_s': 'abc' is not of type"),
+    (("system",), "nosuch", "--spec-json key 'system': unknown system 'nosuch'; registered"),
+    (("task",), "nosuch", "--spec-json key 'task': unknown task 'nosuch'; registered"),
+    (("seed",), -1, "--spec-json key 'seed': -1 is less than the minimum of 0"),
+    (("generation", "temperature"), float("nan"),
+     "--spec-json key 'generation.temperature': not a finite number"),
+    (("models", "timeout_s"), float("inf"), "--spec-json key 'models.timeout_s': not a finite"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "value", "said"), SPEC_EDITS, ids=lambda x: str(x)[:20])
+def test_a_wrong_value_in_a_spec_json_is_refused_before_the_run(
+    tmp_path, capsys, monkeypatch, path, value, said
+):
+    import tersetalk.runner
+
+    monkeypatch.setattr(tersetalk.runner, "run", lambda *a, **k: pytest.fail("the run started"))
+    sample = write_sample(tmp_path / "s.parquet", "gsm8k", ["g1"])
+    spec = json.dumps(edited(default_spec(), path, value))  # NaN/Infinity: Python's JSON
+    code = main(["run", "--spec-json", spec, "--sample", str(sample),
+                 "--out", str(tmp_path / "r.parquet")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("tersetalk run: error: ") and said in err, err
+
+
+def test_every_spec_the_config_makes_passes_the_spec_check():
+    from tersetalk.config import (
+        calibration_points,
+        calibration_spec,
+        check_run_spec,
+        configured_runs,
+        load_config,
+        run_spec,
+        topology_config,
+    )
+
+    cfg = load_config(CONFIG)
+    specs = [run_spec(cfg, "hotpotqa", *label.split("/")) for label in configured_runs(cfg)]
+    for system in cfg["calibration"]:
+        specs += [
+            calibration_spec(cfg, "gsm8k", system, p) for p in calibration_points(cfg, system)
+        ]
+    study = topology_config(cfg)
+    specs += [
+        run_spec(study, study["tasks"][0], *label.split("/")) for label in configured_runs(study)
+    ]
+    for spec in specs:
+        check_run_spec(json.loads(json.dumps(spec)), "--spec-json")
+
+
+DEEP_OPTION = '{"a":' * 20_000 + "1" + "}" * 20_000
+
+
+def test_deeply_nested_json_options_are_refused_naming_the_option(tmp_path, capsys):
+    out = str(tmp_path / "x.parquet")
+    cases = [
+        ("--spec-json", ["run", "--sample", out, "--out", out]),
+        ("--task-options", ["sample", "--task", "toolqa", "--n", "1", "--data-dir",
+                            str(REPO / "data"), "--out", out]),
+        ("--comparisons", ["stats", out, "--out", out]),
+        ("--planned", ["stats", out, "--comparisons", "[]", "--out", out]),
+        ("--spec-json", ["calibrate", out, "--task", "gsm8k", "--reference-run", out,
+                         "--sample", out, "--out", out]),
+        ("--values", ["plot-ablation", out, "--system", "s", "--variants", "a", "--setting",
+                      "x", "--out-stem", out]),
+        ("--ablations-json", ["plot-ablations", out, "--out-dir", out]),
+    ]  # fmt: skip
+    for option, argv in cases:
+        assert main([*argv, option, DEEP_OPTION]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"tersetalk {argv[0]}: error: {option}: JSON nested deeper than"), err
+
+
+def test_json_options_nested_up_to_the_bound_are_still_read(capsys):
+    from tersetalk.cli import _json_option
+
+    value = _json_option('{"a":' * 99 + "[1]" + "}" * 99, "--x", dict, "{}")
+    for _ in range(99):
+        value = value["a"]
+    assert value == [1]
+
+
+def test_run_refuses_an_out_that_is_a_folder_before_the_first_example(
+    tmp_path, capsys, monkeypatch
+):
+    import tersetalk.runner
+
+    monkeypatch.setattr(tersetalk.runner, "run", lambda *a, **k: pytest.fail("the run started"))
+    sample = write_sample(tmp_path / "s.parquet", "gsm8k", ["g1"])
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (tmp_path / "a_file").write_text("")
+    for out, said in [
+        (folder, f"--out {folder} is a folder; name the run Parquet file to write, e.g. "),
+        (tmp_path / "a_file" / "r.parquet", f"{tmp_path / 'a_file'} is a file, not a folder"),
+    ]:
+        code = main(["run", "--task", "gsm8k", "--system", "freeform", "--config", CONFIG,
+                     "--sample", str(sample), "--out", str(out)])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and said in err, err

@@ -163,3 +163,37 @@ def test_without_its_plug_in_the_task_is_a_config_error_naming_the_known_tasks(t
     assert proc.returncode != 0
     assert "config key 'tasks': unknown task(s) ['arith']" in proc.stderr
     assert "registered tasks are ['hotpotqa', 'gsm8k'" in proc.stderr
+
+
+BROKEN_PLUGINS = {
+    "not_there": (None, "cannot be imported (No module named 'not_there'); put its folder on "
+                        "PYTHONPATH"),
+    "needs_a_package": ("import package_nobody_installed\n",
+                        "cannot be imported (No module named 'package_nobody_installed')"),
+    "raises": ("raise RuntimeError('the data folder is gone')\n",
+               "failed while being imported (RuntimeError: the data folder is gone); fix the "
+               "module or remove it from TERSETALK_TASKS"),
+    "declares_nothing": ("TITLE = 'a task, one day'\n",
+                         "declares no task: a task module declares TASK = Task(...)"),
+    "wrong_task": ("TASK = {'name': 'arith'}\n",
+                   "does not declare a usable task (register() takes a "
+                   "tersetalk.tasks.base.Task, got dict)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(BROKEN_PLUGINS))
+def test_a_broken_plug_in_is_an_error_line_naming_it_and_the_fix(toy, repo, module):
+    tmp_path, _, env = toy
+    text, said = BROKEN_PLUGINS[module]
+    if text is not None:
+        (tmp_path / f"{module}.py").write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tersetalk", "sample", "--task", "gsm8k", "--n", "1",
+         "--out", str(tmp_path / "s.parquet")],
+        cwd=repo, env={**env, "TERSETALK_TASKS": f"arith_task,{module}"},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"tersetalk: error: TERSETALK_TASKS module {module!r} ")
+    assert said in proc.stderr

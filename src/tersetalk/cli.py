@@ -21,6 +21,8 @@ from tersetalk.cliargs import (
     LazySubParsers,
     add_config_option,
     add_renamed_option,
+    nonnegative_int,
+    positive_int,
 )
 
 __all__ = ["DEFAULT_CONFIG", "add_config_option", "add_renamed_option", "build_parser",
@@ -103,6 +105,7 @@ EXPECTED_ERRORS = (
     ("tersetalk.calibration", "CalibrationError"),
     ("tersetalk.io", "InputFileError"),
     ("tersetalk.runner", "RunIncompleteError"),
+    ("tersetalk.tasks.registry", "TaskPluginError"),
 )
 
 
@@ -239,9 +242,12 @@ def _json_option(text: str, option: str, kind: type, example: str) -> Any:
     traceback (issue 28); this says which option, what is wrong and what to pass.
     """
     from tersetalk.config import ConfigError
+    from tersetalk.io import load_json_text
 
     try:
-        value = json.loads(text)
+        value = load_json_text(text, option, ConfigError)
+    except ConfigError as exc:  # nested too deep
+        raise ConfigError(f"{exc}; pass {example}") from None
     except ValueError as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise ConfigError(
@@ -278,8 +284,9 @@ _SPEC_OPTIONAL_KEYS: dict[str, type] = {"calibration_file": str, "sensitivity_mo
 
 
 def _spec_from_json(text: str) -> dict:
-    """The run spec of ``--spec-json``, its keys and their types checked before the run."""
-    from tersetalk.config import ConfigError
+    """The run spec of ``--spec-json``, its keys, their types and its config sections'
+    values (:func:`tersetalk.config.check_run_spec`) checked before the run."""
+    from tersetalk.config import ConfigError, check_run_spec
 
     example = "the run spec Snakemake passes (a JSON object, see config.run_spec)"
     spec = _json_option(text, "--spec-json", dict, example)
@@ -294,6 +301,7 @@ def _spec_from_json(text: str) -> dict:
                 f"--spec-json key {key!r} must be a JSON {_JSON_KINDS[kind]}, got "
                 f"{_json_kind(spec[key])}; pass {example}"
             )
+    check_run_spec(spec, "--spec-json")
     return spec
 
 
@@ -363,6 +371,15 @@ def _cmd_run(args: argparse.Namespace) -> None:
         )
     if len(set(outs)) != len(outs):
         raise ConfigError("--out names the same file twice: every run needs its own file")
+    for out in map(Path, outs):  # before the first example, not after the last
+        if out.is_dir():
+            raise ConfigError(
+                f"--out {out} is a folder; name the run Parquet file to write, e.g. "
+                f"{out / 'run.parquet'}"
+            )
+        folder = next((p for p in out.parents if p.exists()), None)
+        if folder is not None and not folder.is_dir():
+            raise ConfigError(f"--out {out}: {folder} is a file, not a folder; choose another path")
     for spec in specs:
         for key in ("task", "system", "variant"):
             given = getattr(args, key)
@@ -600,29 +617,6 @@ def _add_records_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _int_at_least(text: str, low: int, said: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < low:
-        raise argparse.ArgumentTypeError(f"must be {said}, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    return _int_at_least(text, 1, "at least 1")
-
-
-def _nonnegative_int(text: str) -> int:
-    """A count that may be 0 (``--calibration-n 0``: no calibration shard) but not negative.
-
-    Why refuse at parse time: a negative shard size slices the permutation from its end
-    and silently writes an empty or wrong shard (issue 28).
-    """
-    return _int_at_least(text, 0, "0 or more")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tersetalk",
@@ -662,10 +656,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n", type=int, help="evaluation examples (default: config n_eval)")
     s.add_argument(
         "--calibration-n",
-        type=_nonnegative_int,
+        type=nonnegative_int,
         help="calibration examples, disjoint from the evaluation ones; 0: none (default: config)",
     )
-    s.add_argument("--seed", type=int, help="sampling seed (default: config seed)")
+    s.add_argument(
+        "--seed", type=nonnegative_int, help="sampling seed, 0 or more (default: config seed)"
+    )
     s.add_argument("--source", choices=["local", "hub"], help="local shipped files or the HF hub")
     s.add_argument("--data-dir", help="folder with the shipped data (default: data)")
     s.add_argument(
@@ -706,7 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run Parquet to write (one row per example); the i-th --out is the i-th --spec-json's",
     )
     r.add_argument(
-        "--limit", type=_positive_int, help="only the first N examples of the sample (N >= 1)"
+        "--limit", type=positive_int, help="only the first N examples of the sample (N >= 1)"
     )
     r.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     r.add_argument(
@@ -797,7 +793,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--margin", type=float, default=0.02, help="non-inferiority margin (0.02)")
     t.add_argument("--alpha", type=float, default=0.05, help="one-sided level (0.05)")
     t.add_argument("--n-resamples", type=int, default=2000, help="bootstrap resamples (2000)")
-    t.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    t.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (0)")
     t.add_argument("--out", required=True, help="statistics Parquet to write")
     t.add_argument("--csv", help="also write CSV here")
     t.add_argument("--tex", help="also write a LaTeX table here")
@@ -884,7 +880,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.add_argument("--out-dir", default="figures", help="folder for the figures (figures)")
     f.add_argument("--tables-dir", default="results/tables", help="folder for the tables")
-    f.add_argument("--seed", type=int, default=0, help="bootstrap seed for the intervals (0)")
+    f.add_argument(
+        "--seed", type=nonnegative_int, default=0, help="bootstrap seed for the intervals (0)"
+    )
     f.set_defaults(func=_cmd_plot)
 
     g = sub.add_parser(
@@ -940,7 +938,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    try:  # the parser lists the registered tasks: a broken task plug-in fails here
+        args = build_parser().parse_args(argv)
+    except Exception as exc:
+        if not _expected_error(exc):
+            raise
+        print(f"tersetalk: error: {exc}", file=sys.stderr)
+        return 2
     _setup_logging(args.log_level, args.verbose)
     try:
         args.func(args)

@@ -15,6 +15,7 @@ workflow asks this module: :func:`get` (a clear error naming the known tasks),
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ __all__ = [
     "DIRECT",
     "ENTRY_POINT_GROUP",
     "ENV_VAR",
+    "TaskPluginError",
     "get",
     "names",
     "preflight",
@@ -55,6 +57,11 @@ _TASKS: dict[str, Task] = {}
 _loaded = False
 
 
+class TaskPluginError(ImportError):
+    """A task plug-in (``TERSETALK_TASKS``, an entry point) that cannot be loaded or
+    declares no task; the message names the plug-in and the fix."""
+
+
 def register(task: Task) -> Task:
     """Add ``task``; registering the same object twice is harmless, another task under a
     taken name is an error."""
@@ -78,29 +85,72 @@ def _plugin_modules() -> list[str]:
     return [m.strip() for m in os.environ.get(ENV_VAR, "").split(",") if m.strip()]
 
 
+#: what a plug-in module must hold, said in each error about one
+_DECLARE = (
+    "a task module declares TASK = Task(...) (or TASKS, a list of them; see "
+    "tersetalk/tasks/gsm8k.py and README 'Adding a task')"
+)
+
+
+def _load_plugin(where: str, load: Any) -> None:
+    """Register the tasks of one plug-in (``load()`` imports it); any failure is a
+    :class:`TaskPluginError` naming the plug-in (``where``) and the fix.
+
+    Why catch everything: a plug-in is the user's code, and whatever its import raises
+    (a missing dependency, a syntax error, a wrong value) must say which plug-in failed,
+    not end in a traceback from the middle of the registry.
+    """
+    before = len(_TASKS)
+    try:
+        loaded = load()
+    except ImportError as exc:
+        raise TaskPluginError(
+            f"{where} cannot be imported ({exc}); put its folder on PYTHONPATH, install "
+            f"what it imports, or remove it from {ENV_VAR}"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - the plug-in's own code failed
+        raise TaskPluginError(
+            f"{where} failed while being imported ({type(exc).__name__}: {exc}); fix the "
+            f"module or remove it from {ENV_VAR}"
+        ) from exc
+    try:
+        if isinstance(loaded, Task):
+            register(loaded)
+        elif isinstance(loaded, ModuleType):
+            _register_module(loaded)
+        else:
+            raise TypeError(f"it is a {type(loaded).__name__}, not a module or a Task")
+    except (TypeError, ValueError) as exc:
+        raise TaskPluginError(
+            f"{where} does not declare a usable task ({exc}); {_DECLARE}"
+        ) from exc
+    if len(_TASKS) == before and not _declares(loaded):
+        raise TaskPluginError(f"{where} declares no task: {_DECLARE}")
+
+
+def _declares(loaded: Any) -> bool:
+    """Whether a plug-in declares a task (one already registered, by itself, counts)."""
+    if isinstance(loaded, Task):
+        return True
+    return getattr(loaded, "TASK", None) is not None or bool(getattr(loaded, "TASKS", ()))
+
+
 def _load() -> None:
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    for name in BUILTIN:
-        _register_module(importlib.import_module(name))
-    for name in _plugin_modules():
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            _loaded = False
-            raise ImportError(
-                f"{ENV_VAR} names {name!r}, which cannot be imported ({exc}); put its folder "
-                "on PYTHONPATH or remove it from the variable"
-            ) from exc
-        _register_module(module)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        loaded = ep.load()
-        if isinstance(loaded, Task):
-            register(loaded)
-        else:
-            _register_module(loaded)
+    _loaded = True  # first: a plug-in that asks the registry while it loads sees no loop
+    try:
+        for name in BUILTIN:
+            _register_module(importlib.import_module(name))
+        for name in _plugin_modules():
+            load = functools.partial(importlib.import_module, name)
+            _load_plugin(f"{ENV_VAR} module {name!r}", load)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            _load_plugin(f"entry point {ep.name!r} ({ep.value}, {ENTRY_POINT_GROUP})", ep.load)
+    except TaskPluginError:
+        _loaded = False  # asked again, the error is raised again
+        raise
 
 
 def names() -> list[str]:
