@@ -48,6 +48,7 @@ from tersetalk.dashboard.live import LiveMediator, Publish, default_live_config
 from tersetalk.dashboard.results import PathRefused, ResultsIndex, UnknownModel, safe_path
 from tersetalk.dashboard.snakelog import SnakemakeLog
 from tersetalk.dashboard.tail import EventTailer
+from tersetalk.io import InputFileError, load_json_text
 
 __all__ = ["DashboardSettings", "create_app"]
 
@@ -215,8 +216,10 @@ def create_app(
             raise HTTPException(403, "cross-origin requests are refused")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             raise HTTPException(415, 'send JSON (Content-Type: application/json): {"message": ...}')
-        try:
-            body = await request.json()
+        try:  # bounded: a crafted deep body is a 400, not a RecursionError's 500
+            body = load_json_text(await request.body(), "the request body")
+        except InputFileError as exc:
+            raise HTTPException(400, f'send JSON: {{"message": "..."}}; {exc}') from None
         except ValueError:
             raise HTTPException(400, 'send JSON: {"message": "..."}') from None
         message = body.get("message") if isinstance(body, dict) else None

@@ -9,7 +9,9 @@ cannot choose is the name in the ``Host`` header: it is the name in its own URL.
 So every request must name this server by a loopback name (``localhost``,
 ``127.0.0.1``, ``[::1]``), by the address the user bound on purpose (``--host``,
 unless a wildcard) or by a name the user allowed (``--allow-host``), with the
-serving port. Anything else gets a 421 and a sentence saying why.
+serving port. Another name or port gets a 421 and a sentence saying why; a Host
+that is no host at all (missing, empty, a port that is not 1 to 5 ASCII digits up to
+65535) gets a 400, as HTTP asks.
 
 Why the headers: the results folder holds files the workflow (and so, indirectly,
 a model) wrote. ``nosniff`` stops a browser from guessing a text file is HTML or
@@ -90,9 +92,11 @@ def split_host(value: str) -> tuple[str, int | None] | None:
         return None
     if port_text is None:
         return name, None
-    if not port_text.isdigit() or len(port_text) > 5:
+    # ASCII digits only: str.isdigit() also takes "²" and other digits int() refuses
+    if not (port_text.isascii() and port_text.isdigit()) or len(port_text) > 5:
         return None
-    return name, int(port_text)
+    port = int(port_text)
+    return (name, port) if port <= 65535 else None
 
 
 def page_csp(host: str) -> str:
@@ -133,20 +137,25 @@ class HostGuard:
         server = scope.get("server")
         return int(server[1]) if server and server[1] is not None else None
 
-    def refusal(self, scope: dict, host: str | None) -> str | None:
-        """Why this request is refused (None: it is not)."""
+    def refusal(self, scope: dict, host: str | None) -> tuple[int, str] | None:
+        """Why this request is refused, with the HTTP status (None: it is not): 400 for a
+        Host that is missing or malformed, 421 for another server's name or port."""
         port = self._port(scope)
         parsed = split_host(host) if host else None
-        if parsed is not None:
-            name, got_port = parsed
-            if got_port is None:
-                got_port = 443 if scope.get("scheme") in ("https", "wss") else 80
-            if name in self.names and (port is None or got_port == port):
-                return None
         expected = ", ".join(sorted(f"{n}:{port}" if port else n for n in self.names))
         if not host:
-            return f"refused: the request has no Host header (this dashboard is {expected})"
-        return (
+            return 400, f"refused: the request has no Host header (this dashboard is {expected})"
+        if parsed is None:
+            return 400, (
+                f"refused: Host {host!r} is not a valid host[:port] (the port must be ASCII "
+                f"digits, at most 65535); this dashboard is {expected}"
+            )
+        name, got_port = parsed
+        if got_port is None:
+            got_port = 443 if scope.get("scheme") in ("https", "wss") else 80
+        if name in self.names and (port is None or got_port == port):
+            return None
+        return 421, (
             f"refused: Host {host!r} is not this dashboard's address ({expected}). A page on "
             "another site may be trying to reach it through DNS rebinding. If you use "
             "another name on purpose, restart with `tersetalk dashboard --allow-host NAME`."
@@ -161,8 +170,9 @@ class HostGuard:
             if key == b"host":
                 host = value.decode("latin-1")
                 break
-        why = self.refusal(scope, host)
-        if why is not None:
+        refused = self.refusal(scope, host)
+        if refused is not None:
+            status, why = refused
             if why not in self._warned and len(self._warned) < 100:
                 self._warned.add(why)
                 log.warning("dashboard: %s", why)
@@ -174,7 +184,7 @@ class HostGuard:
             await send(
                 {
                     "type": "http.response.start",
-                    "status": 421,
+                    "status": status,
                     "headers": [
                         (b"content-type", b"application/json"),
                         (b"content-length", str(len(body)).encode()),

@@ -17,7 +17,6 @@ the folder it was given, nothing else on the machine.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tersetalk.events import EVENTS_SUFFIX
+from tersetalk.io import load_json_text
 
 __all__ = ["EventTailer", "RunState"]
 
@@ -218,8 +218,8 @@ class EventTailer:
         for raw in data[:end].splitlines():
             if not raw.strip():
                 continue
-            try:
-                ev = json.loads(raw)
+            try:  # bounded: a crafted deep line is skipped, not a RecursionError or a 500
+                ev = load_json_text(raw, f"events file {f.path}")
             except ValueError:
                 f.errors += 1
                 continue
