@@ -23,10 +23,28 @@ well or badly, for the reliability tests (stdlib ``http.server`` in a thread).
 ``Content-Length``. ``sent`` records, per body written, how many bytes went out and
 whether all of them did (a client that stops reading makes a write fail).
 
+Two more chat modes: ``tool_call``, a well-formed answer made of a tool call and no
+text; ``echo_400``/``echo_500``, that status with an error body quoting the request's
+``Authorization`` and ``X-Api-Key`` headers, as some proxies do. ``usage`` (a dict)
+replaces the usage report of well-formed answers.
+
 ``fail_if`` (a substring) limits the bad modes to requests whose messages contain it;
 other requests get ``ok``. ``modes`` (a list) overrides ``mode`` one request at a
 time. ``/extras/tokenize`` counts whitespace-separated words. Every request's path,
 body, message text and Authorization header is recorded in ``requests``.
+
+Side requests (every ``GET``: ``/v1/models``, llama.cpp's ``/props``, Ollama's
+``/api/tags``; and the ``POST``s to a tokenize endpoint or ``/api/show``) answer
+well unless ``side_mode`` (or ``side_modes``, one request at a time) says:
+
+- ``500``: HTTP 500; ``echo_500``: HTTP 500 quoting the request's headers, as above;
+- ``trickle``: the right answer, one byte every ``trickle_s`` seconds;
+- ``gzip``: a gzip bomb (``Content-Encoding: gzip``) that inflates to ``bomb_bytes``.
+
+``side_fail_path`` (a substring) limits ``side_mode`` to the paths that contain it.
+``owned_by`` sets the listed model's ``owned_by`` (``llamacpp`` makes a client ask
+``/props``, which names ``props_model_path``). Each side request's method, path and
+Authorization and Connection headers are recorded in ``side_requests``.
 """
 
 from __future__ import annotations
@@ -34,6 +52,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,6 +70,14 @@ class FakeServer:
         self.trickle_n = 60
         self.huge_bytes = 20 * 2**20
         self._huge: dict[bool, bytes] = {}
+        self.usage: dict[str, Any] | None = None
+        self.side_mode = "ok"
+        self.side_modes: list[str] = []
+        self.side_fail_path: str | None = None
+        self.bomb_bytes = 64 * 2**20
+        self.owned_by: str | None = None
+        self.props_model_path = "/nonexistent/model.gguf"
+        self.side_requests: list[dict[str, Any]] = []
         self.sent: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -66,10 +93,17 @@ class FakeServer:
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 if server.mode in ("401", "403"):
                     server.respond(self, server.mode, {})
-                elif self.path.startswith("/api/tags"):  # Ollama's native model listing
-                    self._json(200, {"models": [{"name": "fake:latest", "model": "fake:latest"}]})
+                    return
+                if self.path.startswith("/api/tags"):  # Ollama's native model listing
+                    body = {"models": [{"name": "fake:latest", "model": "fake:latest"}]}
+                elif self.path.startswith("/props"):  # llama.cpp's server properties
+                    body = {"model_path": server.props_model_path}
                 else:
-                    self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                    entry: dict[str, Any] = {"id": "fake", "object": "model"}
+                    if server.owned_by is not None:
+                        entry["owned_by"] = server.owned_by
+                    body = {"object": "list", "data": [entry]}
+                server.side(self, body)
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -87,7 +121,10 @@ class FakeServer:
                     mode = server.modes.pop(0) if server.modes else server.mode
                 if self.path.endswith("/tokenize"):
                     words = request.get("input") or request.get("content") or ""
-                    self._json(200, {"tokens": list(range(len(words.split())))})
+                    server.side(self, {"tokens": list(range(len(words.split())))})
+                    return
+                if self.path.startswith("/api/show"):  # Ollama's model details
+                    server.side(self, {"modelfile": "FROM /nonexistent/blob\n"})
                     return
                 if server.fail_if is not None and server.fail_if not in text:
                     mode = "ok"
@@ -117,6 +154,45 @@ class FakeServer:
         self._stopping.set()  # a trickling or hanging handler gives up at once
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    # -- side requests ----------------------------------------------------------------
+    def side(self, h: Any, body: Any) -> None:
+        """Answer a side request with ``body`` (JSON), or as ``side_mode`` says."""
+        with self._lock:
+            self.side_requests.append({
+                "method": h.command, "path": h.path,
+                "authorization": h.headers.get("Authorization"),
+                "connection": h.headers.get("Connection"),
+            })  # fmt: skip
+            mode = self.side_modes.pop(0) if self.side_modes else self.side_mode
+        if self.side_fail_path is not None and self.side_fail_path not in h.path:
+            mode = "ok"
+        data = json.dumps(body).encode()
+        if mode == "500":
+            h._json(500, {"error": {"message": "internal error (fake)"}})
+        elif mode.startswith("echo_"):
+            self._echo(h, int(mode.removeprefix("echo_")))
+        elif mode == "trickle":
+            pieces = [data[i : i + 1] for i in range(len(data))]
+            self.send(h, 200, "application/json", data, pieces=pieces, pause_s=self.trickle_s)
+        elif mode == "gzip":
+            self.send(h, 200, "application/json", self.gzip_bomb(), {"Content-Encoding": "gzip"})
+        else:
+            self.send(h, 200, "application/json", data)
+
+    def gzip_bomb(self) -> bytes:
+        """A gzip body (some 64 KB) that inflates to ``bomb_bytes`` bytes of JSON."""
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip format
+        parts = [packer.compress(b'{"data": "')]
+        block = b" " * 2**20
+        parts += [packer.compress(block) for _ in range(max(1, self.bomb_bytes // len(block)))]
+        parts.append(packer.compress(b'"}') + packer.flush())
+        return b"".join(parts)
+
+    def _echo(self, h: Any, status: int) -> None:
+        said = (f"bad request; headers: Authorization: {h.headers.get('Authorization')}, "
+                f"X-Api-Key: {h.headers.get('X-Api-Key')}")  # fmt: skip
+        h._json(status, {"error": {"message": said, "type": "invalid_request_error"}})
 
     # -- answers ----------------------------------------------------------------------
     def _content(self, request: dict[str, Any]) -> str:
@@ -205,6 +281,10 @@ class FakeServer:
                     {"Retry-After": self.retry_after})  # fmt: skip
         elif mode == "empty":
             h._json(200, {"choices": [{"message": {"content": ""}}]})
+        elif mode.startswith("echo_"):
+            self._echo(h, int(mode.removeprefix("echo_")))
+        elif mode == "tool_call":
+            self._tool_call(h, stream)
         elif mode == "slow":
             time.sleep(self.delay_s)
             self._answer(h, stream, self._content(request))
@@ -242,9 +322,31 @@ class FakeServer:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }  # fmt: skip
 
+    def _tool_call(self, h: Any, stream: bool) -> None:
+        call = {"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "lookup", "arguments": '{"q": "France"}'}}  # fmt: skip
+        if stream:
+            chunks = [
+                {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+                 "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]},
+                              "finish_reason": None}]},
+                self._chunk(None, "tool_calls"),
+            ]  # fmt: skip
+            self._stream(h, chunks, done=True)
+            return
+        h._json(200, {
+            "id": "c1", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": None,
+                                     "tool_calls": [call]}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        })  # fmt: skip
+
     def _answer(self, h: Any, stream: bool, text: str) -> None:
         usage = {"prompt_tokens": 5, "completion_tokens": max(1, len(text.split())),
                  "total_tokens": 6}  # fmt: skip
+        if self.usage is not None:
+            usage = self.usage
         if stream:
             chunks = [self._chunk(text, None)] if text else []
             chunks.append(self._chunk(None, "stop"))

@@ -155,6 +155,16 @@ def test_structured_output_is_schema_constrained_through_the_server(server):
     assert Tag.model_validate(again.parsed).model_dump(mode="json") == again.parsed
 
 
+def test_side_requests_reach_the_real_server(server):
+    """The model listing and the tokenize endpoint go through the bounded side-request
+    path (a connection of their own, identity encoding) and still read a real server."""
+    client = make_client(cfg(server, stream=False), None)
+    report = client.model_report()
+    assert report["entry"]["id"] == ALIAS and ALIAS in client.ping()
+    assert client.count_tokens("one two three") > 0
+    assert client._tokenize_route == "/extras/tokenize"  # llama-cpp-python's endpoint
+
+
 def test_server_gone_after_contact_is_unavailable(server):
     client = make_client(cfg(server), None)
     client.ping()

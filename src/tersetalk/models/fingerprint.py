@@ -31,8 +31,8 @@ script         ``script:<hex>``                 the scripted test double: sha256
                                                 answers, or of its responder's source code (not
                                                 of the responder's state); with the double's name
 weak           ``weak:<backend>:<model>@<at>``  nothing above could be had (the server lists the
-                                                model with nothing but its id, the listing
-                                                failed, the file cannot be read): the key stays
+                                                model with nothing but its id, it has no
+                                                listing, the file cannot be read): the key stays
                                                 the model's name and address, as before, and the
                                                 row says why in ``model_fingerprint_source``
 =============  ===============================  =============================================
@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .base import ModelClient, ModelError
+from .base import ModelClient, ModelEnvironmentError, ModelError
 
 __all__ = [
     "FINGERPRINT_DIR",
@@ -256,6 +256,8 @@ def _on_this_machine(url: str) -> bool:
 def _ollama(client: Any) -> Fingerprint:
     try:
         digest = client.model_digest()
+    except ModelEnvironmentError:
+        raise  # Ollama answered but keeps failing: a fault to fix, not a weaker key
     except ModelError as exc:
         return _weak(client, f"Ollama did not give the model's digest ({exc})")
     return _strong(
@@ -296,6 +298,8 @@ def _served_file(client: Any, report: dict[str, Any], memo_dir: Path | None) -> 
 def _openai(client: Any, memo_dir: Path | None) -> Fingerprint:
     try:
         report = client.model_report()
+    except ModelEnvironmentError:
+        raise  # the server answered but keeps failing: a fault to fix, not a weaker key
     except ModelError as exc:
         return _weak(client, f"the server's model listing could not be read ({exc})")
     entry = report["entry"]
@@ -404,7 +408,11 @@ def model_fingerprint(client: ModelClient, memo_dir: str | Path | None = None) -
     Worked out once per backend client and kept for its life, so every row of a run
     records the same one and a scripted double's list of answers is read before it is
     used up. A :class:`~tersetalk.models.cache.CachedClient` gives the one its keys use.
-    Never raises: what cannot be had makes a weak fingerprint that says why.
+    What cannot be had (no server, no listing, a file not readable here) makes a weak
+    fingerprint that says why. A server that answers but keeps failing its side
+    requests (HTTP 5xx, a reply past its deadline or byte cap) raises
+    :class:`ModelEnvironmentError` instead: a weak key for one run and a strong one for
+    the next would split the call cache, so the run stops with what to fix.
     """
     outer = client
     while True:  # the first call cache on the way down decides (its memo folder)

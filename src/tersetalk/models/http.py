@@ -1,20 +1,251 @@
-"""What an HTTP error says: its status and how long the server asked us to wait.
+"""HTTP as the model backends speak it: bounded requests, and what an error says.
 
-Shared by the OpenAI-compatible backend (transport retries) and the MSP rate
-limiter, so both read ``Retry-After`` the same way. Library errors are often
-wrapped (``ModelCallError(...) from openai.RateLimitError``), so every helper looks
-through the exception's ``__cause__``/``__context__`` chain.
+Bounded requests: every request a backend makes ends by its deadline and reads at
+most its byte cap, however the server behaves (a trickle of bytes, interim ``102``
+responses for ever, a compressed body that would inflate to gigabytes). The chat
+path enforces :class:`Guard` limits inside the openai client's HTTP client;
+:func:`side_request` does the same for every other request (model listings, tokenize
+endpoints, llama.cpp's ``/props``, Ollama's ``/api/tags`` and ``/api/show``), each on
+a connection of its own.
+
+What an error says: its status and how long the server asked us to wait. Shared by
+the OpenAI-compatible backend (transport retries) and the MSP rate limiter, so both
+read ``Retry-After`` the same way. Library errors are often wrapped
+(``ModelCallError(...) from openai.RateLimitError``), so every helper looks through
+the exception's ``__cause__``/``__context__`` chain.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import functools
+import json as jsonlib
+import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-__all__ = ["error_chain", "retry_after_s", "status_of"]
+__all__ = [
+    "SIDE_REPLY_CAP",
+    "DeadlineExceeded",
+    "Guard",
+    "GuardedStream",
+    "ReplyTooLarge",
+    "SideReply",
+    "Watchdog",
+    "error_chain",
+    "refusal",
+    "retry_after_s",
+    "side_request",
+    "status_of",
+]
+
+#: the most bytes a reply to a side request may hold unless the caller says otherwise:
+#: far above any honest model listing, ``/props`` or ``/api/show`` (tens of KB)
+SIDE_REPLY_CAP = 8 * 2**20
+
+
+class ReplyTooLarge(Exception):
+    """The reply went over its byte cap, or could not be bounded; reading stopped."""
+
+
+class DeadlineExceeded(Exception):
+    """The request ran past its deadline."""
+
+
+@dataclass
+class Guard:
+    """The limits of one request: its deadline (``time.monotonic()``) and byte cap.
+
+    ``cap_note`` says in an error message what the cap is for. ``body``, when given,
+    keeps the reply's bytes as they arrive (at most ``cap`` of them), for a caller that
+    checks what the server sent before a library reinterprets it.
+    """
+
+    deadline: float
+    cap: int
+    timeout_s: float
+    cap_note: str = "the cap for this request's max_tokens"
+    expired: bool = False
+    body: bytearray | None = None
+
+
+class Watchdog:
+    """Ends one request at its deadline, however the server stalls.
+
+    A read timeout alone does not bound a request: a server can keep each read short
+    (a chunk a second, or an interim ``102 Processing`` every moment before the headers)
+    and never finish. So a timer started before the request is sent shuts the
+    connection's socket down at the deadline, which ends a blocked read at once; the
+    error that read raises is then reported as the deadline it was. The socket is taken
+    from httpcore's trace of the connection being opened: requests under a watchdog ask
+    for ``Connection: close``, so each one has a connection of its own (a pooled one
+    has no such trace, and could be in another request's hands when the timer fires).
+    """
+
+    _OPENED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+        self._stream: Any = None
+        self._timer = threading.Timer(max(0.0, guard.deadline - time.monotonic()), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if name in self._OPENED and info.get("return_value") is not None:
+            self._stream = info["return_value"]
+
+    def _expire(self) -> None:
+        self.guard.expired = True
+        sock = self._stream.get_extra_info("socket") if self._stream is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class GuardedStream:
+    """A response body that stops at the request's byte cap and deadline (its watchdog's)."""
+
+    def __init__(self, inner: Iterable[bytes], watchdog: Watchdog) -> None:
+        self._inner = inner
+        self._watchdog = watchdog
+        self._guard = watchdog.guard
+        self._n = 0
+
+    def _late(self) -> DeadlineExceeded:
+        return DeadlineExceeded(
+            f"the reply was still arriving after {self._guard.timeout_s:g}s "
+            f"({self._n} bytes so far)"
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._inner:
+                if self._guard.expired or time.monotonic() > self._guard.deadline:
+                    raise self._late()
+                self._n += len(chunk)
+                if self._n > self._guard.cap:
+                    raise ReplyTooLarge(
+                        f"the reply went over {self._guard.cap} bytes ({self._guard.cap_note}); "
+                        "reading stopped there"
+                    )
+                if self._guard.body is not None:
+                    self._guard.body += chunk
+                yield chunk
+            if self._guard.expired:  # a shut-down socket can look like the body's end
+                raise self._late()
+        except (ReplyTooLarge, DeadlineExceeded):
+            raise
+        except Exception as exc:
+            if self._guard.expired:  # the watchdog ended a blocked read
+                raise self._late() from exc
+            raise
+        finally:
+            self._watchdog.cancel()
+
+    def close(self) -> None:
+        self._watchdog.cancel()
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+
+def refusal(headers: Mapping[str, str], guard: Guard) -> ReplyTooLarge | None:
+    """Why a reply with these headers is refused before a byte of its body is read:
+    it declares more bytes than the cap, or it is compressed (the cap counts bytes as
+    they arrive, and a compressed body's size after decoding cannot be bounded so)."""
+    try:
+        declared = int(headers.get("content-length") or 0)
+    except ValueError:
+        declared = 0
+    encoding = (headers.get("content-encoding") or "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return ReplyTooLarge(
+            f"the reply is {encoding}-encoded although the request asked for identity; "
+            "its size after decoding cannot be bounded as it arrives"
+        )
+    if declared > guard.cap:
+        return ReplyTooLarge(
+            f"the reply declares {declared} bytes, over the {guard.cap} allowed ({guard.cap_note})"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class SideReply:
+    """A side request's reply, read whole (within its cap)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The body as JSON; ``ValueError`` when it is not."""
+        return jsonlib.loads(self.body)
+
+
+@functools.cache
+def _side_client() -> Any:
+    """One HTTP client for every side request: built once (a client and its TLS context
+    cost some 20 ms of CPU), while each request still gets a connection of its own."""
+    import httpx2
+
+    return httpx2.Client(follow_redirects=False)
+
+
+def side_request(
+    method: str,
+    url: str,
+    *,
+    json: Any = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float,
+    max_bytes: int = SIDE_REPLY_CAP,
+) -> SideReply:
+    """One request other than a chat call, bounded like one: it ends within
+    ``timeout_s`` of being sent (a total wall deadline, kept by a :class:`Watchdog`,
+    not a per-read timeout), its reply holds at most ``max_bytes`` bytes, uncompressed
+    (``Accept-Encoding: identity``; a compressed reply is refused), and it has a
+    connection of its own (``Connection: close``), never one a chat call reuses.
+
+    Returns the reply whatever its status. Raises :class:`DeadlineExceeded`,
+    :class:`ReplyTooLarge`, or the HTTP library's transport errors (``httpx2``).
+    """
+    client = _side_client()
+    guard = Guard(time.monotonic() + timeout_s, max_bytes, timeout_s,
+                  cap_note="the cap for this request")  # fmt: skip
+    sent = {"Accept-Encoding": "identity", **(headers or {}), "Connection": "close"}
+    request = client.build_request(method, url, json=json, headers=sent, timeout=timeout_s)
+    watchdog = Watchdog(guard)
+    request.extensions["trace"] = watchdog.trace
+    try:
+        response = client.send(request, stream=True)
+    except BaseException as exc:
+        watchdog.cancel()
+        if guard.expired:
+            raise DeadlineExceeded(f"no reply headers within {timeout_s:g}s") from exc
+        raise
+    try:
+        refused = refusal(response.headers, guard)
+        if refused is not None:
+            raise refused
+        body = b"".join(GuardedStream(response.iter_raw(), watchdog))
+    finally:
+        watchdog.cancel()
+        response.close()
+    return SideReply(response.status_code, dict(response.headers), body)
 
 
 def error_chain(exc: BaseException) -> list[BaseException]:

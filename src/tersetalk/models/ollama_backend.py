@@ -1,9 +1,11 @@
-"""Ollama: checked with the ``ollama`` client, then spoken to through its /v1 API.
+"""Ollama: checked through its native API, then spoken to through its /v1 API.
 
 Why both: Ollama's OpenAI-compatible ``/v1`` API gives the same streaming, usage and
 structured-output path as every other server (see :mod:`.openai_compat`), while the
-native client can tell "server not running" from "model not pulled" up front, so a
-run fails at startup with the exact command that fixes it instead of mid-way.
+native API (``/api/tags``) can tell "server not running" from "model not pulled" up
+front, so a run fails at startup with the exact command that fixes it instead of
+mid-way. The native requests (``/api/tags``, ``/api/show``) are side requests, bounded
+and retried like a call (:meth:`.OpenAICompatClient._side`).
 
 An Ollama behind an authenticating proxy gets its key from ``models.api_key_env``
 like any server (sent as a Bearer token on both APIs); a refused key (HTTP 401/403)
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .base import ModelAuthError, ModelError, ModelUnavailableError
+from .base import ModelAuthError, ModelEnvironmentError, ModelError, ModelUnavailableError
 from .credentials import check_base_url, refused_key_message
 from .openai_compat import OpenAICompatClient, StructuredFormat
 
@@ -82,8 +84,6 @@ class OllamaClient(OpenAICompatClient):
         self._api_key = api_key or None
         self.api_key_env = api_key_env or None
         self._digests: dict[str, str] | None = None  # name -> digest, from the last listing
-        if check:
-            self.check(model, timeout_s)
         super().__init__(
             base_url=f"{host}/v1",
             model=model,
@@ -99,38 +99,56 @@ class OllamaClient(OpenAICompatClient):
             deadline_s=deadline_s,
             api_key_env=api_key_env,
         )
+        if check:
+            self.check(model, timeout_s)
 
-    def _native(self, timeout_s: float) -> Any:
-        import ollama
+    def _down_message(self) -> str:
+        return (
+            f"Ollama is not running at {self.host}: start it with `ollama serve` (and "
+            f"`ollama pull {self.model}`), or fix models.base_url"
+        )
 
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
-        return ollama.Client(host=self.host, timeout=timeout_s, headers=headers)
+    def _tags(self, timeout_s: float) -> list[dict[str, Any]]:
+        """The entries of Ollama's model listing (``GET /api/tags``), asked as a side
+        request (bounded and retried like a call, see :meth:`OpenAICompatClient._side`).
+
+        Raises :class:`ModelAuthError` for a refused key, :class:`ModelUnavailableError`
+        when no Ollama answers, :class:`ModelEnvironmentError` when it keeps failing or
+        answers with something that is not a listing.
+        """
+        url = f"{self.host}/api/tags"
+        reply = self._side("GET", url, "Ollama's model listing", timeout_s=timeout_s)
+        if reply.status in (401, 403):
+            raise ModelAuthError(refused_key_message(
+                f"Ollama at {self.host}", self.api_key_env, reply.status, reply.text,
+                "OLLAMA_API_KEY", self._bearer_key(),
+            ))  # fmt: skip
+        if reply.status != 200:
+            raise ModelUnavailableError(
+                f"{self._down_message()} (GET {url}: HTTP {reply.status}: "
+                f"{self._masked(reply.text[:200])})"
+            )
+        try:
+            models = reply.json()["models"]
+            if not (isinstance(models, list) and all(isinstance(m, dict) for m in models)):
+                raise TypeError(f"models is {type(models).__name__}, not a list of objects")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelEnvironmentError(
+                f"GET {url}: not an Ollama model listing ({exc}); check that models.base_url "
+                "points at Ollama"
+            ) from exc
+        return models
+
+    def _list_models(self, timeout_s: float) -> list[str]:
+        """The names of the models Ollama has (``/api/tags``); remembers their digests."""
+        models = self._tags(timeout_s)
+        named = [(str(m.get("model") or m.get("name") or ""), m.get("digest")) for m in models]
+        self._digests = {name: str(digest) for name, digest in named if name and digest}
+        return [name for name, _ in named if name]
 
     def check(self, model: str, timeout_s: float = 10.0) -> None:
         """Raise :class:`ModelUnavailableError` unless Ollama runs and has ``model``."""
-        import httpx
-        import ollama
-
-        client = self._native(min(timeout_s, 10.0))
-        try:
-            listing = client.list()
-        except ollama.ResponseError as exc:
-            if exc.status_code in (401, 403):
-                raise ModelAuthError(refused_key_message(
-                    f"Ollama at {self.host}", self.api_key_env, exc.status_code, str(exc.error),
-                    "OLLAMA_API_KEY", self._api_key,
-                )) from exc  # fmt: skip
-            raise ModelUnavailableError(
-                f"Ollama is not running at {self.host}: start it with `ollama serve` "
-                f"(and `ollama pull {model}`), or fix models.base_url ({exc})"
-            ) from exc
-        except (ConnectionError, httpx.HTTPError, OSError) as exc:
-            raise ModelUnavailableError(
-                f"Ollama is not running at {self.host}: start it with `ollama serve` "
-                f"(and `ollama pull {model}`), or fix models.base_url ({exc})"
-            ) from exc
-        self._digests = {m.model: m.digest for m in listing.models if m.model and m.digest}
-        names = [m.model for m in listing.models if m.model]
+        names = self._list_models(min(timeout_s, 10.0))
         if not any(_same_model(model, n) for n in names):
             have = ", ".join(sorted(names)) or "none"
             raise ModelUnavailableError(
@@ -144,31 +162,32 @@ class OllamaClient(OpenAICompatClient):
         template or parameters and not with the name or the server's address.
 
         Taken from the startup check's listing, or listed now; raises
-        :class:`ModelError` when Ollama cannot be asked or gives none for the model.
+        :class:`ModelError` when Ollama cannot be asked or gives none for the model, and
+        :class:`ModelEnvironmentError` when its listing keeps failing.
         """
         if self._digests is None or not any(_same_model(self.model, n) for n in self._digests):
-            import httpx
-            import ollama
-
             try:
-                listing = self._native(min(self.timeout_s, 10.0)).list()
-            except (ConnectionError, httpx.HTTPError, ollama.ResponseError, OSError) as exc:
+                self._list_models(min(self.timeout_s, 10.0))
+            except ModelUnavailableError as exc:  # no Ollama to ask, or no key for it
                 raise ModelError(f"Ollama at {self.host} did not list its models ({exc})") from exc
-            self._digests = {m.model: m.digest for m in listing.models if m.model and m.digest}
-        for name, digest in self._digests.items():
+        for name, digest in (self._digests or {}).items():
             if _same_model(self.model, name):
                 return digest
         raise ModelError(f"Ollama at {self.host} lists no digest for {self.model!r}")
 
     def _gguf_blob(self) -> Path | None:
-        import httpx
-        import ollama
-
+        """The model's GGUF file, when Ollama's ``/api/show`` names one readable here."""
+        url = f"{self.host}/api/show"
+        reply = self._side("POST", url, "Ollama's model details", json={"model": self.model},
+                           timeout_s=min(self.timeout_s, 10.0))  # fmt: skip
         try:
-            shown = self._native(min(self.timeout_s, 10.0)).show(self.model)
-        except (ConnectionError, httpx.HTTPError, ollama.ResponseError, OSError):
+            shown = reply.json() if reply.status == 200 else None
+        except ValueError:
             return None
-        match = re.search(r"^FROM\s+(\S+)", shown.modelfile or "", flags=re.MULTILINE)
+        modelfile = shown.get("modelfile") if isinstance(shown, dict) else None
+        if not isinstance(modelfile, str):
+            return None
+        match = re.search(r"^FROM\s+(\S+)", modelfile, flags=re.MULTILINE)
         if match and Path(match.group(1)).is_file():
             return Path(match.group(1))
         return None

@@ -21,7 +21,10 @@ not an event stream on a streamed request, a body that is not JSON on a non-stre
 one, a stream cut off before its last chunk, or a completion without choices is the
 server's fault, never an empty answer. An empty ``content`` is retried too; if the
 model keeps answering nothing, the call fails with :class:`ModelCallError` (an error
-row; not cached).
+row; not cached). So does an answer made of tool calls without text (the workflow
+offers no tools): it is this example's answer, not retried, never cached as empty.
+A usage report whose token counts are not non-negative integers raises
+:class:`ModelEnvironmentError` (the server's report is broken for every example).
 
 Every request is guarded (see :class:`_GuardedHTTPClient`): ``timeout_s`` bounds it
 from sending to the last byte of the reply, streamed or not, so a server that trickles
@@ -33,6 +36,16 @@ included. The reply may hold at most :func:`reply_byte_cap` bytes for the reques
 :class:`ModelAuthError`, naming the environment variable the key came from: a wrong
 key fails every call alike, so the run stops instead of recording error rows. Lone
 surrogates in a reply are replaced by U+FFFD (``extra["surrogates_replaced"]``).
+Every request has a connection of its own (``Connection: close``), so a watchdog
+always has a socket to shut down.
+
+Every other request (the model listing, the tokenize endpoint, llama.cpp's ``/props``,
+Ollama's native API) is a side request (:meth:`OpenAICompatClient._side`), bounded
+the same way by :func:`.http.side_request` and retried like a call; when it keeps
+failing it raises :class:`ModelEnvironmentError`, which stops the run: it is the
+server's fault, not an example's. Whatever a server says in an error body, at any
+status, is quoted with the API key and anything key-like masked
+(:func:`.credentials.mask_secrets`, applied where errors are classified).
 
 Structured output goes through Instructor's JSON_SCHEMA mode. Servers disagree on
 how to ask for schema-constrained decoding: the OpenAI form
@@ -51,12 +64,10 @@ import functools
 import json
 import logging
 import math
-import socket
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -72,13 +83,26 @@ from .base import (
     GenerationConfig,
     ModelAuthError,
     ModelCallError,
+    ModelEnvironmentError,
     ModelError,
     ModelUnavailableError,
     TransientModelError,
     check_messages,
 )
-from .credentials import check_base_url, refused_key_message
-from .http import error_chain, retry_after_s
+from .credentials import PLACEHOLDER_KEYS, check_base_url, mask_secrets, refused_key_message
+from .http import (
+    SIDE_REPLY_CAP,
+    DeadlineExceeded,
+    Guard,
+    GuardedStream,
+    ReplyTooLarge,
+    SideReply,
+    Watchdog,
+    error_chain,
+    refusal,
+    retry_after_s,
+    side_request,
+)
 
 __all__ = ["REPLY_BYTES_PER_TOKEN", "REPLY_SLACK_BYTES", "OpenAICompatClient", "reply_byte_cap"]
 
@@ -139,102 +163,23 @@ class _EmptyAnswer(Exception):
     """A well-formed completion whose content is empty."""
 
 
-class _ReplyTooLarge(Exception):
-    """The reply went over :func:`reply_byte_cap`; reading stopped there."""
+class _ToolCallAnswer(Exception):
+    """A well-formed completion with tool calls and no text: the workflow offers no tools."""
 
 
-class _DeadlineExceeded(Exception):
-    """The request ran past its deadline (``timeout_s``, or what ``deadline_s`` left)."""
+class _SideStatus(Exception):
+    """A side request answered with a status worth retrying (HTTP 5xx but 501, 408, 429)."""
+
+    def __init__(self, reply: SideReply, said: str) -> None:
+        super().__init__(f"HTTP {reply.status}: {said}")
+        self.status_code = reply.status
+        self.headers = reply.headers  # for Retry-After (see .http.retry_after_s)
 
 
-@dataclass
-class _Guard:
-    """The limits of one request: its deadline (``time.monotonic()``) and byte cap."""
-
-    deadline: float
-    cap: int
-    timeout_s: float
-    expired: bool = False
-
-
-class _Watchdog:
-    """Ends one request at its deadline, however the server stalls.
-
-    A read timeout alone does not bound a request: a server can keep each read short
-    (a chunk a second, or an interim ``102 Processing`` every moment before the headers)
-    and never finish. So a timer started before the request is sent shuts the
-    connection's socket down at the deadline, which ends a blocked read at once; the
-    error that read raises is then reported as the deadline it was. The socket is taken
-    from httpcore's trace of the connection being opened: requests under a watchdog ask
-    for ``Connection: close``, so each one has a connection of its own (a pooled one
-    could be in another request's hands when the timer fires).
-    """
-
-    _OPENED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
-
-    def __init__(self, guard: _Guard) -> None:
-        self.guard = guard
-        self._stream: Any = None
-        self._timer = threading.Timer(max(0.0, guard.deadline - time.monotonic()), self._expire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def trace(self, name: str, info: dict[str, Any]) -> None:
-        if name in self._OPENED and info.get("return_value") is not None:
-            self._stream = info["return_value"]
-
-    def _expire(self) -> None:
-        self.guard.expired = True
-        sock = self._stream.get_extra_info("socket") if self._stream is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-
-class _GuardedStream:
-    """A response body that stops at the request's byte cap and deadline (its watchdog's)."""
-
-    def __init__(self, inner: Any, watchdog: _Watchdog) -> None:
-        self._inner = inner
-        self._watchdog = watchdog
-        self._guard = watchdog.guard
-        self._n = 0
-
-    def _late(self) -> _DeadlineExceeded:
-        return _DeadlineExceeded(
-            f"the reply was still arriving after {self._guard.timeout_s:g}s "
-            f"({self._n} bytes so far)"
-        )
-
-    def __iter__(self) -> Iterator[bytes]:
-        try:
-            for chunk in self._inner:
-                if self._guard.expired or time.monotonic() > self._guard.deadline:
-                    raise self._late()
-                self._n += len(chunk)
-                if self._n > self._guard.cap:
-                    raise _ReplyTooLarge(
-                        f"the reply went over {self._guard.cap} bytes (the cap for this "
-                        "request's max_tokens); reading stopped there"
-                    )
-                yield chunk
-            if self._guard.expired:  # a shut-down socket can look like the body's end
-                raise self._late()
-        except (_ReplyTooLarge, _DeadlineExceeded):
-            raise
-        except Exception as exc:
-            if self._guard.expired:  # the watchdog ended a blocked read
-                raise self._late() from exc
-            raise
-        finally:
-            self._watchdog.cancel()
-
-    def close(self) -> None:
-        self._watchdog.cancel()
-        self._inner.close()
+# the limits of a request, shared with the side requests (see :mod:`.http`)
+_ReplyTooLarge = ReplyTooLarge
+_DeadlineExceeded = DeadlineExceeded
+_Guard = Guard
 
 
 @functools.cache
@@ -249,7 +194,7 @@ def _guarded_client_class() -> type:
     import openai
 
     # httpx only iterates a body that is one of its own stream types
-    byte_stream = type("_GuardedByteStream", (_GuardedStream, httpx2.SyncByteStream), {})
+    byte_stream = type("_GuardedByteStream", (GuardedStream, httpx2.SyncByteStream), {})
 
     class _GuardedHTTPClient(openai.DefaultHttpxClient):  # type: ignore[misc, valid-type]
         def __init__(self, guard_of: Callable[[], _Guard | None], **kwargs: Any) -> None:
@@ -258,6 +203,9 @@ def _guarded_client_class() -> type:
 
         def send(self, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
             guard = self._guard_of()
+            # every request has a connection of its own: a kept-alive one, reused by a
+            # guarded request, would give its watchdog no socket to shut down
+            request.headers["Connection"] = "close"
             if guard is None:
                 return super().send(request, stream=stream, **kwargs)
             remaining = guard.deadline - time.monotonic()
@@ -269,7 +217,7 @@ def _guarded_client_class() -> type:
                 k: remaining if timeouts.get(k) is None else min(timeouts[k], remaining)
                 for k in ("connect", "read", "write", "pool")
             }
-            watchdog = _Watchdog(guard)
+            watchdog = Watchdog(guard)
             outer_trace = request.extensions.get("trace")
 
             def trace(name: str, info: dict[str, Any]) -> None:
@@ -278,7 +226,6 @@ def _guarded_client_class() -> type:
                     outer_trace(name, info)
 
             request.extensions["trace"] = trace
-            request.headers["Connection"] = "close"  # a connection of this request's own
             try:
                 response = super().send(request, stream=True, **kwargs)
             except BaseException as exc:
@@ -288,22 +235,7 @@ def _guarded_client_class() -> type:
                         f"no reply headers within {guard.timeout_s:g}s"
                     ) from exc
                 raise
-            try:
-                declared = int(response.headers.get("content-length") or 0)
-            except ValueError:
-                declared = 0
-            refused = None
-            if declared > guard.cap:  # refused before a byte of the body is read
-                refused = _ReplyTooLarge(
-                    f"the reply declares {declared} bytes, over the {guard.cap} allowed "
-                    "for this request's max_tokens"
-                )
-            encoding = response.headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):  # the cap counts bytes as they arrive
-                refused = _ReplyTooLarge(
-                    f"the reply is {encoding}-encoded although the request asked for "
-                    "identity; its size after decoding cannot be bounded as it arrives"
-                )
+            refused = refusal(response.headers, guard)  # before a byte of the body is read
             if refused is not None:
                 watchdog.cancel()
                 response.close()
@@ -332,9 +264,37 @@ def _create(create: Callable[..., Any], **kwargs: Any) -> Any:
         raise _BadReply(f"a body that is not valid JSON ({exc})") from exc
 
 
+def _tool_names(calls: Any) -> str:
+    """The names of the tools in ``calls`` (a message's or a delta's ``tool_calls``)."""
+    names = []
+    for call in calls if isinstance(calls, list) else []:
+        function = getattr(call, "function", None)
+        names.append(str(getattr(function, "name", None) or "?"))
+    return ", ".join(names[:5]) or "?"
+
+
+def _sent_usage(body: bytes) -> Any:
+    """The ``usage`` a reply's body sends, as sent (None when it sends none): the whole
+    body's for a JSON completion, the last event's that has one for an event stream."""
+    try:
+        return json.loads(body).get("usage")
+    except (ValueError, AttributeError):
+        pass  # not one JSON object: an event stream
+    for line in reversed(body.splitlines()):
+        if line.startswith(b"data:") and b'"usage"' in line:
+            try:
+                usage = json.loads(line[5:]).get("usage")
+            except (ValueError, AttributeError):
+                continue
+            if usage is not None:
+                return usage
+    return None
+
+
 def _check_completion(resp: Any) -> None:
     """Raise unless ``resp`` (a non-streamed completion) has a choice, a finish_reason
-    and some content (text or tool calls)."""
+    and text: tool calls without text are an answer the workflow cannot use (it offers
+    no tools), never an empty answer to cache."""
     choices = getattr(resp, "choices", None)
     if not choices:
         raise _BadReply(f"a completion without choices ({str(resp)[:200]!r})")
@@ -344,7 +304,9 @@ def _check_completion(resp: Any) -> None:
     message = getattr(choice, "message", None)
     if message is not None and not isinstance(message.content, (str, type(None))):
         raise _BadReply(f"content that is not text ({type(message.content).__name__})")
-    if message is None or not (message.content or getattr(message, "tool_calls", None)):
+    if message is not None and not message.content and getattr(message, "tool_calls", None):
+        raise _ToolCallAnswer(_tool_names(message.tool_calls))
+    if message is None or not message.content:
         raise _EmptyAnswer(f"empty content (finish_reason {choice.finish_reason!r})")
 
 
@@ -463,9 +425,15 @@ class OpenAICompatClient(InstructorClient):
     # -- transport ------------------------------------------------------------------
 
     def _classify(self, exc: BaseException, structured: bool = False) -> BaseException:
-        """Turn a library error into ours, or into a _RetryableError to back off and retry."""
+        """Turn a library error into ours, or into a _RetryableError to back off and retry.
+
+        Every error passes here first, so here the secrets in what a server said are
+        masked (:meth:`_scrub`), before any of it is quoted in a message or a log line.
+        """
         import openai
 
+        for e in error_chain(exc):
+            self._scrub(e)
         for e in error_chain(exc):  # our guard's verdicts, however the client wrapped them
             if isinstance(e, _DeadlineExceeded):
                 return _RetryableError("timeout", e)
@@ -492,13 +460,21 @@ class OpenAICompatClient(InstructorClient):
             if status in (401, 403):  # a wrong key fails every call alike: stop the run
                 return ModelAuthError(refused_key_message(
                     self._where(), self.api_key_env, status, str(exc.message), "OPENAI_API_KEY",
-                    self._client.api_key,
+                    self._bearer_key(),
                 ))  # fmt: skip
             if status >= 500 or status in (408, 429):
                 return _RetryableError(f"HTTP {status}", exc)
             return ModelCallError(f"{self._where()}: HTTP {status}: {exc.message}")
+        if isinstance(exc, _SideStatus):
+            return _RetryableError(f"HTTP {exc.status_code}", exc)
         if self._transport_errors and isinstance(exc, self._transport_errors):
             return _RetryableError("connection", exc)
+        if isinstance(exc, _ToolCallAnswer):  # the model's answer to this example: a row
+            return ModelCallError(
+                f"{self._where()}: the model answered with a tool call ({exc}) and no text, "
+                "but the workflow offers no tools; use a model or chat template that "
+                "answers in text"
+            )
         if isinstance(exc, _BadReply):
             return _RetryableError("malformed reply", exc)
         if isinstance(exc, _EmptyAnswer):
@@ -506,6 +482,37 @@ class OpenAICompatClient(InstructorClient):
         if isinstance(exc, ModelError):
             return exc
         return ModelCallError(f"{self._where()}: {type(exc).__name__}: {exc}")
+
+    def _bearer_key(self) -> str | None:
+        """The API key sent as a Bearer token, or None when none is configured."""
+        key = self._client.api_key
+        return key if key and key not in PLACEHOLDER_KEYS else None
+
+    def _masked(self, text: str) -> str:
+        """``text`` (what a server said) with the API key and anything key-like masked."""
+        return mask_secrets(text, self._bearer_key())
+
+    def _scrub(self, exc: BaseException) -> None:
+        """Mask secrets, in place, in what ``exc`` quotes of a server's reply (its
+        arguments, ``message`` and ``body``): some servers and proxies echo the request's
+        Authorization header in an error body, at any status, and the exception is
+        quoted in error rows, events and logs, and shown in tracebacks."""
+        with contextlib.suppress(AttributeError, TypeError):
+            exc.args = tuple(self._masked(a) if isinstance(a, str) else a for a in exc.args)
+        for name in ("message", "body"):
+            value = getattr(exc, name, None)
+            if isinstance(value, dict | list):
+                text = self._masked(json.dumps(value, default=str))
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    value = text
+            elif isinstance(value, str):
+                value = self._masked(value)
+            else:
+                continue
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(exc, name, value)
 
     @contextlib.contextmanager
     def _call_clock(self) -> Iterator[None]:
@@ -548,7 +555,8 @@ class OpenAICompatClient(InstructorClient):
                 if call_deadline is not None:
                     deadline = min(deadline, call_deadline)
                 self._per_thread.guard = _Guard(deadline, reply_byte_cap(max_tokens),
-                                                deadline - time.monotonic())  # fmt: skip
+                                                deadline - time.monotonic(),
+                                                body=bytearray())  # fmt: skip
             try:
                 value = fn()
                 self._contacted = True
@@ -639,6 +647,7 @@ class OpenAICompatClient(InstructorClient):
         chunk_with_usage = None
         finish = None
         n_chunks = 0
+        tool_calls: list[Any] = []
         t0 = time.perf_counter()
         stream = self._send_chat(messages, gen, stream=True, stream_options={"include_usage": True})
         try:
@@ -656,6 +665,7 @@ class OpenAICompatClient(InstructorClient):
                 if content:
                     times.append(time.perf_counter() - t0)
                     parts.append(content)
+                tool_calls += getattr(choice.delta, "tool_calls", None) or []
                 finish = choice.finish_reason or finish
         except ValueError as exc:  # an event whose data is not JSON
             raise _BadReply(f"an unreadable event stream ({exc})") from exc
@@ -665,8 +675,11 @@ class OpenAICompatClient(InstructorClient):
             raise _BadReply("no events: the reply to a streamed request was not an event stream")
         if finish is None:
             raise _BadReply(f"the stream ended after {n_chunks} chunks without a finish_reason")
+        if not parts and tool_calls:
+            raise _ToolCallAnswer(_tool_names(tool_calls))
         if not parts:
             raise _EmptyAnswer(f"empty content (finish_reason {finish!r})")
+        self._check_usage()
         return {
             "text": "".join(parts),
             "times": times,
@@ -682,6 +695,7 @@ class OpenAICompatClient(InstructorClient):
         t0 = time.perf_counter()
         resp = self._send_chat(messages, gen, stream=False)
         _check_completion(resp)
+        self._check_usage()
         choice = resp.choices[0]
         return {
             "text": choice.message.content or "",
@@ -691,6 +705,30 @@ class OpenAICompatClient(InstructorClient):
             "finish": choice.finish_reason,
             "total": time.perf_counter() - t0,
         }
+
+    def _check_usage(self) -> None:
+        """Raise :class:`ModelEnvironmentError` unless the usage report in the reply just
+        read (if it sent one) gives its token counts as non-negative integers.
+
+        A count such as ``"12"``, ``1.5``, ``null``, ``-3`` or ``true`` is the server's
+        usage report being broken, for every example alike: never a number to record.
+        The reply's own bytes are read (kept by the request's guard), because the openai
+        client turns ``"12"`` into 12 and ``true`` into 1 without a word.
+        """
+        guard = getattr(self._per_thread, "guard", None)
+        usage = _sent_usage(bytes(guard.body)) if guard is not None and guard.body else None
+        if usage is None:
+            return
+        if not isinstance(usage, dict):
+            usage = {"prompt_tokens": usage, "completion_tokens": usage}
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ModelEnvironmentError(
+                    f"{self._where()}: the server's usage report is broken: usage.{name} is "
+                    f"{value!r:.40}, not a non-negative integer; check the server (or the "
+                    "proxy in front of it) and its version: token counts cannot be recorded"
+                )
 
     def chat(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> CallResult:
         messages = check_messages(messages)
@@ -738,6 +776,7 @@ class OpenAICompatClient(InstructorClient):
         def send(request: dict[str, Any]) -> Any:
             resp = _create(self._client.chat.completions.create, model=self.model, **request)
             _check_completion(resp)  # a malformed reply is the server's, not the schema's
+            self._check_usage()
             message = resp.choices[0].message
             if message.content:  # before Instructor parses it: its JSON parser refuses them
                 message.content, n = replace_lone_surrogates(message.content)
@@ -813,36 +852,44 @@ class OpenAICompatClient(InstructorClient):
         return root[: -len("/v1")] if root.endswith("/v1") else root
 
     def _server_tokenize(self, text: str) -> int | None:
-        import httpx
+        """How many tokens the server's tokenize endpoint counts in ``text``
+        (llama-cpp-python's ``/extras/tokenize`` or llama.cpp's ``/tokenize``, the first
+        that answers with tokens, then that one only), or None when it has neither.
 
-        routes = (
-            [self._tokenize_route]
-            if self._tokenize_route
-            else [
-                "/extras/tokenize",
-                "/tokenize",
-            ]
-        )
-        for route in routes:
+        Bounded and retried like a call (:meth:`_side`): a server that keeps failing, or
+        a known endpoint that stops answering with tokens, raises
+        :class:`ModelEnvironmentError`; a refused key :class:`ModelAuthError`.
+        """
+        known = self._tokenize_route
+        for route in [known] if known else ["/extras/tokenize", "/tokenize"]:
+            url = self._server_root() + route
             payload = (
-                {"input": text}
-                if route == "/extras/tokenize"
-                else {
-                    "content": text,
-                    "add_special": False,
-                }
-            )
-            try:
-                r = httpx.post(self._server_root() + route, json=payload, timeout=self.timeout_s)
-            except httpx.HTTPError as exc:
-                raise ModelUnavailableError(f"{self._down_message()} ({exc})") from exc
-            if r.status_code == 200:
-                try:
-                    tokens = r.json()["tokens"]
-                except (ValueError, KeyError, TypeError):
-                    continue
+                {"input": text} if route == "/extras/tokenize"
+                else {"content": text, "add_special": False}
+            )  # fmt: skip
+            # a token id and its separator take a few bytes; a token covers a character or more
+            cap = REPLY_SLACK_BYTES + 64 * len(text)
+            reply = self._side("POST", url, "counting tokens", json=payload, max_bytes=cap)
+            if reply.status in (401, 403):
+                raise ModelAuthError(refused_key_message(
+                    f"{self._where()} (POST {url})", self.api_key_env, reply.status,
+                    reply.text, "OPENAI_API_KEY", self._bearer_key(),
+                ))  # fmt: skip
+            tokens = None
+            if reply.status == 200:
+                with contextlib.suppress(ValueError):
+                    body = reply.json()
+                    tokens = body.get("tokens") if isinstance(body, dict) else None
+            if isinstance(tokens, list):
                 self._tokenize_route = route
                 return len(tokens)
+            if known:
+                raise ModelEnvironmentError(
+                    f"{self._where()}: the tokenize endpoint POST {url}, which counted tokens "
+                    f"before, answered HTTP {reply.status} without a list of tokens "
+                    f"({self._masked(reply.text[:200])!r}); check the server and its log, or "
+                    "set models.tokenizer to count tokens here"
+                )
         return None
 
     def count_tokens(self, text: str) -> int:
@@ -891,55 +938,94 @@ class OpenAICompatClient(InstructorClient):
         ``GET /props`` (its ``model_path``) when the entry says the server is llama.cpp's
         (``owned_by: llamacpp``), else None.
 
-        The listing is retried like a call when the server is busy or failing (HTTP 5xx
-        but 501, 429, timeouts, a dropped connection after first contact); a server
+        The listing is a side request (:meth:`_side`), bounded and retried like a call;
+        when the server keeps failing it raises :class:`ModelEnvironmentError`. A server
         without a listing (HTTP 404, 405, 501, any other refusal) or none at all raises
         :class:`ModelError` at once, and so does a listing that is not one.
         """
-        import openai
-
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                page = self._client.models.list()
-                self._contacted = True
-                break
-            except Exception as exc:  # classified: nothing raw escapes
-                err = self._classify(exc)
-                retry = isinstance(err, _RetryableError) and err.kind != "HTTP 501"
-                if not retry or attempt > self.max_retries:
-                    what = err.kind if isinstance(err, _RetryableError) else type(err).__name__
-                    cause = err.cause if isinstance(err, _RetryableError) else err
-                    raise ModelError(f"GET {self.base_url}/models: {what}: {cause}") from exc
-                self._sleep(self.backoff_s * (2 ** (attempt - 1)))
         try:
-            entries = [m.to_dict() for m in page.data]
-        except (AttributeError, TypeError, openai.OpenAIError) as exc:
-            raise ModelError(f"GET {self.base_url}/models: not a model listing ({exc})") from exc
+            entries = self._listing()
+        except ModelUnavailableError as exc:  # no server to ask (or no key): no listing
+            raise ModelError(f"GET {self.base_url}/models: {exc}") from exc
         entry = next((e for e in entries if e.get("id") == self.model), None)
         props = None
         if entry is not None and entry.get("owned_by") == "llamacpp":
             props = self._llamacpp_props()
         return {"entry": entry, "listed": [str(e.get("id")) for e in entries], "props": props}
 
+    def _listing(self) -> list[dict[str, Any]]:
+        """The entries of ``GET /models``; see :meth:`model_report` for what it raises."""
+        url = f"{self.base_url}/models"
+        reply = self._side("GET", url, "the server's model listing")
+        if reply.status != 200:
+            raise ModelError(f"GET {url}: HTTP {reply.status}: {self._masked(reply.text[:200])}")
+        try:
+            data = reply.json()["data"]
+            if not (isinstance(data, list) and all(isinstance(e, dict) for e in data)):
+                raise TypeError(f"data is {type(data).__name__}, not a list of objects")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"GET {url}: not a model listing ({exc})") from exc
+        return data
+
     def _llamacpp_props(self) -> dict[str, Any] | None:
         """llama.cpp's ``GET /props`` (None when it does not answer with an object)."""
-        import httpx
-
-        key = self._client.api_key
-        headers = {"Authorization": f"Bearer {key}"} if key and key != "not-needed" else {}
+        reply = self._side("GET", self._server_root() + "/props", "llama.cpp's /props")
         try:
-            r = httpx.get(self._server_root() + "/props", headers=headers, timeout=self.timeout_s)
-            props = r.json() if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            props = reply.json() if reply.status == 200 else None
+        except ValueError:
             return None
         return props if isinstance(props, dict) else None
 
     def ping(self) -> list[str]:
         """Check the server answers; returns the model ids it lists."""
-        models, _ = self._with_retries(lambda: self._client.models.list())
-        return [m.id for m in models.data]
+        return [str(e.get("id")) for e in self._listing()]
+
+    def _side(
+        self,
+        method: str,
+        url: str,
+        what: str,
+        *,
+        json: Any = None,
+        max_bytes: int = SIDE_REPLY_CAP,
+        timeout_s: float | None = None,
+    ) -> SideReply:
+        """A request other than a chat call (``what`` it is for), bounded like one
+        (:func:`.http.side_request`: ``timeout_s``, by default models.timeout_s, is a
+        total deadline; at most ``max_bytes`` bytes, uncompressed; a connection of its
+        own) and retried like one (:meth:`_with_retries`: HTTP 5xx but 501, 408 and 429,
+        timeouts, oversized replies, dropped connections).
+
+        Returns the reply for any other status. Raises :class:`ModelUnavailableError`
+        when no server answers, and :class:`ModelEnvironmentError` when it keeps failing:
+        such a fault is the server's, never an example's.
+        """
+        import httpx2
+
+        def once() -> SideReply:
+            try:
+                reply = side_request(
+                    method, url, json=json, timeout_s=timeout_s or self.timeout_s,
+                    max_bytes=max_bytes, headers=self._side_headers(),
+                )  # fmt: skip
+            except httpx2.TimeoutException as exc:
+                raise DeadlineExceeded(f"no reply within {timeout_s or self.timeout_s:g}s") from exc
+            except httpx2.ConnectError as exc:
+                if not self._contacted:
+                    raise ModelUnavailableError(f"{self._down_message()} ({exc})") from exc
+                raise
+            if (reply.status >= 500 and reply.status != 501) or reply.status in (408, 429):
+                raise _SideStatus(reply, self._masked(reply.text[:300]))
+            return reply
+
+        try:
+            return self._with_retries(once)[0]
+        except TransientModelError as exc:
+            raise ModelEnvironmentError(f"{what} ({method} {url}) failed: {exc}") from exc
+
+    def _side_headers(self) -> dict[str, str]:
+        key = self._bearer_key()
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     def close(self) -> None:
         self._client.close()
