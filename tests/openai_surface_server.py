@@ -9,11 +9,18 @@ hosted providers share: ``POST /v1/chat/completions`` (streamed or not,
 no ``/props``, no extras: what a run meets when it points at a hosted API.
 
 Every other path answers 404, as the OpenAI API does for a route it does not have.
+``--tokenize vllm`` adds the one extra route vLLM's server has for counting:
+``POST /tokenize`` taking ``{"model", "prompt", "add_special_tokens"}`` and answering
+``{"count", "max_model_len", "tokens"}`` (the model's own tokenizer, vocab-only).
+``--ollama`` adds what an Ollama server has besides its ``/v1``: ``GET /api/tags`` (the
+model listed with a digest) and ``POST /api/show`` (its Modelfile, ``FROM`` the GGUF on
+this machine, as a local Ollama's is).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 #: the routes the OpenAI API and hosted OpenAI-compatible providers have in common
@@ -25,6 +32,8 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--model_alias", default="hosted-model")
     ap.add_argument("--n_threads", type=int, default=1)
+    ap.add_argument("--tokenize", choices=["none", "vllm"], default="none")
+    ap.add_argument("--ollama", action="store_true")
     args = ap.parse_args(argv)
 
     import uvicorn
@@ -49,7 +58,49 @@ def main(argv: list[str]) -> None:
         ],
     )
 
+    vocab = None
+    if args.tokenize == "vllm":
+        from tersetalk.models.llamacpp import _load_llama
+
+        vocab = _load_llama(default_model_path(), vocab_only=True, verbose=False)
+
+    async def vllm_tokenize(receive, send):
+        body = b""
+        while True:
+            event = await receive()
+            body += event.get("body", b"")
+            if not event.get("more_body"):
+                break
+        req = json.loads(body)
+        if not isinstance(req.get("prompt"), str):  # vLLM validates the request: a 400
+            await answer(send, {"object": "error", "message": "prompt: Field required",
+                                "type": "BadRequestError", "code": 400}, status=400)  # fmt: skip
+            return
+        ids = vocab.tokenize(req["prompt"].encode("utf-8"), add_bos=False, special=False)
+        await answer(send, {"count": len(ids), "max_model_len": 4096, "tokens": ids})
+
+    gguf = default_model_path()
+    ollama_routes = {
+        ("GET", "/api/tags"): {"models": [{
+            "name": args.model_alias, "model": args.model_alias, "size": gguf.stat().st_size,
+            "digest": "0" * 64, "modified_at": "2026-01-01T00:00:00Z",
+        }]},
+        ("POST", "/api/show"): {"modelfile": f"FROM {gguf}\n", "parameters": "",
+                                "template": "{{ .Prompt }}"},
+    } if args.ollama else {}  # fmt: skip
+
+    async def answer(send, doc, status=200):
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": json.dumps(doc).encode()})
+
     async def openai_surface_only(scope, receive, send):  # an ASGI app in front of it
+        if vocab is not None and scope.get("path") == "/tokenize" and scope["method"] == "POST":
+            await vllm_tokenize(receive, send)
+            return
+        if scope["type"] == "http" and (scope["method"], scope["path"]) in ollama_routes:
+            await answer(send, ollama_routes[(scope["method"], scope["path"])])
+            return
         if scope["type"] == "http" and (scope["method"], scope["path"]) not in OPENAI_ROUTES:
             body = b'{"error": {"message": "not found", "type": "invalid_request_error"}}'
             await send({"type": "http.response.start", "status": 404,

@@ -27,6 +27,10 @@ EXPECTED = {
     "mistral-7b": ("ollama", "mistral:7b-instruct"),
     "openai_compat": ("openai", None),
     "smollm2-135m": ("llamacpp", "smollm2-135m-instruct"),
+    # hosted and served models (tested against loopback servers in test_hosted_api.py)
+    "openai": ("openai", "gpt-4o-mini"),
+    "llamacpp-server": ("openai", "local-gguf"),
+    "vllm": ("openai", "Qwen/Qwen2.5-7B-Instruct"),
 }
 
 
@@ -69,8 +73,8 @@ def test_dry_run_with_every_model_listed(repo, tmp_path):
     assert res.returncode == 0, out[-3000:]
     # each model file names its folder (models.key), else its model's name does; the
     # configured model (smollm2-135m's) is compared too, and run once
-    keys = {*EXPECTED, "Qwen-Qwen2.5-7B-Instruct", "smollm2-135m-instruct"}
-    keys -= {"openai_compat", "smollm2-135m"}
+    keys = {model_key(yaml.safe_load(path.read_text())["models"]) for path in MODEL_FILES}
+    assert {"llama3.1-8b", "Qwen-Qwen2.5-7B-Instruct", "smollm2-135m-instruct"} <= keys
     for key in keys:
         assert f"results/{key}/summary.parquet" in out
     assert "figures/compare/models.png" in out

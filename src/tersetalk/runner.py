@@ -246,7 +246,9 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
             raise fault from exc  # not about this example: stop, keep the rest
         if is_transient(exc):
             raise  # a passing server fault: run() leaves the example for the next run
-        log.error("example %s failed: %s\n%s", example["example_id"], exc, traceback.format_exc())
+        # what a model wrote may be in the message: escaped, so that no log handler chokes
+        log.error("example %s failed: %s", example["example_id"],
+                  writable_text(f"{exc}\n{traceback.format_exc()}"))  # fmt: skip
         return build_record(
             example,
             spec,

@@ -31,7 +31,7 @@ from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.roles import build_brief, lay_out
 from tersetalk.agents.router import SIGNALS, Routed, RouteSettings, decide
 from tersetalk.config import ConfigError
-from tersetalk.models import ModelClient, ModelUnavailableError, caused_by, is_transient
+from tersetalk.models import ModelClient, ModelEnvironmentError, caused_by, is_transient
 from tersetalk.runner import client_from_spec, generation_configs, resolve_calibrated, results_hash
 from tersetalk.systems import system
 from tersetalk.tasks.loading import read_sample
@@ -160,7 +160,7 @@ def brief_signals(
             sent = codec.write("brief", "M", "W", brief)
             signals = topology.signals(sent.text, settings, ctx.gen.seed, example_id)
         except Exception as exc:  # noqa: BLE001 - one example's failure is its error row
-            down = caused_by(exc, ModelUnavailableError)
+            down = caused_by(exc, ModelEnvironmentError)
             if down is not None:
                 raise down from exc
             if is_transient(exc):

@@ -70,16 +70,17 @@ class PipelineError:
     #: a model server's passing fault (timeout, 5xx, 429, malformed reply): the
     #: example is retried on the next run instead of degrading silently
     transient: bool = False
-    #: the model server is down or the model missing: the run stops
+    #: not the message's fault (the server is down, the model missing, its tokenizer or
+    #: usage report broken): the run stops
     unavailable: bool = False
 
     @classmethod
     def from_exception(cls, stage: str, exc: BaseException, recoverable: bool) -> PipelineError:
-        from tersetalk.models import ModelUnavailableError, caused_by, is_transient
+        from tersetalk.models import ModelEnvironmentError, caused_by, is_transient
 
         return cls(stage=stage, error_type=type(exc).__name__, message=str(exc),
                    recoverable=recoverable, transient=is_transient(exc),
-                   unavailable=caused_by(exc, ModelUnavailableError) is not None)  # fmt: skip
+                   unavailable=caused_by(exc, ModelEnvironmentError) is not None)  # fmt: skip
 
     @property
     def server_fault(self) -> bool:

@@ -67,6 +67,7 @@ class OllamaClient(OpenAICompatClient):
         structured_format: StructuredFormat = "auto",
         tokenizer: Callable[[str], int] | None = None,
         tokenizer_gguf: str | Path | None = None,
+        tokenizer_spec: str | None = None,
         max_wait_s: float = 120.0,
         deadline_s: float | None = None,
         api_key: str | None = None,
@@ -95,6 +96,7 @@ class OllamaClient(OpenAICompatClient):
             structured_format=structured_format,
             tokenizer=tokenizer,
             tokenizer_gguf=tokenizer_gguf,
+            tokenizer_spec=tokenizer_spec,
             max_wait_s=max_wait_s,
             deadline_s=deadline_s,
             api_key_env=api_key_env,
@@ -192,16 +194,23 @@ class OllamaClient(OpenAICompatClient):
             return Path(match.group(1))
         return None
 
+    _no_tokenizer_reason = (
+        "Ollama has no tokenize endpoint, its GGUF file is not readable here and "
+        "models.tokenizer is not set"
+    )
+
     def count_tokens(self, text: str) -> int:
-        if self._tokenizer is None and self._tokenizer_gguf is None:
-            blob = self._gguf_blob()
+        if (
+            self._tokenizer is None
+            and self._tokenizer_gguf is None
+            and self._tokenizer_spec is None
+            and self._tokens_missing is None
+        ):
+            blob = self._gguf_blob()  # Ollama on this machine: its model file counts
             if blob is None:
-                raise ModelError(
-                    f"cannot count tokens for Ollama model {self.model!r}: Ollama has no "
-                    "tokenize endpoint and its GGUF file is not readable here; set "
-                    "models.tokenizer_gguf to the model's GGUF file"
-                )
-            self._tokenizer_gguf = blob
+                self._tokens_missing = f"missing: {self._no_tokenizer_reason}"
+            else:
+                self._tokenizer_gguf = blob
         return super().count_tokens(text)
 
     def describe(self) -> dict[str, Any]:

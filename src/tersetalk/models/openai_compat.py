@@ -103,6 +103,7 @@ from .http import (
     retry_after_s,
     side_request,
 )
+from .tokenizers import TokensUnavailableError, load_tokenizer, parse_tokenizer
 
 __all__ = ["REPLY_BYTES_PER_TOKEN", "REPLY_SLACK_BYTES", "OpenAICompatClient", "reply_byte_cap"]
 
@@ -318,10 +319,14 @@ class OpenAICompatClient(InstructorClient):
     sending it to the last byte of its reply; ``deadline_s`` (None: unbounded) bounds
     a whole ``chat``/``structured`` call, retries, backoff and re-asks included.
     ``api_key_env`` is only the *name* of the variable the key came from, for the
-    message of a refused key. ``tokenizer`` (a callable ``str -> int``) or
-    ``tokenizer_gguf`` (the model's GGUF file, loaded vocab-only) count tokens with the
-    model's own tokenizer; without them ``count_tokens`` asks the server's tokenize
-    endpoint (llama-cpp-python's ``/extras/tokenize`` or llama.cpp's ``/tokenize``).
+    message of a refused key. ``tokenizer`` (a callable ``str -> int``), ``tokenizer_spec``
+    (``models.tokenizer``: ``gguf:<path>``, ``tokenizer.json:<path>``,
+    ``tiktoken:<encoding>`` or ``none``, see :mod:`.tokenizers`) or ``tokenizer_gguf``
+    (the model's GGUF file, loaded vocab-only) count tokens locally; without them
+    ``count_tokens`` asks the server's tokenize endpoint (llama-cpp-python's
+    ``/extras/tokenize`` or llama.cpp's ``/tokenize``), and where there is none (the
+    OpenAI API, most hosted providers) raises :class:`.tokenizers.TokensUnavailableError`:
+    the model's tokens are then missing, never counted by another tokenizer unasked.
     """
 
     backend = "openai"
@@ -340,6 +345,7 @@ class OpenAICompatClient(InstructorClient):
         structured_format: StructuredFormat = "auto",
         tokenizer: Callable[[str], int] | None = None,
         tokenizer_gguf: str | Path | None = None,
+        tokenizer_spec: str | None = None,
         max_wait_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
         deadline_s: float | None = None,
@@ -377,8 +383,14 @@ class OpenAICompatClient(InstructorClient):
         self._sleep = sleep
         self.stream = stream
         self.structured_format: StructuredFormat = structured_format
+        if tokenizer_spec is not None:
+            parse_tokenizer(tokenizer_spec)  # a malformed models.tokenizer stops here
         self._tokenizer = tokenizer
+        self._tokenizer_spec = tokenizer_spec
         self._tokenizer_gguf = Path(tokenizer_gguf) if tokenizer_gguf else None
+        # where the model's token counts come from, once known (tokens_model_source)
+        self._tokens_source: str | None = "given counter" if tokenizer is not None else None
+        self._tokens_missing: str | None = None  # why they cannot be counted, once known
         self._tokenize_route: str | None = None
         self._contacted = False
         self._stream_usage_seen: bool | None = None
@@ -853,7 +865,8 @@ class OpenAICompatClient(InstructorClient):
 
     def _server_tokenize(self, text: str) -> int | None:
         """How many tokens the server's tokenize endpoint counts in ``text``
-        (llama-cpp-python's ``/extras/tokenize`` or llama.cpp's ``/tokenize``, the first
+        (llama-cpp-python's ``/extras/tokenize``, or the ``/tokenize`` of llama.cpp's
+        server or vLLM's, the first
         that answers with tokens, then that one only), or None when it has neither.
 
         Bounded and retried like a call (:meth:`_side`): a server that keeps failing, or
@@ -863,9 +876,12 @@ class OpenAICompatClient(InstructorClient):
         known = self._tokenize_route
         for route in [known] if known else ["/extras/tokenize", "/tokenize"]:
             url = self._server_root() + route
+            # /tokenize: llama.cpp's server reads content/add_special, vLLM's reads
+            # model/prompt/add_special_tokens; each ignores the other's fields
             payload = (
                 {"input": text} if route == "/extras/tokenize"
-                else {"content": text, "add_special": False}
+                else {"content": text, "add_special": False,
+                      "model": self.model, "prompt": text, "add_special_tokens": False}
             )  # fmt: skip
             # a token id and its separator take a few bytes; a token covers a character or more
             cap = REPLY_SLACK_BYTES + 64 * len(text)
@@ -892,23 +908,47 @@ class OpenAICompatClient(InstructorClient):
                 )
         return None
 
-    def count_tokens(self, text: str) -> int:
-        if self._tokenizer is None and self._tokenizer_gguf is not None:
-            from .llamacpp import GGUFTokenizer
+    #: why the model's tokens cannot be counted when nothing local is named and the
+    #: server has no tokenize endpoint (the Ollama backend says it its own way)
+    _no_tokenizer_reason = "the server has no tokenize endpoint and models.tokenizer is not set"
 
-            with self._tokenizer_lock:  # load the vocabulary once, not once per thread
-                if self._tokenizer is None:
-                    self._tokenizer = GGUFTokenizer(self._tokenizer_gguf)
-        if self._tokenizer is not None:
-            return int(self._tokenizer(text))
-        n = self._server_tokenize(text)
-        if n is None:
-            raise ModelError(
-                f"{self._where()}: the server has no tokenize endpoint, so tokens cannot be "
-                "counted with the model's own tokenizer; give the client the model's GGUF "
-                "file (tokenizer_gguf=..., config models.tokenizer_gguf)"
-            )
-        return n
+    def _local_counter(self) -> Callable[[str], int] | None:
+        """The local token counter (built once, not once per thread), or None."""
+        if self._tokenizer is not None or self._tokens_missing is not None:
+            return self._tokenizer
+        if self._tokenizer_spec is None and self._tokenizer_gguf is None:
+            return None
+        with self._tokenizer_lock:
+            if self._tokenizer is None and self._tokens_missing is None:
+                if self._tokenizer_spec is not None:
+                    counter, label = load_tokenizer(self._tokenizer_spec)
+                else:
+                    counter, label = load_tokenizer(f"gguf:{self._tokenizer_gguf}")
+                if counter is None:
+                    self._tokens_missing = label
+                else:
+                    self._tokenizer, self._tokens_source = counter, label
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        counter = self._local_counter()
+        if counter is not None:
+            return int(counter(text))
+        if self._tokens_missing is None:
+            n = self._server_tokenize(text)
+            if n is not None:
+                self._tokens_source = f"server tokenize endpoint ({self._tokenize_route})"
+                return n
+            self._tokens_missing = f"missing: {self._no_tokenizer_reason}"
+        raise TokensUnavailableError(
+            f"{self._where()}: the model's tokens cannot be counted ({self._tokens_missing}); "
+            "name the model's tokenizer in models.tokenizer (gguf:<path>, "
+            "tokenizer.json:<path> or tiktoken:<encoding>)"
+        )
+
+    def tokens_model_source(self) -> str:
+        """Where ``tokens_model`` comes from, or ``missing: <why>`` (after a count)."""
+        return self._tokens_missing or self._tokens_source or "not counted yet"
 
     def describe(self) -> dict[str, Any]:
         if self.stream:
@@ -929,6 +969,7 @@ class OpenAICompatClient(InstructorClient):
             "stream": self.stream,
             "structured_format": self.structured_format,
             "usage_source": usage,
+            "tokens_model_source": self.tokens_model_source(),
         }
 
     def model_report(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tersetalk.models import GenerationConfig, ModelError, ModelUnavailableError
+from tersetalk.models import GenerationConfig, ModelEnvironmentError, ModelError
 from tersetalk.models.ratelimit import is_rate_limit_error
 from tersetalk.msp.errors import DecoderError, EncoderError, RateLimitError
 from tersetalk.msp.schema import INTENTS, PRIORITIES, MinimalSignal, SignalDraft
@@ -41,7 +41,7 @@ DECODER_PROMPT = (
 def _model_error(kind: type[Exception], exc: ModelError, what: str) -> Exception:
     if is_rate_limit_error(exc):
         return RateLimitError(f"Rate limit exceeded while {what}: {exc}")
-    if isinstance(exc, ModelUnavailableError):
+    if isinstance(exc, ModelEnvironmentError):
         return kind(f"LLM service unavailable while {what}: {exc}")
     text = str(exc)
     if kind is EncoderError and ("valid for" in text or "cut off" in text):

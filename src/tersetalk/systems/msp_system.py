@@ -28,7 +28,7 @@ from tersetalk.agents.engine import Dialogue
 from tersetalk.agents.roles import Brief, render_brief
 from tersetalk.models import (
     ModelClient,
-    ModelUnavailableError,
+    ModelEnvironmentError,
     TransientModelError,
     caused_by,
 )
@@ -151,7 +151,7 @@ class MSPCodec(ProseCodec):
             self.result = pipeline.process(original, settings.style, trace_id=trace_id)
             delivered = self.result.signal_text
         except MSPError as exc:
-            server_fault = caused_by(exc, (TransientModelError, ModelUnavailableError))
+            server_fault = caused_by(exc, (TransientModelError, ModelEnvironmentError))
             if settings.on_error == "error" or server_fault:
                 raise  # a server fault never becomes a passthrough: retried on the next run
             self.result, delivered, self.error = None, original, f"{type(exc).__name__}: {exc}"
