@@ -38,6 +38,7 @@ Side requests (every ``GET``: ``/v1/models``, llama.cpp's ``/props``, Ollama's
 well unless ``side_mode`` (or ``side_modes``, one request at a time) says:
 
 - ``500``: HTTP 500; ``echo_500``: HTTP 500 quoting the request's headers, as above;
+- ``403``: HTTP 403, as a gateway answers a path it does not have;
 - ``trickle``: the right answer, one byte every ``trickle_s`` seconds;
 - ``gzip``: a gzip bomb (``Content-Encoding: gzip``) that inflates to ``bomb_bytes``.
 
@@ -170,6 +171,8 @@ class FakeServer:
         data = json.dumps(body).encode()
         if mode == "500":
             h._json(500, {"error": {"message": "internal error (fake)"}})
+        elif mode == "403":  # a gateway that refuses any path it does not have
+            h._json(403, {"message": "Missing Authentication Token"})
         elif mode.startswith("echo_"):
             self._echo(h, int(mode.removeprefix("echo_")))
         elif mode == "trickle":

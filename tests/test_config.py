@@ -247,6 +247,16 @@ def billion_laughs(levels: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+def chained_depth(links: int = 30, each: int = 90) -> str:
+    """Each anchor nests ``each`` levels around an alias of the one before: no line is
+    deeper than 91, but the values nest ``links * each`` levels deep once read."""
+    lines = []
+    for i in range(links):
+        inner = f"*a{i - 1}" if i else "x"
+        lines.append(f"a{i}: &a{i} " + "[" * each + inner + "]" * each)
+    return "\n".join(lines) + "\n"
+
+
 @pytest.mark.parametrize(
     "text, said",
     [
@@ -254,8 +264,9 @@ def billion_laughs(levels: int = 9) -> str:
         ("n_eval: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested deeper than 100 levels"),
         ("a: " + "{b: " * 20_000 + "1" + "}" * 20_000 + "\n", "nested deeper than 100 levels"),
         ("a: &x [1, *x]\n", "alias *x (line 1) is inside the value it names"),
+        (chained_depth(), "nested deeper than 100 levels"),
     ],
-    ids=["billion-laughs", "deep-list", "deep-map", "self-containing"],
+    ids=["billion-laughs", "deep-list", "deep-map", "self-containing", "deep-by-aliases"],
 )
 def test_a_hostile_config_file_is_refused_naming_the_file(repo, tmp_path, text, said):
     layer = tmp_path / "hostile.yaml"

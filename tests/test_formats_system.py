@@ -114,6 +114,7 @@ def test_an_unreachable_budget_is_an_error_row(cfg, toolqa_sample, tmp_path):
     path, _ = toolqa_sample
     cfg = json.loads(json.dumps(cfg))
     cfg["systems"]["formats"]["variants"]["tiny"] = {"encoder": "mckp", "budget": 1}
+    cfg["pipeline"]["max_error_share"] = 1.0  # every row is an error row here
     df = _run(validate_config(cfg), "tiny", path, tmp_path / "t.parquet")
     assert df["error"].str.contains("BudgetError").all()
     assert (df["correct"] == 0).all()
@@ -123,6 +124,7 @@ def test_outside_toolqa_it_fails_clearly(cfg, repo, tmp_path):
     recs = load_records("gsm8k", data_dir=repo / "data")
     ev, _ = sample("gsm8k", recs, n=1, calibration_n=0, seed=0)
     ev.to_parquet(tmp_path / "g.parquet")
+    cfg = {**cfg, "pipeline": {**cfg["pipeline"], "max_error_share": 1.0}}  # an error row
     df = _run(cfg, "mckp", tmp_path / "g.parquet", tmp_path / "g_out.parquet", task="gsm8k")
     assert "systems.formats.tasks" in df["error"].iloc[0]
 

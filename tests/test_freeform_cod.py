@@ -144,6 +144,7 @@ def test_cod_without_a_prompt_for_the_task_is_an_error_row(tmp_path):
     cfg = load_config(CONFIG)
     cfg["cache_dir"] = str(tmp_path / "cache")
     spec = run_spec(cfg, "toolqa", "freeform", "cod")  # forced past the schedule
+    spec["pipeline"]["max_error_share"] = 1.0  # every row is an error row here
     sample_path = _sample(tmp_path, "toolqa")
     df = run(spec, sample_path, tmp_path / "t.parquet", client=ScriptedClient(lambda m: "x"),
              progress=False)  # fmt: skip

@@ -313,3 +313,21 @@ def test_the_ollama_config_counts_with_the_models_gguf(repo, tmp_path):
     assert df["tokens_model_source"].str.startswith("gguf:").all()
     vocab = GGUFTokenizer(default_model_path())
     assert all(m["tokens_model"] == vocab(m["content"]) for m in df["messages"].iloc[0])
+
+
+def test_a_gateway_refusing_the_guessed_tokenize_routes_is_no_endpoint_not_a_bad_key():
+    """Some gateways answer 403 for any path they do not have: trying the tokenize routes
+    then says nothing about the key, and the model's tokens are just missing."""
+    from fake_openai_server import FakeServer
+
+    from tersetalk.models.openai_compat import OpenAICompatClient
+
+    srv = FakeServer().start()
+    try:
+        srv.side_mode, srv.side_fail_path = "403", "tokenize"
+        client = OpenAICompatClient(srv.base_url, "fake", max_retries=0)
+        with pytest.raises(TokensUnavailableError):
+            client.count_tokens("How tall is the Eiffel Tower?")
+        assert client.describe()["tokens_model_source"].startswith("missing:")
+    finally:
+        srv.stop()

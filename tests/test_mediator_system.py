@@ -106,6 +106,7 @@ def test_mediator_failure_is_an_error_row_or_a_reported_passthrough(base_config,
         return responder(messages, gen, schema)
 
     spec = spec_for(base_config, tmp_path, "mediator", "gsm8k", budget=5, judge=False)
+    spec["pipeline"]["max_error_share"] = 1.0  # every row is an error row here
     df = run(spec, samples["gsm8k"], tmp_path / "e.parquet", client=ScriptedClient(broken),
              progress=False)  # fmt: skip
     assert df["error"].str.contains("compression stage failed").all()
@@ -175,6 +176,7 @@ def test_msp_system_with_judge_records_similarity(base_config, tmp_path, samples
 
 def test_msp_encoder_failure_is_an_error_row(base_config, tmp_path, samples):
     spec = spec_for(base_config, tmp_path, "msp", "gsm8k", judge=False)
+    spec["pipeline"]["max_error_share"] = 1.0  # every row is an error row here
     bad = ScriptedClient(lambda m, g, s: "not json" if s else responder(m, g, s))
     df = run(spec, samples["gsm8k"], tmp_path / "x.parquet", client=bad, progress=False)
     assert df["error"].str.startswith("EncoderError: Failed to parse LLM response").all()

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 
 from tersetalk.config import ConfigError, run_spec
@@ -17,10 +16,12 @@ from tersetalk.runner import (
     RecordWriteError,
     TooManyErrorsError,
     checkpoint_path,
+    errors_path,
     read_checkpoint,
     results_hash,
     run,
     stopping_fault,
+    too_many_errors,
 )
 from tersetalk.tasks.loading import load_records, sample
 from tersetalk.tasks.sandbox import SandboxUnavailableError
@@ -81,25 +82,40 @@ def test_an_environment_error_mid_run_stops_it_and_is_never_a_row(setup):
     assert all(rec["error"] is None for rec in done.values())  # no row holds the fault
 
 
-def test_too_many_error_rows_refuse_the_run_and_keep_the_rows(setup):
+def test_too_many_error_rows_refuse_the_run_and_a_rerun_redoes_them(setup):
     spec, sample_path, out = setup
+    spec["pipeline"]["max_error_share"] = 0.2
+    calls = {"n": 0}
 
-    def garbage(messages):
-        raise RuntimeError("the model's brief is garbage")
+    def broken_then_fixed(messages):
+        calls["n"] += 1
+        if calls["n"] <= 3:  # the first three examples: a setup that is broken
+            raise RuntimeError("the model's brief is garbage")
+        return answers(messages)
 
     with pytest.raises(TooManyErrorsError, match="max_error_share") as caught:
-        run(spec, sample_path, out, client=ScriptedClient(garbage), progress=False)
-    assert "garbage" in str(caught.value) and str(checkpoint_path(out)) in str(caught.value)
+        run(spec, sample_path, out, client=ScriptedClient(broken_then_fixed), progress=False)
+    aside = errors_path(checkpoint_path(out))
+    assert "garbage" in str(caught.value) and str(aside) in str(caught.value)
     assert not out.exists()
+    set_aside = [json.loads(line) for line in aside.read_text().splitlines()]
     kept = read_checkpoint(checkpoint_path(out), results_hash(spec))
-    assert len(kept) == 5 and all(r["error"] is not None for r in kept.values())
+    assert len(set_aside) == 3 and len(kept) == 2
+    assert all(r["error"] for r in set_aside) and all(r["error"] is None for r in kept.values())
 
-    # the share is a knob, and it is not part of the run's identity: the rows are reused
-    spec["pipeline"]["max_error_share"] = 1.0
-    df = run(spec, sample_path, out, client=ScriptedClient(answers), progress=False)
-    assert out.exists() and df["error"].notna().sum() == sum(
-        r["error"] is not None for r in kept.values()
-    )
+    # fixed: the rerun redoes the examples set aside, keeps the rest, and tidies up
+    calls["n"] = 100
+    df = run(spec, sample_path, out, client=ScriptedClient(broken_then_fixed), progress=False)
+    assert out.exists() and df["error"].isna().all() and not aside.exists()
+
+
+@pytest.mark.parametrize(
+    ("n_errors", "n", "refused"),
+    [(1, 2, False), (2, 2, True), (1, 1, True), (2, 5, False), (3, 10, True), (2, 10, False),
+     (3, 15, False), (4, 15, True), (0, 0, False)],
+)  # fmt: skip
+def test_a_small_run_is_refused_only_when_every_example_failed(n_errors, n, refused):
+    assert too_many_errors(n_errors, n, 0.2) is refused
 
 
 def test_an_error_share_within_the_limit_writes_the_run(setup):
@@ -150,7 +166,7 @@ def test_a_record_that_cannot_be_written_stops_the_run_with_its_id(setup, monkey
 
 
 def test_the_cli_says_a_stopping_error_in_one_line_and_exits_2(tmp_path, repo, base_config):
-    """Through ``tersetalk run``: a server whose tokenize endpoint fails is exit 2."""
+    """Through ``tersetalk run``: a model server that is down is one line and exit 2."""
     import yaml
 
     records = load_records("gsm8k", data_dir=repo / "data")
@@ -177,10 +193,3 @@ def test_the_cli_says_a_stopping_error_in_one_line_and_exits_2(tmp_path, repo, b
     assert "Traceback" not in res.stderr
     assert any("error:" in line for line in res.stderr.splitlines()), res.stderr[-2000:]
     assert not (tmp_path / "r.parquet").exists()
-
-
-def test_checkpoint_lines_stay_json(setup):
-    spec, sample_path, out = setup
-    df = run(spec, sample_path, out, client=ScriptedClient(answers), progress=False)
-    assert isinstance(df, pd.DataFrame) and out.exists()
-    json.dumps(df["tokens_model_source"].tolist())

@@ -195,7 +195,11 @@ def test_a_compressor_mismatch_is_recorded_on_every_row(
     assert all(json.loads(c)["lingua_compressor_mismatch"] == 1 for c in df["counters"])
 
 
-def test_a_missing_compressor_becomes_an_error_row_naming_the_fix(base_config, tmp_path, repo):
+def test_a_missing_compressor_stops_the_run_naming_the_fix(base_config, tmp_path, repo):
+    """Not an example's failure: every example would fail alike, so no row records it;
+    the run stops as a setup error (exit 2), saying what to run."""
+    from tersetalk.config import ConfigError
+
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")
     cfg["systems"].setdefault("llmlingua", {"variants": {}})["variants"]["v"] = {
@@ -203,11 +207,12 @@ def test_a_missing_compressor_becomes_an_error_row_naming_the_fix(base_config, t
     }
     validate_config(cfg)
     spec = run_spec(cfg, "hotpotqa", "llmlingua", "v")
-    df = run(
-        spec,
-        samples(tmp_path, repo, "hotpotqa", n=1),
-        tmp_path / "o.parquet",
-        client=ScriptedClient(answer),
-        progress=False,
-    )
-    assert df["error"].str.contains("prepare-compressor").all()
+    with pytest.raises(ConfigError, match="prepare-compressor"):
+        run(
+            spec,
+            samples(tmp_path, repo, "hotpotqa", n=1),
+            tmp_path / "o.parquet",
+            client=ScriptedClient(answer),
+            progress=False,
+        )
+    assert not (tmp_path / "o.parquet").exists()

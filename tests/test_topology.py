@@ -219,6 +219,7 @@ def test_an_error_row_keeps_the_route_columns_typed(base_config, tmp_path, sampl
 
     spec = routed_spec(base_config, tmp_path, "gsm8k", "topology_tersetalk",
                        {"adaptive": {}})["adaptive"]  # fmt: skip
+    spec["pipeline"]["max_error_share"] = 1.0  # every row is an error row here
     df = run(spec, samples["gsm8k"], tmp_path / "err.parquet", client=ScriptedClient(broken),
              progress=False)  # fmt: skip
     assert df["error"].notna().all()

@@ -64,7 +64,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from tersetalk.io import read_run_spec, write_text_atomic
+from tersetalk.io import load_yaml_text, read_run_spec, write_text_atomic
 from tersetalk.metrics.per_record import per_record_metrics
 from tersetalk.metrics.summary import lingua_rate_distribution
 from tersetalk.stats.intervals import wilson
@@ -710,7 +710,8 @@ def chosen_settings(path: str | Path, system: str) -> dict:
     path = Path(path)
     if not path.exists():
         raise CalibrationError(f"{path} is missing: run the calibrate rule first")
-    doc = yaml.safe_load(path.read_text())
+    doc = load_yaml_text(path.read_text(encoding="utf-8"), f"calibration file {path}",
+                         error=CalibrationError)  # fmt: skip
     try:
         return dict(doc["chosen"][system]["settings"])
     except (KeyError, TypeError):

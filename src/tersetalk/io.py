@@ -66,6 +66,20 @@ MAX_NESTING = 100
 MAX_ALIAS_NODES = 100_000
 
 
+def writable_text(text: str) -> str:
+    """``text`` with every lone surrogate as its ``\\udXXX`` escape.
+
+    What a model or its code writes may hold one (``chr(0xD800)``, or a server's JSON
+    ``"\\ud800"``), which no UTF-8 file, Parquet or JSON writer takes: a record quoting
+    it could never be written, on every rerun alike.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def load_yaml_text(text: str, where: str, error: type[Exception] = InputFileError) -> Any:
     """``yaml.safe_load(text)``, refusing documents nested deeper than :data:`MAX_NESTING`
     or whose aliases expand to more than :data:`MAX_ALIAS_NODES` extra values (or name
@@ -82,36 +96,51 @@ def load_yaml_text(text: str, where: str, error: type[Exception] = InputFileErro
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    open_at: list[tuple[str | None, int]] = []  # (anchor, values counted before it), by depth
+    # by depth: [anchor, values counted before it, the height of its tallest child]
+    open_at: list[list[Any]] = []
     sizes: dict[str, int] = {}  # anchor -> how many values its node stands for
+    heights: dict[str, int] = {}  # anchor -> how many levels its node nests (a scalar: 0)
     written = expanded = 0
+
+    def too_deep(event: Any) -> Exception:
+        line = event.start_mark.line + 1 if event.start_mark else "?"
+        return error(
+            f"{where}: nested deeper than {MAX_NESTING} levels (line {line}, aliases "
+            "counted as the values they stand for), far deeper than anything the workflow "
+            "reads: check the indentation and brackets"
+        )
+
+    def child(height: int) -> None:
+        if open_at:
+            open_at[-1][2] = max(open_at[-1][2], height)
+
     try:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.CollectionStartEvent):
-                open_at.append((event.anchor, expanded))
+                open_at.append([event.anchor, expanded, 0])
                 written, expanded = written + 1, expanded + 1
                 if len(open_at) > MAX_NESTING:
-                    line = event.start_mark.line + 1 if event.start_mark else "?"
-                    raise error(
-                        f"{where}: nested deeper than {MAX_NESTING} levels (line {line}), "
-                        "far deeper than anything the workflow reads: check the indentation "
-                        "and brackets"
-                    )
+                    raise too_deep(event)
             elif isinstance(event, yaml.CollectionEndEvent):
-                anchor, before = open_at.pop()
+                anchor, before, tallest = open_at.pop()
+                child(tallest + 1)
                 if anchor is not None:
-                    sizes[anchor] = expanded - before
+                    sizes[anchor], heights[anchor] = expanded - before, tallest + 1
             elif isinstance(event, yaml.ScalarEvent):
                 written, expanded = written + 1, expanded + 1
                 if event.anchor is not None:
-                    sizes[event.anchor] = 1
+                    sizes[event.anchor], heights[event.anchor] = 1, 0
             elif isinstance(event, yaml.AliasEvent):
-                if any(anchor == event.anchor for anchor, _ in open_at):
+                if any(entry[0] == event.anchor for entry in open_at):
                     line = event.start_mark.line + 1 if event.start_mark else "?"
                     raise error(
                         f"{where}: alias *{event.anchor} (line {line}) is inside the value it "
                         "names, which would make the value contain itself; write it out"
                     )
+                height = heights.get(event.anchor, 0)
+                if len(open_at) + height > MAX_NESTING:  # the alias's value nests there
+                    raise too_deep(event)
+                child(height)
                 written, expanded = written + 1, expanded + sizes.get(event.anchor, 1)
                 if expanded - written > MAX_ALIAS_NODES:
                     raise error(
@@ -119,8 +148,10 @@ def load_yaml_text(text: str, where: str, error: type[Exception] = InputFileErro
                         f"{MAX_ALIAS_NODES} values, far beyond any setting (a 'billion "
                         "laughs' document); write the values out instead of aliasing aliases"
                     )
-    except yaml.YAMLError:
-        pass  # not valid YAML: safe_load below says where, as it always has
+    except yaml.YAMLError as exc:
+        if isinstance(exc, error):  # a refusal above, raised as a kind of YAML error
+            raise
+        # not valid YAML: safe_load below says where, as it always has
     return yaml.safe_load(text)
 
 

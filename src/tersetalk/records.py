@@ -144,17 +144,6 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def writable_text(text: str) -> str:
-    """``text`` with every lone surrogate written as its escape (``\\ud800``): an error
-    message quotes what a model or its code wrote, and a surrogate there would make the
-    record impossible to write as UTF-8 (the same failure on every rerun)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
 def token_sum(messages: list[dict], tokenizer: str) -> int | None:
     """The messages' tokens under ``tokenizer`` (``cl100k``, ``o200k``, ``model``), or
     None when any message's count is missing: the model's tokens cannot be counted for a

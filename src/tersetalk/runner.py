@@ -22,9 +22,10 @@ What a failure does:
   of them would make a run that looks finished but holds nothing (``tersetalk run``
   exits 2 with the message, which says what to fix);
 - as a backstop, a run whose error rows are more than ``pipeline.max_error_share`` of
-  its examples (default 0.2) writes no run file either (:class:`TooManyErrorsError`,
-  exit 2): the rows stay checkpointed, to be read, and a rerun after the fix redoes
-  nothing that finished;
+  its examples (default 0.2; and at least 3 of them, or all) writes no run file either
+  (:class:`TooManyErrorsError`, exit 2): its error rows are set aside in
+  ``<run>.errors.jsonl`` to be read, and a rerun after the fix redoes those examples
+  and keeps the others;
 - a record that cannot be written (:class:`RecordWriteError`) stops the run with the
   example's id instead of a traceback on every rerun.
 
@@ -57,10 +58,22 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+from tersetalk.agents.router import RouterFileError
 from tersetalk.config import ConfigError, spec_hash
+from tersetalk.encoders.errors import CompressorUnavailableError
 from tersetalk.events import open_publisher, publishing
 from tersetalk.inflight import InFlight
-from tersetalk.io import run_metadata, write_parquet_atomic
+from tersetalk.io import (
+    InputFileError,
+    run_metadata,
+    writable_text,
+    write_bytes_atomic,
+    write_parquet_atomic,
+)
+from tersetalk.mediator.errors import (
+    CompressorUnavailableError as MediatorCompressorUnavailableError,
+)
+from tersetalk.mediator.errors import MediatorConfigError
 from tersetalk.models import (
     GenerationConfig,
     ModelClient,
@@ -73,7 +86,7 @@ from tersetalk.models import (
 )
 from tersetalk.models.embedding import similarity_memo
 from tersetalk.models.fingerprint import FINGERPRINT_DIR, model_fingerprint
-from tersetalk.records import build_record, records_frame, writable_text
+from tersetalk.records import build_record, records_frame
 from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
 from tersetalk.tasks.registry import preflight
@@ -94,6 +107,8 @@ __all__ = [
 #: the share of a run's examples that may be error rows before the run is refused
 #: (``pipeline.max_error_share``)
 DEFAULT_MAX_ERROR_SHARE = 0.2
+#: a run is refused for its error rows only when they are this many, or all of it
+MIN_REFUSED_ERRORS = 3
 
 
 class RunIncompleteError(RuntimeError):
@@ -108,6 +123,21 @@ class RecordWriteError(RunIncompleteError):
     """An example's record cannot be written to the checkpoint."""
 
 
+#: errors that are never about one example: the model's environment, a sandbox that
+#: cannot run here, a config error found late, a file the run reads (a fitted router), a
+#: compressor whose model is not here
+STOPPING_ERRORS: tuple[type[BaseException], ...] = (
+    ModelEnvironmentError,
+    SandboxUnavailableError,
+    ConfigError,
+    MediatorConfigError,
+    RouterFileError,
+    InputFileError,
+    CompressorUnavailableError,
+    MediatorCompressorUnavailableError,
+)
+
+
 def stopping_fault(exc: BaseException) -> BaseException | None:
     """The error in ``exc``'s chain that is not about the example, or None.
 
@@ -115,9 +145,10 @@ def stopping_fault(exc: BaseException) -> BaseException | None:
     its environment's (the run stops): the model server and its side requests, the
     tokenizer, the usage report (:class:`~tersetalk.models.ModelEnvironmentError`, which
     a server that is down or a refused key are kinds of), a code sandbox that cannot run
-    on this machine, a config error that only shows once an example runs.
+    on this machine, a config error that only shows once an example runs (the
+    mediator's), a file the run reads that is wrong (a fitted router file).
     """
-    return caused_by(exc, (ModelEnvironmentError, SandboxUnavailableError, ConfigError))
+    return caused_by(exc, STOPPING_ERRORS)
 
 
 def results_hash(spec: dict) -> str:
@@ -240,10 +271,10 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
         res = registered.run(example, ctx)
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
         fault = stopping_fault(exc)
-        if isinstance(fault, SandboxUnavailableError):  # said as a setup error: exit 2
+        if isinstance(fault, ModelError | ConfigError | InputFileError):
+            raise fault from exc  # not about this example: stop, keep the rest (exit 2)
+        if fault is not None:  # the other kinds are setup errors too: said as one, exit 2
             raise ConfigError(str(fault)) from exc
-        if fault is not None:
-            raise fault from exc  # not about this example: stop, keep the rest
         if is_transient(exc):
             raise  # a passing server fault: run() leaves the example for the next run
         # what a model wrote may be in the message: escaped, so that no log handler chokes
@@ -289,7 +320,7 @@ def tokens_model_source(client: ModelClient) -> str:
     return str(said) if said else f"the model's own tokenizer ({client.describe().get('backend')})"
 
 
-def _probe_model_tokens(client: ModelClient) -> None:
+def _learn_tokens_source(client: ModelClient) -> None:
     """Count one short text, so that where ``tokens_model`` comes from is known before
     the first record (a hosted API without a tokenize endpoint: missing, and why)."""
     from tersetalk.models.tokenizers import TokensUnavailableError
@@ -315,20 +346,41 @@ def _checkpoint_line(example_id: str, record: dict) -> bytes:
         ) from None
 
 
-def _error_share_check(df: pd.DataFrame, spec: dict, ckpt: Path) -> None:
-    """Refuse a run whose error rows are more than ``pipeline.max_error_share`` of it."""
+def errors_path(ckpt: Path) -> Path:
+    """Where a refused run's error rows are set aside: ``<run>.errors.jsonl``."""
+    return ckpt.with_name(ckpt.name.removesuffix(".checkpoint.jsonl") + ".errors.jsonl")
+
+
+def too_many_errors(n_errors: int, n: int, share: float) -> bool:
+    """Whether ``n_errors`` error rows of ``n`` examples are more than a run may hold.
+
+    More than ``share`` of the examples, and either at least
+    :data:`MIN_REFUSED_ERRORS` of them or every one: in a run of two examples, one
+    answer the model got wrong is an example's failure, not a sign of a broken setup.
+    """
+    return n > 0 and n_errors > share * n and (n_errors >= MIN_REFUSED_ERRORS or n_errors == n)
+
+
+def _refuse_if_too_many_errors(df: pd.DataFrame, spec: dict, ckpt: Path, done: dict) -> None:
+    """Refuse a run with too many error rows (:func:`too_many_errors`): its error rows go
+    to :func:`errors_path`, to be read, and out of the checkpoint, so that the next run
+    redoes those examples (after the fix) and keeps the rest."""
     share = spec.get("pipeline", {}).get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
-    errors = df["error"].dropna()
-    if len(df) == 0 or len(errors) / len(df) <= share:
+    bad = [rec for rec in done.values() if rec.get("error") is not None]
+    if not too_many_errors(len(bad), len(df), share):
         return
-    first = df.loc[df["error"].notna()].iloc[0]
+    aside = errors_path(ckpt)
+    lines = (_checkpoint_line(rec["example_id"], rec) for rec in bad)
+    write_bytes_atomic(b"".join(lines), aside)
+    kept = [rec for rec in done.values() if rec.get("error") is None]
+    write_bytes_atomic(b"".join(_checkpoint_line(r["example_id"], r) for r in kept), ckpt)
     raise TooManyErrorsError(
-        f"{len(errors)} of {len(df)} examples are error rows, more than "
-        f"pipeline.max_error_share = {share:g} allows (first: example {first['example_id']}: "
-        f"{str(first['error'])[:400]}). So many failures are more likely the setup's than "
-        f"the examples': read the errors in {ckpt}, fix their cause and run again (finished "
-        "examples are kept). If they are the model's own answers, raise "
-        "pipeline.max_error_share. No run file was written"
+        f"{len(bad)} of {len(df)} examples are error rows, more than pipeline.max_error_share "
+        f"= {share:g} allows (first: example {bad[0]['example_id']}: "
+        f"{str(bad[0]['error'])[:400]}). So many failures are more likely the setup's than "
+        f"the examples': their rows are in {aside}; fix their cause and run again, which "
+        f"redoes those {len(bad)} and keeps the {len(kept)} finished. If they are the "
+        "model's own answers, raise pipeline.max_error_share. No run file was written"
     )
 
 
@@ -418,7 +470,7 @@ def _run(
         shared={"run_out": out, "run_resumed": bool(done)},
     )
     fingerprint = model_fingerprint(client)  # what the model is: asked or hashed once, here
-    _probe_model_tokens(client)
+    _learn_tokens_source(client)
     log.info(
         "run %s/%s/%s: %d examples, model %s, fingerprint %s (%s), spec %s, %d in flight",
         spec["task"],
@@ -510,7 +562,7 @@ def _run(
     df = records_frame([done[ex["example_id"]] for ex in examples], layout)
     n_err = int(df["error"].notna().sum())
     try:
-        _error_share_check(df, spec, ckpt)
+        _refuse_if_too_many_errors(df, spec, ckpt, done)
     except TooManyErrorsError as exc:
         pub.run_finished("failed", error=str(exc)[:2000], n_done=len(done))
         pub.close()
@@ -526,6 +578,7 @@ def _run(
     )
     write_parquet_atomic(df, out, run_metadata(spec, digest, client))
     ckpt.unlink(missing_ok=True)
+    errors_path(ckpt).unlink(missing_ok=True)  # a refused earlier try's rows: redone now
     pub.run_finished("finished", n_done=len(df), n_errors=n_err, out=str(out))
     pub.close()
     return df

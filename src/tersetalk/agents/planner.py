@@ -431,6 +431,9 @@ def _no_plan(counters: PlanCounters, why: str) -> list[LineBase]:
     counters.failed = 1
     counters.error = counters.error or why
     counters.first_try = counters.after_retries = counters.repaired = 0
+    # an id read from a step without text is not sent either: no plan, no d lines
+    counters.refs_dropped += counters.refs
+    counters.refs = 0
     return []
 
 

@@ -62,6 +62,7 @@ from tersetalk.records import OutcomeField, RecordLayout
 from tersetalk.tasks.registry import topology_label, topology_labels
 
 __all__ = [
+    "RouterFileError",
     "DEFAULT_THETA",
     "DEFAULT_WEIGHTS",
     "FAN_OUT",
@@ -277,6 +278,11 @@ class RouteSettings(BriefLayoutSettings):
         return self.effective_weights(weights), theta
 
 
+class RouterFileError(ValueError):
+    """A fitted router file is missing, unreadable or wrong: a fault of the run's setup,
+    not of an example, so a run stops on it (:func:`tersetalk.runner.stopping_fault`)."""
+
+
 def load_fitted(path: str | Path, system: str) -> tuple[dict[str, float], float]:
     """The fitted ``(weights, theta)`` of ``system`` in a router file (read once per
     version of the file); a clear error naming the file and the key when it cannot."""
@@ -284,7 +290,7 @@ def load_fitted(path: str | Path, system: str) -> tuple[dict[str, float], float]
     try:
         stat = p.stat()
     except OSError as exc:
-        raise ValueError(
+        raise RouterFileError(
             f"router file {p}: {exc.strerror}; build it with `tersetalk topology-fit` "
             "(the workflow's topology_fit rule)"
         ) from None
@@ -298,20 +304,24 @@ def _load_fitted(path: str, _mtime: int, _size: int, system: str) -> tuple[dict,
     from tersetalk.io import load_yaml_text
 
     try:
-        data = load_yaml_text(Path(path).read_text(encoding="utf-8"), f"router file {path}")
+        data = load_yaml_text(
+            Path(path).read_text(encoding="utf-8"), f"router file {path}", error=RouterFileError
+        )
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"router file {path}: cannot be read: {exc}") from None
+        raise RouterFileError(f"router file {path}: cannot be read: {exc}") from None
     systems = data.get("systems", data) if isinstance(data, dict) else None
     entry = systems.get(system) if isinstance(systems, dict) else None
     if not isinstance(entry, dict):
         known = sorted(systems) if isinstance(systems, dict) else []
-        raise ValueError(f"router file {path}: no fitted router for {system!r} (has: {known})")
+        raise RouterFileError(f"router file {path}: no fitted router for {system!r} (has: {known})")
     weights, theta = entry.get("weights"), entry.get("theta")
     if not isinstance(weights, dict) or sorted(weights) != sorted(SIGNALS):
-        raise ValueError(f"router file {path}: {system}.weights must give each of {list(SIGNALS)}")
+        raise RouterFileError(
+            f"router file {path}: {system}.weights must give each of {list(SIGNALS)}"
+        )
     bad = sorted(k for k, v in weights.items() if not _finite(v))
     if bad or not _finite(theta):
-        raise ValueError(
+        raise RouterFileError(
             f"router file {path}: {system}: weights {bad} / theta {theta!r} must be finite numbers"
         )
     return {k: float(v) for k, v in weights.items()}, float(theta)

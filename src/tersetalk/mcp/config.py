@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tersetalk.io import load_yaml_text
 from tersetalk.tokens import ENCODINGS
 
 
@@ -43,78 +44,16 @@ class ProxyConfigError(ValueError):
     """The proxy's config file is missing, unreadable or invalid; the message says what."""
 
 
-#: a settings file nests no deeper than this many levels
-MAX_DEPTH = 64
-#: nor holds more values than this once its aliases are expanded
-MAX_VALUES = 100_000
-
-
-class _LimitedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a document nested deeper than :data:`MAX_DEPTH`
-    (its composer recurses per level) or whose aliases expand it past :data:`MAX_VALUES`
-    values (a few lines of anchors can stand for billions)."""
-
-    _depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels; settings are a few "
-                    "levels deep, so write them out flat", self.peek_event().start_mark,
-                )  # fmt: skip
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_document(self, node: Any) -> Any:
-        _expanded_size(node)
-        return super().construct_document(node)
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """How many values ``root`` stands for with every alias expanded (each shared node
-    counted once per use), without expanding any; past :data:`MAX_VALUES`, or an alias
-    inside its own anchor, is a :class:`yaml.YAMLError`."""
-
-    def children(node: yaml.Node) -> list[yaml.Node]:
-        if isinstance(node, yaml.SequenceNode):
-            return list(node.value)
-        if isinstance(node, yaml.MappingNode):
-            return [n for pair in node.value for n in pair]
-        return []
-
-    sizes: dict[int, int] = {}
-    open_: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        key = id(node)
-        if done:
-            open_.discard(key)
-            sizes[key] = 1 + sum(sizes[id(c)] for c in children(node))
-            if sizes[key] > MAX_VALUES:
-                raise yaml.composer.ComposerError(
-                    None, None, f"its aliases expand it to more than {MAX_VALUES} values; "
-                    "write the values out, or use fewer aliases", node.start_mark,
-                )  # fmt: skip
-        elif key in open_:
-            raise yaml.composer.ComposerError(
-                None, None, "an alias is used inside its own anchor (a value that contains "
-                "itself); write the value out", node.start_mark,
-            )  # fmt: skip
-        elif key not in sizes:
-            open_.add(key)
-            stack.append((node, True))
-            stack.extend((c, False) for c in children(node) if id(c) not in sizes)
-    return sizes[id(root)]
+class _RefusedYAML(yaml.YAMLError):
+    """A settings file refused by :func:`tersetalk.io.load_yaml_text` (too deep, or
+    aliases that expand too far), caught where any other YAML error is."""
 
 
 def read_yaml(text: str) -> Any:
-    """``yaml.safe_load`` of a settings file, within :data:`MAX_DEPTH` and
-    :data:`MAX_VALUES`; anything past them is a :class:`yaml.YAMLError` saying so."""
-    return yaml.load(text, Loader=_LimitedLoader)
+    """``yaml.safe_load`` of a settings file through the workflow's bounded loader
+    (:func:`tersetalk.io.load_yaml_text`: its nesting and alias limits); anything past
+    them is a :class:`yaml.YAMLError` saying so."""
+    return load_yaml_text(text, "the document", error=_RefusedYAML)
 
 
 def read_toml(text: str) -> dict[str, Any]:

@@ -738,8 +738,9 @@ class OpenAICompatClient(InstructorClient):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ModelEnvironmentError(
                     f"{self._where()}: the server's usage report is broken: usage.{name} is "
-                    f"{value!r:.40}, not a non-negative integer; check the server (or the "
-                    "proxy in front of it) and its version: token counts cannot be recorded"
+                    f"{self._masked(repr(value)[:40])}, not a non-negative integer; check the "
+                    "server (or the proxy in front of it) and its version: token counts "
+                    "cannot be recorded"
                 )
 
     def chat(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> CallResult:
@@ -886,7 +887,9 @@ class OpenAICompatClient(InstructorClient):
             # a token id and its separator take a few bytes; a token covers a character or more
             cap = REPLY_SLACK_BYTES + 64 * len(text)
             reply = self._side("POST", url, "counting tokens", json=payload, max_bytes=cap)
-            if reply.status in (401, 403):
+            # a refusal of a route only guessed at says nothing of the key: some gateways
+            # answer 403 for any path they do not have (the chat call finds a bad key)
+            if reply.status in (401, 403) and known:
                 raise ModelAuthError(refused_key_message(
                     f"{self._where()} (POST {url})", self.api_key_env, reply.status,
                     reply.text, "OPENAI_API_KEY", self._bearer_key(),

@@ -70,6 +70,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from tersetalk.io import writable_text
+
 __all__ = [
     "ISOLATIONS",
     "LIMIT_RANGES",
@@ -84,7 +86,6 @@ __all__ = [
     "run_many",
     "run_program",
     "settable_rlimits",
-    "writable",
 ]
 
 ISOLATIONS = ("bubblewrap", "process")
@@ -157,12 +158,9 @@ class SandboxLimits:
                 value = int(value)
                 object.__setattr__(self, name, value)
             kind = (int,) if whole else (int, float)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, kind)
-                or not math.isfinite(value)
-                or not low <= value <= high
-            ):
+            # the range alone refuses NaN and infinity, and a whole number too large
+            # for a float (math.isfinite would raise OverflowError on it)
+            if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high:
                 what = "a whole number" if whole else "a finite number of seconds"
                 raise ValueError(
                     f"sandbox limit {name} must be {what} from {low} to {high}, got "
@@ -219,20 +217,21 @@ def settable_rlimits(
     return out, notes
 
 
-def _set_rlimits(wanted: list[tuple[int, int, int]]) -> Callable[[], None]:
-    """A ``preexec_fn`` that sets ``wanted`` (between fork and exec: only C calls)."""
+#: a program that sets the rlimits given as JSON, then becomes the command after them.
+#: Run as ``python -I -S -c`` in front of the sandbox, it gives every process of the
+#: box the limits from its first instruction, without code between fork and exec in
+#: this process (``preexec_fn``, which can deadlock when other threads hold locks)
+_WITH_LIMITS = (
+    "import json, os, resource, sys\n"
+    "for res, soft, hard in json.loads(sys.argv[1]):\n"
+    "    resource.setrlimit(res, (soft, hard))\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
-    def preexec() -> None:
-        for res, soft, hard in wanted:
-            resource.setrlimit(res, (soft, hard))
 
-    return preexec
-
-
-def writable(text: str) -> str:
-    """``text`` with every lone surrogate as a ``\\udXXX`` escape: what the candidate wrote
-    may hold one (``chr(0xD800)``), which no UTF-8 file, Parquet or JSON writer takes."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+def _with_rlimits(wanted: list[tuple[int, int, int]], cmd: list[str]) -> list[str]:
+    """``cmd`` started under the rlimits ``wanted`` (see :data:`_WITH_LIMITS`)."""
+    return [sys.executable, "-I", "-S", "-c", _WITH_LIMITS, json.dumps(wanted), *cmd]
 
 
 @dataclass(frozen=True)
@@ -249,7 +248,7 @@ class SandboxResult:
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():  # each text field is safe to write
             if isinstance(value, str):
-                object.__setattr__(self, name, writable(value))
+                object.__setattr__(self, name, writable_text(value))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -437,14 +436,13 @@ class _Launcher:
     ) -> subprocess.Popen:
         """Start ``script``; the rlimits are set before exec, so its whole tree has them."""
         limits = json.dumps(self.limits.child())
-        preexec = _set_rlimits(self.rlimits)
         if self.isolation == "process":
             work = tempfile.mkdtemp(dir=self.base, prefix="work-")
             cmd = [sys.executable, "-I", "-S", "-B", os.path.join(box, script), box, limits]
             env = {"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8"}
             return subprocess.Popen(
-                [*cmd, *args], cwd=work, env=env, pass_fds=fds, start_new_session=True,
-                preexec_fn=preexec, **io,
+                _with_rlimits(self.rlimits, [*cmd, *args]), cwd=work, env=env, pass_fds=fds,
+                start_new_session=True, **io,
             )  # fmt: skip
         bwrap, _ = bubblewrap_status()
         sfd = _seccomp_fd(self.seccomp)
@@ -452,8 +450,9 @@ class _Launcher:
             cmd = _bwrap_command(bwrap, box, self.limits.disk_mb, sfd)
             cmd += [f"/box/{script}", "/box", limits, *args]
             return subprocess.Popen(
-                cmd, env={}, pass_fds=fds + ((sfd,) if sfd is not None else ()),
-                start_new_session=True, preexec_fn=preexec, **io,
+                _with_rlimits(self.rlimits, cmd), env={},
+                pass_fds=fds + ((sfd,) if sfd is not None else ()),
+                start_new_session=True, **io,
             )  # fmt: skip
         finally:
             if sfd is not None:
@@ -509,7 +508,7 @@ def _sandboxed(
         reason, detail, rc = body(launcher, base, start + limits.timeout_s)
         detail = detail.replace(base, "<sandbox>")
     except (OSError, subprocess.SubprocessError) as exc:
-        said = writable(f"{type(exc).__name__}: {exc}")
+        said = writable_text(f"{type(exc).__name__}: {exc}")
         raise SandboxFault(f"the sandbox could not run here: {said}") from exc
     finally:
         if base is not None:
@@ -616,7 +615,7 @@ def run_check(
                 raise ValueError(f"judge exit code {judge.returncode}, reason {reason!r}")
         except (ValueError, KeyError, TypeError) as exc:
             jtail = jerr.decode("utf-8", "replace").strip()[-300:]
-            said = writable(f"the judge gave no clean verdict ({exc}): {jtail}")
+            said = writable_text(f"the judge gave no clean verdict ({exc}): {jtail}")
             if launcher.isolation == "bubblewrap":  # the candidate cannot reach the judge
                 raise SandboxFault(said) from None
             return "error", said, judge.returncode  # tampering is possible: never a pass
