@@ -23,6 +23,18 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+def pytest_collection_modifyitems(config, items):
+    """Modules with tests marked ``integration`` (real models, real Snakemake DAGs, some a
+    minute or two) first, each module kept whole (its fixtures are set up once).
+
+    Why: pytest-xdist hands out tests in this order; a two-minute DAG test collected last
+    (``test_workflow.py`` sorts late) would run alone at the end while the other workers
+    wait. Started first, the slow tests overlap and the quick ones fill in around them.
+    """
+    slow = {item.module for item in items if item.get_closest_marker("integration")}
+    items.sort(key=lambda item: item.module not in slow)  # stable: the order otherwise kept
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _offline_env():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -244,7 +244,7 @@ def test_the_default_dag_completes_against_a_hosted_api(hosted, repo, tmp_path):
     written, with the model's tokens missing and saying why, and the summary's mean of
     them missing rather than a number from another tokenizer.
 
-    About 6 minutes on 2 cores (every call reaches the server: nothing is cached yet),
+    About 5 minutes on 2 cores (every call reaches the server: nothing is cached yet),
     so the README's ``pytest`` leaves it out (marker ``hosted_dag``) and ``.ci/run`` runs
     it in a stage of its own. One calibration point per system keeps it that short; the
     DAG's shape is the default one."""

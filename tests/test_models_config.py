@@ -51,8 +51,15 @@ def test_a_model_file_holds_only_a_models_section_that_validates(path, base_conf
         assert cfg["models"]["base_url"].startswith("http")
 
 
-@pytest.mark.parametrize("path", MODEL_FILES, ids=lambda p: p.stem)
-def test_dry_run_with_each_model_file(repo, path):
+#: one model file per backend: the DAG a dry run lists depends on the backend, not on the
+#: model (.ci/run dry-runs every file)
+ONE_PER_BACKEND = sorted(
+    {EXPECTED[p.stem][0]: p for p in reversed(MODEL_FILES)}.values(), key=lambda p: p.stem
+)
+
+
+@pytest.mark.parametrize("path", ONE_PER_BACKEND, ids=lambda p: p.stem)
+def test_dry_run_with_a_model_file_of_each_backend(repo, path):
     res = subprocess.run(
         SNAKEMAKE + ["-n", "--cores", "2", "--configfile", str(path.relative_to(repo))],
         cwd=repo, capture_output=True, text=True,
