@@ -366,13 +366,15 @@ def _refuse_if_too_many_errors(df: pd.DataFrame, spec: dict, ckpt: Path, done: d
     to :func:`errors_path`, to be read, and out of the checkpoint, so that the next run
     redoes those examples (after the fix) and keeps the rest."""
     share = spec.get("pipeline", {}).get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
-    bad = [rec for rec in done.values() if rec.get("error") is not None]
+    in_run = set(df["example_id"])  # the checkpoint may hold more (an earlier --limit)
+    bad = [r for r in done.values() if r["example_id"] in in_run and r.get("error") is not None]
     if not too_many_errors(len(bad), len(df), share):
         return
     aside = errors_path(ckpt)
     lines = (_checkpoint_line(rec["example_id"], rec) for rec in bad)
     write_bytes_atomic(b"".join(lines), aside)
-    kept = [rec for rec in done.values() if rec.get("error") is None]
+    set_aside = {rec["example_id"] for rec in bad}
+    kept = [rec for rec in done.values() if rec["example_id"] not in set_aside]
     write_bytes_atomic(b"".join(_checkpoint_line(r["example_id"], r) for r in kept), ckpt)
     raise TooManyErrorsError(
         f"{len(bad)} of {len(df)} examples are error rows, more than pipeline.max_error_share "
