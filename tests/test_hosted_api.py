@@ -93,27 +93,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(log: Path, *extra: str):
-    port = _free_port()
+def _start(log: Path, cmd: list[str], ready_url: str):
+    """Start a server (its output in ``log``) and wait until ``ready_url`` answers 200."""
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--port", str(port), "--model_alias", ALIAS, *extra],
-            stdout=fh, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}/v1"
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while True:
         if proc.poll() is not None:
-            pytest.fail(f"the OpenAI-surface server exited:\n{log.read_text()}")
+            pytest.fail(f"the server exited:\n{log.read_text()}")
         try:
-            if httpx.get(base + "/models", timeout=2).status_code == 200:
-                return proc, base
+            if httpx.get(ready_url, timeout=2).status_code == 200:
+                return proc
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"the OpenAI-surface server did not come up:\n{log.read_text()}")
+            pytest.fail(f"the server did not come up:\n{log.read_text()}")
         time.sleep(0.3)
+
+
+def _serve(log: Path, *extra: str, alias: str = ALIAS):
+    """The OpenAI-surface stand-in (with ``extra`` flags); the process and its /v1 URL."""
+    port = _free_port()
+    cmd = [sys.executable, str(SERVER), "--port", str(port), "--model_alias", alias, *extra]
+    base = f"http://127.0.0.1:{port}/v1"
+    return _start(log, cmd, base + "/models"), base
 
 
 def _stop(proc) -> None:
@@ -210,22 +214,15 @@ def test_the_llamacpp_server_config_counts_with_the_servers_own_tokenizer(repo, 
     from tersetalk.models.llamacpp import GGUFTokenizer, default_model_path
 
     port = _free_port()
-    log = tmp_path / "server.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tersetalk.models.llamacpp_server",
-             "--model", str(default_model_path()), "--model_alias", "local-gguf",
-             "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1"],
-            stdout=fh, stderr=subprocess.STDOUT,
-        )  # fmt: skip
     base = f"http://127.0.0.1:{port}/v1"
+    proc = _start(
+        tmp_path / "server.log",
+        [sys.executable, "-m", "tersetalk.models.llamacpp_server",
+         "--model", str(default_model_path()), "--model_alias", "local-gguf",
+         "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1"],
+        base + "/models",
+    )  # fmt: skip
     try:
-        for _ in range(400):
-            try:
-                if httpx.get(base + "/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
         df = _one_run(repo, tmp_path, _model_cfg(REPO / "config/models/llamacpp-server.yaml", base))
     finally:
         _stop(proc)
@@ -291,21 +288,9 @@ def test_the_ollama_config_counts_with_the_models_gguf(repo, tmp_path):
     from tersetalk.models.llamacpp import GGUFTokenizer, default_model_path
 
     doc = yaml.safe_load((REPO / "config/models/mistral-7b.yaml").read_text())["models"]
-    port = _free_port()
-    with open(tmp_path / "server.log", "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--port", str(port), "--model_alias", doc["model"],
-             "--ollama"],
-            stdout=fh, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    host = f"http://127.0.0.1:{port}"
+    proc, base = _serve(tmp_path / "server.log", "--ollama", alias=doc["model"])
+    host = base.removesuffix("/v1")
     try:
-        for _ in range(400):
-            try:
-                if httpx.get(host + "/api/tags", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
         df = _one_run(repo, tmp_path, {**doc, "base_url": host})
     finally:
         _stop(proc)
