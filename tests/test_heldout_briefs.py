@@ -147,15 +147,17 @@ def test_hotpotqa_record(item):
         assert len({title for title, _ in item["supporting_facts"]}) >= 2
 
 
-_STEP = re.compile(r"<<([^=>]+)=([^>]+)>>")
+#: a worked step: ``<<expression=value>>value`` (the value repeated after the annotation)
+_STEP = re.compile(r"<<([^=>]+)=([^>]+)>>(\d+(?:\.\d+)?|)")
 
 
 @pytest.mark.parametrize("item", ITEMS["gsm8k"], ids=[i["id"] for i in ITEMS["gsm8k"]])
 def test_gsm8k_record(item):
     gold = float(gsm8k_gold(item["answer"]))
     steps = _STEP.findall(item["answer"])
-    for expr, value in steps:
+    for expr, value, shown in steps:
         assert re.fullmatch(r"[\d+\-*/. ()]+", expr), expr
+        assert shown == value, f"<<{expr}={value}>> is followed by {shown!r}"
         assert eval(expr) == pytest.approx(float(value)), f"{expr} != {value}"  # noqa: S307
     if steps:
         assert float(steps[-1][1]) == pytest.approx(gold)
