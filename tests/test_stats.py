@@ -73,8 +73,10 @@ def test_identical_arrays_pass_with_zero_variance_handled():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         res = noninferiority(control, control.copy())
-    assert res.non_inferior
-    assert res.mean_diff == 0.0 and res.lower_bound == 0.0 and res.lower_bound_t == 0.0
+    assert res.non_inferior and res.decided_by == "score interval"
+    assert res.mean_diff == 0.0 and res.lower_bound_bootstrap == 0.0 and res.lower_bound_t == 0.0
+    # no discordant pair still leaves the score bound below 0: 300 pairs are not infinitely many
+    assert -MARGIN < res.lower_bound < 0.0 and res.upper_bound == pytest.approx(-res.lower_bound)
     assert res.p_bootstrap == 0.0 and res.p_t == 0.0
     assert "zero variance" in res.note
 
@@ -161,8 +163,13 @@ def test_ni_bound_is_the_paired_bootstrap_lower_limit():
     t, c = rng.binomial(1, 0.7, 500), rng.binomial(1, 0.72, 500)
     ni = noninferiority(t, c, alpha=0.05, n_resamples=1500, seed=9)
     pb = paired_bootstrap(t, c, confidence=0.9, n_resamples=1500, seed=9)
-    assert ni.lower_bound == pb.ci_low
+    assert ni.lower_bound_bootstrap == pb.ci_low  # reported beside the score bound
     assert ni.mean_diff == pb.estimate
+    # continuous scores decide with it
+    f1_t, f1_c = rng.uniform(0.3, 1.0, 500), rng.uniform(0.3, 1.0, 500)
+    ni = noninferiority(f1_t, f1_c, alpha=0.05, n_resamples=1500, seed=9)
+    pb = paired_bootstrap(f1_t, f1_c, confidence=0.9, n_resamples=1500, seed=9)
+    assert ni.outcome == "continuous" and ni.lower_bound == pb.ci_low == ni.lower_bound_bootstrap
 
 
 def test_single_example_leaves_t_quantities_undefined():
@@ -583,9 +590,16 @@ def test_property_binary_intervals_bracket_the_estimate(pair, seed):
         assert 0.0 <= ni.p_t <= 1.0
     assert 0.0 <= ni.p_bootstrap <= 1.0
     assert ni.lower_bound_above_margin == (ni.lower_bound > -ni.margin)
-    # n <= 60 < n_min = 149 at margin 0.02: never "non-inferior", whatever the bound says
-    assert ni.verdict in ("inferior", "inconclusive") and not ni.non_inferior
+    assert ni.outcome == "binary" and ni.decided_by in ("floor rule", "score interval")
+    # "non-inferior" needs both the bound and a control shown above the floor
+    if ni.non_inferior:
+        assert ni.lower_bound > -ni.margin and ni.control_lower > ni.floor == ni.margin
     assert ni.lower_bound <= ni.upper_bound
+    for low, high in ((ni.lower_bound_tango, ni.upper_bound_tango),
+                      (ni.lower_bound_newcombe, ni.upper_bound_newcombe)):  # fmt: skip
+        assert -1.0 <= low <= ni.mean_diff + 1e-12 and ni.mean_diff - 1e-12 <= high <= 1.0
+    # the continuity correction only widens Tango's interval
+    assert ni.lower_bound <= ni.lower_bound_tango + 1e-12
     one = bootstrap_ci(t, n_resamples=200, seed=seed)
     assert 0.0 <= one.ci_low <= one.estimate <= one.ci_high <= 1.0
 
@@ -607,19 +621,24 @@ def test_property_continuous_interval_brackets_the_mean(values, seed):
 def test_both_arms_zero_is_inconclusive_never_non_inferior():
     zeros = np.zeros(500)
     res = noninferiority(zeros, zeros.copy(), margin=MARGIN, alpha=ALPHA)
-    assert res.lower_bound == 0.0 and res.lower_bound_above_margin  # the bare test "passes"
+    assert res.lower_bound > -MARGIN and res.lower_bound_above_margin  # the bare test "passes"
     assert res.verdict == "inconclusive" and not res.non_inferior
-    assert "both arms score 0" in res.verdict_reason
+    assert res.decided_by == "floor rule" and res.verdict_reason.startswith("floor rule")
 
 
 def test_identical_arms_at_small_n_are_inconclusive():
-    # 10 examples, the same one right in both arms: zero variance, bound 0 > -0.02
-    arm = np.zeros(10)
-    arm[3] = 1.0
+    # 10 continuous scores, identical in both arms: zero variance, bootstrap bound 0 > -0.02
+    arm = np.linspace(0.5, 0.9, 10)
     res = noninferiority(arm, arm.copy(), margin=MARGIN, alpha=ALPHA)
-    assert res.lower_bound_above_margin and not res.non_inferior
-    assert res.verdict == "inconclusive" and res.n_min == 149
+    assert res.outcome == "continuous" and res.lower_bound_above_margin and not res.non_inferior
+    assert res.verdict == "inconclusive" and res.n_min == 149 and res.decided_by == "n_min rule"
     assert "too small for the margin" in res.verdict_reason and "149" in res.verdict_reason
+    # 10 binary outcomes, 9 right in both arms: the score interval itself is wide
+    right = np.ones(10)
+    right[0] = 0.0
+    res = noninferiority(right, right.copy(), margin=MARGIN, alpha=ALPHA)
+    assert res.outcome == "binary" and not res.lower_bound_above_margin
+    assert res.verdict == "inconclusive" and res.decided_by == "score interval"
 
 
 def test_n_min_is_the_zero_event_bound():
@@ -629,8 +648,8 @@ def test_n_min_is_the_zero_event_bound():
         n = min_n_for_margin(margin, alpha)
         assert 1 - alpha ** (1 / n) <= margin < 1 - alpha ** (1 / (n - 1))
     assert min_n_for_margin(0.0, 0.05) == 0 and min_n_for_margin(1.0, 0.05) == 1
-    # at n_min identical arms pass; one fewer example does not
-    arm = _binary(149, 70, seed=4)
+    # at n_min identical continuous arms pass; one fewer example does not
+    arm = np.random.default_rng(4).uniform(0.2, 1.0, 149)
     assert noninferiority(arm, arm.copy()).verdict == "non-inferior"
     assert noninferiority(arm[:148], arm[:148].copy()).verdict == "inconclusive"
 
@@ -655,4 +674,4 @@ def test_verdict_in_compare_runs_rows():
                        [("a/x", "b/y")])  # fmt: skip
     row = out.iloc[0]
     assert row["verdict"] == "inconclusive" and not bool(row["non_inferior"])
-    assert bool(row["lower_bound_above_margin"]) and row["n_min"] == 149
+    assert row["decided_by"] == "floor rule" and row["n_min"] == 149

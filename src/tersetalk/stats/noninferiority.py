@@ -1,31 +1,56 @@
 """One-sided non-inferiority of a treatment's per-example accuracy against a control.
 
 H0: d <= -margin (the treatment is worse by at least the margin) against
-H1: d > -margin, where d = mean(T - C) over the same examples. The decision uses
-the paired percentile bootstrap: the one-sided lower confidence bound at level
-1 - alpha is the alpha-quantile of the bootstrap distribution of the mean
-difference, and the treatment is non-inferior when that bound is above -margin.
-A t-based bound and both p-values are reported alongside as checks.
+H1: d > -margin, where d = mean(T - C) over the same examples. The verdict has three
+values (``non-inferior``, ``inferior``, ``inconclusive``) and is decided by these rules,
+in this order; ``decided_by`` and ``verdict_reason`` name the one that decided.
 
-The verdict has three values, because a bound above ``-margin`` is not always
-evidence (issue 20):
-
-- ``inconclusive`` when both arms score 0 on every example (a task the model cannot
-  do: accuracy cannot tell the arms apart, whatever the bound says);
-- ``inconclusive`` when n is too small for the margin: with scores in [0, 1],
-  |mean(T - C)| is at most the share of examples on which the arms differ, and n
-  examples with no difference at all bound that share only to 1 - alpha^(1/n) (the
-  exact one-sided bound for zero events). While that exceeds the margin, a zero-variance
-  bootstrap interval of width 0 (identical arms on 10 examples) would "pass" on no
-  evidence; ``n_min`` is the smallest n for which it does not (149 at margin 0.02,
-  alpha 0.05);
-- otherwise ``non-inferior`` when the lower bound is above ``-margin``, ``inferior``
-  when the one-sided upper bound at 1 - alpha is below ``-margin`` (worse by more than
-  the margin), and ``inconclusive`` when the interval between them contains
-  ``-margin``.
+1. **The floor rule** (both kinds of outcome). The control must be shown to score
+   above a floor equal to the margin: its one-sided lower confidence bound at
+   ``1 - alpha`` (``control_lower``: Wilson for binary outcomes, the percentile
+   bootstrap of its mean for continuous ones) must exceed ``floor = margin``; when it
+   does not, the verdict is ``inconclusive``. Why the margin: when the control's
+   accuracy is at most the margin, H0 (``p_T <= p_C - margin <= 0``) is empty or holds
+   only for a treatment that never scores, so "non-inferior" would be true of every
+   treatment, including one that never answers right, and would say nothing. A
+   comparison near the floor (0/500 vs 5/500, 1/500 vs 1/500, 10/500 vs 10/500 on
+   disjoint examples, 0/200 vs 1/200) therefore cannot be called non-inferior
+   however narrow its interval looks. The rule is an extra condition on top of the
+   interval test (an intersection-union test), so it never raises the type I error.
+2. **Binary outcomes** (every value 0 or 1: correct or not) decide with a score
+   interval for the difference of paired proportions
+   (:mod:`tersetalk.stats.paired_proportions`), not the bootstrap: with few discordant
+   pairs the percentile bootstrap is too narrow (0/500 vs 5/500: bootstrap bound
+   -0.018 "passes", an exact one-sided bound is -0.021). The decision uses Tango's
+   score interval (Tango 1998) at two-sided level ``1 - 2 * alpha``, whose lower end is
+   the bound of Tango's one-sided score test for non-inferiority, with a continuity
+   correction of half a pair (:data:`CONTINUITY`). Tango rather than Newcombe's method
+   10: it is the inversion of a test of exactly this null (restricted maximum
+   likelihood under ``d = -margin``), it depends only on the discordant counts and n,
+   and it stays defined with no discordant pair. The correction: exact computation of
+   the size over the trinomial of the discordant counts at ``d = -margin`` (margin
+   0.02, alpha 0.05, every n from 10 to 300 and n to 1000 in steps of 5, discordance
+   from 0.02 to 0.96) gives at most 0.068 without it (n = 133, no pair where the
+   treatment alone is right: it passes whenever the arms never differ) and at most
+   0.049 with it. Newcombe's interval (``lower_bound_newcombe``), the uncorrected Tango
+   interval (``lower_bound_tango``) and the paired bootstrap
+   (``lower_bound_bootstrap``) are reported beside it.
+3. **Continuous scores** (F1 and the like) decide with the paired percentile bootstrap:
+   the one-sided lower bound at ``1 - alpha`` is the alpha-quantile of the bootstrap
+   distribution of the mean difference (``upper_bound`` the (1 - alpha)-quantile).
+   Because a zero-variance bootstrap interval has width 0, n must also reach
+   ``n_min``: with scores in [0, 1], |mean(T - C)| is at most the share of examples
+   on which the arms differ, and n examples with no difference at all bound that
+   share only to ``1 - alpha^(1/n)`` (the exact one-sided bound for zero events);
+   ``n_min`` is the smallest n for which that is within the margin (149 at margin
+   0.02, alpha 0.05); below it the verdict is ``inconclusive``.
+4. Then ``non-inferior`` when the lower bound is above ``-margin``, ``inferior`` when
+   the one-sided upper bound at ``1 - alpha`` is below ``-margin`` (worse by more than
+   the margin), and ``inconclusive`` when the interval contains ``-margin``.
 
 ``non_inferior`` is True only for the ``non-inferior`` verdict;
-``lower_bound_above_margin`` keeps the bare bound comparison.
+``lower_bound_above_margin`` keeps the bare comparison of the deciding bound. A t-based
+bound and both p-values of the mean difference are reported alongside as checks.
 """
 
 from __future__ import annotations
@@ -45,13 +70,20 @@ from tersetalk.stats._common import (
 )
 from tersetalk.stats.bootstrap import PAIRED_STATISTICS, bootstrap_distribution
 
+#: the continuity correction (in pairs) of the Tango score bound that decides binary outcomes
+CONTINUITY = 0.5
+#: the interval that decides each kind of outcome
+BINARY_METHOD = f"Tango score interval, continuity correction {CONTINUITY:g}"
+CONTINUOUS_METHOD = "paired percentile bootstrap"
+NAN = float("nan")
+
 
 @dataclass(frozen=True)
 class NIResult:
     """Non-inferiority of treatment vs control on paired per-example scores."""
 
     mean_diff: float  # mean(T - C)
-    lower_bound: float  # bootstrap one-sided lower bound at level 1 - alpha (decides)
+    lower_bound: float  # the deciding one-sided lower bound at level 1 - alpha
     lower_bound_t: float  # mean_diff - t_{1-alpha, n-1} * SE(diff)
     p_bootstrap: float  # share of resamples with mean difference <= -margin
     p_t: float  # one-sample t-test of diff against -margin, alternative "greater"
@@ -65,11 +97,25 @@ class NIResult:
     mean_treatment: float
     mean_control: float
     note: str  # degenerate cases handled (zero variance, n = 1); empty otherwise
-    upper_bound: float = float("nan")  # bootstrap one-sided upper bound at level 1 - alpha
+    upper_bound: float = NAN  # the deciding one-sided upper bound at level 1 - alpha
     lower_bound_above_margin: bool = False  # lower_bound > -margin (the bare test)
     n_min: int = 0  # the smallest n whose zero-difference bound is within the margin
     verdict: str = "inconclusive"  # non-inferior | inferior | inconclusive
     verdict_reason: str = ""
+    outcome: str = ""  # binary | continuous
+    interval_method: str = ""  # the interval that gave lower_bound / upper_bound
+    decided_by: str = ""  # floor rule | n_min rule | score interval | bootstrap interval
+    floor: float = NAN  # the control must be shown above this (the margin)
+    control_lower: float = NAN  # one-sided 1 - alpha lower bound of the control's mean
+    n_treatment_better: int = 0  # examples where T > C (binary: T right, C wrong)
+    n_control_better: int = 0  # examples where C > T
+    p_score: float = NAN  # one-sided p of Tango's corrected score test at -margin (binary)
+    lower_bound_tango: float = NAN  # Tango's interval without correction (binary)
+    upper_bound_tango: float = NAN
+    lower_bound_newcombe: float = NAN  # Newcombe's method 10 (binary)
+    upper_bound_newcombe: float = NAN
+    lower_bound_bootstrap: float = NAN  # the paired percentile bootstrap (always)
+    upper_bound_bootstrap: float = NAN
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -110,39 +156,62 @@ def min_n_for_margin(margin: float, alpha: float) -> int:
     return int(np.ceil(np.log(alpha) / np.log1p(-margin) - 1e-9))
 
 
+def is_binary(*arrays: np.ndarray) -> bool:
+    """Every value 0 or 1 (correct or not): the paired-proportion intervals apply."""
+    return all(bool(np.all((a == 0.0) | (a == 1.0))) for a in arrays)
+
+
 def ni_verdict(
-    t: np.ndarray, c: np.ndarray, lower: float, upper: float, margin: float, alpha: float
-) -> tuple[str, str, int]:
-    """``(verdict, reason, n_min)`` of a paired non-inferiority test (module docstring)."""
-    n = int(t.size)
+    *,
+    lower: float,
+    upper: float,
+    margin: float,
+    alpha: float,
+    n: int,
+    binary: bool,
+    control_lower: float,
+    floor: float,
+) -> tuple[str, str, str, int]:
+    """``(verdict, reason, decided_by, n_min)`` of a paired non-inferiority test by the
+    rules of the module docstring, in their order."""
     n_min = min_n_for_margin(margin, alpha)
-    if not np.any(t) and not np.any(c):
+    level = f"{1 - alpha:g}"
+    if not control_lower > floor:
+        how = "Wilson" if binary else "bootstrap"
         return (
             "inconclusive",
-            f"both arms score 0 on all {n} paired examples: accuracy cannot tell them apart",
+            f"floor rule: the control is not shown above the floor {floor:g} (its one-sided "
+            f"{level} {how} lower bound is {control_lower:.4g}); near the floor a "
+            "treatment that never answers right would pass too",
+            "floor rule",
             n_min,
         )
-    if n < n_min:
+    if not binary and n < n_min:
         bound = 1.0 - alpha ** (1.0 / n)
         return (
             "inconclusive",
-            f"n = {n} is too small for the margin {margin:g}: even with no difference at all, "
-            f"{n} examples bound the share where the arms differ only to {bound:.3f} "
-            f"(exact one-sided {1 - alpha:g} bound); at least {n_min} are needed",
+            f"n_min rule: n = {n} is too small for the margin {margin:g}: even with no "
+            f"difference at all, {n} examples bound the share where the arms differ only to "
+            f"{bound:.3f} (exact one-sided {level} bound); at least {n_min} are needed",
+            "n_min rule",
             n_min,
         )
+    rule = "score interval" if binary else "bootstrap interval"
+    what = f"{rule} ({BINARY_METHOD if binary else CONTINUOUS_METHOD})"
     if lower > -margin:
-        return "non-inferior", f"lower bound {lower:.4g} > -{margin:g}", n_min
+        return "non-inferior", f"{what}: lower bound {lower:.4g} > -{margin:g}", rule, n_min
     if upper < -margin:
         return (
             "inferior",
-            f"upper bound {upper:.4g} < -{margin:g}: worse by more than the margin",
+            f"{what}: upper bound {upper:.4g} < -{margin:g}: worse by more than the margin",
+            rule,
             n_min,
         )
     return (
         "inconclusive",
-        f"the interval [{lower:.4g}, {upper:.4g}] contains -{margin:g}: non-inferiority "
-        "not shown at this n",
+        f"{what}: [{lower:.4g}, {upper:.4g}] contains -{margin:g}: non-inferiority not shown "
+        "at this n",
+        rule,
         n_min,
     )
 
@@ -158,11 +227,22 @@ def noninferiority(
 ) -> NIResult:
     """Paired one-sided non-inferiority test of mean(T - C) against ``-margin``.
 
-    ``treatment[i]`` and ``control[i]`` are the scores of the same example i
-    (binary correctness or a continuous score). The resamples are exactly those
-    of ``paired_bootstrap(..., statistic="mean_diff", seed=seed)``, so
-    ``lower_bound`` equals that call's ``ci_low`` at ``confidence = 1 - 2 * alpha``.
+    ``treatment[i]`` and ``control[i]`` are the scores of the same example i (binary
+    correctness or a continuous score); the rules are the module docstring's. The
+    bootstrap resamples are exactly those of ``paired_bootstrap(..., statistic="mean_diff",
+    seed=seed)``, so ``lower_bound_bootstrap`` equals that call's ``ci_low`` at
+    ``confidence = 1 - 2 * alpha`` (and is ``lower_bound`` for continuous scores).
     """
+    from scipy import stats as sps
+
+    from tersetalk.stats.intervals import wilson
+    from tersetalk.stats.paired_proportions import (
+        newcombe_interval,
+        paired_table,
+        tango_interval,
+        tango_score,
+    )
+
     t, c = as_pair(treatment, control)
     margin = float(margin)
     if not np.isfinite(margin) or margin < 0:
@@ -172,29 +252,61 @@ def noninferiority(
     seed = check_seed(seed)
 
     diff = t - c
+    n = int(diff.size)
     reducer, _ = PAIRED_STATISTICS["mean_diff"]
     dist = bootstrap_distribution([diff], reducer, n_resamples=n_resamples, seed=seed)
-    lower = float(np.quantile(dist, alpha))
-    upper = float(np.quantile(dist, 1.0 - alpha))
-    verdict, reason, n_min = ni_verdict(t, c, lower, upper, margin, alpha)
+    boot_lower = float(np.quantile(dist, alpha))
+    boot_upper = float(np.quantile(dist, 1.0 - alpha))
     p_boot = float(np.mean(dist <= -margin))
     lower_t, p_t, note = _t_parts(diff, margin, alpha)
-    method = (
-        f"paired percentile bootstrap, one-sided lower bound at {1 - alpha:.4g} "
-        f"(alpha-quantile of {n_resamples} resampled mean differences, numpy PCG64 seed {seed}); "
-        f"non-inferior iff lower_bound > -{margin:g}, n >= n_min and not both arms 0 "
-        f"(verdict: non-inferior, inferior, inconclusive); t-based bound and one-sample "
-        f"t-test of T - C against -{margin:g} (alternative 'greater') reported alongside"
-    )
+    binary = is_binary(t, c)
+    two_sided = 1.0 - 2.0 * alpha
+    extra: dict = {}
+    if binary:
+        table = paired_table(t, c)
+        lower, upper = tango_interval(table.b, table.c, n, two_sided, CONTINUITY)
+        tango = tango_interval(table.b, table.c, n, two_sided)
+        newcombe = newcombe_interval(*table, confidence=two_sided)
+        z_ni = tango_score(table.b, table.c, n, -margin, CONTINUITY)
+        control_lower = wilson(float(c.mean()), n, two_sided)[0]
+        extra = dict(
+            p_score=float(sps.norm.sf(z_ni)),
+            lower_bound_tango=tango[0],
+            upper_bound_tango=tango[1],
+            lower_bound_newcombe=newcombe[0],
+            upper_bound_newcombe=newcombe[1],
+        )
+        method = (
+            f"{BINARY_METHOD} (Tango 1998), one-sided bounds at {1 - alpha:.4g} (two-sided "
+            f"{two_sided:.4g} interval); floor rule: the control's one-sided Wilson lower "
+            f"bound must exceed {margin:g}; Newcombe's method 10, Tango without correction, "
+            f"the paired percentile bootstrap ({n_resamples} resamples, numpy PCG64 seed "
+            f"{seed}) and a one-sample t-test of T - C against -{margin:g} reported alongside"
+        )
+    else:
+        lower, upper = boot_lower, boot_upper
+        cdist = bootstrap_distribution([c], reducer, n_resamples=n_resamples, seed=seed)
+        control_lower = float(np.quantile(cdist, alpha))
+        method = (
+            f"{CONTINUOUS_METHOD}, one-sided bounds at {1 - alpha:.4g} (alpha- and "
+            f"(1 - alpha)-quantiles of {n_resamples} resampled mean differences, numpy PCG64 "
+            f"seed {seed}); floor rule: the control mean's one-sided bootstrap lower bound "
+            f"must exceed {margin:g}; n >= n_min; a one-sample t-test of T - C against "
+            f"-{margin:g} (alternative 'greater') reported alongside"
+        )
+    verdict, reason, decided_by, n_min = ni_verdict(
+        lower=lower, upper=upper, margin=margin, alpha=alpha, n=n, binary=binary,
+        control_lower=control_lower, floor=margin,
+    )  # fmt: skip
     return NIResult(
         mean_diff=float(diff.mean()),
-        lower_bound=lower,
+        lower_bound=float(lower),
         lower_bound_t=lower_t,
         p_bootstrap=p_boot,
         p_t=p_t,
         margin=margin,
         alpha=alpha,
-        n=int(diff.size),
+        n=n,
         n_resamples=n_resamples,
         seed=seed,
         non_inferior=verdict == "non-inferior",
@@ -202,9 +314,19 @@ def noninferiority(
         mean_treatment=float(t.mean()),
         mean_control=float(c.mean()),
         note=note,
-        upper_bound=upper,
+        upper_bound=float(upper),
         lower_bound_above_margin=bool(lower > -margin),
         n_min=n_min,
         verdict=verdict,
         verdict_reason=reason,
+        outcome="binary" if binary else "continuous",
+        interval_method=BINARY_METHOD if binary else CONTINUOUS_METHOD,
+        decided_by=decided_by,
+        floor=margin,
+        control_lower=float(control_lower),
+        n_treatment_better=int(np.sum(diff > 0)),
+        n_control_better=int(np.sum(diff < 0)),
+        lower_bound_bootstrap=boot_lower,
+        upper_bound_bootstrap=boot_upper,
+        **extra,
     )

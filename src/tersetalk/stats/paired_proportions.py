@@ -127,15 +127,17 @@ def _check_counts(*counts: int) -> None:
         raise StatsError("the paired table is empty (n = 0)")
 
 
-def tango_score(b: int, c: int, n: int, delta: float) -> float:
+def tango_score(b: int, c: int, n: int, delta: float, continuity: float = 0.0) -> float:
     """Tango's score statistic ``Z(delta)`` for ``H0: p12 - p21 = delta`` (module docstring).
 
     ``b`` and ``c`` are the discordant counts (treatment-only right, control-only right)
     and ``n`` the number of pairs. Large positive values speak for a difference above
     ``delta``. At ``delta = (b - c) / n`` it is 0 by definition (also when ``b = c = 0``,
-    where the variance vanishes too).
+    where the variance vanishes too). ``continuity`` (0 in Tango's paper) shrinks the
+    numerator ``b - c - n * delta`` towards 0 by that many pairs (0 when it would cross).
     """
     num = b - c - n * delta
+    num = math.copysign(max(abs(num) - continuity, 0.0), num)
     if num == 0:
         return 0.0
     # restricted MLE of p21 under p12 - p21 = delta: the positive root of
@@ -151,28 +153,39 @@ def tango_score(b: int, c: int, n: int, delta: float) -> float:
     return num / math.sqrt(var)
 
 
-def _tango_lower(b: int, c: int, n: int, z: float) -> float:
+def _tango_lower(b: int, c: int, n: int, z: float, continuity: float) -> float:
     """The lower bound: the root of ``Z(delta) = z`` on ``[-1, (b - c) / n]``."""
     from scipy.optimize import brentq
 
+    def f(x: float) -> float:
+        return tango_score(b, c, n, x, continuity) - z
+
     hi = (b - c) / n
-    if hi <= -1.0 or tango_score(b, c, n, -1.0) <= z:
+    if hi <= -1.0 or f(-1.0) <= 0.0:
         return -1.0
     # Z(hi) = 0 < z <= Z(-1): a sign change, and Z decreases, so the root is unique
-    return float(
-        brentq(lambda x: tango_score(b, c, n, x) - z, -1.0, hi, xtol=1e-12, rtol=1e-12, maxiter=500)
-    )
+    return float(brentq(f, -1.0, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
 
 
-def tango_interval(b: int, c: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Tango's (1998) two-sided score interval of ``p_T - p_C`` from the discordant counts."""
+def tango_interval(
+    b: int, c: int, n: int, confidence: float = 0.95, continuity: float = 0.0
+) -> tuple[float, float]:
+    """Tango's (1998) two-sided score interval of ``p_T - p_C`` from the discordant counts.
+
+    ``continuity`` > 0 inverts the score statistic with that continuity correction
+    (:func:`tango_score`); 0, the default, is the interval of the paper.
+    """
     _check_counts(b, c, n)
     if n <= 0 or b + c > n:
         raise StatsError(f"need 0 <= b + c <= n and n > 0, got b={b}, c={c}, n={n}")
     confidence = check_level(confidence, "confidence")
+    continuity = float(continuity)
+    if not (math.isfinite(continuity) and continuity >= 0.0):
+        raise StatsError(f"continuity must be a finite number >= 0, got {continuity}")
     z = _z(confidence)
-    low = _tango_lower(int(b), int(c), int(n), z)
-    high = -_tango_lower(int(c), int(b), int(n), z)  # the upper bound is the mirror image
+    low = _tango_lower(int(b), int(c), int(n), z, continuity)
+    # the upper bound is the mirror image: swap the discordant counts
+    high = -_tango_lower(int(c), int(b), int(n), z, continuity)
     return low, high
 
 
@@ -206,16 +219,22 @@ def paired_difference_interval(
     control: Sequence[float] | np.ndarray,
     confidence: float = 0.95,
     method: str = "tango",
+    *,
+    continuity: float = 0.0,
 ) -> tuple[float, float]:
     """Two-sided interval of ``mean(treatment) - mean(control)`` for paired 0/1 outcomes.
 
     ``method``: ``"tango"`` (score interval, Tango 1998) or ``"newcombe"`` (hybrid score,
     Newcombe 1998 method 10). The one-sided lower bound at level ``1 - alpha`` is the
-    lower end at ``confidence = 1 - 2 * alpha``.
+    lower end at ``confidence = 1 - 2 * alpha``. ``continuity`` (Tango only) is the
+    continuity correction :func:`tersetalk.stats.noninferiority.noninferiority` decides
+    with (:data:`tersetalk.stats.noninferiority.CONTINUITY`); 0 is the paper's interval.
     """
     if method not in METHODS:
         raise StatsError(f"unknown method {method!r}; use one of {METHODS}")
     table = paired_table(treatment, control)
     if method == "tango":
-        return tango_interval(table.b, table.c, table.n, confidence)
+        return tango_interval(table.b, table.c, table.n, confidence, continuity)
+    if continuity:
+        raise StatsError("continuity applies to method 'tango' only")
     return newcombe_interval(*table, confidence=confidence)
