@@ -432,7 +432,10 @@ def test_compare_runs_joins_on_ids_and_reports_dropped(runs):
     assert first["n_paired"] == 298 and first["n"] == 298
     assert first["n_only_treatment"] == 1 and first["only_treatment"] == "extra1"
     assert first["n_only_control"] == 2 and first["only_control"] == "ex0000; ex0001"
-    assert first["mean_diff"] == 0.0 and bool(first["non_inferior"])
+    # the errored example (ex0007, right in the control) counts as wrong: one discordant pair
+    assert runs["freeform/default"].set_index("example_id").loc["ex0007", "correct"] == 1.0
+    assert first["mean_diff"] == pytest.approx(-1 / 298) and bool(first["non_inferior"])
+    assert (first["n_errors_as_wrong_treatment"], first["n_errors_as_wrong_control"]) == (1, 0)
     assert first["tokens_n"] == 297 and first["tokens_n_errors_excluded"] == 1
     assert first["tokens_relative_reduction"] == pytest.approx(0.5, abs=0.01)
     assert (
@@ -450,11 +453,33 @@ def test_compare_runs_joins_on_ids_and_reports_dropped(runs):
     free = runs["freeform/default"].set_index("example_id")
     terse = runs["tersetalk/default"].set_index("example_id")
     shared = sorted(set(free.index) & set(terse.index))
+    terse_acc = terse["correct"].where(terse["error"].isna(), 0.0)
     direct = noninferiority(
-        terse.loc[shared, "correct"], free.loc[shared, "correct"], n_resamples=1000, seed=0
+        terse_acc.loc[shared], free.loc[shared, "correct"], n_resamples=1000, seed=0
     )
     for field, value in direct.as_dict().items():
         assert first[field] == value, field
+
+
+def test_an_error_row_counts_as_a_wrong_answer_in_accuracy():
+    ids = [f"e{i}" for i in range(400)]
+    right = np.ones(400)
+    ctrl = _run(ids, right, np.full(400, 500))
+    # the treatment errored on 20 examples: one kept a score of 1, the others have none
+    correct = right.copy()
+    correct[1:20] = np.nan
+    errors = [None] * 400
+    errors[:20] = ["timeout"] * 20
+    treat = _run(ids, correct, np.full(400, 300), errors)
+    row = compare_runs({"t/x": treat, "c/y": ctrl}, [("t/x", "c/y")], n_resamples=200).iloc[0]
+    assert row["mean_treatment"] == pytest.approx(380 / 400) and row["mean_diff"] == -0.05
+    assert (row["n_errors_as_wrong_treatment"], row["n_errors_as_wrong_control"]) == (20, 0)
+    assert row["verdict"] == "inferior"  # 20 of 400 lost is worse than the margin
+    assert row["accuracy_ci_method"] == "Wilson score interval"
+    assert (row["accuracy_control_ci_low"], row["accuracy_control_ci_high"]) == pytest.approx(
+        (0.99049, 1.0), abs=1e-5
+    )  # Wilson at 400 of 400, not the bootstrap's [1, 1]
+    assert row["diff_ci_method"] == "Tango score interval"
 
 
 def test_compare_runs_is_deterministic_and_order_free(runs):
@@ -563,7 +588,7 @@ def test_to_latex_of_compare_runs_output(runs):
         caption="NI",
         label="tab:ni",
     )
-    assert r"tersetalk/default & freeform/default & 298 & 0.000 &" in tex
+    assert r"tersetalk/default & freeform/default & 298 & -0.003 &" in tex
     assert tex.count(r"\\") == 2
 
 

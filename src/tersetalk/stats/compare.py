@@ -10,7 +10,9 @@ import pandas as pd
 
 from tersetalk.stats._common import StatsError
 from tersetalk.stats.bootstrap import bootstrap_ci, paired_bootstrap
-from tersetalk.stats.noninferiority import noninferiority
+from tersetalk.stats.intervals import wilson
+from tersetalk.stats.noninferiority import is_binary, noninferiority
+from tersetalk.stats.paired_proportions import paired_difference_interval
 from tersetalk.stats.paired_tests import token_reduction_tests
 
 _TOKEN_KEYS = (
@@ -66,18 +68,25 @@ def compare_runs(
     Each run is a per-example frame. The two runs are inner-joined on ``key`` and
     the pairs sorted by ``key``, so the result does not depend on row order;
     examples present on one side only are counted and listed (``only_treatment``,
-    ``only_control``). Accuracy uses every paired example (an example that
-    errored keeps the score it was given). Token tests use the pairs where
-    neither side has a non-empty ``error_col`` (when both frames have it), as the
-    run summary's token means do; ``tokens_n_errors_excluded`` counts the rest.
+    ``only_control``). Accuracy uses every paired example, and an example whose
+    ``error_col`` is non-empty counts as a wrong answer (0) on that side, whatever
+    score it was given (one policy for every comparison: an error is never dropped and
+    never scores); ``n_errors_as_wrong_{treatment,control}`` count them. Token tests
+    use the pairs where neither side has a non-empty ``error_col`` (when both frames
+    have it), as the run summary's token means do; ``tokens_n_errors_excluded``
+    counts the rest.
     Every comparison uses ``seed`` itself, so a row does not depend on the others.
 
     Columns: treatment, control, n_treatment, n_control, n_paired, n_only_treatment,
     n_only_control, only_treatment, only_control; the NIResult fields (mean_diff,
     lower_bound, lower_bound_t, p_bootstrap, p_t, margin, alpha, n, n_resamples,
-    seed, non_inferior, method, mean_treatment, mean_control, note); diff_ci_low,
-    diff_ci_high (two-sided paired interval of mean_diff at ``confidence``);
-    accuracy_{treatment,control}_ci_{low,high}; the token_reduction_tests keys
+    seed, non_inferior, method, mean_treatment, mean_control, note, and the verdict,
+    floor and alternative bounds); diff_ci_low, diff_ci_high (two-sided interval of
+    mean_diff at ``confidence``: Tango's score interval for binary accuracy, the paired
+    bootstrap otherwise; ``diff_ci_method``); accuracy_{treatment,control}_ci_{low,high}
+    (Wilson for binary accuracy, never [0, 0]; the bootstrap otherwise;
+    ``accuracy_ci_method``); n_errors_as_wrong_{treatment,control}; the
+    token_reduction_tests keys
     prefixed "tokens_", tokens_relative_reduction_ci_{low,high} (paired bootstrap
     of 1 - mean T / mean C), tokens_n_errors_excluded; confidence, key,
     accuracy_col, tokens_col.
@@ -92,11 +101,20 @@ def compare_runs(
         needed = [accuracy_col, tokens_col]
         treat = _run_frame(metrics_by_run, treat_label, needed, key)
         ctrl = _run_frame(metrics_by_run, ctrl_label, needed, key)
-        use_errors = error_col is not None and error_col in treat and error_col in ctrl
-        cols = [key, *needed, *([error_col] if use_errors else [])]
-        merged = treat[cols].merge(
-            ctrl[cols], on=key, how="inner", suffixes=("_t", "_c"), validate="one_to_one"
+        has_err = {
+            side: error_col is not None and error_col in frame
+            for side, frame in (("t", treat), ("c", ctrl))
+        }
+        use_errors = has_err["t"] and has_err["c"]
+
+        cols_t = [key, *needed, *([error_col] if has_err["t"] else [])]
+        cols_c = [key, *needed, *([error_col] if has_err["c"] else [])]
+        merged = treat[cols_t].merge(
+            ctrl[cols_c], on=key, how="inner", suffixes=("_t", "_c"), validate="one_to_one"
         )
+        if has_err["t"] != has_err["c"]:  # the one error column kept its plain name
+            side = "t" if has_err["t"] else "c"
+            merged = merged.rename(columns={error_col: f"{error_col}_{side}"})
         merged = merged.sort_values(key, kind="stable").reset_index(drop=True)
         only_t = treat[key][~treat[key].isin(ctrl[key])]
         only_c = ctrl[key][~ctrl[key].isin(treat[key])]
@@ -104,11 +122,22 @@ def compare_runs(
             raise StatsError(
                 f"{treat_label!r} and {ctrl_label!r} share no {key!r}: zero paired examples"
             )
-        acc_t = merged[f"{accuracy_col}_t"].to_numpy(dtype=float)
-        acc_c = merged[f"{accuracy_col}_c"].to_numpy(dtype=float)
-        for label, arr in ((treat_label, acc_t), (ctrl_label, acc_c)):
+        acc: dict[str, np.ndarray] = {}
+        n_err: dict[str, int] = {}
+        for side, label in (("t", treat_label), ("c", ctrl_label)):
+            arr = pd.to_numeric(merged[f"{accuracy_col}_{side}"], errors="coerce").to_numpy(
+                dtype=float
+            )
+            err = (
+                _is_error(merged[f"{error_col}_{side}"])
+                if has_err[side]
+                else np.zeros(len(merged), dtype=bool)
+            )
+            arr = np.where(err, 0.0, arr)  # an error is a wrong answer
             if not np.all(np.isfinite(arr)):
                 raise StatsError(f"run {label!r}: {accuracy_col!r} has missing values")
+            acc[side], n_err[side] = arr, int(err.sum())
+        acc_t, acc_c = acc["t"], acc["c"]
 
         row: dict[str, Any] = {
             "treatment": treat_label,
@@ -123,11 +152,23 @@ def compare_runs(
         }
         boot = {"n_resamples": n_resamples, "seed": seed}
         row.update(noninferiority(acc_t, acc_c, margin=margin, alpha=alpha, **boot).as_dict())
-        diff_ci = paired_bootstrap(acc_t, acc_c, confidence=confidence, **boot)
-        row.update(diff_ci_low=diff_ci.ci_low, diff_ci_high=diff_ci.ci_high)
-        for side, arr in (("treatment", acc_t), ("control", acc_c)):
-            ci = bootstrap_ci(arr, confidence=confidence, **boot)
-            row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci.ci_low, ci.ci_high
+        if is_binary(acc_t, acc_c):
+            low, high = paired_difference_interval(acc_t, acc_c, confidence, method="tango")
+            row.update(diff_ci_low=low, diff_ci_high=high, diff_ci_method="Tango score interval")
+            for side, arr in (("treatment", acc_t), ("control", acc_c)):
+                ci_low, ci_high = wilson(float(arr.mean()), arr.size, confidence)
+                row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci_low, ci_high
+            row["accuracy_ci_method"] = "Wilson score interval"
+        else:
+            diff_ci = paired_bootstrap(acc_t, acc_c, confidence=confidence, **boot)
+            row.update(diff_ci_low=diff_ci.ci_low, diff_ci_high=diff_ci.ci_high,
+                       diff_ci_method="paired percentile bootstrap")  # fmt: skip
+            for side, arr in (("treatment", acc_t), ("control", acc_c)):
+                ci = bootstrap_ci(arr, confidence=confidence, **boot)
+                row[f"accuracy_{side}_ci_low"] = ci.ci_low
+                row[f"accuracy_{side}_ci_high"] = ci.ci_high
+            row["accuracy_ci_method"] = "percentile bootstrap"
+        row.update(n_errors_as_wrong_treatment=n_err["t"], n_errors_as_wrong_control=n_err["c"])
 
         ok = np.ones(len(merged), dtype=bool)
         if use_errors:
