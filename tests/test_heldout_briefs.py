@@ -37,10 +37,10 @@ FIELDS = {
     "gsm8k": set(),
     "humaneval": {"entry_point", "test", "canonical_solution"},
 }
-PER_TASK = 11
-PER_TASK_CROSSING = 5
-TOTAL = 60
-TOTAL_CROSSING = 25
+PER_TASK = 17
+PER_TASK_CROSSING = 8
+TOTAL = 102
+TOTAL_CROSSING = 51
 
 
 def _read(task: str) -> list[dict]:
