@@ -58,6 +58,9 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.dashboard.cli": {
         "dashboard": "web dashboard: live mediator pipeline, live workflow runs, results browser",
     },
+    "tersetalk.stats.simulation_cli": {
+        "stats-sim": "simulation study of the statistics: type I error, power, interval coverage",
+    },
     "tersetalk.stats.targets": {
         "targets": "the seeds' quantitative targets: measured, met / not met / inconclusive",
     },

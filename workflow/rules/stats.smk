@@ -88,3 +88,38 @@ rule targets:
         "tersetalk targets {input.records} --summary {input.summary} --stats {input.stats} "
         "--config-json {params.config:q} --bench-dir results/bench --formats-dir {params.formats} "
         "--topology-dir {params.topology} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+
+
+# The simulation study of the statistics (not in the default target: it needs no model and
+# describes the methods, not the data): `snakemake --cores all stats_sim`. The grid is the
+# config's stats_sim section; margin and alpha left at null are the evaluation section's.
+rule stats_sim:
+    output:
+        table=paths.results("stats/sim/table.parquet"),
+        csv=paths.results("stats/sim/table.csv"),
+        summary=paths.results("stats/sim/summary.csv"),
+        markdown=paths.results("stats/sim/summary.md"),
+        figures=multiext(paths.figure("stats_sim"), ".png", ".pdf"),
+        more=multiext(paths.figure("stats_sim_more"), ".png", ".pdf"),
+    log:
+        paths.results("logs/stats_sim.log"),
+    conda:
+        ENV
+    # grid points run in worker processes (the table does not depend on their number)
+    threads: os.cpu_count() or 1
+    resources:
+        mem_mb=2000,
+        runtime=120,
+    params:
+        config=json.dumps(
+            {
+                "stats_sim": config["stats_sim"],
+                "evaluation": {k: config["evaluation"][k] for k in ("margin", "alpha")},
+            },
+            sort_keys=True,
+        ),
+        stem=lambda wildcards, output: output.figures[0].removesuffix(".png"),
+    shell:
+        "tersetalk stats-sim --config-json {params.config:q} --workers {threads} "
+        "--out {output.table} --csv {output.csv} --summary {output.summary} "
+        "--markdown {output.markdown} --figure {params.stem} > {log} 2>&1"
