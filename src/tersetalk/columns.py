@@ -126,6 +126,12 @@ FILES: dict[str, FileKind] = {
                            f"{_M}stats/noninferiority.csv"),
                  "tersetalk.stats.noninferiority (tersetalk stats)",
                  "one (task, treatment, control) comparison"),
+        FileKind("stats_sim", (f"{_M}stats/sim/table.parquet", f"{_M}stats/sim/table.csv"),
+                 "tersetalk.stats.simulation (tersetalk stats-sim)",
+                 "one grid point and quantity of the simulation study"),
+        FileKind("stats_sim_summary", (f"{_M}stats/sim/summary.csv",),
+                 "tersetalk.stats.simulation.summarise (tersetalk stats-sim)",
+                 "one study and quantity: its worst value over the grid"),
         FileKind("table_main", (f"{_M}tables/main.csv",),
                  "tersetalk.plots.tables (tersetalk plot)", "one (task, run) of the paper table"),
         FileKind("table_targets", (f"{_M}tables/targets.csv",),
@@ -643,6 +649,69 @@ _OTHER: list[Column] = [
         ("tokens_col", "string", "", "the token column tested"),
         ("not_computed", "string", "", "why the test was not computed ('' when it was)"),
     ]],
+    # ---- stats/sim: the simulation study of the statistics
+    *[_E(n, t, u, m, ("stats_sim",)) for n, t, u, m in [
+        ("study", "string", "", "binary (paired 0/1), continuous (paired Beta scores) or router "
+         "(agreement, tasks as clusters)"),
+        ("scenario", "string", "", "at_margin (true difference -margin), no_difference (0); "
+         "'' for the router study"),
+        ("quantity", "string", "", "type1_error, power, inconclusive, inferior or "
+         "coverage_<interval> (tersetalk.stats.simulation.QUANTITIES)"),
+        ("base_rate", "float64", "0-1", "the control's true accuracy (binary) or mean score "
+         "(continuous)"),
+        ("true_diff", "float64", "0-1", "the true difference treatment - control"),
+        ("n", "int64", "examples", "examples per replicate (router: tasks x examples per task)"),
+        ("discordance_level", "float64", "0-1", "binary: P(arms differ) as a share of the way "
+         "from |d| (0) to independent arms (1)"),
+        ("discordance", "float64", "probability", "binary: the true P(arms differ)"),
+        ("correlation", "float64", "", "continuous: the Gaussian copula's correlation"),
+        ("concentration", "float64", "", "continuous: a + b of each arm's Beta"),
+        ("n_tasks", "Int64", "tasks", "router: tasks (clusters) per replicate"),
+        ("examples_per_task", "Int64", "examples", "router: examples per task"),
+        ("agreement", "float64", "0-1", "router: the true mean agreement over tasks"),
+        ("task_sd", "float64", "0-1", "router: its standard deviation between tasks"),
+        ("tie_share", "float64", "0-1", "router: share of examples any topology gets right"),
+        ("replicates", "int64", "replicates", "replicates of the grid point (0: infeasible)"),
+        ("trials", "int64", "", "what the share is over (per-task Wilson: replicates x tasks)"),
+        ("estimate", "float64", "share 0-1", "the share of trials with the event (verdict "
+         "given, interval covering the truth)"),
+        ("mcse", "float64", "share 0-1", "its Monte-Carlo standard error sqrt(p (1 - p) / trials)"),
+        ("mcse_nominal", "float64", "share 0-1", "the same at the nominal value (alpha or "
+         "confidence)"),
+        ("mean_width", "float64", "0-1", "the interval's mean width (coverage rows)"),
+        ("n_undefined", "int64", "trials", "trials whose interval was undefined (counted as "
+         "not covering)"),
+        ("target", "float64", "0-1", "the nominal value: alpha (type I error), confidence "
+         "(coverage)"),
+        ("threshold", "float64", "0-1", "acceptance: alpha + 2 mcse_nominal (type I error), "
+         "coverage_floor (coverage)"),
+        ("meets", "boolean", "flag", "the estimate is within the threshold (empty: no rule)"),
+        ("within_mc", "boolean", "flag", "within 2 mcse_nominal of the nominal value"),
+        ("margin", "float64", "0-1", "the non-inferiority margin"),
+        ("alpha", "float64", "", "the verdict's one-sided level"),
+        ("confidence", "float64", "", "the intervals' two-sided level"),
+        ("n_resamples", "int64", "", "bootstrap resamples per replicate"),
+        ("seed", "int64", "", "the study's seed"),
+        ("note", "string", "", "why a point has no estimate (an infeasible truth); '' else"),
+    ]],
+    *[_E(n, t, u, m, ("stats_sim_summary",)) for n, t, u, m in [
+        ("study", "string", "", "binary, continuous or router"),
+        ("quantity", "string", "", "type1_error, power or coverage_<interval>"),
+        ("what", "string", "", "the quantity in words"),
+        ("points", "int64", "grid points", "points with an estimate"),
+        ("points_infeasible", "int64", "grid points", "points whose truth cannot exist"),
+        ("worst", "string", "", "max (type I error, power) or min (coverage)"),
+        ("worst_estimate", "float64", "share 0-1", "the worst estimate over the grid"),
+        ("worst_mcse", "float64", "share 0-1", "its Monte-Carlo standard error"),
+        ("worst_at", "string", "", "the grid point of the worst estimate"),
+        ("mean_estimate", "float64", "share 0-1", "the mean estimate over the grid"),
+        ("target", "float64", "0-1", "the nominal value"),
+        ("threshold", "float64", "0-1", "the acceptance threshold at the worst point"),
+        ("points_meeting", "int64", "grid points", "points within the threshold"),
+        ("points_failing", "int64", "grid points", "points beyond it"),
+        ("points_beyond_mc", "int64", "grid points", "points beyond 2 mcse_nominal of nominal"),
+        ("failing_at", "string", "", "the failing points with their estimates"),
+    ]],
     # ---- tables/main.csv (display names)
     *[_E(n, t, u, m, ("table_main",)) for n, t, u, m in [
         ("task", "string", "", "task"), ("run", "string", "", "system/variant"),
@@ -1108,6 +1177,9 @@ def file_kind(path: str | Path) -> str | None:
     p = Path(path).as_posix()
     name = Path(p).name
     rules = [
+        # before "summary": the simulation study's summary.csv is not a run summary
+        (r"/stats/sim/summary\.csv$", "stats_sim_summary"),
+        (r"/stats/sim/table\.(parquet|csv)$", "stats_sim"),
         (r"/(runs|calibration/runs)/", "run"),
         (r"/metrics/", "metrics"),
         (r"/scores/|(^|/)summary\.(parquet|csv)$", "summary"),
