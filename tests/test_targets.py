@@ -114,6 +114,22 @@ def test_token_reduction_met_not_met_inconclusive():
     assert again[0]["status"] == "inconclusive" and "error" in again[0]["reason"]
 
 
+def test_token_reduction_names_the_quality_verdict_beside_it():
+    frames = _ni_frames("a", 300, np.tile([1.0, 0.0], 150), np.tile([1.0, 0.0], 150))
+    frames += _ni_frames("b", 300, np.zeros(300), np.zeros(300))
+    table, _ = noninferiority_table(frames, [("tersetalk/default", REF)], margin=0.02,
+                                    alpha=0.05, n_resamples=200, seed=0)  # fmt: skip
+    m = {(f["task"].iloc[0], f"{f['system'].iloc[0]}/{f['variant'].iloc[0]}"): f for f in frames}
+    pairs = [("token_reduction", "tersetalk/default", REF, 0.25, "25-35%")]
+    rows = token_reduction_rows(m, pairs, n_resamples=200, stats_table=table)
+    assert _by_status(rows) == {"a": "met", "b": "met"}  # half the tokens on both
+    beside = "accuracy non-inferiority beside it: "
+    assert beside + "non-inferior (score interval" in rows[0]["reason"]
+    assert beside + "inconclusive (floor rule" in rows[1]["reason"]
+    alone = token_reduction_rows(m, pairs, n_resamples=200)
+    assert beside + "no non-inferiority table" in alone[0]["reason"]
+
+
 def _ni_frames(task, n, t_correct, c_correct):
     return [
         _metrics(task, "tersetalk/default", n, correct=t_correct, tokens_total_cl100k=50.0),
@@ -126,7 +142,7 @@ def test_noninferiority_rows_follow_the_stats_verdict():
     frames = (
         _ni_frames("same", 300, good, good)  # n >= 149, no difference: non-inferior
         + _ni_frames("worse", 300, np.zeros(300), np.ones(300))  # inferior
-        + _ni_frames("zero", 300, np.zeros(300), np.zeros(300))  # both 0: inconclusive
+        + _ni_frames("zero", 300, np.zeros(300), np.zeros(300))  # at the floor: inconclusive
         + _ni_frames("small", 10, np.ones(10), np.ones(10))  # n < 149: inconclusive
     )
     table, _ = noninferiority_table(
@@ -145,7 +161,7 @@ def test_noninferiority_rows_follow_the_stats_verdict():
     assert missing and all(r["status"] == "inconclusive" for r in missing)
     assert all("not computed" in r["reason"] for r in missing)
     zero = next(r for r in rows if r["task"] == "zero" and "hybrid" not in r["run"])
-    assert "both arms score 0" in zero["reason"]
+    assert "floor rule" in zero["reason"]
     # a table from before the verdict column: inconclusive, never read as met
     old = noninferiority_rows(table.drop(columns=["verdict"]))
     assert {r["status"] for r in old} == {"inconclusive"}
@@ -168,9 +184,20 @@ def test_scale_and_ttft():
          "t_ttft_mean_s": float("nan"), "cache_hits": 4},
     ])  # fmt: skip
     assert _by_status(scale_rows(summary, REF)) == {"a": "met", "b": "not met", "c": "not met"}
-    ttft = ttft_rows(summary, "tersetalk/default", REF)
+    # per-example timings: 30% lower on a (the interval clears 20%), 5% lower on b
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0.8, 1.2, 60)
+    metrics = {(task, label): _metrics(task, label, 60, t_ttft_mean_s=base * f)
+               for task, fast in (("a", 0.7), ("b", 0.95))
+               for label, f in ((REF, 1.0), ("tersetalk/default", fast))}  # fmt: skip
+    ttft = ttft_rows(summary, "tersetalk/default", REF, metrics, n_resamples=300)
     assert _by_status(ttft) == {"a": "met", "b": "not met", "c": "inconclusive"}
-    assert "call cache" in ttft[2]["reason"]
+    assert ttft[0]["ci_low"] >= 0.2 and ttft[1]["ci_high"] < 0.2
+    assert "paired bootstrap" in ttft[0]["reason"] and "call cache" in ttft[2]["reason"]
+    # the means alone (a 30% lower mean on a) never decide: no per-example timings
+    bare = ttft_rows(summary, "tersetalk/default", REF)
+    assert {r["status"] for r in bare} == {"inconclusive"}
+    assert "per-example" in bare[0]["reason"]
 
 
 def _bench(tmp_path, name, lo, hi, speedup, target):
@@ -337,10 +364,16 @@ def test_msp_ratio_and_adequacy():
                                        c_msp_similarity=0.9,
                                        c_msp_judge_passed=[True, False, True]),
     }  # fmt: skip
-    rows = msp_rows(m, "msp/default")
-    assert _by_status([r for r in rows if r["id"] == "msp_ratio"]) == {"a": "met", "b": "not met"}
+    # a mean ratio below 0.5 whose interval reaches over it: inconclusive
+    m[("c", "msp/default")] = _metrics("c", "msp/default", 4,
+                                       c_msp_compression_ratio=[0.1, 0.9, 0.2, 0.7],
+                                       c_msp_similarity=0.9, c_msp_judge_passed=True)  # fmt: skip
+    rows = msp_rows(m, "msp/default", n_resamples=300)
+    ratio = [r for r in rows if r["id"] == "msp_ratio"]
+    assert _by_status(ratio) == {"a": "met", "b": "not met", "c": "inconclusive"}
+    assert ratio[2]["value"] < 0.5 < ratio[2]["ci_high"] and "bootstrap" in ratio[2]["reason"]
     adequacy = [r for r in rows if r["id"] == "msp_adequacy"]
-    assert _by_status(adequacy) == {"a": "met", "b": "not met"}
+    assert _by_status(adequacy) == {"a": "met", "b": "not met", "c": "met"}
     assert "1 of 3" in adequacy[1]["reason"]
 
 
@@ -431,7 +464,7 @@ def test_build_targets_and_cli(tmp_path):
     assert (absent["status"] == "inconclusive").all()
     assert absent["reason"].str.contains("not among this workflow's runs").all()
     ni = df[df["id"] == "noninferiority"].iloc[0]
-    assert ni["status"] == "inconclusive" and "both arms score 0" in ni["reason"]
+    assert ni["status"] == "inconclusive" and "floor rule" in ni["reason"]
     assert (df[df["status"] == "inconclusive"]["reason"] != "").all()
     again = build_targets(summary=summary, metrics=frames, stats_table=table, config=config,
                           **dirs)  # fmt: skip

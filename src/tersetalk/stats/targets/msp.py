@@ -6,13 +6,24 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ._base import MSP, NAN, Provider, answered_frames, row
+from tersetalk.stats.bootstrap import bootstrap_ci
+
+from ._base import MSP, NAN, Provider, answered_frames, interval_reason, interval_status, row
 
 __all__ = ["PROVIDERS", "msp_rows"]
 
 
-def msp_rows(metrics: Mapping[tuple[str, str], pd.DataFrame], run: str) -> list[dict]:
-    """MSP: compression ratio < 0.5, similarity >= 0.80 (with intent and target present)."""
+def msp_rows(
+    metrics: Mapping[tuple[str, str], pd.DataFrame],
+    run: str,
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> list[dict]:
+    """MSP: compression ratio < 0.5, similarity >= 0.80 (with intent and target present).
+
+    The ratio is decided on the percentile bootstrap interval of its mean over the
+    examples: met only when the whole interval is below 0.5."""
     rows = []
     for task, df in answered_frames(metrics, run):
         src = f"results/metrics/{task}/{run}.parquet (c_msp_*)"
@@ -22,14 +33,22 @@ def msp_rows(metrics: Mapping[tuple[str, str], pd.DataFrame], run: str) -> list[
                             status="inconclusive", reason="no MSP counters"))  # fmt: skip
             continue
         ratio = pd.to_numeric(df["c_msp_compression_ratio"], errors="coerce").dropna()
-        n_below = int((ratio < 0.5).sum())
-        mean = float(ratio.mean())
-        rows.append(row(
-            **base, id="msp_ratio", target="compression ratio < 0.5 (signal / original tokens)",
-            measured=f"mean {mean:.3f}; {n_below}/{len(ratio)} messages below 0.5", value=mean,
-            threshold=0.5, status="met" if mean < 0.5 else "not met",
-            reason=f"mean ratio {mean:.3f} (n={len(ratio)})",
-        ))  # fmt: skip
+        ratio_base = dict(**base, id="msp_ratio", threshold=0.5,
+                          target="compression ratio < 0.5 (signal / original tokens)")  # fmt: skip
+        if ratio.empty:
+            rows.append(row(**ratio_base, status="inconclusive",
+                            reason="no compression ratio recorded"))  # fmt: skip
+        else:
+            n_below = int((ratio < 0.5).sum())
+            ci = bootstrap_ci(ratio.to_numpy(float), n_resamples=n_resamples, seed=seed)
+            status = interval_status(ci.ci_low, ci.ci_high, 0.5, below=True)
+            rows.append(row(
+                **ratio_base, value=ci.estimate, ci_low=ci.ci_low, ci_high=ci.ci_high,
+                measured=f"mean {ci.estimate:.3f}; {n_below}/{len(ratio)} below 0.5",
+                status=status,
+                reason=interval_reason(status, ci.ci_low, ci.ci_high, "< 0.5")
+                + f" (bootstrap of the mean ratio, n={len(ratio)})",
+            ))  # fmt: skip
         sim = pd.to_numeric(df.get("c_msp_similarity"), errors="coerce").dropna()
         passed = pd.to_numeric(df.get("c_msp_judge_passed"), errors="coerce").dropna()
         n_pass = int(passed.astype(bool).sum())
@@ -48,7 +67,7 @@ def msp_rows(metrics: Mapping[tuple[str, str], pd.DataFrame], run: str) -> list[
 
 
 PROVIDERS = (
-    Provider("msp", lambda res: msp_rows(res.metrics, "msp/default"), MSP, (
+    Provider("msp", lambda res: msp_rows(res.metrics, "msp/default", **res.boot), MSP, (
         ("msp_ratio", "msp/default", "compression ratio < 0.5"),
         ("msp_adequacy", "msp/default", "semantic adequacy: similarity >= 0.80, intent/target"),
     )),
