@@ -700,3 +700,17 @@ def test_verdict_in_compare_runs_rows():
     row = out.iloc[0]
     assert row["verdict"] == "inconclusive" and not bool(row["non_inferior"])
     assert row["decided_by"] == "floor rule" and row["n_min"] == 149
+
+
+def test_main_table_accuracy_interval_is_wilson(tmp_path):
+    from tersetalk.plots.tables import write_main_table
+
+    summary = pd.DataFrame({
+        "task": ["gsm8k"], "system": ["freeform"], "variant": ["default"], "n": [10],
+        "accuracy": [0.0], "accuracy_ci_low": [0.0], "accuracy_ci_high": [0.0],  # bootstrap's
+        "tokens_total_cl100k_mean": [100.0], "backend": ["llamacpp"], "model": ["smollm2"],
+    })  # fmt: skip
+    write_main_table(summary, tmp_path, seed=0)
+    row = pd.read_csv(tmp_path / "main.csv").iloc[0]
+    assert (row["acc. CI low"], row["acc. CI high"]) == (0.0, 0.278)  # 0 of 10, not [0, 0]
+    assert "Wilson intervals of accuracy" in (tmp_path / "main.tex").read_text()
