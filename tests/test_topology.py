@@ -28,12 +28,11 @@ from tersetalk.metrics.topology import (
     best_fixed,
     compare_to_fixed,
     efficiency_score,
+    label_agreement,
     leave_one_task_out,
     policy_table,
-    protocol_advantage,
     quality_preservation,
     ratio,
-    selection_accuracy,
     theta_sweep,
     token_reduction,
 )
@@ -209,8 +208,8 @@ def test_policies_through_the_runner(base_config, tmp_path, samples):
     assert json.loads(chain["counters"])["msg_lines_W1_W2"] > 0
     assert "t_route_s" not in deterministic_columns(df)
     table = policy_table(df)
-    assert table.set_index("variant").loc["oracle", "selection_accuracy"] == 1.0
-    assert table.set_index("variant").loc["star", "selection_accuracy"] == 0.0
+    assert table.set_index("variant").loc["oracle", "label_agreement"] == 1.0
+    assert table.set_index("variant").loc["star", "label_agreement"] == 0.0
 
 
 def test_an_error_row_keeps_the_route_columns_typed(base_config, tmp_path, samples):
@@ -285,43 +284,43 @@ def test_metric_formulas():
     assert token_reduction(150, 200) == 0.25
     assert quality_preservation(0.5, 0.75) == pytest.approx(2 / 3)
     assert efficiency_score(0.25, 0.8) == pytest.approx(0.2)
-    assert protocol_advantage(1.0, 0.5) == 2.0
     assert math.isnan(ratio(0, 0)) and ratio(1, 0) == math.inf
-    assert math.isnan(protocol_advantage(0.0, 0.0))
 
 
-def test_policy_table_and_comparison_to_the_best_fixed_topology():
+def test_policy_table_and_comparison_to_the_fixed_topologies():
     df = study()
-    table = compare_to_fixed(policy_table(df)).set_index(["system", "variant"])
+    table = compare_to_fixed(policy_table(df), df).set_index(["system", "variant"])
     tt = table.loc["topology_tersetalk"]
-    assert list(tt["selection_accuracy"]) == [1.0, 0.5, 0.5]  # adaptive, chain, star
-    assert best_fixed(policy_table(df), "topology_tersetalk")["policy"] == "chain"
+    assert list(tt["label_agreement"]) == [1.0, 0.5, 0.5]  # adaptive, chain, star
+    # star 2/4 against chain 3/4, one discordant pair: no significant difference, so no
+    # best fixed topology (not the star by its tokens)
+    assert best_fixed(df, "topology_tersetalk") == ""
     adaptive = tt.loc["adaptive"]
+    assert adaptive["best_fixed"] == "none (tie: p = 1)" and adaptive["fixed_p_value"] == 1.0
     assert adaptive["accuracy"] == 0.75 and adaptive["tokens"] == 150
-    assert adaptive["token_reduction"] == 0.25  # (200 - 150) / 200
-    assert adaptive["quality_preservation"] == 1.0
-    assert adaptive["efficiency_score"] == 0.25
+    assert math.isnan(adaptive["token_reduction"])  # against a best one: there is none
+    assert adaptive["token_reduction_vs_chain"] == 0.25  # (200 - 150) / 200
+    assert adaptive["token_reduction_vs_star"] == -0.5
+    assert adaptive["quality_preservation_vs_chain"] == 1.0
+    assert adaptive["quality_preservation_vs_star"] == 1.5
     assert adaptive["chain_share"] == 0.5
     # free-form has no fixed runs here: nothing to compare with, said as NaN, not 0
     ff = table.loc[("topology_freeform", "adaptive")]
-    assert ff["best_fixed"] == "" and math.isnan(ff["token_reduction"])
-    assert selection_accuracy(df[df["system"] == "topology_freeform"]) == 0.5
-    assert protocol_advantage(adaptive["selection_accuracy"], ff["selection_accuracy"]) == 2.0
+    assert ff["best_fixed"] == "" and math.isnan(ff["token_reduction_vs_star"])
+    assert label_agreement(df[df["system"] == "topology_freeform"]) == 0.5
 
 
-def test_best_fixed_breaks_accuracy_ties_by_tokens():
+def test_best_fixed_needs_both_fixed_runs():
     df = study()
-    df.loc[df["variant"] == "star", "correct"] = [1, 1, 1, 0]  # star as accurate as chain
-    assert best_fixed(policy_table(df), "topology_tersetalk")["policy"] == "star"
-    with pytest.raises(ValueError, match="fixed star or chain"):
-        best_fixed(policy_table(df), "topology_freeform")
+    with pytest.raises(ValueError, match="fixed star and chain"):
+        best_fixed(df, "topology_freeform")
 
 
-def test_selection_accuracy_counts_errors_as_wrong_and_refuses_unlabelled_tasks():
+def test_label_agreement_counts_errors_as_wrong_and_refuses_unlabelled_tasks():
     df = frame("s", "v", "adaptive", [("boolq", "star", 1, 1), ("boolq", "error", 0, 0)])
-    assert selection_accuracy(df) == 0.5
+    assert label_agreement(df) == 0.5
     with pytest.raises(KeyError, match="no topology label"):
-        selection_accuracy(frame("s", "v", "adaptive", [("toolqa", "star", 1, 1)]))
+        label_agreement(frame("s", "v", "adaptive", [("toolqa", "star", 1, 1)]))
 
 
 def signal_rows():
@@ -337,19 +336,21 @@ def signal_rows():
 
 def test_theta_sweep_replays_the_rule_on_recorded_signals():
     sweep = theta_sweep(signal_rows(), [1, 2, 3, 5]).set_index(["theta", "task"])
-    assert sweep.loc[(1.0, "all"), "selection_accuracy"] == 0.5  # everything chain
-    assert sweep.loc[(2.0, "all"), "selection_accuracy"] == 1.0
-    assert sweep.loc[(3.0, "all"), "selection_accuracy"] == 1.0
-    assert sweep.loc[(5.0, "all"), "selection_accuracy"] == 0.5  # everything star
+    assert sweep.loc[(1.0, "all"), "label_agreement"] == 0.5  # everything chain
+    assert sweep.loc[(2.0, "all"), "label_agreement"] == 1.0
+    assert sweep.loc[(3.0, "all"), "label_agreement"] == 1.0
+    assert sweep.loc[(5.0, "all"), "label_agreement"] == 0.5  # everything star
     assert sweep.loc[(5.0, "all"), "chain_share"] == 0.0
-    assert sweep.loc[(1.0, "boolq"), "selection_accuracy"] == 0.0
+    assert sweep.loc[(1.0, "boolq"), "label_agreement"] == 0.0
+    # without an outcome oracle: no oracle agreement, said as NaN and 0 decisive
+    assert sweep["oracle_agreement"].isna().all() and (sweep["n_decisive"] == 0).all()
 
 
 def test_leave_one_task_out_chooses_theta_without_the_held_out_task():
     loto = leave_one_task_out(signal_rows(), [1, 2, 3, 5]).set_index("held_out")
     assert list(loto.index) == ["boolq", "gsm8k", "hotpotqa", "socialiqa"]
     assert (loto["theta"] == 2.0).all()  # the smallest θ that separates the others
-    assert (loto["selection_accuracy"] == 1.0).all()
+    assert (loto["label_agreement"] == 1.0).all()
 
 
 def test_report_writes_the_tables_and_figures(base_config, tmp_path, samples):
@@ -368,18 +369,23 @@ def test_report_writes_the_tables_and_figures(base_config, tmp_path, samples):
     assert main(["topology", *paths, "--tables", str(tables), "--figures", str(figures)]) == 0
     six = pd.read_csv(tables / "six_policies.csv")
     assert list(six["policy_label"]) == ["Fixed-Star", "Fixed-Chain", "FreeForm-Adaptive",
-                                         "TerseTalk-Adaptive"]  # fmt: skip
+                                         "TerseTalk-Adaptive", "Outcome-Oracle"]  # fmt: skip
     # real runs record the end-to-end time and, on TerseTalk only, the overflow counter
     pol = pd.read_csv(tables / "policies.csv").set_index(["system", "variant"])
-    assert pol["t_example_mean_s"].notna().all() and pol["selection_ci_low"].notna().all()
+    assert pol["t_example_mean_s"].notna().all() and pol["label_agreement_ci_low"].notna().all()
+    # a scripted double at the floor: too few decisive examples, said with the counts
+    assert (pol["oracle_verdict"] == "inconclusive").all()
+    assert pol["oracle_note"].str.startswith("inconclusive: too few decisive examples").all()
     assert pol.loc["topology_tersetalk", "overflow_rate"].notna().all()
     assert pol.loc["topology_freeform", "overflow_rate"].isna().all()
     sweep = pd.read_csv(tables / "theta_sweep.csv")
     assert sorted(set(sweep["theta"])) == [1.0, 3.0, 5.0, 7.0]
     summary = json.loads((tables / "summary.json").read_text())
     assert summary["n_rows"] == 2 * 2 * 3 * 3 and summary["errors"] == 0
-    assert set(summary["selection_accuracy_adaptive"]) == {"topology_tersetalk",
-                                                            "topology_freeform"}  # fmt: skip
+    assert set(summary["label_agreement_adaptive"]) == {"topology_tersetalk",
+                                                         "topology_freeform"}  # fmt: skip
+    assert summary["outcome_oracle"]["topology_tersetalk"]["n_oracle"] == 6
+    assert summary["protocol_advantage"]["verdict"] == "inconclusive"  # no fitted runs
     for stem in ("topology_selection", "topology_tokens_accuracy", "topology_theta",
                  "topology_ablations"):  # fmt: skip
         assert (figures / f"{stem}.png").stat().st_size > 0

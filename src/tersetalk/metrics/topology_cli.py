@@ -4,20 +4,31 @@ Reads the run Parquet files of the routed systems (``topology_freeform``,
 ``topology_tersetalk``) and writes, under ``--tables``:
 
 - ``policies.csv``: one row per (system, variant), every variant the runs hold (the six
-  policies, θ, ablations, fitted, planned, brief layouts): policy, selection accuracy
-  with its Wilson interval, accuracy, tokens, chain share, routing time, end-to-end
-  latency per example, overflow rate, the router's dropped signal and scrambled tags,
-  and the comparison with the system's best fixed topology (token reduction, quality
-  preservation, efficiency score; paired on the same examples: the token reduction's
-  bootstrap interval and the quality drop's non-inferiority verdict);
-- ``six_policies.csv``: the study's six policies from that table, in order;
-- ``policies_by_task.csv``: the same numbers per task (without the paired tests);
+  policies, θ, ablations, fitted, planned, brief layouts): policy, accuracy (an error row
+  counts 0), tokens, chain share, routing time, end-to-end latency per example, overflow
+  rate, the router's dropped signal and scrambled tags; agreement with the **outcome
+  oracle** (the cheapest fixed topology that answered the example correctly, from the
+  same system's Fixed-Star and Fixed-Chain runs) over the decisive examples, with tie
+  counts, accuracy and token regret against it, each with a cluster bootstrap interval
+  over tasks, and the floor verdict (``oracle_verdict``, ``oracle_note``); the label
+  agreement (secondary) with its Wilson interval; and the comparison with the fixed
+  topologies: the best fixed one only on a significant exact McNemar test (else ``none
+  (tie: p = ...)``), against each fixed run the token reduction, quality preservation
+  and, paired on the same examples, the token reduction's bootstrap interval and the
+  quality drop's non-inferiority verdict (see :mod:`tersetalk.metrics.topology`);
+- ``six_policies.csv``: the study's six policies from that table, in order, and the
+  virtual Outcome-Oracle row;
+- ``policies_by_task.csv``: the same numbers per task (agreement intervals: Wilson; no
+  paired tests);
+- ``outcome_oracle.csv``: the outcome oracle of every example, per system;
 - ``ablations.csv``: the dropped-signal and scrambled-tag variants beside the full router;
 - ``theta_sweep.csv`` and ``leave_one_task_out.csv``: the rule replayed on the signals
   recorded by each router's ``adaptive`` run (no model call);
-- ``summary.json``: protocol advantage with its interval, every variant's selection
-  accuracy with its interval, leave-one-task-out summaries, the run files' models and,
-  when given, the fitted router (``--router-yaml``) and its leave-one-task-out fits
+- ``summary.json``: the outcome oracle's counts per system, the fixed topologies' McNemar
+  test, the protocol advantage (the fitted routers' outcome-oracle agreement, difference
+  and ratio, cluster bootstrap over tasks; label agreement secondary), every variant's
+  agreements with their intervals, leave-one-task-out summaries, the run files' models
+  and, when given, the fitted router (``--router-yaml``) and its leave-one-task-out fits
   (``--loto-fitted``, the fit step's ``leave_one_task_out_fitted.csv``);
 
 and, under ``--figures``, ``topology_selection``, ``topology_tokens_accuracy``,
@@ -36,12 +47,18 @@ import pandas as pd
 
 from tersetalk.cliargs import nonnegative_int, user_error
 from tersetalk.metrics.topology import (
+    FIXED,
+    MIN_DECISIVE,
+    MIN_DECISIVE_TASKS,
     SIX_POLICIES,
     ablation_table,
-    advantage_interval,
     compare_to_fixed,
+    fixed_comparison,
+    fixed_variants,
     leave_one_task_out,
     loto_summary,
+    oracle_counts,
+    outcome_oracles,
     paired_to_fixed,
     policy_table,
     protocol_advantage,
@@ -55,8 +72,14 @@ __all__ = ["add_commands", "report"]
 
 ROUTER_OF = {"topology_tersetalk": "TerseTalk (typed lines)", "topology_freeform": "free-form"}
 DEFAULT_THETAS = (1.0, 3.0, 5.0, 7.0)
-#: the systems whose adaptive runs the protocol advantage compares (typed over prose)
+#: the systems whose fitted routers the protocol advantage compares (typed over prose)
 TYPED, PROSE = "topology_tersetalk", "topology_freeform"
+#: the variant of both systems the protocol advantage compares
+ADVANTAGE_VARIANT = "fitted"
+ERROR_POLICY = (
+    "an error row counts as a wrong answer (correct 0) and a wrong route in every "
+    "comparison; it stays paired, never dropped"
+)
 
 
 def _json_number(x: float) -> float | None:
@@ -65,21 +88,57 @@ def _json_number(x: float) -> float | None:
     return x if math.isfinite(x) or math.isinf(x) else None
 
 
+def _clean(obj):
+    """A JSON-ready copy: NaN floats (numpy's too) become null, numpy scalars Python's."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, str):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return _json_number(obj)
+    return obj
+
+
+#: the numbers of a variant that summary.json keeps
+VARIANT_KEYS = (
+    "label_agreement", "label_agreement_ci_low", "label_agreement_ci_high", "accuracy",
+    "tokens", "oracle_agreement", "oracle_agreement_ci_low", "oracle_agreement_ci_high",
+    "n_decisive", "n_ties", "n_all_wrong", "accuracy_regret", "accuracy_regret_ci_low",
+    "accuracy_regret_ci_high", "token_regret", "token_regret_ci_low", "token_regret_ci_high",
+    "oracle_verdict", "oracle_note",
+)  # fmt: skip
+
+
 def variants_summary(table: pd.DataFrame) -> dict:
-    """system -> variant -> its policy, n, selection accuracy and Wilson interval, accuracy
-    and tokens: every variant of the report, for summary.json."""
+    """system -> variant -> its policy, n, label and outcome-oracle agreement with their
+    intervals, regrets, accuracy and tokens: every variant of the report, for
+    summary.json."""
     out: dict[str, dict] = {}
     for r in table.to_dict("records"):
-        out.setdefault(r["system"], {})[r["variant"]] = {
-            "policy": r["policy"],
-            "n": int(r["n"]),
-            "selection_accuracy": _json_number(r["selection_accuracy"]),
-            "selection_ci_low": _json_number(r["selection_ci_low"]),
-            "selection_ci_high": _json_number(r["selection_ci_high"]),
-            "accuracy": _json_number(r["accuracy"]),
-            "tokens": _json_number(r["tokens"]),
-        }
+        entry = {"policy": r["policy"], "n": int(r["n"])}
+        entry.update({k: r[k] for k in VARIANT_KEYS if k in r})
+        out.setdefault(r["system"], {})[r["variant"]] = _clean(entry)
     return out
+
+
+def advantage_summary(df: pd.DataFrame, oracles: dict, **boot) -> dict:
+    """The protocol advantage block of summary.json: the fitted routers of both systems
+    (:func:`tersetalk.metrics.topology.protocol_advantage`), or a block that says why it
+    is missing."""
+    pick = {s: df[(df["system"] == s) & (df["variant"] == ADVANTAGE_VARIANT)]
+            for s in (TYPED, PROSE)}  # fmt: skip
+    base = {"variant": ADVANTAGE_VARIANT, "typed": TYPED, "prose": PROSE}
+    missing = [s for s, rows in pick.items() if rows.empty]
+    if missing:
+        return {**base, "verdict": "inconclusive",
+                "note": f"no {ADVANTAGE_VARIANT} run of {', '.join(missing)}: the protocol "
+                "advantage compares both systems' fitted routers"}  # fmt: skip
+    adv = protocol_advantage(pick[TYPED], pick[PROSE], oracles.get(TYPED), oracles.get(PROSE),
+                             **boot)  # fmt: skip
+    return _clean({**base, **adv, "verdict": adv["oracle"]["verdict"],
+                   "note": adv["oracle"]["note"]})  # fmt: skip
 
 
 def fitted_router(path: str | Path) -> dict:
@@ -126,9 +185,10 @@ def report(
     ``router_yaml``: the fitted router file, copied into the summary (``fitted_router``).
     ``loto_fitted``: the fitted router's leave-one-task-out frame (or its CSV), computed
     by the fit step; summarised into ``leave_one_task_out_fitted``
-    (:func:`tersetalk.metrics.topology.loto_summary`). ``n_resamples``, ``seed`` and
-    ``margin``: the paired bootstrap and non-inferiority test against the best fixed
-    topology, and the protocol advantage's interval.
+    (:func:`tersetalk.metrics.topology.loto_summary`). ``n_resamples`` and ``seed``: every
+    bootstrap (paired against the fixed runs, the cluster bootstrap over tasks of the
+    outcome columns and of the protocol advantage); ``margin``: the non-inferiority test
+    against the fixed runs. Error rows count as wrong answers throughout.
     """
     from tersetalk.plots.topology import (
         ablations_figure,
@@ -148,12 +208,18 @@ def report(
     model = ", ".join(sorted(set(df["backend"].astype(str) + ":" + df["model"].astype(str))))
     boot = dict(n_resamples=n_resamples, seed=seed)
 
-    table = paired_to_fixed(df, compare_to_fixed(policy_table(df)), margin=margin, **boot)
+    oracles = outcome_oracles(df)
+    table = policy_table(df, oracles=oracles, **boot)
+    table = paired_to_fixed(df, compare_to_fixed(table, df), margin=margin, **boot)
     table.to_csv(tables / "policies.csv", index=False)
-    six = six_policies(table)
+    six = six_policies(table, oracles)
     six.to_csv(tables / "six_policies.csv", index=False)
-    by_task = policy_table(df, by=("system", "variant", "task"))
+    by_task = policy_table(df, by=("system", "variant", "task"), oracles=oracles, **boot)
     by_task.to_csv(tables / "policies_by_task.csv", index=False)
+    oracle_frames = [o for _, o in sorted(oracles.items())]
+    if oracle_frames:
+        pd.concat(oracle_frames, ignore_index=True).to_csv(tables / "outcome_oracle.csv",
+                                                           index=False)  # fmt: skip
     ablations = ablation_table(table)
     ablations = ablations.assign(router=ablations["system"].map(ROUTER_OF))
     ablations.to_csv(tables / "ablations.csv", index=False)
@@ -161,29 +227,30 @@ def report(
     sweeps, lotos = [], []
     for sys_name in sorted(set(df["system"])):
         rows = _sweep_rows(df, sys_name)
-        sweeps.append(theta_sweep(rows, thetas).assign(system=sys_name, router=ROUTER_OF[sys_name]))
+        sweeps.append(theta_sweep(rows, thetas, oracle=oracles.get(sys_name))
+                      .assign(system=sys_name, router=ROUTER_OF[sys_name]))  # fmt: skip
         lotos.append(leave_one_task_out(rows, thetas).assign(system=sys_name))
     sweep = pd.concat(sweeps, ignore_index=True)
     sweep.to_csv(tables / "theta_sweep.csv", index=False)
     loto = pd.concat(lotos, ignore_index=True)
     loto.to_csv(tables / "leave_one_task_out.csv", index=False)
 
-    adaptive = table[table["variant"] == "adaptive"].set_index("system")["selection_accuracy"]
-    adv = {"estimate": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": 0}
-    if {TYPED, PROSE} <= set(adaptive.index):
-        pick = {s: df[(df["system"] == s) & (df["variant"] == "adaptive")] for s in (TYPED, PROSE)}
-        adv = advantage_interval(pick[TYPED], pick[PROSE], **boot)
+    adaptive = table[table["variant"] == "adaptive"].set_index("system")
+    best = {}
+    for sys_name in sorted(set(df["system"])):
+        if set(fixed_variants(df, sys_name)) == set(FIXED):
+            best[sys_name] = fixed_comparison(df, sys_name)
     summary = {
         "model": model,
         "n_rows": len(df),
-        "errors": int(df["error"].notna().sum()),
-        "protocol_advantage": protocol_advantage(
-            adaptive.get(TYPED, float("nan")), adaptive.get(PROSE, float("nan"))
-        ),
-        "protocol_advantage_ci_low": _json_number(adv["ci_low"]),
-        "protocol_advantage_ci_high": _json_number(adv["ci_high"]),
-        "protocol_advantage_n": int(adv["n"]),
-        "selection_accuracy_adaptive": {k: float(v) for k, v in adaptive.items()},
+        "errors": int(table["errors"].sum()),
+        "error_policy": ERROR_POLICY,
+        "outcome_oracle": {s: oracle_counts(o) for s, o in sorted(oracles.items())},
+        "outcome_floor": {"min_decisive": MIN_DECISIVE, "min_decisive_tasks": MIN_DECISIVE_TASKS},
+        "best_fixed": best,
+        "protocol_advantage": advantage_summary(df, oracles, **boot),
+        "label_agreement_adaptive": dict(adaptive["label_agreement"].items()),
+        "oracle_agreement_adaptive": dict(adaptive["oracle_agreement"].items()),
         "variants": variants_summary(table),
         "leave_one_task_out": loto_summary(loto),
         "thetas": list(thetas),
@@ -194,6 +261,7 @@ def report(
     if loto_fitted is not None:
         frame = loto_fitted if isinstance(loto_fitted, pd.DataFrame) else pd.read_csv(loto_fitted)
         summary["leave_one_task_out_fitted"] = loto_summary(frame)
+    summary = _clean(summary)
     text = json.dumps(summary, indent=2, sort_keys=True, allow_nan=True)
     (tables / "summary.json").write_text(text + "\n")
 
@@ -225,9 +293,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser(
         "topology",
         help="the topology study's tables and figures from routed runs",
-        description="Selection accuracy, accuracy, tokens and routing time per policy; "
-        "comparison with the best fixed topology; protocol advantage; the θ sweep and "
-        "leave-one-task-out replayed on the recorded router signals.",
+        description="Per policy: agreement with the outcome oracle (the cheapest fixed "
+        "topology that answered each example correctly) and regret against it, label "
+        "agreement, accuracy, tokens and routing time; comparison with the fixed "
+        "topologies (best one only on a significant McNemar test); protocol advantage of "
+        "the fitted routers; the θ sweep and leave-one-task-out replayed on the recorded "
+        "router signals.",
     )
     t.add_argument("runs", nargs="+", help="run Parquet files of topology_* systems")
     t.add_argument("--tables", required=True, help="folder for the CSV tables and summary.json")

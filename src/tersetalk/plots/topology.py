@@ -1,7 +1,7 @@
-"""The topology study's figures: selection accuracy per task and policy, tokens against
-accuracy per policy, the θ sweep, and the router's ablations (a signal dropped, tags
-scrambled). Each is written as PDF and PNG and names the model that produced the runs in
-its title."""
+"""The topology study's figures: agreement with the outcome oracle and with the task
+label per task and policy, tokens against accuracy per policy, the θ sweep, and the
+router's ablations (a signal dropped, tags scrambled). Each is written as PDF and PNG
+and names the model that produced the runs in its title."""
 
 from __future__ import annotations
 
@@ -44,31 +44,61 @@ def task_name(task: str) -> str:
         return task
 
 
+def _bars(ax, per_task: pd.DataFrame, tasks: list[str], policies: list[str], colors: dict,
+          col: str, n_col: str) -> None:  # fmt: skip
+    """One bar per (task, policy) at ``col`` with its 95% Wilson interval over ``n_col``
+    and a dot at the estimate; NaN (nothing to measure) draws nothing."""
+    width = 0.84 / max(len(policies), 1)
+    for j, policy in enumerate(policies):
+        sub = per_task[(per_task["policy_label"] == policy) & per_task[col].notna()]
+        if sub.empty:
+            continue
+        x = np.array([tasks.index(t) for t in sub["task"]]) - 0.42 + width * (j + 0.5)
+        y = sub[col].to_numpy(float)
+        ax.bar(x, y, width=width * 0.9, color=colors[policy], alpha=0.8, label=policy)
+        ax.errorbar(x, y, yerr=np.vstack(wilson_errors(y, sub[n_col].to_numpy())), fmt="o",
+                    ms=3, capsize=2, lw=1, color="0.15")  # fmt: skip
+
+
 def selection_by_task(per_task: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
-    """Bars: selection accuracy per task (x) and policy (colour), each with its 95% Wilson
-    interval and a dot at the estimate (a selection accuracy of 0 is a dot on the axis; a
-    policy that did not run on a task has no bar and no dot); n per task in its label.
-    ``per_task`` has ``task``, ``policy_label``, ``selection_accuracy``, ``n``."""
+    """Bars per task (x) and policy (colour), each with its 95% Wilson interval and a dot
+    at the estimate (0 is a dot on the axis; a policy that did not run on a task has no
+    bar and no dot): agreement with the outcome oracle over the decisive examples (top,
+    when ``per_task`` has ``oracle_agreement`` and ``n_decisive``; the decisive count per
+    task in its label) and agreement with the task label (bottom; n per task in its
+    label). ``per_task`` has ``task``, ``policy_label``, ``label_agreement``, ``n``."""
     _theme()
     tasks = list(dict.fromkeys(per_task["task"]))
     policies = list(dict.fromkeys(per_task["policy_label"]))
-    fig, ax = plt.subplots(figsize=(1.2 + 0.55 * len(tasks) * max(len(policies), 1), 4.4),
-                           layout="constrained")  # fmt: skip
+    has_oracle = {"oracle_agreement", "n_decisive"} <= set(per_task.columns)
+    fig, axes = plt.subplots(1 + has_oracle, 1, squeeze=False, layout="constrained",
+                             figsize=(1.2 + 0.55 * len(tasks) * max(len(policies), 1),
+                                      4.4 * (1 + has_oracle)))  # fmt: skip
+    axes = list(axes[:, 0])
     colors = dict(zip(policies, sns.color_palette(n_colors=max(len(policies), 1)), strict=False))
-    width = 0.84 / max(len(policies), 1)
-    for j, policy in enumerate(policies):
-        sub = per_task[per_task["policy_label"] == policy]
-        x = np.array([tasks.index(t) for t in sub["task"]]) - 0.42 + width * (j + 0.5)
-        y = sub["selection_accuracy"].to_numpy(float)
-        ax.bar(x, y, width=width * 0.9, color=colors[policy], alpha=0.8, label=policy)
-        ax.errorbar(x, y, yerr=np.vstack(wilson_errors(y, sub["n"].to_numpy())), fmt="o",
-                    ms=3, capsize=2, lw=1, color="0.15")  # fmt: skip
     n_by_task = per_task.groupby("task")["n"].agg(["min", "max"])
+    if has_oracle:
+        ax = axes[0]
+        _bars(ax, per_task, tasks, policies, colors, "oracle_agreement", "n_decisive")
+        dec = per_task.groupby("task")["n_decisive"].agg(["min", "max"])
+        ticks = [f"{task_name(t)}\ndecisive {_n(dec.loc[t])[2:]}" for t in tasks]
+        ax.set_xticks(range(len(tasks)), ticks)
+        ax.set(ylim=(0, 1.05), xlabel="task (decisive examples: the fixed runs differ)",
+               ylabel="agreement with the outcome oracle\n(95% Wilson CI)")  # fmt: skip
+        ax.set_title(f"Topology selection per task vs outcomes ({model})")
+    ax = axes[-1]
+    _bars(ax, per_task, tasks, policies, colors, "label_agreement", "n")
     ax.set_xticks(range(len(tasks)), [f"{task_name(t)}\n{_n(n_by_task.loc[t])}" for t in tasks])
     ax.set(ylim=(0, 1.05), xlabel="task (n = examples per policy)",
-           ylabel="selection accuracy vs task label\n(95% Wilson CI)")  # fmt: skip
-    ax.set_title(f"Topology selection per task ({model})")
-    fig.legend(title="policy", loc="outside right upper", frameon=False)
+           ylabel="agreement with the task label\n(95% Wilson CI)")  # fmt: skip
+    ax.set_title(f"Topology selection per task vs task labels ({model})")
+    handles, labels = [], []
+    for a in axes:
+        for h, lab in zip(*a.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, title="policy", loc="outside right upper", frameon=False)
     return save_figure(fig, out_stem, data=per_task, models=[model])
 
 
@@ -98,9 +128,9 @@ def tokens_vs_accuracy(six: pd.DataFrame, model: str, out_stem: str | Path) -> l
 
 
 def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
-    """Selection accuracy (and the chain share) against θ, one line per router, each with
+    """Label agreement (and the chain share) against θ, one line per router, each with
     its 95% Wilson band; ``sweep`` has ``router``, ``theta``, ``n``,
-    ``selection_accuracy``, ``chain_share`` (task all)."""
+    ``label_agreement``, ``chain_share`` (task all)."""
     _theme()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
     routers = list(dict.fromkeys(sweep["router"]))
@@ -108,14 +138,14 @@ def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) ->
     for i, router in enumerate(routers):
         sub = sweep[sweep["router"] == router].sort_values("theta")
         n = sub["n"].to_numpy()
-        for ax, col in zip(axes, ("selection_accuracy", "chain_share"), strict=True):
+        for ax, col in zip(axes, ("label_agreement", "chain_share"), strict=True):
             y = sub[col].to_numpy(float)
             low, high = wilson_errors(y, n)
             ax.plot(sub["theta"], y, "o-", color=palette[i], ms=5,
                     label=f"{router}, {_n({'min': n.min(), 'max': n.max()})}")  # fmt: skip
             ax.fill_between(sub["theta"], y - low, y + high, color=palette[i], alpha=0.15, lw=0)
     axes[0].set(ylim=(0, 1.05), xlabel="threshold θ",
-                ylabel="selection accuracy\n(95% Wilson CI)")  # fmt: skip
+                ylabel="agreement with the task label\n(95% Wilson CI)")  # fmt: skip
     axes[1].set(ylim=(0, 1.05), xlabel="threshold θ",
                 ylabel="share routed to the chain\n(95% Wilson CI)")  # fmt: skip
     handles, labels = axes[0].get_legend_handles_labels()
@@ -125,14 +155,15 @@ def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) ->
 
 
 def _errorbars(ax, y: np.ndarray, sub: pd.DataFrame, color, label: str, marker: str) -> None:
-    """Points at each selection accuracy with its Wilson interval, ``n`` written beside."""
-    x = sub["selection_accuracy"].to_numpy(float)
+    """Points at each label agreement with its Wilson interval, ``n`` written beside."""
+    x = sub["label_agreement"].to_numpy(float)
     # clipped at 0: at a proportion of 0 or 1 the interval's end may differ from it by
     # a rounding error (matplotlib refuses a negative error bar)
-    err = np.clip(np.vstack([x - sub["selection_ci_low"].to_numpy(float),
-                             sub["selection_ci_high"].to_numpy(float) - x]), 0, None)  # fmt: skip
+    low = sub["label_agreement_ci_low"].to_numpy(float)
+    high = sub["label_agreement_ci_high"].to_numpy(float)
+    err = np.clip(np.vstack([x - low, high - x]), 0, None)
     ax.errorbar(x, y, xerr=err, fmt=marker, color=color, capsize=3, ms=7, label=label)
-    for yi, hi, n in zip(y, sub["selection_ci_high"], sub["n"], strict=True):
+    for yi, hi, n in zip(y, sub["label_agreement_ci_high"], sub["n"], strict=True):
         ax.annotate(f"n={int(n)}", (min(float(hi), 1.0), yi), xytext=(9, 0),
                     textcoords="offset points", va="center", fontsize=8, color=color)  # fmt: skip
 
@@ -154,11 +185,11 @@ def _panel(ax, data: pd.DataFrame, key: str, order: list[str], routers: list[str
     ax.set_ylim(len(order) - 0.5, -0.5)
     ax.set_xlim(0, 1.18)  # room for the n labels right of an interval that reaches 1
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
-    ax.set_xlabel("selection accuracy (95% Wilson interval)")
+    ax.set_xlabel("agreement with the task label (95% Wilson interval)")
 
 
 def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
-    """The router's ablations: selection accuracy per dropped signal beside the full
+    """The router's ablations: label agreement per dropped signal beside the full
     router (left) and with and without scrambled tags (right), per protocol, each with its
     95% Wilson interval and n. ``ablations``: :func:`tersetalk.metrics.topology.ablation_table`
     rows with a ``router`` column. A panel whose ablation did not run is left out (the
@@ -190,7 +221,7 @@ def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) 
         signals = [s for s in SIGNALS if s in dropped] + sorted(dropped - set(SIGNALS))
         _panel(ax, drops, "row", [full_label, *signals], routers, style)
         for r in drops[drops["ablation"] == "full"].itertuples():  # the full router's level
-            ax.axvline(r.selection_accuracy, color=style[r.router][0], ls="--", lw=1,
+            ax.axvline(r.label_agreement, color=style[r.router][0], ls="--", lw=1,
                        alpha=0.6, zorder=0)  # fmt: skip
         ax.set_ylabel("signal dropped from the score")
         ax.set_title("Dropped signal" if has_drops else "Full router")
@@ -212,7 +243,7 @@ def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) 
                 handles.append(h)
                 labels.append(lab)
     not_run = f"\nnot run: {', '.join(missing)}" if missing else ""
-    fig.suptitle(f"Router ablations: selection accuracy vs task labels ({model}){not_run}")
+    fig.suptitle(f"Router ablations: agreement with the task labels ({model}){not_run}")
     fig.tight_layout()
     if handles:  # below the axes' labels, after the layout (tight_layout ignores it)
         fig.legend(handles, labels, title="router", loc="upper center", ncol=len(labels),

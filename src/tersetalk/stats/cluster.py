@@ -1,0 +1,129 @@
+"""A cluster bootstrap: resample whole clusters (tasks), not examples.
+
+Why: examples of one task share a label, a prompt shape and a difficulty, so they are not
+independent draws. When a study's claim is about tasks (a router that picks the right
+topology for the task at hand), the task is the unit, and an interval that resamples
+examples would count six tasks as hundreds of independent observations. Here every
+resample draws as many clusters as there are, with replacement, and pools all the rows of
+the drawn clusters (a cluster drawn twice contributes its rows twice); the statistic is
+computed on that pool. With few clusters the interval is honestly wide; with one cluster
+it has no width at all and says nothing, which the caller must report (``n_clusters``).
+
+Deterministic: the draws come from one ``numpy.random.Generator(PCG64(seed))``, clusters
+are taken in sorted order, so the result depends only on the data, their clusters,
+``n_resamples`` and ``seed``. The interval is the percentile interval over the resamples
+whose statistic is defined (a NaN resample, e.g. a mean over no row, is left out and
+counted in ``n_undefined``); it picks resampled values (numpy's ``inverted_cdf``), so a
+resample whose statistic is infinite stays infinite rather than becoming NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from tersetalk.stats._common import StatsError, check_level, check_resamples, check_seed
+
+__all__ = ["ClusterBootstrapResult", "cluster_bootstrap"]
+
+
+@dataclass(frozen=True)
+class ClusterBootstrapResult:
+    """A statistic with its cluster-bootstrap percentile interval."""
+
+    estimate: float
+    low: float
+    high: float
+    n_clusters: int
+    n: int  # rows (observations) over all clusters
+    n_resamples: int
+    n_undefined: int  # resamples whose statistic was NaN (left out of the percentiles)
+    seed: int
+    confidence: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _nan_result(n: int, n_resamples: int, seed: int, confidence: float) -> ClusterBootstrapResult:
+    nan = float("nan")
+    return ClusterBootstrapResult(nan, nan, nan, 0, n, n_resamples, n_resamples, seed, confidence)
+
+
+def cluster_bootstrap(
+    values: Sequence[float] | np.ndarray,
+    clusters: Sequence[object] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] | None = None,
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> ClusterBootstrapResult:
+    """The ``statistic`` of ``values`` with a percentile interval resampling whole clusters.
+
+    ``values``: one row per observation (1-D, or 2-D with one row per observation when the
+    statistic needs several numbers per observation, e.g. two arms of a paired
+    comparison); ``clusters``: each row's cluster (any hashable labels, e.g. task names).
+    ``statistic``: a function of the pooled rows of one resample (an array shaped like
+    ``values``) returning one number; None: the mean of a 1-D ``values`` (computed from
+    per-cluster sums, the same numbers as ``np.mean`` of the pooled rows). NaN values
+    are allowed; the statistic decides what they mean (``np.nanmean`` skips them).
+
+    Returns estimate (the statistic on all rows), low, high, n_clusters, n. No row at
+    all gives NaN everywhere and ``n_clusters`` 0.
+    """
+    n_resamples = check_resamples(n_resamples)
+    seed = check_seed(seed)
+    confidence = check_level(confidence, "confidence")
+    vals = np.asarray(values, dtype=float)
+    labels = np.asarray(clusters, dtype=object)
+    if vals.ndim not in (1, 2):
+        raise StatsError(f"values must be 1-D or 2-D (one row per observation), got {vals.shape}")
+    if labels.ndim != 1 or labels.shape[0] != vals.shape[0]:
+        raise StatsError(
+            f"clusters must give one label per row of values: {labels.shape[0]} labels for "
+            f"{vals.shape[0]} rows"
+        )
+    if statistic is None and vals.ndim != 1:
+        raise StatsError("the default statistic (the mean) takes 1-D values; pass a statistic")
+    n = int(vals.shape[0])
+    if n == 0:
+        return _nan_result(0, n_resamples, seed, confidence)
+    names = sorted({str(c) for c in labels})
+    keyed = np.array([str(c) for c in labels], dtype=object)
+    members = [np.flatnonzero(keyed == name) for name in names]
+    k = len(names)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, k, size=(n_resamples, k))
+    if statistic is None:
+        sums = np.array([vals[m].sum() for m in members])
+        counts = np.array([float(len(m)) for m in members])
+        estimate = float(vals.mean())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dist = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    else:
+        estimate = float(statistic(vals))
+        dist = np.empty(n_resamples, dtype=float)
+        for b in range(n_resamples):
+            rows = np.concatenate([members[j] for j in draws[b]])
+            dist[b] = float(statistic(vals[rows]))
+    defined = dist[~np.isnan(dist)]
+    if defined.size == 0:
+        low = high = float("nan")
+    else:
+        tail = (1.0 - confidence) / 2.0
+        low, high = (float(q) for q in np.quantile(defined, [tail, 1.0 - tail],
+                                                   method="inverted_cdf"))  # fmt: skip
+    return ClusterBootstrapResult(
+        estimate=estimate,
+        low=low,
+        high=high,
+        n_clusters=k,
+        n=n,
+        n_resamples=n_resamples,
+        n_undefined=int(dist.size - defined.size),
+        seed=seed,
+        confidence=confidence,
+    )
