@@ -597,10 +597,11 @@ _OTHER: list[Column] = [
         ("only_control", "string", "", "ids of those examples"),
         ("mean_diff", "float64", "accuracy points (0-1)", "mean paired accuracy difference "
          "treatment - control"),
-        ("lower_bound", "float64", "accuracy (0-1)", "one-sided bootstrap lower bound of the "
-         "difference"),
+        ("lower_bound", "float64", "accuracy (0-1)", "the deciding one-sided lower bound of the "
+         "difference (binary: Tango score, continuity 1/2; continuous: paired bootstrap)"),
         ("lower_bound_t", "float64", "accuracy (0-1)", "the t-interval's lower bound"),
-        ("upper_bound", "float64", "accuracy (0-1)", "the upper bound of the difference"),
+        ("upper_bound", "float64", "accuracy (0-1)", "the deciding one-sided upper bound of the "
+         "difference"),
         ("p_bootstrap", "float64", "p", "bootstrap p-value of H0: diff <= -margin"),
         ("p_t", "float64", "p", "paired t-test p-value of the same"),
         ("margin", "float64", "accuracy (0-1)", "the non-inferiority margin"),
@@ -616,9 +617,35 @@ _OTHER: list[Column] = [
         ("lower_bound_above_margin", "bool", "flag", "lower_bound > -margin"),
         ("n_min", "int64", "examples", "examples needed for a verdict"),
         ("verdict", "string", "", "non-inferior, inconclusive or inferior"),
-        ("verdict_reason", "string", "", "why the verdict"),
+        ("verdict_reason", "string", "", "why the verdict, naming the rule that decided"),
+        ("outcome", "string", "", "binary (every value 0 or 1) or continuous"),
+        ("interval_method", "string", "", "the interval of lower_bound and upper_bound"),
+        ("decided_by", "string", "", "floor rule, n_min rule, score interval or bootstrap "
+         "interval"),
+        ("floor", "float64", "0-1", "the control must be shown above this (the margin)"),
+        ("control_lower", "float64", "0-1", "one-sided 1 - alpha lower bound of the control's "
+         "mean (Wilson for binary, bootstrap otherwise)"),
+        ("n_treatment_better", "int64", "examples", "examples where the treatment scores higher"),
+        ("n_control_better", "int64", "examples", "examples where the control scores higher"),
+        ("p_score", "float64", "p", "one-sided p of Tango's corrected score test at -margin "
+         "(binary; NaN otherwise)"),
+        ("lower_bound_tango", "float64", "accuracy (0-1)", "Tango's score bound without "
+         "correction (binary)"),
+        ("upper_bound_tango", "float64", "accuracy (0-1)", "its upper bound"),
+        ("lower_bound_newcombe", "float64", "accuracy (0-1)", "Newcombe's method 10 lower bound "
+         "(binary)"),
+        ("upper_bound_newcombe", "float64", "accuracy (0-1)", "its upper bound"),
+        ("lower_bound_bootstrap", "float64", "accuracy (0-1)", "paired percentile bootstrap "
+         "lower bound"),
+        ("upper_bound_bootstrap", "float64", "accuracy (0-1)", "its upper bound"),
         ("diff_ci_low", "float64", "0-1", "two-sided CI of the difference, low"),
         ("diff_ci_high", "float64", "0-1", "two-sided CI of the difference, high"),
+        ("diff_ci_method", "string", "", "Tango score interval (binary) or paired bootstrap"),
+        ("accuracy_ci_method", "string", "", "Wilson score interval (binary) or bootstrap"),
+        ("n_errors_as_wrong_treatment", "int64", "examples", "treatment error rows counted as "
+         "wrong answers"),
+        ("n_errors_as_wrong_control", "int64", "examples", "control error rows counted as "
+         "wrong answers"),
         ("accuracy_treatment_ci_low", "float64", "0-1", "the treatment accuracy's CI, low"),
         ("accuracy_treatment_ci_high", "float64", "0-1", "the treatment accuracy's CI, high"),
         ("accuracy_control_ci_low", "float64", "0-1", "the control accuracy's CI, low"),
