@@ -14,6 +14,7 @@ from tersetalk.stats.bootstrap import (
 from tersetalk.stats.compare import compare_runs, run_intervals
 from tersetalk.stats.latex import escape_latex, to_latex
 from tersetalk.stats.noninferiority import NIResult, noninferiority
+from tersetalk.stats.paired_proportions import paired_difference_interval
 from tersetalk.stats.paired_tests import token_reduction_tests
 from tersetalk.stats.pareto import pareto_frontier
 from tersetalk.stats.table import noninferiority_table, noninferiority_tex
@@ -30,6 +31,7 @@ __all__ = [
     "noninferiority_table",
     "noninferiority_tex",
     "paired_bootstrap",
+    "paired_difference_interval",
     "pareto_frontier",
     "run_intervals",
     "to_latex",

@@ -116,9 +116,11 @@ def noninferiority_tex(
     cols = [c for c in TEX_COLUMNS if c in df.columns]
     computed = df[df["not_computed"] == ""]
     caption = (
-        f"Non-inferiority of accuracy (margin {margin}, "
-        f"alpha {alpha}, {n_resamples} paired bootstrap resamples, seed "
-        f"{seed}) and paired tests of token reduction."
+        f"Non-inferiority of accuracy (margin {margin}, alpha {alpha}; binary accuracy: "
+        "Tango's score bound with a continuity correction of 1/2, continuous scores: "
+        f"{n_resamples} paired bootstrap resamples, seed {seed}; inconclusive while the "
+        "control is not shown above the margin; errors count as wrong answers) and paired "
+        "tests of token reduction."
     )
     if skipped:
         caption += (
