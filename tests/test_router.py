@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from tersetalk.agents.brief_content import prose_parts, quantities, question_hops, typed_parts
 from tersetalk.agents.router import (
     DEFAULT_WEIGHTS,
     SIGNALS,
@@ -80,44 +81,87 @@ def test_decision_is_reproduced_from_the_recorded_json(lines, weights, theta, se
 
 
 def test_score_is_the_weighted_sum():
-    signals = {"facts": 3, "plans": 1, "questions": 1, "assumptions": 0, "refs": 1, "code": 0}
-    assert score(signals, DEFAULT_WEIGHTS) == 3 * 1.0 + 2.0 + 1.5 + 3.0
-    assert decide(signals, DEFAULT_WEIGHTS, 9.5) == ("chain", 9.5)
-    assert decide(signals, DEFAULT_WEIGHTS, 9.51)[0] == "star"
+    signals = {"hops": 1, "quantities": 4, "arithmetic": 2, "conditions": 0, "code": 0,
+               "plans": 1}  # fmt: skip
+    assert score(signals, DEFAULT_WEIGHTS) == 3.0 + 4 * 0.25 + 2 * 1.5 + 1.0
+    assert decide(signals, DEFAULT_WEIGHTS, 8.0) == ("chain", 8.0)
+    assert decide(signals, DEFAULT_WEIGHTS, 8.01)[0] == "star"
 
 
+# the same brief, as TerseTalk-JSONL lines and as the free-form rendering
 TYPED = "\n".join(
     [
-        '["f","Paris is in France."]',
-        '["f","The Seine flows through Paris."]',
-        '["o","Long fact, summarised","M#1","extractive"]',
-        '["u","the river is navigable"]',
-        '["p","find the river"]',
-        '["q","W","Which river flows through Paris?"]',
+        '["x","passage","Tom has 3 boxes. Each box holds 4 apples. He eats 2 of them."]',
+        '["x","A","10"]',
+        '["x","B","12"]',
+        '["f","Apples are sold in boxes."]',
+        '["p","count the apples"]',
+        '["q","W","How many apples are left if he gives away one box?"]',
     ]
 )
+PROSE = (
+    "Goal: Choose the best option for the question.\nPassage:\n"
+    "Tom has 3 boxes. Each box holds 4 apples. He eats 2 of them.\nFacts:\n"
+    "- Apples are sold in boxes.\nOptions:\n- A: 10\n- B: 12\n1. count the apples\n"
+    "Question: How many apples are left if he gives away one box?"
+)
+WANT = {"hops": 0, "quantities": 8, "arithmetic": 3, "conditions": 1, "code": 0, "plans": 1}
 
 
-def test_typed_signals_count_tags_refs_and_code():
-    sig = typed_signals(typed_lines(TYPED))
-    assert sig == {"facts": 2, "plans": 1, "questions": 1, "assumptions": 1, "refs": 1,
-                   "code": 0}  # fmt: skip
-    code = typed_signals(typed_lines('["f","def add(a, b):\\n    return a + b"]\n["q","W","x?"]'))
-    assert code["code"] == 1 and code["refs"] == 0 and code["facts"] == 1
+def test_both_protocols_read_the_same_parts_and_count_the_same_signals():
+    """The typed lines and the prose carry the same brief: the same parts, the same counts
+    (quantities: 3, 4, 2, 10, 12 and the 'one' of the question's 'one box', plus 'Each'...
+    counted as words; arithmetic: 'Each box holds 4', 'He eats 2' holds no operation word,
+    the question combines amounts)."""
+    typed_sig = typed_signals(typed_lines(TYPED))
+    assert typed_sig == prose_signals(PROSE)
+    assert set(typed_sig) == set(SIGNALS)
+    parts = typed_parts(TYPED)
+    assert parts.question == ["How many apples are left if he gives away one box?"]
+    assert parts.options == ["10", "12"] and parts.plans == ["count the apples"]
+    assert parts.context and parts.facts == ["Apples are sold in boxes."]
+    assert prose_parts(PROSE) == parts
 
 
-def test_prose_signals_follow_the_same_rules_on_text():
-    text = (
-        "Goal: Solve it.\nFacts:\n- Tom has 3 apples. He buys 2 more.\n"
-        "Assume prices are fixed.\n1. add them\n2. report\nQuestion: How many apples?\n"
-        "See M#2 for more."
-    )
-    sig = prose_signals(text)
-    # "Facts:" introduces a list (nothing); "Goal: Solve it." is a sentence like any other
-    assert sig == {"facts": 4, "plans": 2, "questions": 1, "assumptions": 1, "refs": 1,
-                   "code": 0}  # fmt: skip
-    code = prose_signals("Complete this:\n```python\ndef f(x):\n    return x\n```\nWhat is f?")
-    assert code["code"] == 1 and code["facts"] == 0 and code["questions"] == 1
+def test_signals_read_content_not_layout():
+    """A passage folded into facts, or options into facts, counts the same: what the
+    sentences say decides, not which part they sat in."""
+    folded = "\n".join(
+        ['["f","Tom has 3 boxes."]', '["f","Each box holds 4 apples."]',
+         '["f","He eats 2 of them."]', '["f","Apples are sold in boxes."]',
+         '["f","A: 10"]', '["f","B: 12"]', '["p","count the apples"]',
+         '["q","W","How many apples are left if he gives away one box?"]']
+    )  # fmt: skip
+    assert typed_signals(typed_lines(folded)) == typed_signals(typed_lines(TYPED))
+
+
+@pytest.mark.parametrize(
+    ("question", "hops"),
+    [
+        ("Who directed the film in which Pat Ashton starred?", 1),
+        ("What other film did the star of 127 Hours act in?", 1),
+        ("Which species is native to Asia, Corokia or Rhodotypos?", 1),
+        ("Was the director of Jaws born before the first Moon landing?", 2),
+        ("To Ben, the son of his father's only brother is his what?", 2),
+        ("is a lightning bug the same as a firefly?", 0),
+        ("The rats were hiding in the house, where were they?", 0),
+        ("What do people usually do when they hear a joke?", 0),
+        ("How many apples does Tom have?", 0),
+    ],
+)
+def test_hops_count_the_bridges_of_a_question(question, hops):
+    assert question_hops(question) == hops
+
+
+def test_code_and_conditions_and_numbers():
+    code = typed_signals(typed_lines('["x","code","def add(a, b):\\n    return a + b"]\n'
+                                     '["q","W","Write the complete function."]'))  # fmt: skip
+    assert code["code"] == 1 and code["hops"] == 0
+    prose = prose_signals("Write a Python function that returns the sum of a list.")
+    assert prose["code"] == 1
+    assert quantities("In 1969, 3 astronauts flew twice; half of 12 is six.") == 5  # no year
+    assert prose_signals("Question: Is it open if it rains, unless it is Sunday?")[
+        "conditions"] == 2  # fmt: skip
 
 
 @given(st.integers(0, 10**6), st.text(min_size=1, max_size=12))
@@ -161,14 +205,14 @@ def test_random_policy_is_seeded_per_example_and_fair():
 
 def test_settings_validation_names_the_problem():
     rs = RouteSettings(weights={"plans": 5}, drop="code")
-    assert rs.weights["plans"] == 5 and rs.weights["facts"] == DEFAULT_WEIGHTS["facts"]
+    assert rs.weights["plans"] == 5 and rs.weights["hops"] == DEFAULT_WEIGHTS["hops"]
     assert rs.effective_weights()["code"] == 0.0
     with pytest.raises(ValidationError, match="unknown signal"):
         RouteSettings(weights={"sentences": 1})
     with pytest.raises(ValidationError):
         RouteSettings(theta=math.inf)
     with pytest.raises(ValidationError, match="finite"):
-        RouteSettings(weights={"facts": math.nan})
+        RouteSettings(weights={"hops": math.nan})
     with pytest.raises(ValidationError):
         RouteSettings(drop="sentences")
     with pytest.raises(ValidationError, match="no tags to scramble"):
@@ -236,11 +280,14 @@ def test_ablations_are_recorded_and_change_only_the_score(base_config, tmp_path,
     base = routed_run(base_config, tmp_path, samples, "hotpotqa", "topology_tersetalk",
                       policy="star")  # fmt: skip
     dropped = routed_run(base_config, tmp_path, samples, "hotpotqa", "topology_tersetalk",
-                         policy="star", drop="questions")  # fmt: skip
-    assert (dropped["route_drop"] == "questions").all()
+                         policy="star", drop="quantities")  # fmt: skip
+    assert (dropped["route_drop"] == "quantities").all()
     assert (dropped["route_signals"] == base["route_signals"]).all()  # still counted
-    assert all(json.loads(w)["questions"] == 0 for w in dropped["route_weights"])
-    assert (base["route_score"] - dropped["route_score"] == 1.5).all()  # one q line each
+    assert all(json.loads(w)["quantities"] == 0 for w in dropped["route_weights"])
+    quantities = [json.loads(sig)["quantities"] for sig in base["route_signals"]]
+    assert any(quantities)  # HotpotQA's facts hold numbers
+    lost = [0.25 * q for q in quantities]  # the weight of quantities times its count
+    assert (base["route_score"] - dropped["route_score"]).tolist() == pytest.approx(lost)
     scrambled = routed_run(base_config, tmp_path, samples, "hotpotqa", "topology_tersetalk",
                            policy="star", scramble_tags=True)  # fmt: skip
     assert scrambled["route_scrambled"].all() and not base["route_scrambled"].any()
@@ -295,9 +342,10 @@ def test_a_planning_manager_writes_plan_lines_the_router_reads(base_config, tmp_
         assert set(refs) <= {0, 1}
 
 
-def test_structured_briefs_route_the_direct_tasks_to_the_star():
-    """The brief's parts as typed lines: a BoolQ passage and multiple-choice options count as
-    nothing, HumanEval's code is seen as code and never overflows into M#."""
+def test_a_brief_routes_alike_whichever_part_holds_its_sentences():
+    """The brief's parts as typed lines: a BoolQ passage or multiple-choice options folded
+    into facts give the same signals (content, not layout), HumanEval's code is seen as
+    code and never overflows into M#."""
     from tersetalk.agents.roles import build_brief, lay_out
     from tersetalk.protocol import serialize
     from tersetalk.protocol.brief import encode_brief
@@ -312,9 +360,11 @@ def test_structured_briefs_route_the_direct_tasks_to_the_star():
         return decide(typed_signals(typed_lines(wire)), DEFAULT_WEIGHTS, 3.0)[0], wire
 
     for task in ("boolq", "commonsenseqa", "socialiqa"):
-        assert routed(task)[0] == "star", task
         folded = {"brief_context": "facts", "brief_options": "facts"}
-        assert routed(task, **folded)[0] == "chain", task  # the facts ablation: as before
+        unfolded_route, unfolded = routed(task)
+        folded_route, wire = routed(task, **folded)
+        assert '["x",' in unfolded and '["x",' not in wire, task
+        assert folded_route == unfolded_route, task
     route, wire = routed("humaneval")
     assert route == "chain" and '["x","code",' in wire and '"o"' not in wire
     route, wire = routed("humaneval", brief_code="question")
@@ -324,19 +374,19 @@ def test_structured_briefs_route_the_direct_tasks_to_the_star():
 def test_weights_from_reads_the_fitted_router_and_names_what_is_wrong(tmp_path):
     import yaml
 
-    fitted = {"facts": 0.5, "plans": 1.0, "questions": -0.25, "assumptions": 0.0, "refs": 2.0,
-              "code": 3.0}  # fmt: skip
+    fitted = {"hops": 0.5, "plans": 1.0, "quantities": -0.25, "arithmetic": 0.0,
+              "conditions": 2.0, "code": 3.0}  # fmt: skip
     path = tmp_path / "router.yaml"
     entry = {"weights": fitted, "theta": 1.25}
     path.write_text(yaml.safe_dump({"systems": {"topology_tersetalk": entry}}))
     rs = RouteSettings(weights_from=str(path))
     assert rs.rule("topology_tersetalk") == (fitted, 1.25)
     dropped = RouteSettings(weights_from=str(path), drop="code").rule("topology_tersetalk")
-    assert dropped[0]["code"] == 0.0 and dropped[0]["refs"] == 2.0
+    assert dropped[0]["code"] == 0.0 and dropped[0]["conditions"] == 2.0
     assert RouteSettings().rule("x") == (dict(DEFAULT_WEIGHTS), 3.0)  # by hand: unchanged
     with pytest.raises(ValueError, match="no fitted router for 'topology_freeform'"):
         rs.rule("topology_freeform")
-    path.write_text(yaml.safe_dump({"topology_tersetalk": {"weights": {"facts": 1}, "theta": 0}}))
+    path.write_text(yaml.safe_dump({"topology_tersetalk": {"weights": {"hops": 1}, "theta": 0}}))
     with pytest.raises(ValueError, match="weights must give each of"):
         rs.rule("topology_tersetalk")  # a rewritten file is read again
     path.write_text(yaml.safe_dump({"topology_tersetalk": {"weights": fitted, "theta": "x"}}))

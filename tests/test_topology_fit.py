@@ -21,7 +21,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tersetalk.agents.router import SIGNALS, decide, load_fitted
+from tersetalk.agents.router import DEFAULT_WEIGHTS, SIGNALS, decide, load_fitted
 from tersetalk.config import run_spec, topology_config
 from tersetalk.io import message_list
 from tersetalk.metrics.topology_fit import (
@@ -44,17 +44,18 @@ CHAINED = ("hotpotqa", "gsm8k", "humaneval")
 
 
 def synthetic(n: int, seed: int, noise: float = 0.0) -> tuple[list[dict], list[str]]:
-    """Briefs whose label follows facts and code (flipped with probability ``noise``)."""
+    """Briefs whose label follows arithmetic and code (flipped with probability ``noise``);
+    hops never varies."""
     rng = np.random.default_rng(seed)
     rows, labels = [], []
     for i in range(n):
         chain = i % 2 == 0
         row = {
-            "facts": int(rng.integers(4, 9) if chain else rng.integers(0, 3)),
+            "arithmetic": int(rng.integers(4, 9) if chain else rng.integers(0, 3)),
             "plans": int(rng.integers(0, 3)),
-            "questions": 1,
-            "assumptions": int(rng.integers(0, 2)),
-            "refs": int(rng.integers(0, 2)),
+            "hops": 1,
+            "conditions": int(rng.integers(0, 2)),
+            "quantities": int(rng.integers(0, 2)),
             "code": int(chain and rng.random() < 0.3),
         }
         if rng.random() < noise:
@@ -64,8 +65,11 @@ def synthetic(n: int, seed: int, noise: float = 0.0) -> tuple[list[dict], list[s
     return rows, labels
 
 
-def reference_fit(rows: list[dict], labels: list[str], l2: float) -> tuple[np.ndarray, float]:
-    """The same penalised objective, minimised by scipy: raw weights and θ."""
+def reference_fit(
+    rows: list[dict], labels: list[str], l2: float, prior: dict | None = None
+) -> tuple[np.ndarray, float]:
+    """The same penalised objective (the weights shrunk towards ``prior``, the design's by
+    default), minimised by scipy: raw weights and θ."""
     from scipy.optimize import minimize
 
     x = np.array([[r[k] for k in SIGNALS] for r in rows], dtype=float)
@@ -73,18 +77,21 @@ def reference_fit(rows: list[dict], labels: list[str], l2: float) -> tuple[np.nd
     mean, sd = x.mean(0), x.std(0)
     scale = np.where(sd == 0, 1.0, sd)
     z = (x - mean) / scale
+    w0 = np.array([(DEFAULT_WEIGHTS if prior is None else prior).get(k, 0.0) for k in SIGNALS])
+    centre = np.where(sd == 0, 0.0, w0 * scale)
 
     def loss(beta):
         m = beta[0] + z @ beta[1:]
         p = 0.5 * (1 + np.tanh(0.5 * m))
-        value = np.sum(np.logaddexp(0, m) - y * m) + 0.5 * l2 * beta[1:] @ beta[1:]
-        grad = np.concatenate([[np.sum(p - y)], z.T @ (p - y) + l2 * beta[1:]])
+        shift = beta[1:] - centre
+        value = np.sum(np.logaddexp(0, m) - y * m) + 0.5 * l2 * shift @ shift
+        grad = np.concatenate([[np.sum(p - y)], z.T @ (p - y) + l2 * shift])
         return value, grad
 
     res = minimize(loss, np.zeros(len(SIGNALS) + 1), jac=True, method="L-BFGS-B",
                    options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 10_000})  # fmt: skip
-    w = np.where(sd == 0, 0.0, res.x[1:] / scale)
-    return w, -(res.x[0] - np.sum(np.where(sd == 0, 0.0, res.x[1:] * mean / scale)))
+    w = np.where(sd == 0, w0, res.x[1:] / scale)
+    return w, -(res.x[0] - np.sum(np.where(sd == 0, w0 * mean, res.x[1:] * mean / scale)))
 
 
 # -- the fit ------------------------------------------------------------------------------
@@ -95,7 +102,9 @@ def test_fit_separates_a_separable_set_and_decide_is_the_classifier():
     assert fit.n == 60 and fit.n_per_label == {"star": 30, "chain": 30}
     assert list(fit.weights) == list(SIGNALS) and fit.converged
     assert all(math.isfinite(w) for w in fit.weights.values()) and math.isfinite(fit.theta)
-    assert fit.weights["questions"] == 0.0  # a signal that never varies gets no weight
+    # a signal that never varies keeps its prior weight (nothing here says otherwise)
+    assert fit.weights["hops"] == DEFAULT_WEIGHTS["hops"]
+    assert fit_router(rows, labels, l2=0.1, prior={}).weights["hops"] == 0.0
     # the optimum of the objective, as an independent optimiser finds it
     w, theta = reference_fit(rows, labels, 0.1)
     np.testing.assert_allclose([fit.weights[k] for k in SIGNALS], w, rtol=1e-4, atol=1e-6)
@@ -149,8 +158,9 @@ def test_separable_data_keeps_weights_finite_even_with_a_tiny_penalty():
         ([dict.fromkeys(SIGNALS, 1)] * 2, ["star"] * 2, {}, "one label only.*no chain"),
         ([dict.fromkeys(SIGNALS, 1)] * 2, ["star", "direct"], {}, "unknown label"),
         ([dict.fromkeys(SIGNALS, 1)] * 2, ["star"], {}, "2 signal rows but 1 labels"),
-        ([{"facts": 1}, dict.fromkeys(SIGNALS, 1)], ["star", "chain"], {}, "row 0 lacks"),
-        ([{**dict.fromkeys(SIGNALS, 1), "refs": math.inf}] * 2, ["star", "chain"], {}, "finite"),
+        ([{"hops": 1}, dict.fromkeys(SIGNALS, 1)], ["star", "chain"], {}, "row 0 lacks"),
+        ([{**dict.fromkeys(SIGNALS, 1), "plans": math.inf}] * 2, ["star", "chain"], {},
+         "finite"),
         ([dict.fromkeys(SIGNALS, 1)] * 2, ["star", "chain"], {"l2": 0.0}, "l2 must be"),
     ],
 )
@@ -245,17 +255,17 @@ def test_reading_a_missing_or_shapeless_router_file(tmp_path):
 
 # -- leave-one-task-out -------------------------------------------------------------------
 def synthetic_frame(per_task: int = 6) -> pd.DataFrame:
-    """Signals per study task: the chain tasks' briefs hold more facts, or code."""
+    """Signals per study task: the chain tasks' briefs compute more, or hold code."""
     rng = np.random.default_rng(11)
     rows = []
     for task in (*DIRECT, *CHAINED):
         for i in range(per_task):
             chain = task in CHAINED
-            facts = int(rng.integers(6, 10) if chain else rng.integers(0, 3))
-            refs, code = int(rng.integers(0, 2)), int(task == "humaneval")
+            arithmetic = int(rng.integers(6, 10) if chain else rng.integers(0, 3))
+            quantities, code = int(rng.integers(0, 2)), int(task == "humaneval")
             rows.append({"task": task, "example_id": f"{task}-{i}", "error": None,
-                         "facts": facts, "plans": 0, "questions": 1, "assumptions": 0,
-                         "refs": refs, "code": code})  # fmt: skip
+                         "arithmetic": arithmetic, "plans": 0, "hops": 1, "conditions": 0,
+                         "quantities": quantities, "code": code})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -268,13 +278,14 @@ def test_leave_one_task_out_fits_on_the_others_and_scores_the_held_out_task():
         "note",
     ]  # fmt: skip
     assert (loto["n"] == 6).all() and (loto["note"] == "").all()
-    assert (loto["selection_accuracy"] == 1.0).all()  # facts alone separate every task
+    assert (loto["selection_accuracy"] == 1.0).all()  # arithmetic alone separates every task
     for _, row in loto.iterrows():
         train = frame[frame["task"] != row["held_out"]]
         fit = fit_frame(train, l2=0.1)
         assert json.loads(row["weights"]) == fit.weights and row["theta"] == fit.theta
-    # humaneval held out: code never varies in training, so it gets no weight
-    assert json.loads(loto.set_index("held_out").loc["humaneval", "weights"])["code"] == 0.0
+    # humaneval held out: code never varies in training, so it keeps the design's weight
+    held = json.loads(loto.set_index("held_out").loc["humaneval", "weights"])
+    assert held["code"] == DEFAULT_WEIGHTS["code"]
 
 
 def test_leave_one_task_out_names_a_fit_that_cannot_be_made():

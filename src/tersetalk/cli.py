@@ -72,6 +72,9 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
         "topology-fit": "fit the router's weights and θ on briefs' signals (logistic regression)",
         "topology-selection": "selection accuracy of briefs' signals, by the variant's rule and "
         "the fitted one",
+        "route": "the router's signals and decision for each record of a file (offline)",
+        "topology-heldout": "the router on held-out briefs, leave-one-task-out and "
+        "leave-one-format-out",
     },
     "tersetalk.shards": {
         "shard-sample": "write one shard of a sample (run.shard_size examples, in sample order)",

@@ -136,8 +136,16 @@ FILES: dict[str, FileKind] = {
                  "tersetalk.plots.tables (tersetalk plot)", "one (task, run) of the paper table"),
         FileKind("table_targets", (f"{_M}tables/targets.csv",),
                  "tersetalk.stats.targets (tersetalk targets)", "one target of a seed paper"),
-        FileKind("topology_signals", (f"{_M}topology/calibration/<task>/<system>.parquet",),
-                 "tersetalk.topology_signals.write_signals", "one calibration brief"),
+        FileKind("topology_signals", (f"{_M}topology/calibration/<task>/<system>.parquet",
+                                      f"{_M}topology/heldout/<task>/<system>.parquet"),
+                 "tersetalk.topology_signals.write_signals", "one calibration or held-out brief"),
+        FileKind("topology_heldout", (f"{_M}topology/heldout.csv",),
+                 "tersetalk.metrics.topology_heldout.agreement_table",
+                 "one system, router and subset of the held-out briefs"),
+        FileKind("topology_heldout_loo", (f"{_M}topology/heldout_loto.csv",
+                                          f"{_M}topology/heldout_lofo.csv"),
+                 "tersetalk.metrics.topology_heldout",
+                 "one system, router and task (or format) left out"),
         FileKind("topology_policies", (f"{_M}topology/policies.csv",
                                        f"{_M}topology/policies_by_task.csv",
                                        f"{_M}topology/six_policies.csv"),
@@ -471,8 +479,9 @@ _COMMON: list[Column] = [
        "topology_signals",), "router"),
     _E("route_theta", "float64", "", "the threshold the score is compared with",
        _RUN + ("topology_signals",), "router"),
-    _E("route_signals", "string (JSON object)", "counts", "the brief's signals (facts, plans, "
-       "questions, ...)", _RUN + ("topology_signals",), "router"),
+    _E("route_signals", "string (JSON object)", "counts", "the brief's signals, counted from "
+       "its content (hops, quantities, arithmetic, conditions, code, plans)",
+       _RUN + ("topology_signals",), "router"),
     _E("route_weights", "string (JSON object)", "", "the weights of the signals",
        _RUN + ("topology_signals",), "router"),
     _E("route_features", "string", "", "which features the router read", _RUN, "router"),
@@ -774,11 +783,17 @@ _OTHER: list[Column] = [
         ("task", "string", "", "task"), ("example_id", "string", "", "example"),
         ("system", "string", "", "system"), ("variant", "string", "", "variant"),
         ("features", "string", "", "which features were read"),
-        ("label", "string", "", "the example's topology label"),
-        ("facts", "int64", "lines", "facts in the brief"),
-        ("plans", "int64", "lines", "plan steps"), ("questions", "int64", "lines", "questions"),
-        ("assumptions", "int64", "lines", "assumptions"), ("refs", "int64", "lines", "references"),
-        ("code", "int64", "lines", "code lines"),
+        ("label", "string", "", "the route the example's task label asks for (star or "
+         "chain); a held-out brief's own label"),
+        ("hops", "int64", "bridges", "bridging structures in the question (relative clauses, "
+         "links, descriptions through another entity, a comparison): multi-hop"),
+        ("quantities", "int64", "numbers", "numbers a computation could use, years left out"),
+        ("arithmetic", "int64", "sentences", "sentences with a number and an operation word, "
+         "and a question combining amounts given elsewhere: multi-step"),
+        ("conditions", "int64", "words", "constraint words to verify (if, unless, must, ...) "
+         "in the question, facts and program text"),
+        ("code", "int64", "0/1", "program text, or a request to write one"),
+        ("plans", "int64", "lines", "plan steps"),
         ("route_rule", "string", "", "the topology the rule picks"),
         ("brief", "string", "text", "the brief as sent"),
         ("tokens_cl100k", "int64", "tokens (cl100k)", "tokens of the brief"),
@@ -786,6 +801,26 @@ _OTHER: list[Column] = [
         ("bytes", "int64", "bytes", "UTF-8 bytes of the brief"),
         ("model_calls", "int64", "calls", "model calls made for the brief"),
         ("error", "string", "", "error (null when none)"),
+    ]],
+    # ---- the router on held-out briefs
+    *[_E(n, t, u, m, ("topology_heldout", "topology_heldout_loo")) for n, t, u, m in [
+        ("system", "string", "", "routed system (topology_tersetalk: typed lines; "
+         "topology_freeform: prose)"),
+        ("router", "string", "", "design (the variant's weights and θ; in leave-one-out θ "
+         "chosen on the other tasks) or fitted (logistic regression)"),
+        ("n", "int64", "briefs", "briefs scored"),
+        ("agree", "int64", "briefs", "briefs routed as their label says"),
+        ("agreement", "float64", "0-1", "agree / n"),
+        ("ci_low", "float64", "0-1", "95% Wilson interval of the agreement, lower end"),
+        ("ci_high", "float64", "0-1", "95% Wilson interval of the agreement, upper end"),
+    ]],
+    _E("subset", "string", "", "all, crossing (label differs from the format's task label "
+       "group), not crossing, or format <task>", ("topology_heldout",)),
+    *[_E(n, t, u, m, ("topology_heldout_loo",)) for n, t, u, m in [
+        ("held_out", "string", "", "the task left out (heldout_loto.csv)"),
+        ("group", "string", "", "its label group: direct or chain (heldout_loto.csv)"),
+        ("format", "string", "", "the format left out (heldout_lofo.csv)"),
+        ("theta", "float64", "", "the θ the router used"),
     ]],
     # ---- topology policies
     *[_E(n, t, u, m, ("topology_policies",)) for n, t, u, m in [

@@ -42,6 +42,8 @@ SAMPLE_SHARD = "results/samples/shards/{task}/{shard}.parquet"
 #: the topology study's sample and its calibration split (disjoint from it)
 TOPOLOGY_SAMPLE = "results/samples/topology/{task}.parquet"
 TOPOLOGY_CALIBRATION = "results/samples/topology/{task}.calibration.parquet"
+#: the router's held-out briefs, in each task's record format (shipped, never trained on)
+TOPOLOGY_HELDOUT = "data/topology/heldout/{task}.jsonl"
 
 # ---- one model's files, relative to results/<model key>/ ------------------------------
 MODEL_TEMPLATES = {
@@ -59,6 +61,7 @@ MODEL_TEMPLATES = {
     # calibration briefs, and the router fitted on them
     "TOPOLOGY_RUN": "topology/runs/{task}/{system}/{variant}.parquet",
     "TOPOLOGY_SIGNALS": "topology/calibration/{task}/{system}.parquet",
+    "TOPOLOGY_HELDOUT_SIGNALS": "topology/heldout/{task}/{system}.parquet",
     "ROUTER_FILE": "topology/router.yaml",
 }
 
@@ -135,6 +138,7 @@ class Layout:
     SAMPLE_SHARD = SAMPLE_SHARD
     TOPOLOGY_SAMPLE = TOPOLOGY_SAMPLE
     TOPOLOGY_CALIBRATION = TOPOLOGY_CALIBRATION
+    TOPOLOGY_HELDOUT = TOPOLOGY_HELDOUT
 
     def __getattr__(self, name: str) -> str:
         try:

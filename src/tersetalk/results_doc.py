@@ -124,18 +124,23 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "topology/six_policies.csv",
         "Topology study: the six policies",
-        "Selection accuracy (with its 95% Wilson interval), accuracy and tokens per "
-        "example of each routing policy; the paired comparison with the best fixed "
-        "topology.",
+        "Agreement with the outcome oracle (the cheapest fixed topology that answered "
+        "each example correctly; inconclusive at the floor, with the counts), the "
+        "agreement with the task labels (secondary: the layout of each task's brief "
+        "already tells it), accuracy and tokens per example of each routing policy; the "
+        "paired comparison with the best fixed topology.",
         columns=(
             "policy_label",
             "system",
             "variant",
             "n",
             "errors",
-            "selection_accuracy",
-            "selection_ci_low",
-            "selection_ci_high",
+            "oracle_agreement",
+            "oracle_agreement_ci_low",
+            "oracle_agreement_ci_high",
+            "n_decisive",
+            "oracle_verdict",
+            "label_agreement",
             "accuracy",
             "tokens",
             "chain_share",
@@ -154,7 +159,9 @@ SECTIONS: tuple[Section, ...] = (
             "policy",
             "n",
             "errors",
-            "selection_accuracy",
+            "oracle_agreement",
+            "oracle_verdict",
+            "label_agreement",
             "accuracy",
             "tokens",
             "chain_share",

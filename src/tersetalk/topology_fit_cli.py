@@ -9,6 +9,11 @@
   leave-one-task-out fits (:mod:`tersetalk.metrics.topology_fit`).
 - ``topology-selection``: selection accuracy of those signals under each variant's rule
   and the fitted router, with intervals (a larger sample measured without a run).
+- ``route``: the router's signals and decision for each record of a file in any task's
+  format, one JSON line per record, offline (anyone can check the router on their own
+  briefs).
+- ``topology-heldout``: the router on the held-out briefs and leave-one-task-out and
+  leave-one-format-out (:mod:`tersetalk.metrics.topology_heldout`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -144,6 +150,87 @@ def _cmd_selection(args: argparse.Namespace) -> None:
     print(overall.drop(columns="task").to_string(index=False, float_format="%.3f"))
 
 
+def _cmd_route(args: argparse.Namespace) -> None:
+    from tersetalk.agents.router import decide, load_fitted
+    from tersetalk.cli import load_workflow_config
+    from tersetalk.config import ConfigError, run_spec, topology_config
+    from tersetalk.topology_signals import brief_signals
+
+    study = topology_config(load_workflow_config(args.config))
+    variants = study["systems"].get(args.system, {}).get("variants", {})
+    if args.variant not in variants:
+        known = {name: sorted(s["variants"]) for name, s in study["systems"].items()}
+        raise ConfigError(
+            f"no variant {args.variant!r} of {args.system!r} in the topology study; "
+            f"its systems and variants: {known}"
+        )
+    spec = run_spec(study, args.task, args.system, args.variant)
+    fitted = load_fitted(args.router, args.system) if args.router else None
+    frame = brief_signals(spec, args.records)
+    out = sys.stdout
+    for row in frame.to_dict("records"):
+        line: dict = {"id": row["example_id"], "task": row["task"], "system": row["system"],
+                      "variant": row["variant"], "features": row["features"]}  # fmt: skip
+        if not pd.isna(row["error"]):
+            line["error"] = row["error"]
+        else:
+            signals = json.loads(row["route_signals"])
+            weights, theta = fitted if fitted else (json.loads(row["route_weights"]),
+                                                    float(row["route_theta"]))  # fmt: skip
+            route, score = decide(signals, weights, theta)
+            line.update(signals=signals, weights=weights, theta=theta, score=score,
+                        route=route, router="fitted" if fitted else "variant")  # fmt: skip
+        line["label"] = row["label"]
+        try:
+            out.write(json.dumps(line, sort_keys=False) + "\n")
+        except BrokenPipeError:  # the reader stopped (| head): nothing more to say
+            return
+
+
+def heldout_report(
+    heldout: list[str | Path], calibration: list[str | Path], router_yaml: str | Path | None,
+    out_dir: str | Path, *, l2: float = 1.0, seed: int = 0,
+) -> dict:  # fmt: skip
+    """Read the held-out and calibration signals files, write ``heldout.csv``,
+    ``heldout_loto.csv``, ``heldout_lofo.csv`` and ``heldout.json`` under ``out_dir``
+    and return the summary."""
+    from tersetalk.io import read_parquet, write_csv_atomic, write_text_atomic
+    from tersetalk.metrics import topology_heldout as th
+    from tersetalk.metrics.topology_fit import read_router_yaml
+
+    held = pd.concat([read_parquet(p, "held-out signals") for p in heldout], ignore_index=True)
+    cal = pd.concat([read_parquet(p, "router signals") for p in calibration], ignore_index=True)
+    fitted = read_router_yaml(router_yaml)[0] if router_yaml else None
+    agreement = th.agreement_table(held, fitted)
+    loto = th.leave_one_task_out(cal, l2=l2, seed=seed)
+    lofo = th.leave_one_format_out(cal, held, l2=l2, seed=seed)
+    out = Path(out_dir)
+    write_csv_atomic(agreement, out / "heldout.csv")
+    write_csv_atomic(loto, out / "heldout_loto.csv")
+    write_csv_atomic(lofo, out / "heldout_lofo.csv")
+    summary = th.summary(agreement, loto, lofo)
+    doc = {"summary": summary, "n_heldout": int(held["example_id"].nunique()),
+           "l2": l2, "seed": seed, "thetas": list(th.DEFAULT_THETAS)}  # fmt: skip
+    write_text_atomic(json.dumps(doc, indent=2, sort_keys=True, allow_nan=True) + "\n",
+                      out / "heldout.json")  # fmt: skip
+    for system, routers in summary.items():
+        for router, e in routers.items():
+            log.info("%s/%s: held-out agreement %.3f (crossing %.3f); chain tasks' "
+                     "leave-one-task-out mean %.3f (lowest %.3f)", system, router,
+                     e.get("all", {}).get("agreement", float("nan")),
+                     e.get("crossing", {}).get("agreement", float("nan")),
+                     e["loto_chain_mean"], e["loto_chain_min"])  # fmt: skip
+    return summary
+
+
+def _cmd_heldout(args: argparse.Namespace) -> None:
+    try:
+        heldout_report(args.heldout, args.calibration, args.router_yaml, args.out_dir,
+                       l2=args.l2, seed=args.seed)  # fmt: skip
+    except ValueError as exc:
+        raise user_error(f"tersetalk topology-heldout: error: {exc}") from None
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "topology-signals",
@@ -196,3 +283,48 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--router-yaml", help="a fitted router file (topology-fit --out)")
     c.add_argument("--out", help="CSV of every row (per task and 'all')")
     c.set_defaults(func=_cmd_selection)
+
+    r = sub.add_parser(
+        "route",
+        help="the router's signals and decision for each record of a file (offline)",
+        description="Write each record's Manager brief as the routed system writes it and "
+        "print one JSON line per record: its six signals, the weights and θ, the score and "
+        "the route (star or chain), and its label when the record has one. No model is "
+        "called (unless the variant's Manager plans with one). Records are JSON lines in "
+        'the format of --task (the record itself or {"record": ...}; "id" names it), '
+        "or a sample Parquet file from `tersetalk sample`.",
+    )
+    r.add_argument("records", help="JSONL file of records in --task's format, or a sample Parquet")
+    r.add_argument("--task", required=True, help="the records' format: a task name (e.g. boolq)")
+    r.add_argument(
+        "--system",
+        default="topology_tersetalk",
+        help="routed system: topology_tersetalk (typed lines) or topology_freeform (prose); "
+        "default topology_tersetalk",
+    )
+    r.add_argument("--variant", default="adaptive", help="its variant (default adaptive)")
+    r.add_argument(
+        "--router", help="a fitted router file (`tersetalk topology-fit`): its weights and θ "
+        "for --system decide instead of the variant's"
+    )  # fmt: skip
+    add_config_option(r, "; the system and variant are looked up in its topology section")
+    r.set_defaults(func=_cmd_route)
+
+    h = sub.add_parser(
+        "topology-heldout",
+        help="the router on held-out briefs, leave-one-task-out and leave-one-format-out",
+        description="Agreement of each routed system's rule (design) and fitted router with "
+        "the labels of held-out briefs (with 95%% Wilson intervals), overall, on the items "
+        "that cross their format's label group and per format; leave-one-task-out on the "
+        "calibration briefs (θ chosen, or the router fitted, on the other tasks); and "
+        "leave-one-format-out (fitted without a task, scored on held-out items in its "
+        "format). Writes heldout.csv, heldout_loto.csv, heldout_lofo.csv, heldout.json.",
+    )
+    h.add_argument("heldout", nargs="+", help="held-out signals Parquet files (topology-signals)")
+    h.add_argument("--calibration", nargs="+", required=True,
+                   help="the study's calibration signals files (topology-signals)")  # fmt: skip
+    h.add_argument("--router-yaml", help="the fitted router file (topology-fit --out)")
+    h.add_argument("--l2", type=float, default=1.0, help="L2 penalty of the fits (default 1.0)")
+    h.add_argument("--seed", type=nonnegative_int, default=0, help="recorded with the fits")
+    h.add_argument("--out-dir", required=True, help="folder for the tables")
+    h.set_defaults(func=_cmd_heldout)

@@ -39,7 +39,7 @@ from tersetalk.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
-__all__ = ["COLUMNS", "LazyClient", "brief_signals", "write_signals"]
+__all__ = ["COLUMNS", "LazyClient", "brief_signals", "read_records", "write_signals"]
 
 #: the columns of a signals file, in order
 COLUMNS: tuple[str, ...] = (
@@ -99,15 +99,68 @@ def _spec_client(spec: dict) -> LazyClient:
     return LazyClient(lambda: client_from_spec(spec), described)
 
 
+#: the routes a record's own ``label`` may name (a held-out brief's)
+_ROUTES = ("star", "chain")
+#: the most records a JSONL file of briefs may hold (each is routed in memory)
+MAX_RECORDS = 100_000
+
+
+def read_records(path: str | Path, task: str) -> list[dict]:
+    """Examples (``example_id``, ``record``) from a sample Parquet file or a JSONL file of
+    records in ``task``'s format (one JSON object per line: the record itself, or an
+    object with the record under ``"record"``; ``"id"`` or ``"example_id"`` names it).
+    A malformed line is an :class:`~tersetalk.io.InputFileError` naming the line."""
+    from tersetalk.io import InputFileError, load_json_text
+
+    p = Path(path)
+    if p.suffix == ".parquet":
+        return read_sample(p, task=task)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"records file {p}: cannot be read: {exc}") from None
+    examples: list[dict] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if len(examples) >= MAX_RECORDS:
+            raise InputFileError(f"records file {p}: more than {MAX_RECORDS} records")
+        try:
+            value = load_json_text(line, f"records file {p}, line {number}")
+        except ValueError as exc:  # a syntax error, or nested too deep
+            raise InputFileError(f"records file {p}, line {number}: not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise InputFileError(f"records file {p}, line {number}: not a JSON object")
+        record = value.get("record", value)
+        if not isinstance(record, dict):
+            raise InputFileError(f"records file {p}, line {number}: 'record' is not an object")
+        example_id = value.get("example_id", value.get("id", record.get("id")))
+        examples.append({
+            "example_id": str(example_id) if example_id is not None else f"{task}-{number}",
+            "task": task,
+            "record": record,
+        })  # fmt: skip
+    if not examples:
+        raise InputFileError(f"records file {p} holds no records")
+    ids = [e["example_id"] for e in examples]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise InputFileError(f"records file {p}: ids repeat: {repeated[:5]}")
+    return examples
+
+
 def brief_signals(
     spec: dict, sample_path: str | Path, *, client: ModelClient | None = None
 ) -> pd.DataFrame:
-    """The router's signals of every example of a sample, from briefs written as a run
-    of ``spec`` (a run spec, :func:`tersetalk.config.run_spec`) writes them.
+    """The router's signals of every example of a sample (or a JSONL file of records in
+    the spec task's format, :func:`read_records`), from briefs written as a run of
+    ``spec`` (a run spec, :func:`tersetalk.config.run_spec`) writes them.
 
-    ``client``: the model client a brief may ask (a planning Manager); default: the
-    spec's, built only if a brief asks. A brief that cannot be written is an error row
-    (signals missing, ``error`` set); a model server that is down stops.
+    ``label``: the record's own ``label`` when it names a route (a held-out brief's),
+    else the route its task's label asks for. ``client``: the model client a brief may
+    ask (a planning Manager); default: the spec's, built only if a brief asks. A brief
+    that cannot be written is an error row (signals missing, ``error`` set); a model
+    server that is down stops.
     """
     from tersetalk.metrics.topology import label_of
 
@@ -120,7 +173,7 @@ def brief_signals(
         )
     if spec.get("calibration_file"):
         spec = resolve_calibrated(spec)
-    examples = read_sample(sample_path, task=spec["task"])
+    examples = read_records(sample_path, spec["task"])
     try:
         settings = registered.parse(spec["variant_settings"])
     except ValueError as exc:
@@ -149,7 +202,8 @@ def brief_signals(
         example_id = str(example["example_id"])
         row: dict[str, Any] = dict.fromkeys(COLUMNS)
         row.update(task=spec["task"], example_id=example_id, system=spec["system"],
-                   variant=spec["variant"], features=topology.features, label=label,
+                   variant=spec["variant"], features=topology.features,
+                   label=own if (own := example["record"].get("label")) in _ROUTES else label,
                    route_weights=json.dumps(weights, sort_keys=True), route_theta=theta,
                    model_calls=0)  # fmt: skip
         # the pieces converse() and Routed.run() use, in their order, up to the route

@@ -20,7 +20,13 @@ TOPOLOGY_TABLES = [
         "theta_sweep",
         "leave_one_task_out",
         "ablations",
+        "outcome_oracle",
     )
+]
+# the router on briefs it never trained on (tersetalk.metrics.topology_heldout)
+TOPOLOGY_HELDOUT_TABLES = [
+    paths.results(f"topology/{name}")
+    for name in ("heldout.csv", "heldout_loto.csv", "heldout_lofo.csv", "heldout.json")
 ]
 TOPOLOGY_FIGURES = [
     paths.figure(f"topology_{name}.{ext}")
@@ -37,6 +43,7 @@ rule topology:
         TOPOLOGY_FIGURES,
         paths.ROUTER_FILE,
         paths.results("topology/leave_one_task_out_fitted.csv"),
+        TOPOLOGY_HELDOUT_TABLES,
 
 
 # The study's sample of one task: topology.n_eval examples with the main seed, and its
@@ -119,6 +126,42 @@ rule topology_fit:
     shell:
         "tersetalk topology-fit {input} --l2 {params.l2} --seed {params.seed} "
         "--out {output.router} --loto-out {output.loto} > {log} 2>&1"
+
+
+# The router's signals on the held-out briefs of one task's format (data/topology/heldout),
+# read as topology_signals reads the calibration briefs; each record keeps its own label.
+use rule topology_signals as topology_heldout_signals with:
+    input:
+        sample=paths.TOPOLOGY_HELDOUT,
+    output:
+        paths.TOPOLOGY_HELDOUT_SIGNALS,
+    log:
+        paths.results("logs/topology/heldout/{task}/{system}.log"),
+
+
+# The router on the held-out briefs, leave-one-task-out and leave-one-format-out.
+rule topology_heldout:
+    input:
+        heldout=topology_heldout_files,
+        calibration=topology_signal_files,
+        router=paths.ROUTER_FILE,
+    output:
+        TOPOLOGY_HELDOUT_TABLES,
+    log:
+        paths.results("logs/topology/heldout.log"),
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        l2=TOPOLOGY_FIT["l2"],
+        seed=config["seed"],
+        out=lambda wildcards, output: os.path.dirname(output[0]),
+    shell:
+        "tersetalk topology-heldout {input.heldout} --calibration {input.calibration} "
+        "--router-yaml {input.router} --l2 {params.l2} --seed {params.seed} "
+        "--out-dir {params.out} > {log} 2>&1"
 
 
 # One routed system's policy (a variant) on the study's sample of one task: run_system's

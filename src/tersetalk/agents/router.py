@@ -2,19 +2,23 @@
 
 The router reads the brief as it went on the wire and turns it into a few counts
 (*signals*), weighs them into a complexity score and sends the example down the chain
-when the score reaches a threshold θ. The same six signals are read two ways, so the
-comparison is protocol against protocol:
+when the score reaches a threshold θ. Both protocols' routers read the same parts of a
+brief (the question, context passages, options, facts, program text, plan steps) and
+count the same six signals from their content (:mod:`tersetalk.agents.brief_content`):
+``hops`` (bridging structure in the question: multi-hop), ``quantities`` and
+``arithmetic`` (numbers, and sentences that compute with them: multi-step),
+``conditions`` and ``code`` (constraints to check, a program to write:
+verification-heavy) and ``plans`` (plan steps). Only how the parts are found differs:
 
-- ``typed`` (TerseTalk-JSONL): the tags say what a line is. ``facts``, ``plans``,
-  ``questions`` and ``assumptions`` count ``f``, ``p``, ``q`` and ``u`` lines; ``refs``
-  is 1 when a line points into the Manager's memory (a ``d`` or ``o`` line, whose
-  payload is an ``M#`` id), ``code`` is 1 when a payload other than a plan step holds
-  code. Context passages and answer options (``x`` lines) count as nothing.
-- ``prose`` (free-form): the same rules guessed from text. Each sentence is a fact, a
-  question (it ends with ``?``) or an assumption (it opens with *assume*, *suppose*,
-  *let*, *if*); a numbered line is a plan step; ``refs`` is 1 for an ``M#`` id or a
-  ``[n]`` citation; ``code`` as above. A line ending with a colon introduces what
-  follows and counts as nothing.
+- ``typed`` (TerseTalk-JSONL): from the tags (``q`` the question; ``x`` lines keyed
+  ``passage``/``situation`` context, keyed by an option label options, keyed ``code``
+  program text; ``f`` lines and the summaries of ``o`` pointers facts; ``p`` plans);
+- ``prose`` (free-form): from the rendering's headings, bullets, fences and numbered
+  steps, or, in prose without headings, from its sentences.
+
+So the typed-versus-prose comparison measures reading the same content from two
+encodings, not two schemas, and a brief written in one task's format is read by what it
+asks, not by which task's layout it has.
 
 The decision is a pure function of what the record keeps (:func:`decide`: the signals,
 the weights and θ), so any row's decision can be checked, and θ swept, after the fact:
@@ -24,12 +28,12 @@ Raising θ can only turn a chain decision into a star one, never the reverse.
 Ablations: ``drop`` one signal (its weight becomes 0, its count is still recorded),
 and ``scramble_tags`` (protocol necessity): before the typed lines are counted, their
 tag letters go through a permutation of the tag alphabet drawn from the run's seed and
-the example id, so the counts no longer mean what the tags said.
+the example id, so the parts are no longer what the tags said.
 
 Safety valve: ``fan_out_cap`` bounds the Workers one example engages (a route over it
 takes the star, recorded as ``route_capped``). The route is chosen once per example,
 before its first message, and held to its end, so no example switches topology within
-a round (the seed's min-dwell of one round holds by construction).
+a round (the TerseTalk design's min-dwell of one round holds by construction).
 
 Policies (the study's six are these five on the two codecs): ``star`` and ``chain``
 (fixed), ``random`` (seeded 50/50 per example), ``oracle`` (the task's label,
@@ -46,7 +50,6 @@ import hashlib
 import json
 import math
 import random
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,8 +57,15 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from tersetalk.agents.brief_content import (
+    CONTENT_SIGNALS,
+    content_signals,
+    has_code,
+    prose_parts,
+    typed_parts,
+)
 from tersetalk.agents.engine import Dialogue, Sent
-from tersetalk.agents.roles import BriefLayoutSettings, split_sentences
+from tersetalk.agents.roles import BriefLayoutSettings
 from tersetalk.agents.topology import CHAIN, STAR, Outcome, Topology
 from tersetalk.protocol import TAGS, parse_lenient
 from tersetalk.records import OutcomeField, RecordLayout
@@ -67,6 +77,7 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "FAN_OUT",
     "FEATURES",
+    "has_code",
     "POLICIES",
     "SIGNALS",
     "TOPOLOGY_OF_LABEL",
@@ -84,11 +95,13 @@ __all__ = [
 ]
 
 #: the router's signals, in the order records and figures list them
-SIGNALS: tuple[str, ...] = ("facts", "plans", "questions", "assumptions", "refs", "code")
-#: the seed design's weights (TerseTalk v1.0, section 16), with assumptions at 1.0 (the
-#: seed counts them but leaves them out of its sum)
+SIGNALS: tuple[str, ...] = CONTENT_SIGNALS
+#: the default rule, by the TerseTalk design's intent (multi-hop, multi-step or
+#: verification-heavy work down the chain): a bridge in the question, a program to write
+#: or two computing sentences reach θ alone; numbers, conditions and plan steps add to them
 DEFAULT_WEIGHTS: dict[str, float] = {
-    "facts": 1.0, "plans": 2.0, "questions": 1.5, "assumptions": 1.0, "refs": 3.0, "code": 4.0,
+    "hops": 3.0, "quantities": 0.25, "arithmetic": 1.5, "conditions": 1.0, "code": 4.0,
+    "plans": 1.0,
 }  # fmt: skip
 DEFAULT_THETA = 3.0
 POLICIES: tuple[str, ...] = ("star", "chain", "random", "oracle", "adaptive")
@@ -98,73 +111,30 @@ TOPOLOGY_OF_LABEL: dict[str, str] = {"direct": "star", "chain": "chain"}
 
 #: Workers each topology engages (what ``fan_out_cap`` bounds)
 FAN_OUT: dict[str, int] = {"star": 1, "chain": 2}
-_COUNTED_TAGS = {"f": "facts", "p": "plans", "q": "questions", "u": "assumptions"}
-#: tags whose payload is a pointer into the Manager's memory
-_REF_TAGS = ("d", "o")
-_CODE = re.compile(
-    r"```|^\s*(?:def|class|import|return|from\s+[\w.]+\s+import|async\s+def)\b|^\s*>>>",
-    re.MULTILINE,
-)
-_REF_MENTION = re.compile(r"(?<![A-Za-z0-9_])M#[0-9]+|\[[0-9]+\]")
-_STEP = re.compile(r"^\s*(?:\d+[.)]|step\s*\d+\s*[:.)-]?)\s+", re.IGNORECASE)
-_ASSUME = re.compile(r"^(?:assume|assuming|suppose|let|if)\b", re.IGNORECASE)
-_BULLET = re.compile(r"^\s*[-*•]\s+")
 
-TypedLine = tuple[str, str]
-"""A line as the router sees it: its tag and its payload text."""
+TypedLine = tuple[str, tuple[str, ...]]
+"""A line as the router sees it: its tag and its payload fields."""
 
 
 # -- signals ------------------------------------------------------------------------------
-def has_code(text: str) -> bool:
-    """Whether ``text`` holds code: a fence, a ``def``/``class``/``import``/``return`` line."""
-    return _CODE.search(text) is not None
-
-
 def typed_lines(wire: str) -> list[TypedLine]:
     """The typed lines of a TerseTalk message (lenient parse: never raises)."""
-    out = []
-    for line in parse_lenient(wire).lines:
-        payload = " ".join(str(x) for x in line.payload() if x is not None)
-        out.append((line.tag, payload))
-    return out
+    return [
+        (line.tag, tuple(str(x) for x in line.payload() if x is not None))
+        for line in parse_lenient(wire).lines
+    ]
 
 
 def typed_signals(lines: list[TypedLine]) -> dict[str, int]:
-    """The six signals of typed lines (see the module docstring)."""
-    counts = dict.fromkeys(SIGNALS, 0)
-    for tag, _ in lines:
-        if tag in _COUNTED_TAGS:
-            counts[_COUNTED_TAGS[tag]] += 1
-    counts["refs"] = int(any(tag in _REF_TAGS for tag, _ in lines))
-    # a plan step is prose about the work ("return the sum"), not program text
-    counts["code"] = int(any(has_code(text) for tag, text in lines if tag != "p"))
-    return counts
+    """The six signals of typed lines: their parts (:func:`~tersetalk.agents.
+    brief_content.typed_parts`) counted by content."""
+    return content_signals(typed_parts(lines))
 
 
 def prose_signals(text: str) -> dict[str, int]:
-    """The same six signals guessed from free text (see the module docstring)."""
-    counts = dict.fromkeys(SIGNALS, 0)
-    in_fence = False
-    for raw in text.splitlines():
-        if raw.strip().startswith("```"):
-            in_fence = not in_fence
-            continue
-        line = _BULLET.sub("", raw).strip()
-        if in_fence or not line or line.endswith(":") or has_code(raw):
-            continue
-        if _STEP.match(line):
-            counts["plans"] += 1
-            continue
-        for sentence in split_sentences(line):
-            if sentence.endswith("?"):
-                counts["questions"] += 1
-            elif _ASSUME.match(sentence):
-                counts["assumptions"] += 1
-            else:
-                counts["facts"] += 1
-    counts["refs"] = int(_REF_MENTION.search(text) is not None)
-    counts["code"] = int(has_code(text))
-    return counts
+    """The same six signals of a free-form brief (:func:`~tersetalk.agents.brief_content.
+    prose_parts`)."""
+    return content_signals(prose_parts(text))
 
 
 def _unit(*parts: object) -> random.Random:
@@ -238,7 +208,7 @@ class RouteSettings(BriefLayoutSettings):
     #: weights per signal; the ones not given keep their default (DEFAULT_WEIGHTS)
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     #: a signal left out of the score (weight 0; its count is still recorded)
-    drop: Literal["facts", "plans", "questions", "assumptions", "refs", "code"] | None = None
+    drop: Literal["hops", "quantities", "arithmetic", "conditions", "code", "plans"] | None = None
     #: shuffle the tag letters of the typed lines before counting (typed features only)
     scramble_tags: bool = False
     #: a router file (``tersetalk topology-fit``'s ``results/topology/router.yaml``):

@@ -11,14 +11,18 @@ function of its recorded signals.
 How it is fitted, and why:
 
 - each signal is centred and scaled by its standard deviation before fitting, so the
-  penalty treats a count of facts and a 0/1 code flag alike; the weights and θ are then
-  given back in raw signal units (a signal that never varies gets weight 0);
-- the penalty ``l2/2 · ||w||²`` (on the scaled weights, not the intercept) keeps the
-  weights finite when the calibration briefs are linearly separable, which at a few
-  examples per task they often are;
-- Newton's method from a zero start, with backtracking, in NumPy: no randomness, so the
-  same inputs give bitwise the same floats. ``seed`` is recorded with the fit, for the
-  record of what produced it; the fit itself draws nothing.
+  penalty treats a count of numbers and a 0/1 code flag alike; the weights and θ are then
+  given back in raw signal units;
+- the penalty ``l2/2 · ||w - w₀||²`` (on the scaled weights, not the intercept) shrinks
+  the weights towards the design's (:data:`~tersetalk.agents.router.DEFAULT_WEIGHTS`,
+  ``w₀``) rather than towards 0. It keeps them finite when the calibration briefs are
+  linearly separable, which at a few examples per task they often are, and a signal that
+  never varies in the calibration briefs keeps its design weight: when the one task that
+  carries a signal is left out of the fit (HumanEval's code), the fit has no evidence
+  against the design, and a weight of 0 would send that task's briefs to the star;
+- Newton's method from the design's weights, with backtracking, in NumPy: no randomness,
+  so the same inputs give bitwise the same floats. ``seed`` is recorded with the fit, for
+  the record of what produced it; the fit itself draws nothing.
 
 The training selection accuracy is the router's own (:func:`decide` replayed with the
 fitted weights), not the classifier's probability rounded, so it is what a run with
@@ -43,7 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tersetalk.agents.router import SIGNALS, decide
+from tersetalk.agents.router import DEFAULT_WEIGHTS, SIGNALS, decide
 
 __all__ = [
     "LABELS",
@@ -140,23 +144,30 @@ def _matrix(signals: Sequence[Mapping[str, float]]) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(SIGNALS))
 
 
-def _objective(beta: np.ndarray, z: np.ndarray, y: np.ndarray, l2: float) -> float:
+def _objective(
+    beta: np.ndarray, z: np.ndarray, y: np.ndarray, l2: float, prior: np.ndarray
+) -> float:
     margin = z @ beta
+    shift = beta[1:] - prior
     # log(1 + e^m) - y·m, summed: the negative log-likelihood, stable for any m
-    return float(np.sum(np.logaddexp(0.0, margin) - y * margin) + 0.5 * l2 * beta[1:] @ beta[1:])
+    return float(np.sum(np.logaddexp(0.0, margin) - y * margin) + 0.5 * l2 * shift @ shift)
 
 
-def _newton(z: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, int, bool]:
+def _newton(
+    z: np.ndarray, y: np.ndarray, l2: float, prior: np.ndarray
+) -> tuple[np.ndarray, int, bool]:
     """The penalised maximum-likelihood coefficients (intercept first) of ``z`` (with its
-    column of ones) and ``y``, by Newton's method with backtracking from zero."""
+    column of ones) and ``y``, the weights shrunk towards ``prior``, by Newton's method
+    with backtracking from the prior."""
     k = z.shape[1]
     penalty = np.full(k, l2)
     penalty[0] = 0.0  # the intercept is not shrunk
-    beta = np.zeros(k)
-    value = _objective(beta, z, y, l2)
+    centre = np.concatenate([[0.0], prior])
+    beta = centre.copy()
+    value = _objective(beta, z, y, l2, prior)
     for it in range(1, _MAX_ITER + 1):
         p = 0.5 * (1.0 + np.tanh(0.5 * (z @ beta)))  # the logistic function, overflow-free
-        grad = z.T @ (p - y) + penalty * beta
+        grad = z.T @ (p - y) + penalty * (beta - centre)
         if float(np.max(np.abs(grad))) <= _TOL * max(1, len(y)):
             return beta, it - 1, True
         hess = (z * (p * (1.0 - p))[:, None]).T @ z + np.diag(penalty)
@@ -167,7 +178,7 @@ def _newton(z: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, int, b
         t = 1.0
         while True:
             trial = beta - t * step
-            trial_value = _objective(trial, z, y, l2)
+            trial_value = _objective(trial, z, y, l2, prior)
             if trial_value <= value or t < 1e-12:
                 break
             t *= 0.5
@@ -187,13 +198,18 @@ def fit_router(
     l2: float = 1.0,
     seed: int = 0,
     tasks: Sequence[str] = (),
+    prior: Mapping[str, float] | None = None,
 ) -> FittedRouter:
     """Weights and θ for the router's rule, by L2-regularised logistic regression.
 
     ``signals``: one mapping per brief with each of :data:`SIGNALS`; ``labels``: the
     route each brief's task asks for (``star`` or ``chain``). ``l2`` > 0 (it keeps the
-    weights finite on separable data). Deterministic: the same inputs give the same
-    floats. ``tasks``: the calibration tasks, kept with the fit.
+    weights finite on separable data). ``prior``: the weights the penalty shrinks
+    towards (default: the design's, :data:`~tersetalk.agents.router.DEFAULT_WEIGHTS`;
+    ``{}`` shrinks towards 0). A signal that never varies in the calibration briefs keeps
+    its prior weight: nothing there says otherwise, and a task held out of the fit may be
+    the one that carries it. Deterministic: the same inputs give the same floats.
+    ``tasks``: the calibration tasks, kept with the fit.
     """
     if (
         isinstance(l2, bool)
@@ -226,9 +242,14 @@ def fit_router(
     constant = sd == 0
     scale = np.where(constant, 1.0, sd)
     z = np.column_stack([np.ones(len(y)), (x - mean) / scale])
-    beta, iterations, converged = _newton(z, y, float(l2))
-    raw = np.where(constant, 0.0, beta[1:] / scale)
-    intercept = beta[0] - float(np.sum(np.where(constant, 0.0, beta[1:] * mean / scale)))
+    prior = dict(DEFAULT_WEIGHTS if prior is None else prior)
+    w0 = np.asarray([float(prior.get(k, 0.0)) for k in SIGNALS])
+    # the prior in the standardised units the penalty works in (0 where nothing varies)
+    beta, iterations, converged = _newton(z, y, float(l2), np.where(constant, 0.0, w0 * scale))
+    raw = np.where(constant, w0, beta[1:] / scale)
+    # the intercept in raw units: the centring undone, and a constant signal's prior
+    # contribution (the same on every calibration brief) taken out of it
+    intercept = beta[0] - float(np.sum(np.where(constant, w0 * mean, beta[1:] * mean / scale)))
     if not (np.all(np.isfinite(raw)) and math.isfinite(intercept)):
         raise ValueError(f"the fit did not give finite weights ({raw}, {intercept}); raise l2")
     weights = {k: float(w) + 0.0 for k, w in zip(SIGNALS, raw, strict=True)}  # no -0.0

@@ -47,3 +47,15 @@ def topology_signal_files(wildcards=None):
         for system in enabled_systems(study)
         if runs_on(study, system, task)
     ]
+
+
+def topology_heldout_files(wildcards=None):
+    """The held-out signals of every (study task with a held-out file, routed system)."""
+    study = topology_study()
+    return [
+        paths.TOPOLOGY_HELDOUT_SIGNALS.format(task=task, system=system)
+        for task in study["tasks"]
+        for system in enabled_systems(study)
+        if runs_on(study, system, task)
+        and os.path.exists(paths.TOPOLOGY_HELDOUT.format(task=task))
+    ]

@@ -1,0 +1,369 @@
+"""What a Manager's brief asks for, read from its content whichever protocol carried it.
+
+The router decides star or chain from the brief as it went on the wire. Both protocols
+carry the same parts of a brief: the question, context passages (a BoolQ passage, a
+Social IQa situation, a tool response), answer options, facts (evidence sentences, a word
+problem's statements), program text and plan steps. :func:`typed_parts` finds them in
+TerseTalk-JSONL lines (``q``, ``x`` keyed ``passage``/``situation``/an option label/
+``code``, ``f`` and the summaries of ``o`` pointers, ``p``), :func:`prose_parts` in the
+free-form rendering (its headings, bullets, fences and numbered steps, or, for prose
+without headings, its sentences). :func:`content_signals` then counts the same things in
+both, from the words, never from which part a sentence sat in:
+
+- ``hops``: bridging structure in the question — a relative clause (*the woman who
+  portrayed ...*), a participial link (*the film directed by ...*), a comparison of two
+  things (*both*, *either*, *X or Y* between names, a comparative with *than*), a chain of
+  *of the* or possessives. Each is one more lookup the answer depends on (multi-hop);
+- ``quantities``: numbers a computation could use (digits, number words, *twice*,
+  *half*, *dozen*), years and ordinals left out, in every part;
+- ``arithmetic``: sentences (in every part) that hold a quantity and an operation word
+  (*each*, *per*, *total*, *more than*, *left*, *percent*, ...): each is a step of a
+  multi-step computation, where a passage's dates and sizes alone are not;
+- ``conditions``: constraints to verify (*if*, *unless*, *otherwise*, *must*, *at
+  least*, *except*, *only*), in the question, facts and program text;
+- ``code``: program text in any part, or a request to write one (*write a function
+  that ...*): work a second pass verifies;
+- ``plans``: plan steps (``p`` lines, numbered lines).
+
+By the TerseTalk design's intent, multi-hop, multi-step and verification-heavy work goes
+down the chain and single-hop work to the star; each signal counts one of those kinds of
+work. The counts are plain regular expressions over words, so a reader can check any
+row's signals by hand, and the two protocols differ only in how the parts are found.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tersetalk.protocol import parse_lenient
+from tersetalk.tasks.base import split_sentences
+
+__all__ = [
+    "CONTENT_SIGNALS",
+    "BriefParts",
+    "content_signals",
+    "has_code",
+    "prose_parts",
+    "typed_parts",
+]
+
+#: the signals :func:`content_signals` counts, in the order records list them
+CONTENT_SIGNALS: tuple[str, ...] = (
+    "hops", "quantities", "arithmetic", "conditions", "code", "plans",
+)  # fmt: skip
+
+
+@dataclass
+class BriefParts:
+    """A brief's parts as the router reads them (each a list of texts)."""
+
+    question: list[str] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+    options: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)
+    plans: list[str] = field(default_factory=list)
+
+    def texts(self) -> list[str]:
+        """Every part's texts, question first."""
+        return [*self.question, *self.facts, *self.context, *self.options, *self.code]
+
+
+# -- finding the parts ---------------------------------------------------------------------
+_CODE = re.compile(
+    r"```|^\s*(?:def|class|import|return|from\s+[\w.]+\s+import|async\s+def)\b|^\s*>>>",
+    re.MULTILINE,
+)
+#: ``x`` keys (and free-form headings) that name a passage to read
+_CONTEXT_KEYS = frozenset(("passage", "situation", "context", "payload", "tool response"))
+_OPTION_KEY = re.compile(r"^[A-Za-z0-9]{1,2}$")
+
+
+def has_code(text: str) -> bool:
+    """Whether ``text`` holds program text: a fence, a ``def``/``class``/``import``/
+    ``return`` line or a doctest prompt."""
+    return _CODE.search(text) is not None
+
+
+def typed_parts(wire: str | Iterable[tuple[str, tuple[str, ...]]]) -> BriefParts:
+    """The parts of a TerseTalk-JSONL brief: its text (lenient parse: never raises), or
+    its lines as ``(tag, payload fields)``."""
+    if isinstance(wire, str):
+        wire = [
+            (line.tag, tuple(str(x) for x in line.payload() if x is not None))
+            for line in parse_lenient(wire).lines
+        ]
+    parts = BriefParts()
+    for tag, fields in wire:
+        if not fields:
+            continue
+        text = fields[-1]
+        if tag == "q":  # (addressee, text)
+            parts.question.append(text)
+        elif tag in ("f", "u", "t"):
+            parts.facts.append(fields[0])
+        elif tag == "o":  # (summary, pointer, method): the summary went on the wire
+            parts.facts.append(fields[0])
+        elif tag == "p":
+            parts.plans.append(fields[0])
+        elif tag == "x":  # (key, value)
+            key = fields[0] if len(fields) > 1 else ""
+            if key.lower() == "code" or has_code(text):
+                parts.code.append(text)
+            elif _OPTION_KEY.match(key) and key.lower() not in _CONTEXT_KEYS:
+                parts.options.append(text)
+            else:
+                parts.context.append(text)
+    return parts
+
+
+_HEADING = re.compile(r"^([A-Za-z][A-Za-z ]{0,30}):\s*(.*)$")
+_BULLET = re.compile(r"^\s*[-*•]\s+")
+_STEP = re.compile(r"^\s*(?:\d+[.)]|step\s*\d+\s*[:.)-]?)\s+", re.IGNORECASE)
+_OPTION_LINE = re.compile(r"^([A-Za-z0-9]{1,2})[:.)]\s+(.*)$")
+_SECTIONS = {
+    "goal": None, "facts": "facts", "fact": "facts", "options": "options",
+    "question": "question", "code": "code", "plan": "plans", "steps": "plans",
+    **{k: "context" for k in _CONTEXT_KEYS},
+}  # fmt: skip
+
+
+def prose_parts(text: str) -> BriefParts:
+    """The parts of a free-form brief: under its headings (``Passage:``, ``Facts:``,
+    ``Options:``, ``Code:`` with a fence, ``Question:``), or, for prose without
+    headings, numbered lines as plan steps, sentences ending in ``?`` as the question,
+    fenced or program text as code and every other sentence as a fact."""
+    parts = BriefParts()
+    section: str | None = "facts"
+    in_fence, fence = False, []
+    for raw in text.splitlines():
+        if raw.strip().startswith("```"):
+            if in_fence:
+                parts.code.append("\n".join(fence))
+                fence = []
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            fence.append(raw)
+            continue
+        heading = _HEADING.match(raw.strip())
+        if heading and heading.group(1).lower() in _SECTIONS:
+            section = _SECTIONS[heading.group(1).lower()]
+            rest = heading.group(2).strip()
+            if rest and section is not None:
+                _add(parts, section, rest)
+            continue
+        line = _BULLET.sub("", raw).strip()
+        if not line or section is None:
+            continue
+        if _STEP.match(line) and section != "code":
+            parts.plans.append(_STEP.sub("", line))
+        elif section == "options":
+            option = _OPTION_LINE.match(line)
+            parts.options.append(option.group(2) if option else line)
+        elif section == "facts" and has_code(raw):
+            parts.code.append(raw)
+        else:
+            _add(parts, section, line)
+    if fence:
+        parts.code.append("\n".join(fence))
+    return parts
+
+
+def _add(parts: BriefParts, section: str, text: str) -> None:
+    if section == "facts":
+        # prose without a question heading: its questions are the sentences ending in ?
+        for sentence in split_sentences(text):
+            (parts.question if sentence.endswith("?") else parts.facts).append(sentence)
+    else:
+        getattr(parts, section).append(text)
+
+
+# -- counting ------------------------------------------------------------------------------
+def _words(*alternatives: str) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+
+
+#: a relative word that opens a clause about a noun (not ``, where were they?``, not
+#: *so that*; *when* is a time, not a bridge)
+_RELATIVE = re.compile(
+    r"(?<![,;])(?<!\bso)\s\b(?:who|whom|whose|which|that|where)\b|"
+    r"[,;]\s*(?:who|whom|whose|which|that|where)\b(?!\s+(?:is|are|was|were|do|does|"
+    r"did|can|could|would|will|might|should)\b)",
+    re.IGNORECASE,
+)
+#: a participle that links a description to another entity: *directed by the ...*
+_LINK = re.compile(
+    r"\b(?:directed|written|founded|created|produced|owned|played|starring|starred|born|"
+    r"based|named|located|released|published|performed|portrayed|formed|designed|built|"
+    r"composed|hosted|voiced|invented|discovered|won|led|coached|sung|recorded|drafted|"
+    r"developed|headquartered|acted|appeared|featured|represented|signed|married|"
+    r"operated|managed)\s+(?:by|in|at|for|from|with)\s+(?:(?:the|a|an)\s+\w|[A-Z0-9\"])",
+)
+#: a name: capitalised words (case-sensitive inside the case-blind patterns below)
+_NAME = r"(?-i:[A-Z0-9\"][\w'&.-]*(?:\s+(?:of|the|de|la|von)?\s*[A-Z0-9][\w'&.-]*)*)"
+#: two named things compared: *both*, *in common*, *X or Y*, *X and Y ... the same*
+_COMPARISON = re.compile(
+    r"\b(?:both|either|neither|in common|shared|between)\b|"
+    rf"{_NAME}\s*,?\s+or\s+{_NAME}|"
+    rf"{_NAME}\s+and\s+{_NAME}\b[^?]*\b(?:same|different)\b|"
+    r"\b(?:\w+er|more|less|fewer|earlier|later)\b[^?.]{0,60}\bthan\b|"
+    r"\b(?:born|founded|released|built|formed|opened|published|died|established|written|"
+    r"made|invented|discovered)\s+(?:before|after)\b|"
+    r"\b(?:which|who)\b[^?.]{0,60}\b(?:first|earlier|older|younger|longer|larger|more)\b",
+    re.IGNORECASE,
+)
+#: a description that names the thing through another: *the star of 127 Hours*
+_DESCRIPTION = re.compile(
+    r"\bthe\s+(?:[a-z-]+\s+){0,3}?(?:of|in|from|for|at|on)\s+"
+    r"(?:the\s+)?(?:[A-Z0-9\"]|(?:his|her|their|its)\s)"
+)
+#: a relation reached through a possessive: *his father's brother*, *Jaws's director*
+_RELATION = re.compile(
+    r"(?:\b(?:his|her|their|its)|\w's|\w')\s+(?:(?:only|eldest|oldest|youngest|first|"
+    r"late|former|current)\s+)?(?:father|mother|parent|brother|sister|sibling|son|"
+    r"daughter|child|uncle|aunt|cousin|nephew|niece|wife|husband|spouse|grandfather|"
+    r"grandmother|grandson|granddaughter|director|author|writer|founder|creator|owner|"
+    r"capital|successor|predecessor|producer|composer|singer|coach|captain|leader|"
+    r"president|mayor|ceo|headquarters|birthplace|hometown)\b",
+    re.IGNORECASE,
+)
+
+
+def question_hops(question: str) -> int:
+    """Bridging structures in a question (the ``hops`` signal; module docstring): each
+    relative clause, participial link and description through another entity, and one
+    for a comparison of two things."""
+    hops = len(_RELATIVE.findall(question)) + len(_LINK.findall(question))
+    hops += len(_DESCRIPTION.findall(question)) + len(_RELATION.findall(question))
+    hops += int(bool(_COMPARISON.search(question)))
+    return hops
+
+
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    "fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
+    "eighty|ninety|hundred|thousand|million|dozen|twice|thrice|half|double|triple|"
+    "quarter|third"
+)
+_QUANTITY = re.compile(
+    rf"(?<![\w.])(?:\$?\d+(?:[.,]\d+)*%?|(?:{_NUMBER_WORDS}))(?![\w])", re.IGNORECASE
+)
+_YEAR = re.compile(r"^(?:1[5-9]\d\d|20\d\d)$")
+_OPERATION = _words(
+    "each",
+    "per",
+    "every",
+    "total",
+    "totals",
+    "altogether",
+    "in all",
+    "combined",
+    "sum",
+    "difference",
+    "product",
+    "average",
+    "times",
+    "twice",
+    "half",
+    "more than",
+    "less than",
+    "fewer",
+    "left",
+    "remain",
+    "remaining",
+    "remains",
+    "spend",
+    "spends",
+    "spent",
+    "cost",
+    "costs",
+    "earn",
+    "earns",
+    "earned",
+    "pay",
+    "pays",
+    "paid",
+    "divide",
+    "divided",
+    "split",
+    "share",
+    "shared",
+    "multiply",
+    "multiplied",
+    "add",
+    "adds",
+    "added",
+    "subtract",
+    "increase",
+    "increased",
+    "decrease",
+    "decreased",
+    "percent",
+    "rate",
+    "profit",
+    "discount",
+    "change",
+    "return",
+    "returns",
+    "count",
+    "sorted",
+    "compute",
+)
+_CONDITION = _words(
+    "if",
+    "unless",
+    "otherwise",
+    "only if",
+    "must",
+    "should",
+    "at least",
+    "at most",
+    "except",
+    "provided",
+    "such that",
+    "so that",
+    "not less",
+    "not more",
+    "exactly",
+    "whenever",
+    "else",
+)
+_WRITE_CODE = re.compile(
+    r"\b(?:write|implement|define|complete|code|create)\b[^.?]{0,40}"
+    r"\b(?:function|program|method|class|script|procedure|code)\b",
+    re.IGNORECASE,
+)
+
+
+def quantities(text: str) -> int:
+    """Numbers a computation could use in ``text`` (years left out)."""
+    return sum(1 for m in _QUANTITY.finditer(text) if not _YEAR.match(m.group(0)))
+
+
+def content_signals(parts: BriefParts) -> dict[str, int]:
+    """The router's six signals of a brief's parts (module docstring), in
+    :data:`CONTENT_SIGNALS` order."""
+    texts = parts.texts()
+    sentences = [s for text in texts for s in split_sentences(text.replace("\n", " "))]
+    work = [*parts.question, *parts.facts, *parts.code, *parts.plans]
+    n_quantities = sum(quantities(text) for text in texts)
+    # a question that asks to combine amounts given elsewhere (*how many legs altogether?*)
+    combines = sum(
+        1 for q in parts.question
+        if not quantities(q) and n_quantities >= 2 and _OPERATION.search(q)
+    )  # fmt: skip
+    return {
+        "hops": sum(question_hops(q) for q in parts.question),
+        "quantities": n_quantities,
+        "arithmetic": combines
+        + sum(1 for s in sentences if quantities(s) and _OPERATION.search(s)),
+        "conditions": sum(len(_CONDITION.findall(text)) for text in work),
+        "code": int(
+            any(has_code(t) for t in texts)
+            or any(_WRITE_CODE.search(t) for t in (*parts.question, *parts.facts))
+        ),
+        "plans": len(parts.plans),
+    }
