@@ -135,8 +135,9 @@ def test_wilson_coverage_at_one_half_and_100_examples_is_the_exact_one():
         assert math.isclose(r["mcse"], math.sqrt(r["estimate"] * (1 - r["estimate"]) / 400))
 
 
-def test_below_n_min_the_verdict_is_never_non_inferior():
-    # n = 20 is below the n_min of margin 0.02 (149): every verdict is inconclusive
+def test_twenty_examples_never_show_non_inferiority_at_a_margin_of_two_points():
+    # no interval from 20 paired examples is narrow enough to put its lower end above
+    # -0.02 (one discordant pair alone moves the difference by 0.05): always inconclusive
     table = run_simulation(_only(studies=("binary",), binary={"base_rates": [0.5], "n": [20]}))
     shares = table.set_index(["scenario", "quantity"])["estimate"]
     assert shares[("at_margin", "type1_error")] == 0.0
