@@ -1355,6 +1355,12 @@ def markdown() -> str:
         "`counters_timing`) are timings of one execution; all other columns of a run are "
         "reproduced exactly by a rerun with the same seed.",
         "",
+        "Error rows (an example whose run failed: `error` set) count as a wrong answer, "
+        "`correct` 0, in every comparison, selection and target: the non-inferiority "
+        "tests, the token target's quality verdict, the topology study's accuracy, "
+        "outcome oracle, agreements and regrets. Token and timing means leave them out "
+        "(an error row has no complete conversation), and say how many they left out.",
+        "",
     ]
     for kind, f in FILES.items():
         out += [f"## {kind}", "", f"One row per {f.row}. Written by {f.writer}.", ""]
