@@ -142,6 +142,10 @@ def test_agreement_table_counts_subsets_and_intervals():
     low, high = table.loc["all", ["ci_low", "ci_high"]]
     assert 0 < low < 0.6 < high < 1  # Wilson, not a point
     assert set(table["router"]) == {"design"}
+    held["batch"] = ["1", "1", "2", "2", ""]
+    batches = th.agreement_table(held).set_index("subset")
+    assert batches.loc["batch 2", ["n", "agree"]].tolist() == [2, 1]
+    assert "batch " not in table.index.str.cat()  # no batch column, no batch rows
 
 
 def test_leave_one_out_never_sees_what_it_scores():

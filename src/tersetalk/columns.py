@@ -801,6 +801,7 @@ _OTHER: list[Column] = [
         ("bytes", "int64", "bytes", "UTF-8 bytes of the brief"),
         ("model_calls", "int64", "calls", "model calls made for the brief"),
         ("error", "string", "", "error (null when none)"),
+        ("batch", "string", "", "a held-out brief's batch ('' for a calibration brief)"),
     ]],
     # ---- the router on held-out briefs
     *[_E(n, t, u, m, ("topology_heldout", "topology_heldout_loo")) for n, t, u, m in [
@@ -815,7 +816,8 @@ _OTHER: list[Column] = [
         ("ci_high", "float64", "0-1", "95% Wilson interval of the agreement, upper end"),
     ]],
     _E("subset", "string", "", "all, crossing (label differs from the format's task label "
-       "group), not crossing, or format <task>", ("topology_heldout",)),
+       "group), not crossing, format <task>, or batch <b> (batch 2: written after the "
+       "signals' last revision)", ("topology_heldout",)),
     *[_E(n, t, u, m, ("topology_heldout_loo",)) for n, t, u, m in [
         ("held_out", "string", "", "the task left out (heldout_loto.csv)"),
         ("group", "string", "", "its label group: direct or chain (heldout_loto.csv)"),

@@ -45,7 +45,7 @@ __all__ = ["COLUMNS", "LazyClient", "brief_signals", "read_records", "write_sign
 COLUMNS: tuple[str, ...] = (
     "task", "example_id", "system", "variant", "features", "label", *SIGNALS,
     "route_signals", "route_weights", "route_theta", "route_score", "route_rule",
-    "brief", "tokens_cl100k", "tokens_o200k", "bytes", "model_calls", "error",
+    "brief", "tokens_cl100k", "tokens_o200k", "bytes", "model_calls", "error", "batch",
 )  # fmt: skip
 
 
@@ -157,7 +157,8 @@ def brief_signals(
     ``spec`` (a run spec, :func:`tersetalk.config.run_spec`) writes them.
 
     ``label``: the record's own ``label`` when it names a route (a held-out brief's),
-    else the route its task's label asks for. ``client``: the model client a brief may
+    else the route its task's label asks for; ``batch``: the record's own ``batch`` (a
+    held-out brief's; "" for none). ``client``: the model client a brief may
     ask (a planning Manager); default: the spec's, built only if a brief asks. A brief
     that cannot be written is an error row (signals missing, ``error`` set); a model
     server that is down stops.
@@ -205,7 +206,7 @@ def brief_signals(
                    variant=spec["variant"], features=topology.features,
                    label=own if (own := example["record"].get("label")) in _ROUTES else label,
                    route_weights=json.dumps(weights, sort_keys=True), route_theta=theta,
-                   model_calls=0)  # fmt: skip
+                   model_calls=0, batch=str(example["record"].get("batch", "")))  # fmt: skip
         # the pieces converse() and Routed.run() use, in their order, up to the route
         conv = Conversation(ctx.client)
         try:

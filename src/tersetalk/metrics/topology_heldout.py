@@ -93,7 +93,8 @@ def agreement_table(
 ) -> pd.DataFrame:
     """Agreement with the held-out labels, per system and router (``design``, and
     ``fitted`` for each system in ``fitted``), on all items, the crossing and the
-    non-crossing ones and each format (``subset``), with Wilson intervals."""
+    non-crossing ones, each format and each batch the records name (``subset``), with
+    Wilson intervals."""
     rows = []
     ok = _ok(heldout)
     for system, g in ok.groupby("system", sort=True):
@@ -106,6 +107,10 @@ def agreement_table(
             subsets = [("all", g.index), ("crossing", g.index[crosses]),
                        ("not crossing", g.index[~crosses])]  # fmt: skip
             subsets += [(f"format {t}", idx.index) for t, idx in g.groupby("task", sort=True)]
+            if "batch" in g.columns:
+                batches = g["batch"].fillna("").astype(str)
+                subsets += [(f"batch {b}", g.index[batches == b])
+                            for b in sorted(set(batches) - {""})]  # fmt: skip
             for subset, idx in subsets:
                 n, agree, share, low, high = _agreement(routes.loc[idx], g.loc[idx, "label"])
                 rows.append(dict(system=system, router=name, subset=subset, n=n, agree=agree,
