@@ -607,7 +607,8 @@ _OTHER: list[Column] = [
         ("mean_diff", "float64", "accuracy points (0-1)", "mean paired accuracy difference "
          "treatment - control"),
         ("lower_bound", "float64", "accuracy (0-1)", "the deciding one-sided lower bound of the "
-         "difference (binary: Tango score, continuity 1/2; continuous: paired bootstrap)"),
+         "difference (binary: Tango score, continuity 1/2; continuous: the lower of the t and "
+         "the studentized bootstrap bound)"),
         ("lower_bound_t", "float64", "accuracy (0-1)", "the t-interval's lower bound"),
         ("upper_bound", "float64", "accuracy (0-1)", "the deciding one-sided upper bound of the "
          "difference"),
@@ -629,11 +630,12 @@ _OTHER: list[Column] = [
         ("verdict_reason", "string", "", "why the verdict, naming the rule that decided"),
         ("outcome", "string", "", "binary (every value 0 or 1) or continuous"),
         ("interval_method", "string", "", "the interval of lower_bound and upper_bound"),
-        ("decided_by", "string", "", "floor rule, n_min rule, score interval or bootstrap "
+        ("decided_by", "string", "", "floor rule, n_min rule, score interval or studentized "
          "interval"),
         ("floor", "float64", "0-1", "the control must be shown above this (the margin)"),
         ("control_lower", "float64", "0-1", "one-sided 1 - alpha lower bound of the control's "
-         "mean (Wilson for binary, bootstrap otherwise)"),
+         "mean (continuity-corrected Wilson for binary; the lower of the t and studentized "
+         "bootstrap bounds otherwise)"),
         ("n_treatment_better", "int64", "examples", "examples where the treatment scores higher"),
         ("n_control_better", "int64", "examples", "examples where the control scores higher"),
         ("p_score", "float64", "p", "one-sided p of Tango's corrected score test at -margin "
@@ -647,6 +649,12 @@ _OTHER: list[Column] = [
         ("lower_bound_bootstrap", "float64", "accuracy (0-1)", "paired percentile bootstrap "
          "lower bound"),
         ("upper_bound_bootstrap", "float64", "accuracy (0-1)", "its upper bound"),
+        ("upper_bound_t", "float64", "accuracy (0-1)", "the t-interval's upper bound"),
+        ("lower_bound_studentized", "float64", "accuracy (0-1)", "the studentized (bootstrap-t) "
+         "lower bound alone (continuous; NaN for binary)"),
+        ("upper_bound_studentized", "float64", "accuracy (0-1)", "its upper bound"),
+        ("control_lower_wilson", "float64", "0-1", "the control's one-sided Wilson lower bound "
+         "without continuity correction (binary; NaN otherwise)"),
         ("diff_ci_low", "float64", "0-1", "two-sided CI of the difference, low"),
         ("diff_ci_high", "float64", "0-1", "two-sided CI of the difference, high"),
         ("diff_ci_method", "string", "", "Tango score interval (binary) or paired bootstrap"),
@@ -734,6 +742,8 @@ _OTHER: list[Column] = [
         ("study", "string", "", "binary, continuous or router"),
         ("quantity", "string", "", "type1_error, power or coverage_<interval>"),
         ("what", "string", "", "the quantity in words"),
+        ("role", "string", "", "what the interval is for: decides a verdict, reported, or a "
+         "contrast (tersetalk.stats.simulation.ROLES)"),
         ("points", "int64", "grid points", "points with an estimate"),
         ("points_infeasible", "int64", "grid points", "points whose truth cannot exist"),
         ("worst", "string", "", "max (type I error, power) or min (coverage)"),
@@ -745,6 +755,8 @@ _OTHER: list[Column] = [
         ("threshold", "float64", "0-1", "the acceptance threshold at the worst point"),
         ("points_meeting", "int64", "grid points", "points within the threshold"),
         ("points_failing", "int64", "grid points", "points beyond it"),
+        ("passes", "boolean", "flag", "no point fails (type I error <= alpha + 2 MC SE, "
+         "coverage >= coverage_floor); <NA> for power"),
         ("points_beyond_mc", "int64", "grid points", "points beyond 2 mcse_nominal of nominal"),
         ("failing_at", "string", "", "the failing points with their estimates"),
     ]],

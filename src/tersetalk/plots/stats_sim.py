@@ -4,7 +4,8 @@ control's base rate and the number of examples (:mod:`tersetalk.stats.simulation
 ``<stem>.{png,pdf}``: the paired binary study, one column per discordance level, one row
 per quantity, lines per n, the nominal value dashed, the acceptance threshold dotted and
 each point's Monte-Carlo 95% band shaded. ``<stem>_more.{png,pdf}``: the continuous study
-(type I error and bootstrap coverage per correlation) and the router study (coverage of
+(type I error, coverage of the verdict's t / bootstrap-t interval and of the
+percentile bootstrap) and the router study (coverage of
 the agreement's intervals against the number of tasks).
 """
 
@@ -28,8 +29,10 @@ __all__ = ["plot_stats_sim"]
 BINARY_ROWS = {
     "type1_error": "type I error\n(non-inferior at d = -margin)",
     "power": "power\n(non-inferior at d = 0)",
+    "coverage_tango_cc": "coverage: Tango, cc 1/2\n(the verdict's)",
     "coverage_tango": "coverage: Tango\n(paired difference)",
     "coverage_newcombe": "coverage: Newcombe\n(paired difference)",
+    "coverage_wilson_cc_control": "coverage: Wilson, cc\n(control accuracy)",
     "coverage_wilson_control": "coverage: Wilson\n(control accuracy)",
     "coverage_bootstrap": "coverage: percentile\nbootstrap (difference)",
 }
@@ -136,7 +139,11 @@ def _more_figure(table: pd.DataFrame, out_stem: Path) -> list[Path]:
     router = table[(table["study"] == "router") & (table["trials"] > 0)]
     panels = []
     if not cont.empty:
-        panels += [("continuous", "type1_error"), ("continuous", "coverage_bootstrap")]
+        panels += [
+            ("continuous", "type1_error"),
+            ("continuous", "coverage_t_studentized"),
+            ("continuous", "coverage_bootstrap"),
+        ]
     if not router.empty:
         panels += [("router", None)]
     if not panels:
@@ -156,18 +163,18 @@ def _more_figure(table: pd.DataFrame, out_stem: Path) -> list[Path]:
             _reference(ax, q, worst)
             ax.set_xticks(range(len(rates)), [f"{r:g}" for r in rates])
             ax.set_xlabel("control mean score")
-            what = (
-                "type I error (max over ρ)"
-                if q == "type1_error"
-                else ("bootstrap coverage (min over ρ, d)")
-            )
+            what = {
+                "type1_error": "type I error (max over ρ)",
+                "coverage_t_studentized": "t / bootstrap-t coverage (min over ρ, d)",
+            }.get(q, "percentile bootstrap coverage (min over ρ, d)")
             ax.set_title(f"continuous scores: {what}", fontsize="medium")
             ax.legend(title="n", fontsize="x-small", title_fontsize="small")
         else:
-            colours = dict(zip(["coverage_cluster_bootstrap", "coverage_wilson_task",
-                                "coverage_wilson_pooled"], sns.color_palette(n_colors=3),
-                               strict=True))  # fmt: skip
-            names = {"coverage_cluster_bootstrap": "cluster bootstrap (mean over tasks)",
+            colours = dict(zip(["coverage_cluster_t", "coverage_cluster_bootstrap",
+                                "coverage_wilson_task", "coverage_wilson_pooled"],
+                               sns.color_palette(n_colors=4), strict=True))  # fmt: skip
+            names = {"coverage_cluster_t": "jackknife t over tasks (k - 1 df)",
+                     "coverage_cluster_bootstrap": "cluster bootstrap (mean over tasks)",
                      "coverage_wilson_task": "Wilson per task",
                      "coverage_wilson_pooled": "Wilson, examples pooled"}  # fmt: skip
             worst = _agg(router, ["quantity", "n_tasks"], "min")

@@ -1,4 +1,4 @@
-"""A cluster bootstrap: resample whole clusters (tasks), not examples.
+"""Intervals with the cluster (task) as the unit: a cluster bootstrap and a cluster t interval.
 
 Why: examples of one task share a label, a prompt shape and a difficulty, so they are not
 independent draws. When a study's claim is about tasks (a router that picks the right
@@ -15,6 +15,20 @@ are taken in sorted order, so the result depends only on the data, their cluster
 whose statistic is defined (a NaN resample, e.g. a mean over no row, is left out and
 counted in ``n_undefined``); it picks resampled values (numpy's ``inverted_cdf``), so a
 resample whose statistic is infinite stays infinite rather than becoming NaN.
+
+**With few clusters, use** :func:`cluster_t_interval`. A percentile interval over k
+resampled clusters is too narrow when k is small: it ignores that the spread of k
+cluster means is itself estimated (the bootstrap variance is the plug-in ``(k - 1) / k``
+of the unbiased one, and the normal-like percentiles stand in for a t quantile with
+k - 1 degrees of freedom). The simulation study (:mod:`tersetalk.stats.simulation`,
+router study) measures a nominal 95% cluster bootstrap at about 0.70 coverage with 3
+tasks and still under 0.94 with 6 and 12. :func:`cluster_t_interval` is the delete-one-
+cluster jackknife with a t quantile on ``k - 1`` degrees of freedom: for a mean over
+equally sized clusters it is exactly the t interval on the k cluster means
+(``mean +- t_{k-1} s / sqrt(k)``); for unequal sizes the jackknife variance of the pooled
+(ratio) mean is the usual cluster-robust one, and any other statistic gets its
+jackknife variance. It needs no resamples and no seed, and is wide with few clusters,
+as it must be (t_{0.975, 2} = 4.30). With one cluster it is undefined (NaN).
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ import numpy as np
 
 from tersetalk.stats._common import StatsError, check_level, check_resamples, check_seed
 
-__all__ = ["ClusterBootstrapResult", "cluster_bootstrap"]
+__all__ = ["ClusterBootstrapResult", "ClusterTResult", "cluster_bootstrap", "cluster_t_interval"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +141,91 @@ def cluster_bootstrap(
         seed=seed,
         confidence=confidence,
     )
+
+
+@dataclass(frozen=True)
+class ClusterTResult:
+    """A statistic with its delete-one-cluster jackknife t interval."""
+
+    estimate: float
+    low: float
+    high: float
+    n_clusters: int
+    n: int  # rows (observations) over all clusters
+    se: float  # the jackknife standard error over clusters
+    df: int  # degrees of freedom of the t quantile: n_clusters - 1
+    n_undefined: int  # leave-one-cluster-out statistics that were NaN
+    confidence: float
+    method: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check_rows(values, clusters, statistic) -> tuple[np.ndarray, np.ndarray]:
+    vals = np.asarray(values, dtype=float)
+    labels = np.asarray(clusters, dtype=object)
+    if vals.ndim not in (1, 2):
+        raise StatsError(f"values must be 1-D or 2-D (one row per observation), got {vals.shape}")
+    if labels.ndim != 1 or labels.shape[0] != vals.shape[0]:
+        raise StatsError(
+            f"clusters must give one label per row of values: {labels.shape[0]} labels for "
+            f"{vals.shape[0]} rows"
+        )
+    if statistic is None and vals.ndim != 1:
+        raise StatsError("the default statistic (the mean) takes 1-D values; pass a statistic")
+    return vals, labels
+
+
+def cluster_t_interval(
+    values: Sequence[float] | np.ndarray,
+    clusters: Sequence[object] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] | None = None,
+    *,
+    confidence: float = 0.95,
+    clip: tuple[float, float] | None = None,
+) -> ClusterTResult:
+    """The ``statistic`` of ``values`` with a jackknife t interval over whole clusters.
+
+    ``values``, ``clusters`` and ``statistic`` as :func:`cluster_bootstrap` (None: the
+    mean of the pooled rows). With ``k`` clusters, ``theta_j`` is the statistic on all
+    rows but those of cluster j, ``se^2 = (k - 1) / k * sum_j (theta_j - mean_j
+    theta_j)^2`` and the interval ``estimate +- t_{(1 + confidence) / 2, k - 1} se``
+    (module docstring). Deterministic: no resampling. One cluster (or none), or a NaN
+    leave-one-out statistic, leaves the interval NaN (``n_undefined`` counts the NaN
+    ones). ``clip``: the statistic's range (e.g. ``(0, 1)`` for a share), to which the
+    interval is cut; None leaves it as computed.
+    """
+    from scipy import stats as sps
+
+    confidence = check_level(confidence, "confidence")
+    vals, labels = _check_rows(values, clusters, statistic)
+    n = int(vals.shape[0])
+    nan = float("nan")
+    method = "delete-one-cluster jackknife, t quantile on n_clusters - 1 degrees of freedom"
+    if n == 0:
+        return ClusterTResult(nan, nan, nan, 0, 0, nan, 0, 0, confidence, method)
+    keyed = np.array([str(c) for c in labels], dtype=object)
+    names = sorted(set(keyed))
+    k = len(names)
+    if statistic is None:
+        sums = np.array([vals[keyed == name].sum() for name in names])
+        counts = np.array([float(np.sum(keyed == name)) for name in names])
+        estimate = float(vals.mean())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loo = (sums.sum() - sums) / (counts.sum() - counts)
+    else:
+        estimate = float(statistic(vals))
+        loo = np.array([float(statistic(vals[keyed != name])) for name in names])
+    if k < 2:
+        return ClusterTResult(estimate, nan, nan, k, n, nan, 0, 0, confidence, method)
+    undefined = int(np.isnan(loo).sum())
+    if undefined or not np.isfinite(estimate):
+        return ClusterTResult(estimate, nan, nan, k, n, nan, k - 1, undefined, confidence,
+                              method)  # fmt: skip
+    se = float(np.sqrt((k - 1) / k * np.sum((loo - loo.mean()) ** 2)))
+    half = float(sps.t.ppf(0.5 + confidence / 2.0, df=k - 1)) * se
+    low, high = estimate - half, estimate + half
+    if clip is not None:
+        low, high = max(low, float(clip[0])), min(high, float(clip[1]))
+    return ClusterTResult(estimate, low, high, k, n, se, k - 1, 0, confidence, method)

@@ -27,15 +27,22 @@ Three studies (config section ``stats_sim``):
     A point with ``p_T`` outside [0, 1] (``p_C < margin`` at the margin) cannot exist:
     its rows say so in ``note`` and hold no estimate. Each replicate draws the table from
     the multinomial, lays the examples out in cell order (the resampling does not depend
-    on the order) and computes the verdict, Wilson for each arm, the Tango and Newcombe
-    intervals of ``d`` and the paired percentile bootstrap interval of ``d``.
+    on the order) and computes the verdict, Wilson for each arm without and with the
+    continuity correction (Newcombe's methods 3 and 4; the corrected one decides the
+    floor rule), the Tango interval of ``d`` with the verdict's continuity correction of
+    half a pair (the interval the verdict inverts) and without it, Newcombe's interval
+    and the paired percentile bootstrap interval of ``d`` (reported, never deciding: with
+    few discordant pairs it has next to no width).
 
 ``continuous`` -- paired scores in [0, 1] (F1-like)
     Each arm's score is Beta with mean ``mu`` (the control's: ``means``; the treatment's
     ``mu + d``) and concentration ``a + b = concentration``; the two arms are joined by a
     Gaussian copula with correlation ``rho`` (``correlations``; the scores' own
     correlation is a little lower). The true mean difference is exactly ``d``. Per
-    replicate: the verdict and the paired percentile bootstrap interval of ``d``.
+    replicate: the verdict, the interval it decides with (at each end the more
+    conservative of the t and the studentized bootstrap bound,
+    :func:`tersetalk.stats.noninferiority.conservative_mean_interval`) and the paired
+    percentile bootstrap interval of ``d``.
 
 ``router`` -- agreement of a routing policy with a per-example oracle, tasks as clusters
     ``n_tasks`` tasks of ``examples_per_task`` examples. Each example's oracle label is a
@@ -45,13 +52,15 @@ Three studies (config section ``stats_sim``):
     rate drawn from a Beta so that the task's true agreement ``a_k = tie_share +
     (1 - tie_share) s_k`` has mean ``agreement`` and standard deviation ``task_sd`` over
     tasks (0: every task the same), and picks at random on a tie. Agreement is computed
-    from the drawn labels and choices. Reported: the coverage of the cluster bootstrap
-    interval (tasks resampled) of the mean agreement over the population of tasks
-    (``agreement``), of the per-task Wilson intervals of each ``a_k``, and, as a contrast,
+    from the drawn labels and choices. Reported: the coverage of the delete-one-task
+    jackknife t interval (:func:`tersetalk.stats.cluster.cluster_t_interval`, k - 1
+    degrees of freedom) and of the cluster bootstrap interval (tasks resampled) of the
+    mean agreement over the population of tasks (``agreement``), of the per-task Wilson
+    intervals of each ``a_k``, and, as a contrast,
     of one Wilson interval over all examples pooled (which treats examples as independent
     and under-covers when tasks differ). With few tasks the cluster bootstrap under-covers
-    too: a percentile interval over 3 resampled tasks cannot be wide enough; that is a
-    finding about the design (few tasks), reported as it is measured.
+    too: a percentile interval over 3 resampled tasks cannot be wide enough; the t
+    quantile on k - 1 degrees of freedom is what makes the jackknife interval honest.
 
 Per grid point and quantity, one row: ``estimate`` (a share over ``replicates``),
 ``mcse`` (its Monte-Carlo standard error, ``sqrt(p (1 - p) / R)``), ``mcse_nominal`` (the
@@ -61,7 +70,8 @@ interval's coverage at or above ``coverage_floor`` (``threshold``, ``meets``);
 ``within_mc`` says whether a coverage is within 2 ``mcse_nominal`` of ``confidence``
 (with few replicates 0.94 is inside the noise of a 0.95 interval). Across many
 grid points a few excesses of 2 standard errors are expected by chance alone (about 2.5%
-of points at a rate exactly nominal).
+of points at a rate exactly nominal). The summary adds each quantity's ``role`` (which
+interval decides, which is reported, which is a contrast) and ``passes``.
 
 Deterministic: each grid point draws from its own ``numpy`` generator seeded by the
 study's seed and the point's parameters (so adding a value to the grid leaves the other
@@ -137,17 +147,48 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "inferior": ("share of 'inferior' verdicts", "share"),
     "coverage_wilson_control": ("Wilson interval of the control's accuracy", "coverage"),
     "coverage_wilson_treatment": ("Wilson interval of the treatment's accuracy", "coverage"),
-    "coverage_tango": ("Tango score interval of the paired difference", "coverage"),
+    "coverage_wilson_cc_control": ("continuity-corrected Wilson interval (Newcombe's method "
+                                   "4) of the control's accuracy", "coverage"),
+    "coverage_wilson_cc_treatment": ("continuity-corrected Wilson interval of the "
+                                     "treatment's accuracy", "coverage"),
+    "coverage_tango_cc": ("Tango score interval with the verdict's continuity correction "
+                          "(1/2 pair) of the paired difference", "coverage"),
+    "coverage_tango": ("Tango score interval (no correction) of the paired difference",
+                       "coverage"),
     "coverage_newcombe": ("Newcombe hybrid score interval of the paired difference",
                           "coverage"),
     "coverage_bootstrap": ("paired percentile bootstrap interval of the mean difference",
                            "coverage"),
+    "coverage_t_studentized": ("the more conservative of the t and the studentized "
+                               "bootstrap interval of the mean difference (the verdict's)",
+                               "coverage"),
     "coverage_cluster_bootstrap": ("cluster bootstrap (tasks resampled) of the mean "
                                    "agreement over tasks", "coverage"),
+    "coverage_cluster_t": ("delete-one-task jackknife t interval (k - 1 df) of the mean "
+                           "agreement over tasks", "coverage"),
     "coverage_wilson_task": ("per-task Wilson interval of the task's agreement", "coverage"),
     "coverage_wilson_pooled": ("one Wilson interval over all examples pooled (ignores the "
                                "tasks), of the mean agreement over tasks", "coverage"),
 }  # fmt: skip
+
+#: what each judged quantity is for in the workflow (the summary's ``role``)
+ROLES: dict[str, str] = {
+    "type1_error": "the verdict",
+    "power": "the verdict",
+    "coverage_wilson_control": "report (uncorrected Wilson)",
+    "coverage_wilson_treatment": "report (uncorrected Wilson)",
+    "coverage_wilson_cc_control": "decides (floor rule); report",
+    "coverage_wilson_cc_treatment": "report",
+    "coverage_tango_cc": "decides (binary verdict); report",
+    "coverage_tango": "beside the verdict",
+    "coverage_newcombe": "beside the verdict",
+    "coverage_bootstrap": "beside the verdict, never decides",
+    "coverage_t_studentized": "decides (continuous verdict); report",
+    "coverage_cluster_t": "for task-level intervals",
+    "coverage_cluster_bootstrap": "contrast (under-covers with few tasks)",
+    "coverage_wilson_task": "report (one task)",
+    "coverage_wilson_pooled": "contrast (ignores tasks)",
+}
 
 #: the discordance levels' names in figures and summaries (others print as numbers)
 LEVEL_NAMES = {0.1: "low", 0.4: "medium", 1.0: "high (independent)"}
@@ -416,7 +457,7 @@ def _verdicts(tally: _Tally, verdict: str, scenario: str) -> None:
 def _binary_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
     from tersetalk.stats.bootstrap import paired_bootstrap
     from tersetalk.stats.intervals import wilson
-    from tersetalk.stats.noninferiority import noninferiority
+    from tersetalk.stats.noninferiority import CONTINUITY, noninferiority
     from tersetalk.stats.paired_proportions import paired_difference_interval
 
     d = SCENARIOS[pt.scenario] * s.margin
@@ -446,12 +487,19 @@ def _binary_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
             cache[key] = (
                 wilson((a + c) / pt.n, pt.n, s.confidence),
                 wilson((a + b) / pt.n, pt.n, s.confidence),
+                wilson((a + c) / pt.n, pt.n, s.confidence, continuity=True),
+                wilson((a + b) / pt.n, pt.n, s.confidence, continuity=True),
+                paired_difference_interval(t, ctl, confidence=s.confidence, method="tango",
+                                           continuity=CONTINUITY),
                 paired_difference_interval(t, ctl, confidence=s.confidence, method="tango"),
                 paired_difference_interval(t, ctl, confidence=s.confidence, method="newcombe"),
-            )
-        w_c, w_t, tango, newcombe = cache[key]
+            )  # fmt: skip
+        w_c, w_t, wcc_c, wcc_t, tango_cc, tango, newcombe = cache[key]
         tally.cover("coverage_wilson_control", *w_c, pt.base_rate)
         tally.cover("coverage_wilson_treatment", *w_t, p_t)
+        tally.cover("coverage_wilson_cc_control", *wcc_c, pt.base_rate)
+        tally.cover("coverage_wilson_cc_treatment", *wcc_t, p_t)
+        tally.cover("coverage_tango_cc", *tango_cc, d)
         tally.cover("coverage_tango", *tango, d)
         tally.cover("coverage_newcombe", *newcombe, d)
         boot = paired_bootstrap(t, ctl, n_resamples=s.n_resamples, seed=int(seeds[r]),
@@ -464,7 +512,7 @@ def _continuous_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
     from scipy import stats as sps
 
     from tersetalk.stats.bootstrap import paired_bootstrap
-    from tersetalk.stats.noninferiority import noninferiority
+    from tersetalk.stats.noninferiority import conservative_mean_interval, noninferiority
 
     d = SCENARIOS[pt.scenario] * s.margin
     mu_c, mu_t = pt.base_rate, pt.base_rate + d
@@ -490,11 +538,14 @@ def _continuous_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
         boot = paired_bootstrap(t, ctl, n_resamples=s.n_resamples, seed=int(seeds[r]),
                                 confidence=s.confidence)  # fmt: skip
         tally.cover("coverage_bootstrap", boot.ci_low, boot.ci_high, d)
+        both = conservative_mean_interval(t - ctl, s.confidence, n_resamples=s.n_resamples,
+                                          seed=int(seeds[r]))  # fmt: skip
+        tally.cover("coverage_t_studentized", *both, d)
     return tally, {"true_diff": d, "note": ""}
 
 
 def _router_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
-    from tersetalk.stats.cluster import cluster_bootstrap
+    from tersetalk.stats.cluster import cluster_bootstrap, cluster_t_interval
     from tersetalk.stats.intervals import wilson
 
     k, m, tie = pt.n_tasks, pt.examples_per_task, s.tie_share
@@ -520,6 +571,8 @@ def _router_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
         low = getattr(res, "low", getattr(res, "ci_low", float("nan")))
         high = getattr(res, "high", getattr(res, "ci_high", float("nan")))
         tally.cover("coverage_cluster_bootstrap", low, high, pt.agreement)
+        jack = cluster_t_interval(agree, tasks, confidence=s.confidence, clip=(0.0, 1.0))
+        tally.cover("coverage_cluster_t", jack.low, jack.high, pt.agreement)
         per_task = agree.reshape(k, m).mean(axis=1)
         for j in range(k):
             tally.cover("coverage_wilson_task", *wilson(float(per_task[j]), m, s.confidence),
@@ -544,10 +597,13 @@ COLUMNS = (
 #: the quantities each study reports, in table order (binary and continuous: per scenario)
 _STUDY_QUANTITIES = {
     "binary": ("type1_error", "power", "inconclusive", "inferior", "coverage_wilson_control",
-               "coverage_wilson_treatment", "coverage_tango", "coverage_newcombe",
-               "coverage_bootstrap"),
-    "continuous": ("type1_error", "power", "inconclusive", "inferior", "coverage_bootstrap"),
-    "router": ("coverage_cluster_bootstrap", "coverage_wilson_task", "coverage_wilson_pooled"),
+               "coverage_wilson_treatment", "coverage_wilson_cc_control",
+               "coverage_wilson_cc_treatment", "coverage_tango_cc", "coverage_tango",
+               "coverage_newcombe", "coverage_bootstrap"),
+    "continuous": ("type1_error", "power", "inconclusive", "inferior", "coverage_t_studentized",
+                   "coverage_bootstrap"),
+    "router": ("coverage_cluster_t", "coverage_cluster_bootstrap", "coverage_wilson_task",
+               "coverage_wilson_pooled"),
 }  # fmt: skip
 
 
@@ -696,6 +752,7 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
             "study": study,
             "quantity": quantity,
             "what": QUANTITIES[quantity][0],
+            "role": ROLES.get(quantity, ""),
             "points": int(len(est)),
             "points_infeasible": int(len(rows) - len(est)),
             "worst": "min" if kind == "coverage" else "max",
@@ -707,13 +764,17 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
             "threshold": float(worst["threshold"]),
             "points_meeting": int(judged["meets"].astype(bool).sum()),
             "points_failing": int(len(failing)),
+            "passes": (pd.NA if judged.empty else bool(failing.empty)),
             # beyond Monte-Carlo error of the nominal value (coverage below
             # confidence - 2 mcse_nominal; for the type I error the same as failing)
             "points_beyond_mc": int((~judged["within_mc"].astype(bool)).sum()),
             "failing_at": "; ".join(_where(r) + f" ({r['estimate']:.3f})"
                                     for _, r in failing.iterrows()),
         })  # fmt: skip
-    return pd.DataFrame(out)
+    frame = pd.DataFrame(out)
+    if "passes" in frame:
+        frame["passes"] = frame["passes"].astype("boolean")
+    return frame
 
 
 def summary_markdown(summary: pd.DataFrame, s: SimSettings) -> str:
@@ -727,18 +788,20 @@ def summary_markdown(summary: pd.DataFrame, s: SimSettings) -> str:
         f"(alpha + {2 * math.sqrt(s.alpha * (1 - s.alpha) / s.replicates):.3f}); coverage "
         f"passes at or above {s.coverage_floor:g}.",
         "",
-        "| study | quantity | points | worst | at | threshold | failing | beyond MC error |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |",
+        "| study | quantity | role | points | worst | at | threshold | failing | beyond MC "
+        "error | result |",
+        "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
     ]
     for _, r in summary.iterrows():
         thr = "" if not math.isfinite(r["threshold"]) else f"{r['threshold']:.3f}"
         judged = math.isfinite(r["threshold"])
         fail = f"{r['points_failing']}" if judged else ""
         beyond = f"{r['points_beyond_mc']}" if judged else ""
+        result = ("pass" if r["points_failing"] == 0 else "FAIL") if judged else ""
         lines.append(
-            f"| {r['study']} | {r['quantity']} | {r['points']} | {r['worst']} "
-            f"{r['worst_estimate']:.3f} (SE {r['worst_mcse']:.3f}) | {r['worst_at']} | {thr} "
-            f"| {fail} | {beyond} |"
+            f"| {r['study']} | {r['quantity']} | {r.get('role', '')} | {r['points']} | "
+            f"{r['worst']} {r['worst_estimate']:.3f} (SE {r['worst_mcse']:.3f}) | "
+            f"{r['worst_at']} | {thr} | {fail} | {beyond} | {result} |"
         )
     lines += [
         "",
