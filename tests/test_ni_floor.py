@@ -94,3 +94,15 @@ def test_size_at_the_margin_with_no_pair_favouring_the_treatment(n):
         plain += prob * (res.lower_bound_tango > -MARGIN)
     assert plain > ALPHA + 0.009  # the uncorrected score bound is too liberal here
     assert size <= ALPHA
+
+
+def test_the_floor_rule_uses_the_continuity_corrected_wilson_bound():
+    # 5 of 110: the uncorrected Wilson bound (0.0223) is above the floor 0.02, the
+    # corrected one (Newcombe's method 4, 0.0193) is not, and the corrected one decides
+    from tersetalk.stats.intervals import wilson
+
+    control = _arm(110, range(5))
+    res = _floor(control.copy(), control)
+    assert res.control_lower == wilson(5 / 110, 110, 1 - 2 * ALPHA, continuity=True)[0]
+    assert res.control_lower_wilson == wilson(5 / 110, 110, 1 - 2 * ALPHA)[0] > MARGIN
+    assert "continuity-corrected Wilson" in res.verdict_reason

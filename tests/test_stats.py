@@ -719,3 +719,117 @@ def test_main_table_accuracy_interval_is_wilson(tmp_path):
     row = pd.read_csv(tmp_path / "main.csv").iloc[0]
     assert (row["acc. CI low"], row["acc. CI high"]) == (0.0, 0.278)  # 0 of 10, not [0, 0]
     assert "Wilson intervals of accuracy" in (tmp_path / "main.tex").read_text()
+
+
+# --- the continuity-corrected Wilson interval (Newcombe 1998, method 4) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "low", "high"),
+    [
+        # R. G. Newcombe, Statistics in Medicine 17:857-872 (1998), Table II, method 4
+        (81, 263, 0.2535, 0.3682),
+        (15, 148, 0.0598, 0.1644),
+        (0, 20, 0.0, 0.2005),
+        (1, 29, 0.0018, 0.1963),
+    ],
+)
+def test_wilson_with_continuity_correction_matches_newcombe_table(k, n, low, high):
+    from tersetalk.stats.intervals import wilson, wilson_cc
+
+    got = wilson(k / n, n, 0.95, continuity=True)
+    assert got == pytest.approx((low, high), abs=5e-5)
+    assert wilson_cc(k / n, n) == got
+    # the same closed form as scipy's (an independent implementation)
+    ref = sps.binomtest(k, n).proportion_ci(0.95, method="wilsoncc")
+    assert got == pytest.approx((ref.low, ref.high), abs=1e-12)
+    # the uncorrected interval is unchanged and lies inside the corrected one
+    plain = wilson(k / n, n, 0.95)
+    assert got[0] <= plain[0] and plain[1] <= got[1]
+
+
+def _exact_coverage(p: float, n: int, continuity: bool) -> float:
+    from tersetalk.stats.intervals import wilson
+
+    k = np.arange(n + 1)
+    ends = [wilson(i / n, n, 0.95, continuity=continuity) for i in k]
+    covers = np.array([lo - 1e-12 <= p <= hi + 1e-12 for lo, hi in ends])
+    return float(sps.binom.pmf(k, n, p)[covers].sum())
+
+
+def test_corrected_wilson_covers_at_least_nominal_where_the_plain_one_does_not():
+    # exact coverage (binomial sums, no simulation) at the simulation grid's small n and p
+    points = [(p, n) for n in (10, 30, 100) for p in (0.01, 0.03, 0.05, 0.08, 0.1, 0.3, 0.9)]
+    plain = {pt: _exact_coverage(*pt, continuity=False) for pt in points}
+    corrected = {pt: _exact_coverage(*pt, continuity=True) for pt in points}
+    assert min(plain.values()) < 0.94  # Wilson's oscillation: 0.904 at p = 0.01, n = 10
+    assert min(corrected.values()) >= 0.95
+
+
+def test_corrected_wilson_edges_and_bad_input():
+    from tersetalk.stats.intervals import wilson
+
+    assert wilson(0.0, 10, continuity=True)[0] == 0.0
+    assert wilson(1.0, 10, continuity=True)[1] == 1.0
+    assert wilson(0.3, 0, continuity=True) == (0.0, 1.0)
+    assert all(math.isnan(x) for x in wilson(float("nan"), 10, continuity=True))
+    with pytest.raises(ValueError, match="proportion"):
+        wilson(3.0, 10, continuity=True)
+
+
+# --- the continuous verdict's bound: the more conservative of t and bootstrap-t --------------
+
+
+def _skewed_pair(seed: int, n: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    control = rng.beta(0.2, 1.8, n)
+    treatment = np.clip(control + rng.normal(-0.01, 0.05, n), 0.0, 1.0)
+    return treatment, control
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_continuous_bound_is_never_less_conservative_than_the_t_bound(seed):
+    t, c = _skewed_pair(seed)
+    res = noninferiority(t, c, n_resamples=400, seed=seed)
+    assert res.outcome == "continuous" and res.decided_by in ("studentized interval", "floor rule")
+    assert res.lower_bound <= res.lower_bound_t and res.upper_bound >= res.upper_bound_t
+    assert res.lower_bound <= res.lower_bound_studentized
+    assert res.upper_bound >= res.upper_bound_studentized
+    assert res.lower_bound == min(res.lower_bound_t, res.lower_bound_studentized)
+    # the control's floor bound follows the same rule
+    from tersetalk.stats.noninferiority import conservative_mean_interval
+
+    assert res.control_lower == conservative_mean_interval(
+        c, 1 - 2 * ALPHA, n_resamples=400, seed=seed
+    )[0]
+
+
+def test_studentized_bound_is_the_bootstrap_t_of_the_same_resamples():
+    from tersetalk.stats.noninferiority import studentized_bounds
+
+    t, c = _skewed_pair(7, n=200)
+    d = t - c
+    lo, hi = studentized_bounds(d, 0.05, n_resamples=999, seed=11)
+    # an independent computation: the same index stream, the studentized root by hand
+    idx = np.random.default_rng(11).integers(0, d.size, size=(999, d.size))
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    roots = (d[idx].mean(axis=1) - d.mean()) / (d[idx].std(axis=1, ddof=1) / math.sqrt(d.size))
+    roots.sort()
+    # order statistics at or beyond the quantiles (no interpolation): ranks 950 and 50
+    assert lo == pytest.approx(d.mean() - roots[949] * se, abs=1e-12)
+    assert hi == pytest.approx(d.mean() - roots[49] * se, abs=1e-12)
+    assert studentized_bounds(d, 0.05, n_resamples=999, seed=11) == (lo, hi)  # deterministic
+    assert studentized_bounds(d, 0.05, n_resamples=999, seed=12) != (lo, hi)
+
+
+def test_studentized_bound_degenerate_data():
+    from tersetalk.stats.noninferiority import conservative_mean_interval, studentized_bounds
+
+    assert studentized_bounds(np.full(50, 0.25), 0.05, n_resamples=100, seed=0) == (0.25, 0.25)
+    assert all(math.isnan(x) for x in studentized_bounds(np.array([0.1]), 0.05,
+                                                         n_resamples=100, seed=0))  # fmt: skip
+    # two distinct values: many constant resamples (infinite roots) stay usable
+    lo, hi = studentized_bounds(np.r_[np.zeros(3), 1.0], 0.05, n_resamples=200, seed=0)
+    assert lo <= 0.25 <= hi
+    with pytest.raises(StatsError):
+        conservative_mean_interval([], 0.9)

@@ -253,3 +253,59 @@ def test_cli_writes_the_table_summary_and_figures(tmp_path, capsys):
     for stem in ("stats_sim", "stats_sim_more"):
         for ext in ("png", "pdf"):
             assert (tmp_path / "fig" / f"{stem}.{ext}").stat().st_size > 1000
+
+
+# ---- the intervals that decide, and their contrasts ---------------------------------------
+
+
+def test_corrected_intervals_cover_at_least_as_often_as_the_uncorrected_ones():
+    # a corrected interval contains the uncorrected one on every table, so per point its
+    # coverage is at least as high (Wilson, method 4 vs 3; Tango with 1/2 pair vs none)
+    s = _only(studies=("binary",), replicates=60,
+              binary={"base_rates": [0.01, 0.9], "n": [10, 300], "discordance": [0.1]})  # fmt: skip
+    table = run_simulation(s)
+    table = table[table["trials"] > 0].set_index(["base_rate", "n", "scenario", "quantity"])
+    est = table["estimate"].unstack("quantity")
+    assert (est["coverage_wilson_cc_control"] >= est["coverage_wilson_control"]).all()
+    assert (est["coverage_wilson_cc_treatment"] >= est["coverage_wilson_treatment"]).all()
+    assert (est["coverage_tango_cc"] >= est["coverage_tango"]).all()
+    # the plain Wilson interval under-covers at p = 0.01, n = 10 (exact: 0.904)
+    assert est.loc[(0.01, 10, "no_difference"), "coverage_wilson_control"] < 0.94
+
+
+def test_the_jackknife_t_over_three_tasks_covers_where_the_cluster_bootstrap_does_not():
+    s = _only(studies=("router",), replicates=150, n_resamples=200,
+              router={"n_tasks": [3], "examples_per_task": [30], "agreement": [0.85],
+                      "task_sd": [0.1]})  # fmt: skip
+    cov = run_simulation(s).set_index("quantity")["estimate"]
+    assert cov["coverage_cluster_bootstrap"] < 0.85
+    assert cov["coverage_cluster_t"] >= 0.94
+
+
+def test_the_continuous_study_reports_the_verdicts_interval():
+    s = _only(studies=("continuous",), replicates=30, n_resamples=100,
+              continuous={"means": [0.5], "n": [30], "correlations": [0.5]})  # fmt: skip
+    table = run_simulation(s)
+    q = set(table["quantity"])
+    assert {"coverage_t_studentized", "coverage_bootstrap"} <= q
+    rows = table[table["quantity"] == "coverage_t_studentized"]
+    boot = table[table["quantity"] == "coverage_bootstrap"]
+    # the verdict's interval is never narrower than the t interval, which is wider than
+    # the percentile bootstrap's at n = 30
+    assert (rows["mean_width"].to_numpy() > boot["mean_width"].to_numpy()).all()
+
+
+def test_the_summary_names_each_intervals_role_and_whether_it_passes():
+    s = _settings()
+    summary = summarise(run_simulation(s))
+    roles = summary.set_index(["study", "quantity"])["role"]
+    assert roles[("binary", "coverage_tango_cc")].startswith("decides")
+    assert roles[("binary", "coverage_wilson_cc_control")].startswith("decides")
+    assert roles[("continuous", "coverage_t_studentized")].startswith("decides")
+    assert roles[("binary", "coverage_bootstrap")].endswith("never decides")
+    judged = summary[summary["quantity"] != "power"]
+    assert (judged["passes"] == (judged["points_failing"] == 0)).all()
+    assert summary.loc[summary["quantity"] == "power", "passes"].isna().all()
+    text = summary_markdown(summary, s)
+    assert "| role |" in text and "| result |" in text
+    assert ("| pass |" in text) or ("| FAIL |" in text)
