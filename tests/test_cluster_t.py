@@ -47,8 +47,8 @@ def test_unequal_sizes_and_a_statistic_are_the_delete_one_cluster_jackknife():
     se = math.sqrt((k - 1) / k * np.sum((loo - loo.mean()) ** 2))
     half = sps.t.ppf(0.95, df=k - 1) * se
     assert res.estimate == stat(values)
-    assert (res.low, res.high, res.se) == pytest.approx((stat(values) - half,
-                                                         stat(values) + half, se), abs=1e-12)  # fmt: skip
+    expected = (stat(values) - half, stat(values) + half, se)
+    assert (res.low, res.high, res.se) == pytest.approx(expected, abs=1e-12)
     # the default statistic (the pooled mean) by its closed form equals the loop
     pooled = cluster_t_interval(values[:, 0], tasks)
     by_loop = cluster_t_interval(values[:, 0], tasks, lambda r: float(r.mean()))
