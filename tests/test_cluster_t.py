@@ -91,3 +91,21 @@ def test_bad_input_and_determinism():
     order = np.random.default_rng(0).permutation(values.size)
     a, b = cluster_t_interval(values, tasks), cluster_t_interval(values[order], tasks[order])
     assert (a.low, a.high) == pytest.approx((b.low, b.high), abs=1e-12)
+
+
+def test_a_share_is_widened_by_the_score_form_and_never_narrower_than_t():
+    # three tasks near the ceiling: the t interval is symmetric; the score form reaches
+    # further down, where a skewed share's misses are
+    values = np.r_[np.ones(28), np.zeros(2), np.ones(27), np.zeros(3), np.ones(29), np.zeros(1)]
+    tasks = np.repeat(["a", "b", "c"], 30)
+    plain = cluster_t_interval(values, tasks)
+    share = cluster_t_interval(values, tasks, share=True)
+    est, se, tq = plain.estimate, plain.se, sps.t.ppf(0.975, df=2)
+    # the score form by hand: (est - mu)^2 = tq^2 phi mu (1 - mu), phi = se^2 / (est (1 - est))
+    a = tq**2 * se**2 / (est * (1 - est))
+    roots = np.sort(np.roots([1 + a, -(2 * est + a), est**2]))
+    assert share.low == pytest.approx(min(roots[0], plain.low), abs=1e-12)
+    assert share.low < plain.low and share.high == 1.0 > plain.low
+    assert "score form" in share.method
+    with pytest.raises(StatsError, match="in \\[0, 1\\]"):
+        cluster_t_interval(values * 2.0, tasks, share=True)

@@ -29,10 +29,21 @@ equally sized clusters it is exactly the t interval on the k cluster means
 (ratio) mean is the usual cluster-robust one, and any other statistic gets its
 jackknife variance. It needs no resamples and no seed, and is wide with few clusters,
 as it must be (t_{0.975, 2} = 4.30). With one cluster it is undefined (NaN).
+
+A share near 0 or 1 (an agreement of 0.85 whose tasks differ) has skewed cluster means:
+a sample without a low task has a high mean *and* a small spread, so the symmetric t
+interval misses from above (measured: 0.92-0.93 coverage at agreement 0.85, task SD 0.1,
+3 to 12 tasks). ``share=True`` (the statistic is a share in [0, 1]) widens it by the
+score form of the same test: the interval also holds every ``mu`` with ``(estimate -
+mu)^2 <= t^2 phi mu (1 - mu)``, where ``phi = se^2 / (estimate (1 - estimate))`` is the
+dispersion the jackknife measured (Wilson's interval with the variance taken from the
+clusters, not from a binomial). At each end the wider of the two is taken, so it is
+never narrower than the t interval, and it is cut to [0, 1].
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -184,6 +195,7 @@ def cluster_t_interval(
     *,
     confidence: float = 0.95,
     clip: tuple[float, float] | None = None,
+    share: bool = False,
 ) -> ClusterTResult:
     """The ``statistic`` of ``values`` with a jackknife t interval over whole clusters.
 
@@ -194,7 +206,9 @@ def cluster_t_interval(
     (module docstring). Deterministic: no resampling. One cluster (or none), or a NaN
     leave-one-out statistic, leaves the interval NaN (``n_undefined`` counts the NaN
     ones). ``clip``: the statistic's range (e.g. ``(0, 1)`` for a share), to which the
-    interval is cut; None leaves it as computed.
+    interval is cut; None leaves it as computed. ``share=True``: the statistic is a share
+    in [0, 1] (an agreement, an accuracy); each end is the wider of the t interval and its
+    score form (module docstring), cut to [0, 1]; raises when the estimate is outside.
     """
     from scipy import stats as sps
 
@@ -203,6 +217,9 @@ def cluster_t_interval(
     n = int(vals.shape[0])
     nan = float("nan")
     method = "delete-one-cluster jackknife, t quantile on n_clusters - 1 degrees of freedom"
+    if share:
+        method += ", widened by its score form for a share"
+        clip = (0.0, 1.0)
     if n == 0:
         return ClusterTResult(nan, nan, nan, 0, 0, nan, 0, 0, confidence, method)
     keyed = np.array([str(c) for c in labels], dtype=object)
@@ -224,8 +241,26 @@ def cluster_t_interval(
         return ClusterTResult(estimate, nan, nan, k, n, nan, k - 1, undefined, confidence,
                               method)  # fmt: skip
     se = float(np.sqrt((k - 1) / k * np.sum((loo - loo.mean()) ** 2)))
-    half = float(sps.t.ppf(0.5 + confidence / 2.0, df=k - 1)) * se
-    low, high = estimate - half, estimate + half
+    tq = float(sps.t.ppf(0.5 + confidence / 2.0, df=k - 1))
+    low, high = estimate - tq * se, estimate + tq * se
+    if share:
+        if not 0.0 <= estimate <= 1.0:
+            raise StatsError(f"share=True needs an estimate in [0, 1], got {estimate!r}")
+        s_low, s_high = _score_form(estimate, se, tq)
+        low, high = min(low, s_low), max(high, s_high)
     if clip is not None:
         low, high = max(low, float(clip[0])), min(high, float(clip[1]))
     return ClusterTResult(estimate, low, high, k, n, se, k - 1, 0, confidence, method)
+
+
+def _score_form(estimate: float, se: float, tq: float) -> tuple[float, float]:
+    """The roots in ``mu`` of ``(estimate - mu)^2 = A mu (1 - mu)`` with ``A = tq^2 phi``
+    and ``phi = se^2 / (estimate (1 - estimate))``; at 0 or 1 (no spread is possible
+    there) the estimate itself."""
+    spread = estimate * (1.0 - estimate)
+    if spread <= 0.0 or se == 0.0:
+        return estimate, estimate
+    a = tq * tq * se * se / spread
+    qa, qb, qc = 1.0 + a, -(2.0 * estimate + a), estimate * estimate
+    root = math.sqrt(max(qb * qb - 4.0 * qa * qc, 0.0))
+    return (-qb - root) / (2.0 * qa), (-qb + root) / (2.0 * qa)

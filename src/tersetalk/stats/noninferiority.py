@@ -39,10 +39,14 @@ in this order; ``decided_by`` and ``verdict_reason`` name the one that decided.
    (``lower_bound_bootstrap``) are reported beside it.
 3. **Continuous scores** (F1 and the like) decide with the more conservative of two
    bounds of the mean difference: the t bound (``mean - t_{1-alpha, n-1} SE``) and the
-   studentized (bootstrap-t) bound ``mean - q_{1-alpha} SE``, where ``q`` is the
-   quantile of ``(mean* - mean) / SE*`` over the paired bootstrap resamples (the same
-   resamples as the percentile bootstrap; the conservative order statistic, so an
-   infinite ``t*`` from a constant resample stays usable). The lower bound is the smaller
+   studentized (bootstrap-t) bound ``mean - q SE``, where ``q`` is the larger of the
+   ``1 - alpha`` quantile of ``t* = (mean* - mean) / SE*`` over the paired bootstrap
+   resamples (the same resamples as the percentile bootstrap) and the ``1 - 2 alpha``
+   quantile of ``|t*|`` (the symmetric bootstrap-t); each is the conservative order
+   statistic, so an infinite ``t*`` from a constant resample stays usable. The
+   symmetric form is there for small n: on 10 skewed scores the equal-tailed
+   bootstrap-t covers only about 0.88 and the t interval 0.92, their union 0.93, and
+   with the symmetric form 0.97 (two-sided 95%, 3000 replicates). The lower bound is the smaller
    of the two, the upper bound the larger, so the decision is never less conservative
    than the t test. Why not the percentile bootstrap, which decided before: on skewed
    scores (Beta means 0.1 and 0.9, n = 300, strongly correlated arms) its type I error at
@@ -201,11 +205,13 @@ def studentized_bounds(
     The resamples are those of :func:`tersetalk.stats.bootstrap.bootstrap_distribution`
     with the same ``seed`` (one index matrix, the same stream). ``t* = (mean* - mean) /
     SE*``; a constant resample has ``SE* = 0`` and ``t*`` infinite (0 when its mean is
-    the sample's). The lower bound uses the order statistic at or above the
-    ``1 - alpha`` quantile, the upper one at or below the ``alpha`` quantile (never an
-    interpolation, so never less conservative than the quantile, and infinite values
-    stay usable). Data with no variance have no width: both bounds are the mean; one
-    value gives NaN.
+    the sample's). The lower bound is ``mean - q SE`` with ``q`` the larger of the
+    ``1 - alpha`` quantile of ``t*`` and the ``1 - 2 alpha`` quantile of ``|t*|``, the
+    upper one ``mean + q' SE`` with ``q'`` the larger of minus the ``alpha`` quantile of
+    ``t*`` and the same ``|t*|`` quantile (the wider of the equal-tailed and the
+    symmetric bootstrap-t). Quantiles are order statistics at or beyond them (never an
+    interpolation, so never less conservative, and infinite values stay usable). Data
+    with no variance have no width: both bounds are the mean; one value gives NaN.
     """
     from tersetalk.stats.bootstrap import _index_blocks
 
@@ -228,8 +234,9 @@ def studentized_bounds(
         t[np.isnan(t)] = 0.0  # 0 / 0: a constant resample at the sample's own mean
         ts[done : done + idx.shape[0]] = t
         done += idx.shape[0]
-    q_hi = float(np.quantile(ts, 1.0 - alpha, method="higher"))
-    q_lo = float(np.quantile(ts, alpha, method="lower"))
+    q_sym = float(np.quantile(np.abs(ts), 1.0 - 2.0 * alpha, method="higher"))
+    q_hi = max(float(np.quantile(ts, 1.0 - alpha, method="higher")), q_sym)
+    q_lo = min(float(np.quantile(ts, alpha, method="lower")), -q_sym)
     return float(m - q_hi * se), float(m - q_lo * se)
 
 
@@ -393,7 +400,8 @@ def noninferiority(
         method = (
             f"{CONTINUOUS_METHOD}, one-sided bounds at {1 - alpha:.4g} (the lower bound the "
             f"smaller, the upper the larger of the t bound with n - 1 degrees of freedom and "
-            f"the bootstrap-t bound over {n_resamples} paired resamples, numpy PCG64 seed "
+            f"the equal-tailed and symmetric bootstrap-t bounds over {n_resamples} paired "
+            f"resamples, numpy PCG64 seed "
             f"{seed}); floor rule: the control mean's lower bound by the same rule must "
             f"exceed {margin:g}; n >= n_min; the paired percentile bootstrap and a one-sample "
             f"t-test of T - C against -{margin:g} (alternative 'greater') reported alongside"

@@ -53,10 +53,11 @@ Three studies (config section ``stats_sim``):
     (1 - tie_share) s_k`` has mean ``agreement`` and standard deviation ``task_sd`` over
     tasks (0: every task the same), and picks at random on a tie. Agreement is computed
     from the drawn labels and choices. Reported: the coverage of the delete-one-task
-    jackknife t interval (:func:`tersetalk.stats.cluster.cluster_t_interval`, k - 1
-    degrees of freedom) and of the cluster bootstrap interval (tasks resampled) of the
-    mean agreement over the population of tasks (``agreement``), of the per-task Wilson
-    intervals of each ``a_k``, and, as a contrast,
+    jackknife t interval (:func:`tersetalk.stats.cluster.cluster_t_interval` with
+    ``share=True``, k - 1 degrees of freedom) and of the cluster bootstrap interval
+    (tasks resampled) of the mean agreement over the population of tasks
+    (``agreement``), of the per-task Wilson intervals of each ``a_k``, and, as a
+    contrast,
     of one Wilson interval over all examples pooled (which treats examples as independent
     and under-covers when tasks differ). With few tasks the cluster bootstrap under-covers
     too: a percentile interval over 3 resampled tasks cannot be wide enough; the t
@@ -164,8 +165,9 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                "coverage"),
     "coverage_cluster_bootstrap": ("cluster bootstrap (tasks resampled) of the mean "
                                    "agreement over tasks", "coverage"),
-    "coverage_cluster_t": ("delete-one-task jackknife t interval (k - 1 df) of the mean "
-                           "agreement over tasks", "coverage"),
+    "coverage_cluster_t": ("delete-one-task jackknife t interval (k - 1 df, widened by its "
+                           "score form for a share) of the mean agreement over tasks",
+                           "coverage"),
     "coverage_wilson_task": ("per-task Wilson interval of the task's agreement", "coverage"),
     "coverage_wilson_pooled": ("one Wilson interval over all examples pooled (ignores the "
                                "tasks), of the mean agreement over tasks", "coverage"),
@@ -571,7 +573,7 @@ def _router_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
         low = getattr(res, "low", getattr(res, "ci_low", float("nan")))
         high = getattr(res, "high", getattr(res, "ci_high", float("nan")))
         tally.cover("coverage_cluster_bootstrap", low, high, pt.agreement)
-        jack = cluster_t_interval(agree, tasks, confidence=s.confidence, clip=(0.0, 1.0))
+        jack = cluster_t_interval(agree, tasks, confidence=s.confidence, share=True)
         tally.cover("coverage_cluster_t", jack.low, jack.high, pt.agreement)
         per_task = agree.reshape(k, m).mean(axis=1)
         for j in range(k):
