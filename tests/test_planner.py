@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from tersetalk.agents.brief_content import prose_parts, typed_parts
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.planner import (
     MAX_REPLY_CHARS,
@@ -324,7 +325,8 @@ def test_prose_plan_is_numbered_steps_counted_by_the_prose_router():
     assert "1. <step>" in conv.client.calls[0]["messages"][0]["content"]
     text = numbered_plan(steps)
     assert text == "Plan:\n1. Find the year\n2. Subtract M#3\n3. State the answer"
-    assert prose_signals(text)["plans"] == 3 and prose_signals(text)["facts"] == 0
+    assert prose_signals(text)["plans"] == 3
+    assert prose_parts(text).plans == steps and prose_parts(text).facts == []
     assert numbered_plan([]) == ""
 
 
@@ -343,7 +345,9 @@ def test_the_plan_goes_before_the_question_and_the_router_reads_it():
     assert tags(lines) == ["f", "p", "d", "p", "q"]
     assert tags(insert_plan(brief_lines[:1], plan)) == ["f", "p", "d", "p"]
     signals = typed_signals(typed_lines(serialize(lines)))
-    assert (signals["plans"], signals["refs"], signals["facts"]) == (2, 1, 1)
+    assert signals["plans"] == 2  # the d line is a pointer: nothing to count
+    parts = typed_parts(serialize(lines))
+    assert (parts.plans, parts.facts) == (["Find it", "Answer"], ["Paris is in France."])
 
 
 def test_the_prose_plan_goes_before_the_question_line():
