@@ -109,3 +109,17 @@ def test_a_share_is_widened_by_the_score_form_and_never_narrower_than_t():
     assert "score form" in share.method
     with pytest.raises(StatsError, match="in \\[0, 1\\]"):
         cluster_t_interval(values * 2.0, tasks, share=True)
+
+
+def test_a_share_every_task_gets_right_is_never_certain():
+    """Tasks that all agree perfectly show no spread between tasks; the interval still
+    holds the pooled rows' sampling (continuity-corrected Wilson), never [1, 1]."""
+    from tersetalk.stats.intervals import wilson
+
+    tasks = np.repeat(["a", "b", "c", "d"], 2)
+    res = cluster_t_interval(np.ones(8), tasks, share=True)
+    assert res.se == 0.0 and res.high == 1.0
+    assert res.low == pytest.approx(wilson(1.0, 8, 0.95, continuity=True)[0]) and res.low < 0.7
+    low = cluster_t_interval(np.zeros(8), tasks, share=True)
+    assert low.low == 0.0 and low.high == pytest.approx(wilson(0.0, 8, continuity=True)[1])
+    assert "Wilson" in res.method

@@ -467,6 +467,8 @@ def test_compare_runs_joins_on_ids_and_reports_dropped(runs):
 
 
 def test_an_error_row_counts_as_a_wrong_answer_in_accuracy():
+    from tersetalk.stats.intervals import wilson
+
     ids = [f"e{i}" for i in range(400)]
     right = np.ones(400)
     ctrl = _run(ids, right, np.full(400, 500))
@@ -480,11 +482,12 @@ def test_an_error_row_counts_as_a_wrong_answer_in_accuracy():
     assert row["mean_treatment"] == pytest.approx(380 / 400) and row["mean_diff"] == -0.05
     assert (row["n_errors_as_wrong_treatment"], row["n_errors_as_wrong_control"]) == (20, 0)
     assert row["verdict"] == "inferior"  # 20 of 400 lost is worse than the margin
-    assert row["accuracy_ci_method"] == "Wilson score interval"
+    assert row["accuracy_ci_method"] == "Wilson score interval, continuity-corrected"
     assert (row["accuracy_control_ci_low"], row["accuracy_control_ci_high"]) == pytest.approx(
-        (0.99049, 1.0), abs=1e-5
+        wilson(1.0, 400, continuity=True), abs=1e-12
     )  # Wilson at 400 of 400, not the bootstrap's [1, 1]
-    assert row["diff_ci_method"] == "Tango score interval"
+    assert row["accuracy_control_ci_low"] < 0.9905  # wider than the uncorrected 0.99049
+    assert row["diff_ci_method"] == "Tango score interval, continuity correction 0.5"
 
 
 def test_compare_runs_is_deterministic_and_order_free(runs):
@@ -717,8 +720,10 @@ def test_main_table_accuracy_interval_is_wilson(tmp_path):
     })  # fmt: skip
     write_main_table(summary, tmp_path, seed=0)
     row = pd.read_csv(tmp_path / "main.csv").iloc[0]
-    assert (row["acc. CI low"], row["acc. CI high"]) == (0.0, 0.278)  # 0 of 10, not [0, 0]
-    assert "Wilson intervals of accuracy" in (tmp_path / "main.tex").read_text()
+    # 0 of 10: Wilson's (0, 0.278), continuity-corrected (0, 0.345); never [0, 0]
+    assert (row["acc. CI low"], row["acc. CI high"]) == (0.0, 0.345)
+    caption = (tmp_path / "main.tex").read_text()
+    assert "continuity-corrected Wilson intervals of accuracy" in caption
 
 
 # --- the continuity-corrected Wilson interval (Newcombe 1998, method 4) ----------------------

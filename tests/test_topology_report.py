@@ -89,7 +89,7 @@ def test_policy_table_adds_interval_latency_overflow_and_ablation_settings():
     a = table.loc[(TT, "adaptive")]
     assert a["n"] == 20 and a["label_agreement"] == 1.0
     assert (a["label_agreement_ci_low"], a["label_agreement_ci_high"]) == pytest.approx(
-        wilson(1.0, 20)
+        wilson(1.0, 20, continuity=True)
     )
     # t_example_s of the five examples of each task: 1..5 s
     assert a["t_example_mean_s"] == 3.0 and a["t_example_median_s"] == 3.0
@@ -156,7 +156,7 @@ def test_ablation_table_sets_each_ablation_beside_the_full_router():
     assert tt.loc[("drop", "drop_facts"), "delta"] == -0.5
     assert tt.loc[("drop", "drop_code"), "delta"] == 0.0
     assert tt.loc[("scrambled", "scrambled"), "label_agreement"] == 0.5
-    low, high = wilson(0.5, 20)
+    low, high = wilson(0.5, 20, continuity=True)
     assert tt.loc[("scrambled", "scrambled"), "label_agreement_ci_low"] == pytest.approx(low)
     assert tt.loc[("scrambled", "scrambled"), "label_agreement_ci_high"] == pytest.approx(high)
     # without outcome columns in the table, the oracle's are NaN, not 0

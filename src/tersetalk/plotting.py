@@ -35,7 +35,7 @@ def wilson_errors(proportion, n) -> tuple:
     k = np.atleast_1d(np.asarray(n, float))
     bounds = np.array(
         [
-            wilson(float(pi), int(ki)) if np.isfinite(pi) else (np.nan, np.nan)
+            wilson(float(pi), int(ki), continuity=True) if np.isfinite(pi) else (np.nan, np.nan)
             for pi, ki in zip(p, k, strict=True)
         ]  # fmt: skip
     ).reshape(-1, 2)

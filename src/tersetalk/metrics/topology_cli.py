@@ -9,7 +9,7 @@ Reads the run Parquet files of the routed systems (``topology_freeform``,
   rate, the router's dropped signal and scrambled tags; agreement with the **outcome
   oracle** (the cheapest fixed topology that answered the example correctly, from the
   same system's Fixed-Star and Fixed-Chain runs) over the decisive examples, with tie
-  counts, accuracy and token regret against it, each with a cluster bootstrap interval
+  counts, accuracy and token regret against it, each with a jackknife t interval over tasks
   over tasks, and the floor verdict (``oracle_verdict``, ``oracle_note``); the label
   agreement (secondary) with its Wilson interval; and the comparison with the fixed
   topologies: the best fixed one only on a significant exact McNemar test (else ``none
@@ -26,7 +26,7 @@ Reads the run Parquet files of the routed systems (``topology_freeform``,
   recorded by each router's ``adaptive`` run (no model call);
 - ``summary.json``: the outcome oracle's counts per system, the fixed topologies' McNemar
   test, the protocol advantage (the fitted routers' outcome-oracle agreement, difference
-  and ratio, cluster bootstrap over tasks; label agreement secondary), every variant's
+  and ratio, jackknife t interval over tasks; label agreement secondary), every variant's
   agreements with their intervals, leave-one-task-out summaries, the run files' models
   and, when given, the fitted router (``--router-yaml``) and its leave-one-task-out fits
   (``--loto-fitted``, the fit step's ``leave_one_task_out_fitted.csv``);
@@ -186,7 +186,7 @@ def report(
     ``loto_fitted``: the fitted router's leave-one-task-out frame (or its CSV), computed
     by the fit step; summarised into ``leave_one_task_out_fitted``
     (:func:`tersetalk.metrics.topology.loto_summary`). ``n_resamples`` and ``seed``: every
-    bootstrap (paired against the fixed runs, the cluster bootstrap over tasks of the
+    bootstrap (paired against the fixed runs, the jackknife t interval over tasks of the
     outcome columns and of the protocol advantage); ``margin``: the non-inferiority test
     against the fixed runs. Error rows count as wrong answers throughout.
     """

@@ -519,7 +519,7 @@ def selection_from_signals(
             parts = [("all", right)] + [(t, right[g["task"] == t]) for t in sorted(set(g["task"]))]
             for task, ok in parts:
                 n, k = len(ok), int(ok.sum())
-                low, high = wilson(k / n, n) if n else (math.nan, math.nan)
+                low, high = wilson(k / n, n, continuity=True) if n else (math.nan, math.nan)
                 rows.append(
                     {
                         "system": system,

@@ -77,7 +77,7 @@ def _agreement(routes: pd.Series, labels: pd.Series) -> tuple[int, int, float, f
     n = len(routes)
     agree = int((routes.astype(str) == labels.astype(str)).sum())
     share = agree / n if n else math.nan
-    low, high = wilson(share, n) if n else (math.nan, math.nan)
+    low, high = wilson(share, n, continuity=True) if n else (math.nan, math.nan)
     return n, agree, share, low, high
 
 

@@ -37,8 +37,13 @@ interval misses from above (measured: 0.92-0.93 coverage at agreement 0.85, task
 score form of the same test: the interval also holds every ``mu`` with ``(estimate -
 mu)^2 <= t^2 phi mu (1 - mu)``, where ``phi = se^2 / (estimate (1 - estimate))`` is the
 dispersion the jackknife measured (Wilson's interval with the variance taken from the
-clusters, not from a binomial). At each end the wider of the two is taken, so it is
-never narrower than the t interval, and it is cut to [0, 1].
+clusters, not from a binomial). Both measure only the spread *between* tasks: tasks
+that all agree perfectly (or all disagree) would give [1, 1] (or [0, 0]), an interval
+that looks certain from a handful of examples. So a share's interval also holds the
+continuity-corrected Wilson interval of the pooled rows (the binomial sampling of the
+examples themselves, :func:`tersetalk.stats.intervals.wilson`). At each end the widest
+of the three is taken, so it is never narrower than the t interval, and it is cut to
+[0, 1].
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tersetalk.stats._common import StatsError, check_level, check_resamples, check_seed
+from tersetalk.stats.intervals import wilson
 
 __all__ = ["ClusterBootstrapResult", "ClusterTResult", "cluster_bootstrap", "cluster_t_interval"]
 
@@ -218,7 +224,8 @@ def cluster_t_interval(
     nan = float("nan")
     method = "delete-one-cluster jackknife, t quantile on n_clusters - 1 degrees of freedom"
     if share:
-        method += ", widened by its score form for a share"
+        method += (", widened by its score form and the pooled rows' continuity-corrected "
+                   "Wilson interval for a share")
         clip = (0.0, 1.0)
     if n == 0:
         return ClusterTResult(nan, nan, nan, 0, 0, nan, 0, 0, confidence, method)
@@ -247,7 +254,8 @@ def cluster_t_interval(
         if not 0.0 <= estimate <= 1.0:
             raise StatsError(f"share=True needs an estimate in [0, 1], got {estimate!r}")
         s_low, s_high = _score_form(estimate, se, tq)
-        low, high = min(low, s_low), max(high, s_high)
+        w_low, w_high = wilson(estimate, n, confidence, continuity=True)
+        low, high = min(low, s_low, w_low), max(high, s_high, w_high)
     if clip is not None:
         low, high = max(low, float(clip[0])), min(high, float(clip[1]))
     return ClusterTResult(estimate, low, high, k, n, se, k - 1, 0, confidence, method)

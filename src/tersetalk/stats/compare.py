@@ -11,7 +11,12 @@ import pandas as pd
 from tersetalk.stats._common import StatsError
 from tersetalk.stats.bootstrap import bootstrap_ci, paired_bootstrap
 from tersetalk.stats.intervals import wilson
-from tersetalk.stats.noninferiority import is_binary, noninferiority
+from tersetalk.stats.noninferiority import (
+    CONTINUITY,
+    conservative_mean_interval,
+    is_binary,
+    noninferiority,
+)
 from tersetalk.stats.paired_proportions import paired_difference_interval
 from tersetalk.stats.paired_tests import token_reduction_tests
 
@@ -153,21 +158,25 @@ def compare_runs(
         boot = {"n_resamples": n_resamples, "seed": seed}
         row.update(noninferiority(acc_t, acc_c, margin=margin, alpha=alpha, **boot).as_dict())
         if is_binary(acc_t, acc_c):
-            low, high = paired_difference_interval(acc_t, acc_c, confidence, method="tango")
-            row.update(diff_ci_low=low, diff_ci_high=high, diff_ci_method="Tango score interval")
+            low, high = paired_difference_interval(
+                acc_t, acc_c, confidence, method="tango", continuity=CONTINUITY
+            )
+            row.update(diff_ci_low=low, diff_ci_high=high,
+                       diff_ci_method=f"Tango score interval, continuity correction "
+                       f"{CONTINUITY:g}")  # fmt: skip
             for side, arr in (("treatment", acc_t), ("control", acc_c)):
-                ci_low, ci_high = wilson(float(arr.mean()), arr.size, confidence)
+                ci_low, ci_high = wilson(float(arr.mean()), arr.size, confidence, continuity=True)
                 row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci_low, ci_high
-            row["accuracy_ci_method"] = "Wilson score interval"
+            row["accuracy_ci_method"] = "Wilson score interval, continuity-corrected"
         else:
-            diff_ci = paired_bootstrap(acc_t, acc_c, confidence=confidence, **boot)
-            row.update(diff_ci_low=diff_ci.ci_low, diff_ci_high=diff_ci.ci_high,
-                       diff_ci_method="paired percentile bootstrap")  # fmt: skip
+            low, high = conservative_mean_interval(acc_t - acc_c, confidence, **boot)
+            row.update(diff_ci_low=low, diff_ci_high=high,
+                       diff_ci_method="the wider of the t and studentized bootstrap "
+                       "intervals")  # fmt: skip
             for side, arr in (("treatment", acc_t), ("control", acc_c)):
-                ci = bootstrap_ci(arr, confidence=confidence, **boot)
-                row[f"accuracy_{side}_ci_low"] = ci.ci_low
-                row[f"accuracy_{side}_ci_high"] = ci.ci_high
-            row["accuracy_ci_method"] = "percentile bootstrap"
+                ci_low, ci_high = conservative_mean_interval(arr, confidence, **boot)
+                row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci_low, ci_high
+            row["accuracy_ci_method"] = "the wider of the t and studentized bootstrap intervals"
         row.update(n_errors_as_wrong_treatment=n_err["t"], n_errors_as_wrong_control=n_err["c"])
 
         ok = np.ones(len(merged), dtype=bool)

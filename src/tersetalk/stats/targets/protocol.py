@@ -59,7 +59,7 @@ def compliance_rows(metrics: Mapping[tuple[str, str], pd.DataFrame], run: str) -
                                 status="inconclusive", source=src,
                                 reason="no schema-constrained calls were made"))  # fmt: skip
                 continue
-            low, high = wilson(first / calls, calls)
+            low, high = wilson(first / calls, calls, continuity=True)
             status = interval_status(low, high, thr)
             rows.append(row(
                 id=tid, seed=TT, target=text, task=task, run=run,

@@ -6,7 +6,7 @@ on an interval, which the row carries (``ci_low`` / ``ci_high``):
 
 - ``topology_agreement`` (selection >= 0.85, TerseTalk-Adaptive with the design's
   weights): agreement with the **outcome oracle** (per example, the cheapest fixed
-  topology that answered it correctly), its cluster bootstrap interval over tasks
+  topology that answered it correctly), its jackknife t interval over tasks
   (``six_policies.csv``'s ``oracle_agreement_ci_low`` / ``_high``) against 0.85;
   inconclusive when the outcomes are at the floor (``oracle_verdict``, too few decisive
   examples). The label agreement (which restates the task mix) and the fitted router's
@@ -22,7 +22,7 @@ on an interval, which the row carries (``ci_low`` / ``ci_high``):
   quality verdict the token number stands beside;
 - ``topology_protocol_advantage`` (~2x TerseTalk vs free-form): the ratio of the fitted
   routers' outcome-oracle agreements (``summary.json``'s ``protocol_advantage``) with its
-  cluster bootstrap interval over tasks against 2; inconclusive when either system's
+  jackknife t interval over tasks against 2; inconclusive when either system's
   outcomes are at the floor or the interval straddles 2 (too wide to decide). The
   label-agreement ratio is only reported: it is set by the task mix.
 
@@ -108,7 +108,7 @@ def _agreement(adaptive: pd.Series, fitted: pd.Series | None, run: str, src: str
         return row(**base, measured=measured, value=acc, ci_low=low, ci_high=high,
                    status="inconclusive", reason=f"{note}; {label}")  # fmt: skip
     status = interval_status(low, high, thr)
-    how = _text(adaptive, "oracle_interval") or "cluster bootstrap over tasks"
+    how = _text(adaptive, "oracle_interval") or "jackknife t interval over tasks"
     reason = interval_reason(status, low, high, f"{thr:g}") + f" ({how}); {label}"
     return row(**base, measured=measured, value=acc, ci_low=low, ci_high=high, status=status,
                reason=reason)  # fmt: skip
@@ -221,7 +221,7 @@ def _advantage(summary: dict | None, src: str) -> dict:
     if status == "inconclusive":
         why += f": too wide to decide ({tasks} tasks as the unit)"
     return row(**common, status=status,
-               reason=f"{why} ({adv.get('interval', 'cluster bootstrap over tasks')}); "
+               reason=f"{why} ({adv.get('interval', 'jackknife t interval over tasks')}); "
                f"{secondary}")  # fmt: skip
 
 
