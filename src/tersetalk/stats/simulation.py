@@ -1,12 +1,14 @@
 """A simulation study of the statistics: do the verdicts and intervals keep their promises?
 
 The paper's claims rest on a non-inferiority verdict (:mod:`tersetalk.stats.noninferiority`)
-and on intervals: Wilson for one accuracy (:mod:`tersetalk.stats.intervals`), score
-intervals for a paired difference of accuracies (:mod:`tersetalk.stats.paired_proportions`),
-the paired percentile bootstrap for continuous scores (:mod:`tersetalk.stats.bootstrap`)
-and a cluster bootstrap with the task as the unit (:mod:`tersetalk.stats.cluster`). Each
-one is run here, as the workflow calls it, on data drawn from a known truth, many times
-per grid point, and the table says how often it was right. No model is involved.
+and on intervals: Wilson for one accuracy, with and without the continuity correction
+(:mod:`tersetalk.stats.intervals`), score intervals for a paired difference of accuracies
+(:mod:`tersetalk.stats.paired_proportions`), the t and studentized bootstrap intervals
+(and the paired percentile bootstrap beside them) for continuous scores, and the
+delete-one-task jackknife t interval (and the cluster bootstrap beside it) with the task
+as the unit (:mod:`tersetalk.stats.cluster`). Each one is run here, as the workflow calls
+it, on data drawn from a known truth, many times per grid point, and the table says how
+often it was right. No model is involved.
 
 Three studies (config section ``stats_sim``):
 

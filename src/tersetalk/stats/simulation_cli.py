@@ -15,8 +15,10 @@ DESCRIPTION = """\
 Draw paired binary outcomes, paired continuous scores and a router's per-example
 agreement from a known truth, many times per grid point, and measure how often the
 non-inferiority verdict says "non-inferior" at the margin (type I error) and at no
-difference (power), and how often each interval covers the truth (Wilson, Tango and
-Newcombe score intervals, paired percentile bootstrap, cluster bootstrap over tasks).
+difference (power), and how often each interval covers the truth (Wilson with and
+without continuity correction, Tango and Newcombe score intervals, the t and studentized
+bootstrap intervals, the paired percentile bootstrap, and over tasks the jackknife t
+interval and the cluster bootstrap).
 The design is in the docstring of tersetalk.stats.simulation. Writes a table (one row
 per grid point and quantity, with Monte-Carlo standard errors), a summary (the worst
 type I error and coverage per quantity against their thresholds) and a figure.
