@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from router_support import scripted
 
 from tersetalk.agents.router import DEFAULT_THETA, DEFAULT_WEIGHTS, SIGNALS
 from tersetalk.config import run_spec, validate_config
@@ -27,14 +28,6 @@ from tersetalk.tasks.loading import load_records, sample
 from tersetalk.topology_signals import read_records
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def scripted(messages, gen, schema):
-    if schema is not None:
-        if schema.__name__ == "CriticReply":
-            return json.dumps({"verdict": "A", "note": ""})
-        return json.dumps({"plan": [], "need": [], "answer": "42"})
-    return "ACCEPT. fine" if "Critic" in messages[0]["content"] else "Answer: 42"
 
 
 def _route(*args: str) -> list[dict]:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from router_support import scripted
 
 from tersetalk.agents.brief_content import prose_parts, quantities, question_hops, typed_parts
 from tersetalk.agents.router import (
@@ -220,14 +221,6 @@ def test_settings_validation_names_the_problem():
 
 
 # -- decisions in real records (the scripted double: control flow only) -----------------------
-def scripted(messages, gen, schema):
-    if schema is not None:
-        if schema.__name__ == "CriticReply":
-            return json.dumps({"verdict": "A", "note": ""})
-        return json.dumps({"plan": [], "need": [], "answer": "42"})
-    return "ACCEPT. fine" if "Critic" in messages[0]["content"] else "Answer: 42"
-
-
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
     out = {}

@@ -804,9 +804,10 @@ def test_continuous_bound_is_never_less_conservative_than_the_t_bound(seed):
     # the control's floor bound follows the same rule
     from tersetalk.stats.noninferiority import conservative_mean_interval
 
-    assert res.control_lower == conservative_mean_interval(
-        c, 1 - 2 * ALPHA, n_resamples=400, seed=seed
-    )[0]
+    assert (
+        res.control_lower
+        == conservative_mean_interval(c, 1 - 2 * ALPHA, n_resamples=400, seed=seed)[0]
+    )
 
 
 def test_studentized_bound_is_the_bootstrap_t_of_the_same_resamples():

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from router_support import scripted
 
 from tersetalk.agents.router import DEFAULT_WEIGHTS, SIGNALS, decide, load_fitted
 from tersetalk.config import run_spec, topology_config
@@ -159,8 +160,7 @@ def test_separable_data_keeps_weights_finite_even_with_a_tiny_penalty():
         ([dict.fromkeys(SIGNALS, 1)] * 2, ["star", "direct"], {}, "unknown label"),
         ([dict.fromkeys(SIGNALS, 1)] * 2, ["star"], {}, "2 signal rows but 1 labels"),
         ([{"hops": 1}, dict.fromkeys(SIGNALS, 1)], ["star", "chain"], {}, "row 0 lacks"),
-        ([{**dict.fromkeys(SIGNALS, 1), "plans": math.inf}] * 2, ["star", "chain"], {},
-         "finite"),
+        ([{**dict.fromkeys(SIGNALS, 1), "plans": math.inf}] * 2, ["star", "chain"], {}, "finite"),
         ([dict.fromkeys(SIGNALS, 1)] * 2, ["star", "chain"], {"l2": 0.0}, "l2 must be"),
     ],
 )
@@ -321,14 +321,6 @@ def samples(tmp_path_factory):
 
 def no_model(*args):
     raise AssertionError("writing a deterministic Manager's brief called the model")
-
-
-def scripted(messages, gen, schema):
-    if schema is not None:
-        if schema.__name__ == "CriticReply":
-            return json.dumps({"verdict": "A", "note": ""})
-        return json.dumps({"plan": [], "need": [], "answer": "42"})
-    return "ACCEPT. fine" if "Critic" in messages[0]["content"] else "Answer: 42"
 
 
 @pytest.mark.parametrize("name", ["topology_tersetalk", "topology_freeform"])

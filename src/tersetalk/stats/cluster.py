@@ -224,8 +224,10 @@ def cluster_t_interval(
     nan = float("nan")
     method = "delete-one-cluster jackknife, t quantile on n_clusters - 1 degrees of freedom"
     if share:
-        method += (", widened by its score form and the pooled rows' continuity-corrected "
-                   "Wilson interval for a share")
+        method += (
+            ", widened by its score form and the pooled rows' continuity-corrected "
+            "Wilson interval for a share"
+        )
         clip = (0.0, 1.0)
     if n == 0:
         return ClusterTResult(nan, nan, nan, 0, 0, nan, 0, 0, confidence, method)
