@@ -58,7 +58,7 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.dashboard.cli": {
         "dashboard": "web dashboard: live mediator pipeline, live workflow runs, results browser",
     },
-    "tersetalk.stats.simulation_cli": {
+    "tersetalk.stats_sim_cli": {
         "stats-sim": "simulation study of the statistics: type I error, power, interval coverage",
     },
     "tersetalk.stats.targets": {
@@ -105,7 +105,7 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
 #: up only in modules already imported (a module never imported raised none of its
 #: errors), so a job does not import the calibration module (scipy) to catch its error.
 EXPECTED_ERRORS = (
-    ("tersetalk.config", "ConfigError"),
+    ("tersetalk.configio", "ConfigError"),
     ("tersetalk.models.base", "ModelError"),
     ("tersetalk.tasks.loading", "TaskDataError"),
     ("tersetalk.calibration", "CalibrationError"),

@@ -21,15 +21,11 @@ from typing import Any
 
 import yaml
 
-from tersetalk.configio import read_yaml
+from tersetalk.configio import ConfigError, read_yaml
 from tersetalk.paths import calibration_file, model_key
 
 #: where the schema lives inside the package (and, linked, in workflow/schemas/)
 SCHEMA_RESOURCE = ("tersetalk", "schemas/config.schema.yaml")
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the key and the fix."""
 
 
 def _load_schema() -> dict:

@@ -18,6 +18,12 @@ from pydantic import BaseModel, ValidationError
 
 from tersetalk.io import load_yaml_text
 
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key and the fix (raised by
+    :mod:`tersetalk.config` and by every reader of a config section, whatever its floor)."""
+
+
 __all__ = ["describe_errors", "load_model", "read_yaml"]
 
 M = TypeVar("M", bound=BaseModel)

@@ -199,7 +199,7 @@ LEVEL_NAMES = {0.1: "low", 0.4: "medium", 1.0: "high (independent)"}
 
 
 def _config_error(message: str) -> Exception:
-    from tersetalk.config import ConfigError
+    from tersetalk.configio import ConfigError
 
     return ConfigError(message)
 

@@ -36,7 +36,7 @@ example:
 
 
 def _read_config(args: argparse.Namespace) -> dict:
-    from tersetalk.config import ConfigError
+    from tersetalk.configio import ConfigError
 
     if args.config_json and args.config:
         raise ConfigError("give --config-json or --config, not both")
@@ -45,22 +45,24 @@ def _read_config(args: argparse.Namespace) -> dict:
             config = json.loads(args.config_json)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--config-json is not JSON: {exc}") from None
-    elif args.config:
-        from tersetalk.configio import read_yaml
-
-        config = read_yaml(Path(args.config), what="config file", error=ConfigError)
     else:
-        config = {}
+        from tersetalk.cli import load_workflow_config
+
+        config = load_workflow_config(args.config)
     if not isinstance(config, dict):
         raise ConfigError("the config must be a mapping with a stats_sim section")
     return config
 
 
 def _cmd_stats_sim(args: argparse.Namespace) -> None:
-    from tersetalk.config import ConfigError
+    from tersetalk.configio import ConfigError
     from tersetalk.io import write_csv_atomic, write_text_atomic
-
-    from .simulation import run_simulation, settings_from_config, summarise, summary_markdown
+    from tersetalk.stats.simulation import (
+        run_simulation,
+        settings_from_config,
+        summarise,
+        summary_markdown,
+    )
 
     config = _read_config(args)
     if args.replicates is not None:
@@ -107,12 +109,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", metavar="YAML", help="a config file with a stats_sim section")
-    src.add_argument(
+    from tersetalk.cliargs import add_config_option
+
+    add_config_option(p, "; its stats_sim and evaluation sections are read")
+    p.add_argument(
         "--config-json",
         metavar="JSON",
-        help="the stats_sim and evaluation sections as JSON (what the workflow passes)",
+        help="the stats_sim and evaluation sections as JSON (what the workflow passes; "
+        "instead of --config)",
     )
     p.add_argument(
         "--replicates", type=int, help="replicates per grid point (overrides the config's)"
