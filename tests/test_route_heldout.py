@@ -107,6 +107,11 @@ def test_route_says_what_is_wrong_with_its_input(tmp_path):
         check=False,
     )  # fmt: skip
     assert out.returncode == 2 and "adaptive" in out.stderr  # lists the variants
+    out = subprocess.run(
+        [sys.executable, "-m", "tersetalk", "route", "data/topology/heldout/boolq.jsonl",
+         "--task", "nope"], capture_output=True, text=True, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2 and "boolq" in out.stderr and "Traceback" not in out.stderr
 
 
 def _frame(rows: list[tuple[str, str, str, dict]], system: str = "s") -> pd.DataFrame:

@@ -154,8 +154,15 @@ def _cmd_route(args: argparse.Namespace) -> None:
     from tersetalk.agents.router import decide, load_fitted
     from tersetalk.cli import load_workflow_config
     from tersetalk.config import ConfigError, run_spec, topology_config
+    from tersetalk.tasks.registry import topology_labels
     from tersetalk.topology_signals import brief_signals
 
+    formats = sorted(topology_labels())
+    if args.task not in formats:
+        raise ConfigError(
+            f"--task {args.task}: no such format; a task with a topology label names one: "
+            f"{', '.join(formats)}"
+        )
     study = topology_config(load_workflow_config(args.config))
     variants = study["systems"].get(args.system, {}).get("variants", {})
     if args.variant not in variants:
