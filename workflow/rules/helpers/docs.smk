@@ -16,6 +16,7 @@ RESULTS_DOC_INPUTS = [
 #: what it reads when present: the topology study is not in the default DAG
 RESULTS_DOC_OPTIONAL = [
     paths.results("topology/six_policies.csv"),
+    paths.results("topology/heldout.csv"),
     paths.results("topology/policies.csv"),
 ]
 
