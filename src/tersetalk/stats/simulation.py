@@ -170,7 +170,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "coverage_cluster_t": ("delete-one-task jackknife t interval (k - 1 df, widened by its "
                            "score form for a share) of the mean agreement over tasks",
                            "coverage"),
-    "coverage_wilson_task": ("per-task Wilson interval of the task's agreement", "coverage"),
+    "coverage_wilson_task": ("per-task continuity-corrected Wilson interval of the task's "
+                             "agreement", "coverage"),
     "coverage_wilson_pooled": ("one Wilson interval over all examples pooled (ignores the "
                                "tasks), of the mean agreement over tasks", "coverage"),
 }  # fmt: skip
@@ -579,7 +580,8 @@ def _router_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
         tally.cover("coverage_cluster_t", jack.low, jack.high, pt.agreement)
         per_task = agree.reshape(k, m).mean(axis=1)
         for j in range(k):
-            tally.cover("coverage_wilson_task", *wilson(float(per_task[j]), m, s.confidence),
+            tally.cover("coverage_wilson_task",
+                        *wilson(float(per_task[j]), m, s.confidence, continuity=True),
                         float(truth_task[j]))  # fmt: skip
         tally.cover("coverage_wilson_pooled", *wilson(float(agree.mean()), k * m, s.confidence),
                     pt.agreement)  # fmt: skip
