@@ -804,8 +804,11 @@ def protocol_advantage(
         v = pairs[[f"{col}_t", f"{col}_p"]].to_numpy(float)
         res = {"typed": _nanmean(v[:, 0]) if len(v) else math.nan,
                "prose": _nanmean(v[:, 1]) if len(v) else math.nan}  # fmt: skip
-        for name, stat in (("difference", _diff), ("ratio", _ratio)):
-            r = cluster_t_interval(v, tasks, stat, confidence=confidence) if len(v) else None
+        # a difference of two shares lies in [-1, 1], a ratio of them in [0, inf)
+        for name, stat, clip in (("difference", _diff, (-1.0, 1.0)),
+                                 ("ratio", _ratio, (0.0, math.inf))):  # fmt: skip
+            r = (cluster_t_interval(v, tasks, stat, confidence=confidence, clip=clip)
+                 if len(v) else None)  # fmt: skip
             res[name] = r.estimate if r else math.nan
             res[f"{name}_ci_low"] = r.low if r else math.nan
             res[f"{name}_ci_high"] = r.high if r else math.nan
