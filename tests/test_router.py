@@ -445,3 +445,17 @@ def test_the_critics_copy_keeps_the_code_the_question_asks_about(base_config, tm
     prompt = (json.loads(record) if isinstance(record, str) else record)["question"]
     code = json.dumps(["x", "code", prompt], ensure_ascii=False, separators=(",", ":"))
     assert code in to_critic[0]["content"]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [("Aa  " * 3000) + "x?", "A " * 5000 + "?", "Ab and " * 2000, "who " * 5000],
+)
+def test_a_hostile_question_is_read_in_bounded_time(question):
+    """Whatever a record holds: the bridge patterns read a bounded prefix, and names are
+    matched without ambiguous whitespace (double spaces once made a pattern backtrack
+    for minutes). The bound is on the work, so the test counts nothing slow: it would
+    hang, not fail, without it."""
+    from tersetalk.agents.brief_content import MAX_QUESTION_CHARS
+
+    assert question_hops(question) == question_hops(question[:MAX_QUESTION_CHARS])

@@ -203,7 +203,7 @@ _LINK = re.compile(
     r"operated|managed)\s+(?:by|in|at|for|from|with)\s+(?:(?:the|a|an)\s+\w|[A-Z0-9\"])",
 )
 #: a name: capitalised words (case-sensitive inside the case-blind patterns below)
-_NAME = r"(?-i:[A-Z0-9\"][\w'&.-]*(?:\s+(?:of|the|de|la|von)?\s*[A-Z0-9][\w'&.-]*)*)"
+_NAME = r"(?-i:[A-Z0-9\"][\w'&.-]*(?:[ \t]+(?:(?:of|the|de|la|von)[ \t]+)?[A-Z0-9][\w'&.-]*)*)"
 #: two named things compared: *both*, *in common*, *X or Y*, *X and Y ... the same*
 _COMPARISON = re.compile(
     r"\b(?:both|either|neither|in common|shared|between)\b|"
@@ -232,10 +232,17 @@ _RELATION = re.compile(
 )
 
 
+#: the longest question the bridge patterns read (a question is a sentence or two; a
+#: record can hold anything, and a pattern's cost grows with the text it scans)
+MAX_QUESTION_CHARS = 1000
+
+
 def question_hops(question: str) -> int:
     """Bridging structures in a question (the ``hops`` signal; module docstring): each
     relative clause, participial link and description through another entity, and one
-    for a comparison of two things."""
+    for a comparison of two things. Only the first :data:`MAX_QUESTION_CHARS` characters
+    are read."""
+    question = question[:MAX_QUESTION_CHARS]
     hops = len(_RELATIVE.findall(question)) + len(_LINK.findall(question))
     hops += len(_DESCRIPTION.findall(question)) + len(_RELATION.findall(question))
     hops += int(bool(_COMPARISON.search(question)))
