@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -30,17 +28,31 @@ from tersetalk.topology_signals import read_records
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _route(*args: str) -> list[dict]:
-    out = subprocess.run(
-        [sys.executable, "-m", "tersetalk", "route", *args],
-        capture_output=True, text=True, cwd=REPO, check=False,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """``tersetalk route ARGS`` in this process, from the repository (its config):
+    ``(exit code, stdout, stderr)``."""
+    from tersetalk.cli import main
+
+    monkeypatch.chdir(REPO)
+
+    def call(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(["route", *args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return call
+
+
+def _lines(result: tuple[int, str, str]) -> list[dict]:
+    code, out, err = result
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines()]
 
 
 @pytest.mark.parametrize("system", ["topology_tersetalk", "topology_freeform"])
-def test_route_reproduces_the_decisions_a_run_records(base_config, tmp_path, system):
+def test_route_reproduces_the_decisions_a_run_records(base_config, tmp_path, system, cli):
     task = "gsm8k"
     ev, _ = sample(task, load_records(task, data_dir=REPO / "data"), n=4, calibration_n=0,
                    seed=5)  # fmt: skip
@@ -56,7 +68,7 @@ def test_route_reproduces_the_decisions_a_run_records(base_config, tmp_path, sys
     )  # fmt: skip
     df = run(spec, path, tmp_path / "run.parquet", client=ScriptedClient(scripted),
              progress=False)  # fmt: skip
-    routed = {r["id"]: r for r in _route(str(path), "--task", task, "--system", system)}
+    routed = {r["id"]: r for r in _lines(cli(str(path), "--task", task, "--system", system))}
     assert set(routed) == set(df["example_id"])
     for _, row in df.iterrows():
         line = routed[row["example_id"]]
@@ -65,8 +77,8 @@ def test_route_reproduces_the_decisions_a_run_records(base_config, tmp_path, sys
         assert line["score"] == pytest.approx(row["route_score"])
 
 
-def test_route_reads_jsonl_records_and_a_fitted_router(tmp_path):
-    lines = _route("data/topology/heldout/boolq.jsonl", "--task", "boolq")
+def test_route_reads_jsonl_records_and_a_fitted_router(tmp_path, cli):
+    lines = _lines(cli("data/topology/heldout/boolq.jsonl", "--task", "boolq"))
     assert len(lines) == len(Path(REPO / "data/topology/heldout/boolq.jsonl").read_text()
                              .splitlines())  # fmt: skip
     first = lines[0]
@@ -75,13 +87,13 @@ def test_route_reads_jsonl_records_and_a_fitted_router(tmp_path):
     router = tmp_path / "router.yaml"
     router.write_text(json.dumps({"systems": {"topology_tersetalk": {
         "weights": dict.fromkeys(SIGNALS, 0.0), "theta": -1.0}}}))  # fmt: skip
-    fitted = _route("data/topology/heldout/boolq.jsonl", "--task", "boolq", "--router",
-                    str(router))  # fmt: skip
+    fitted = _lines(cli("data/topology/heldout/boolq.jsonl", "--task", "boolq", "--router",
+                        str(router)))  # fmt: skip
     assert {line["route"] for line in fitted} == {"chain"}  # score 0 >= θ -1 everywhere
     assert {line["router"] for line in fitted} == {"fitted"}
 
 
-def test_route_says_what_is_wrong_with_its_input(tmp_path):
+def test_route_says_what_is_wrong_with_its_input(tmp_path, cli):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "is it?", "passage": "It is."}\nnot json\n')
     with pytest.raises(InputFileError, match="line 2"):
@@ -95,23 +107,12 @@ def test_route_says_what_is_wrong_with_its_input(tmp_path):
     bad.write_text("\n")
     with pytest.raises(InputFileError, match="no records"):
         read_records(bad, "boolq")
-    out = subprocess.run(
-        [sys.executable, "-m", "tersetalk", "route", str(tmp_path / "none.jsonl"), "--task",
-         "boolq"], capture_output=True, text=True, cwd=REPO, check=False,
-    )  # fmt: skip
-    assert out.returncode == 2 and "cannot be read" in out.stderr
-    assert "Traceback" not in out.stderr
-    out = subprocess.run(
-        [sys.executable, "-m", "tersetalk", "route", "data/topology/heldout/boolq.jsonl",
-         "--task", "boolq", "--variant", "nope"], capture_output=True, text=True, cwd=REPO,
-        check=False,
-    )  # fmt: skip
-    assert out.returncode == 2 and "adaptive" in out.stderr  # lists the variants
-    out = subprocess.run(
-        [sys.executable, "-m", "tersetalk", "route", "data/topology/heldout/boolq.jsonl",
-         "--task", "nope"], capture_output=True, text=True, cwd=REPO, check=False,
-    )  # fmt: skip
-    assert out.returncode == 2 and "boolq" in out.stderr and "Traceback" not in out.stderr
+    code, _, err = cli(str(tmp_path / "none.jsonl"), "--task", "boolq")
+    assert code == 2 and "cannot be read" in err and "Traceback" not in err
+    code, _, err = cli("data/topology/heldout/boolq.jsonl", "--task", "boolq", "--variant", "nope")
+    assert code == 2 and "adaptive" in err  # lists the variants
+    code, _, err = cli("data/topology/heldout/boolq.jsonl", "--task", "nope")
+    assert code == 2 and "boolq" in err and "Traceback" not in err
 
 
 def _frame(rows: list[tuple[str, str, str, dict]], system: str = "s") -> pd.DataFrame:

@@ -68,6 +68,7 @@ def test_calibration_without_a_shard_is_a_config_error(repo):
 
 
 @pytest.mark.integration
+@pytest.mark.whole_dag
 def test_one_example_through_the_whole_dag(repo, tmp_path):
     work = copy_workflow(repo, tmp_path)
     _small_config(work)
