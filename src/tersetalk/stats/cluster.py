@@ -108,17 +108,7 @@ def cluster_bootstrap(
     n_resamples = check_resamples(n_resamples)
     seed = check_seed(seed)
     confidence = check_level(confidence, "confidence")
-    vals = np.asarray(values, dtype=float)
-    labels = np.asarray(clusters, dtype=object)
-    if vals.ndim not in (1, 2):
-        raise StatsError(f"values must be 1-D or 2-D (one row per observation), got {vals.shape}")
-    if labels.ndim != 1 or labels.shape[0] != vals.shape[0]:
-        raise StatsError(
-            f"clusters must give one label per row of values: {labels.shape[0]} labels for "
-            f"{vals.shape[0]} rows"
-        )
-    if statistic is None and vals.ndim != 1:
-        raise StatsError("the default statistic (the mean) takes 1-D values; pass a statistic")
+    vals, labels = _check_rows(values, clusters, statistic)
     n = int(vals.shape[0])
     if n == 0:
         return _nan_result(0, n_resamples, seed, confidence)
