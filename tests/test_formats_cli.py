@@ -94,6 +94,21 @@ def test_markdown_tables_and_savings(tmp_path, bodies):
     assert "mckp" in sav.stdout and "json_compact" in sav.stdout
 
 
+def test_markdown_encode_then_decode_gives_the_source_back_byte_for_byte(tmp_path):
+    doc = (
+        "# Runs\n\n| name  | tokens |\n|-------|-------:|\n"
+        + "".join(f"| run-{i} | {i * 1013:>6} |\n" for i in range(15))
+        + "\nThe end.\n"
+    )
+    md = tmp_path / "doc.md"
+    md.write_text(doc)
+    enc = tt("encode", str(md))
+    assert enc.returncode == 0 and "```tt:" in enc.stdout
+    back = tt("decode", stdin=enc.stdout)
+    assert back.returncode == 0, back.stderr
+    assert back.stdout == doc
+
+
 def test_bad_input_says_what_to_do(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"a": ')

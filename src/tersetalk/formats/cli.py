@@ -115,9 +115,16 @@ def _cmd_encode(args: argparse.Namespace) -> None:
 
 def _cmd_decode(args: argparse.Namespace) -> None:
     from tersetalk.formats.encoders import FormatDecodeError
+    from tersetalk.formats.markdown import decode_markdown, encoded_markdown
     from tersetalk.formats.solver import LossyEncodingError, decode
 
     text = _read(args.file)
+    if encoded_markdown(text):  # Markdown whose tables were re-encoded: its exact source
+        try:
+            sys.stdout.write(decode_markdown(text))
+        except FormatDecodeError as exc:
+            _fail(str(exc))
+        return
     try:
         value = decode(text.rstrip("\n"))
     except (LossyEncodingError, FormatDecodeError) as exc:
@@ -243,9 +250,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     d = fs.add_parser(
         "decode",
-        help="print the exact JSON of a lossless encoding",
+        help="print the exact JSON of a lossless encoding (or the exact Markdown source)",
         description="Turn any lossless encoding (mckp, csv, toon, ...; named by its "
-        "'> [encoded: ...]' hint, JSON without one) back into compact JSON.",
+        "'> [encoded: ...]' hint, JSON without one) back into compact JSON; a Markdown "
+        "document whose tables `encode` re-encoded comes back as its exact source text.",
     )
     d.add_argument("file", nargs="?", default="-", help="the encoding; - or none: stdin")
     d.set_defaults(func=_cmd_decode)

@@ -19,16 +19,25 @@ For every ``tools/call`` result text, in order:
    each overflow hint names the ``tersetalk_get`` call that returns exactly what was
    left out. A page of a larger set (an object with a ``total_count``-like number
    above the length of its one array) gets a metadata hint. Text that is none of
-   these, or whose encoding is not smaller, passes through byte-identical.
+   these, or whose encoding is not smaller, passes through byte-identical. A Markdown
+   text is re-encoded only where it decodes back to the same bytes
+   (:func:`tersetalk.formats.markdown.decode_markdown`); a table that would not (ragged
+   rows, a ``|`` in a code span, a diff) is kept as it came, and ``fallback`` says so.
 
 A body's reference is the first 8 hex digits of its SHA-256, or all 64 when another
 body of the session was already given those 8 (a server can make two texts share 8
 digits): a reference names one body for the whole session (:meth:`SessionPipeline.ref_for`).
 
-A hint is emitted only if its claim holds when it is sent: a lossless text is decoded
-and compared with the downstream value before it is sent (else the downstream text
-goes instead, and ``fallback`` says why), a reference points only at a body still
-cached, an overflow call's path is resolved against the stored value.
+A hint is emitted only if its claim holds when it is sent: every re-encoded text is
+decoded and compared with what the downstream sent before it goes out (JSON and Python
+literals by value, Markdown byte for byte; a near-reference's delta applied to the
+earlier value), and on a mismatch the downstream text goes instead, with a ``fallback``
+whose fixed name (``readback``, ``markdown_readback``) the telemetry counts; a
+reference points only at a body still cached, an overflow call's path is resolved
+against the stored value.
+
+``tersetalk_get {"ref": "<ref>"}`` returns the text the downstream sent for that body,
+as it came, so a reader that never saw the earlier result gets it whole in one call.
 """
 
 from __future__ import annotations
@@ -57,10 +66,13 @@ TOO_LONG = "longer than max_result_chars"
 FALLBACK_KINDS = (
     (TOO_LONG, "too_long"),
     ("markdown re-encoding does not read back", "markdown_readback"),
+    ("markdown kept as it came", "markdown_declined"),
     ("the encoding does not read back", "readback"),
     ("the encoding holds a lone surrogate", "surrogate"),
     ("budget ", "budget"),
 )
+#: the fallbacks of a re-encoding that did not decode to what the downstream sent
+READBACK_KINDS = ("readback", "markdown_readback")
 #: keys that give the size of the whole set a page of results was taken from
 TOTAL_KEYS = ("total_count", "totalCount", "total", "count", "total_results", "totalResults")
 
@@ -171,6 +183,7 @@ class Processed:
 @dataclass
 class _Stored:
     sent: str
+    original: str  # what the downstream sent (what tersetalk_get returns without a path)
     value: Any  # the structured value (None for text)
     structured: bool
 
@@ -263,7 +276,7 @@ class SessionPipeline:
                              lossless, fallback, time.perf_counter() - t0)  # fmt: skip
 
         resources = self.resources(tool, arguments)
-        remember = partial(self._remember, key, ref, tool, resources, raw_tokens, dedup)
+        remember = partial(self._remember, key, ref, tool, resources, raw_tokens, dedup, text)
         source, value = _structured(text, cfg.max_result_chars)
         if dedup and cfg.hints.near_ref and source in ("json", "literal"):
             near = self._near_ref(tool, value, text)
@@ -274,7 +287,7 @@ class SessionPipeline:
             remember(text, value, source != "text")
             return done(text, "passthrough", source, ref=ref)
         if source == "markdown":
-            sent, hints, lossless, fallback = self._markdown(text)
+            sent, hints, lossless, fallback = self._markdown(text, cfg.tokenizer)
         else:
             sent, hints, lossless, fallback = self._encode(tool, arguments, value, ref)
         if sent is not None and not _utf8(sent):  # a lone surrogate the JSON escaped
@@ -297,34 +310,34 @@ class SessionPipeline:
         return key
 
     def _remember(self, key: str, ref: str, tool: str, resources: frozenset[str] | None,
-                  raw_tokens: int, dedup: bool, sent: str, value: Any,
+                  raw_tokens: int, dedup: bool, original: str, sent: str, value: Any,
                   structured: bool) -> None:  # fmt: skip
         if dedup:
             hint = count_tokens(H.reference_to(ref), self.config.tokenizer)
             self.cache.record(key, Entry(ref, tool, resources, value, structured, raw_tokens,
                                          hint))  # fmt: skip
-        self.store[ref] = _Stored(sent, value, structured)
+        self.store[ref] = _Stored(sent, original, value, structured)
         self.store.move_to_end(ref)
         while len(self.store) > self.config.retrieval.keep:
             self.store.popitem(last=False)
 
     # --- encoders -----------------------------------------------------------------
 
-    def _markdown(self, text: str) -> tuple[str | None, tuple[str, ...], bool, str | None]:
-        from tersetalk.formats.markdown import decode_tables, encode_markdown
+    @staticmethod
+    def _markdown(text: str, tokenizer: str) -> tuple[str | None, tuple[str, ...], bool,
+                                                      str | None]:  # fmt: skip
+        from tersetalk.formats.markdown import decode_markdown, encode_markdown
 
-        m = encode_markdown(text, "mckp", tokenizer=self.config.tokenizer)
+        m = encode_markdown(text, "mckp", tokenizer=tokenizer)
         if not m.replaced:
+            if m.declined_why or m.declined:
+                why = m.declined_why or f"{m.declined} table(s) would not decode to the same text"
+                return None, (), True, f"markdown kept as it came: {why}"
             return None, (), True, None
-        try:
-            same = all(
-                a is None or same_value(a, b)
-                for a, b in zip(decode_tables(text), decode_tables(m.text), strict=True)
-            )
+        try:  # the proof, independent of the encoder's own check: the same bytes back
+            same, why = decode_markdown(m.text) == text, "it decodes to other text"
         except (ValueError, TreeError) as exc:
             same, why = False, str(exc)
-        else:
-            why = "its tables decode to other rows"
         if not same:
             return None, (), True, f"markdown re-encoding does not read back ({why[:120]})"
         return m.text, ("encoded",), True, None
@@ -403,8 +416,8 @@ class SessionPipeline:
             if entry.tool != tool or not entry.structured:
                 continue
             delta = scalar_delta(entry.value, value)
-            if not delta:
-                continue
+            if not delta or not same_value(apply_delta(entry.value, delta), value):
+                continue  # equal (a reference's case), another shape, or no exact delta
             # the delta payload: the old and new values (what the seed bounds at 50 bytes)
             size = sum(len(compact_json(a).encode()) + len(compact_json(b).encode())
                        for _, a, b in delta)  # fmt: skip
@@ -418,9 +431,9 @@ class SessionPipeline:
     # --- the retrieval tool ------------------------------------------------------
 
     def retrieve(self, ref: str, path: str | None = None, keys: list[str] | None = None) -> str:
-        """What ``tersetalk_get`` returns: the text sent for ``ref`` (no path), or the
-        part of its value at ``path`` (``$.rows[5:]``, ``$.a["b c"][2]``) as compact
-        JSON, restricted to ``keys`` of an object if given."""
+        """What ``tersetalk_get`` returns: the text the downstream sent for ``ref`` (no
+        path), as it came, or the part of its value at ``path`` (``$.rows[5:]``,
+        ``$.a["b c"][2]``) as compact JSON, restricted to ``keys`` of an object if given."""
         stored = self.store.get(ref)
         if stored is None:
             raise RetrievalError(
@@ -431,7 +444,7 @@ class SessionPipeline:
             if keys:
                 path = "$"
             else:
-                return stored.sent
+                return stored.original
         if not stored.structured:
             raise RetrievalError(f"ref {ref} is text, not structured data; omit path")
         part = resolve(stored.value, path)

@@ -432,6 +432,7 @@ class TelemetryRecorder:
         self._endpoints: Counter[str] = Counter()
         self._kinds: Counter[str] = Counter()
         self._hints: Counter[str] = Counter()
+        self._fallbacks: Counter[str] = Counter()
         self._max_partition = 0
 
     # -- one result --------------------------------------------------------------------
@@ -491,6 +492,9 @@ class TelemetryRecorder:
         self._totals["response_chars"] += len(text)
         self._endpoints[endpoint] += 1
         self._kinds[p.kind] += 1
+        fallback = fallback_kind(p.fallback)
+        if fallback is not None:  # a fixed name, never the payload
+            self._fallbacks[fallback] += 1
         if p.raw_tokens is None:  # longer than the proxy reads: counted, never read
             self._totals["too_long"] += 1
             return None
@@ -587,6 +591,8 @@ class TelemetryRecorder:
         ``total_events`` counts every result, so ``sample_rate_applied`` is 1.0: the
         tuner divides the counts by it, and these are not down-sampled. The rate the
         events file was written at is ``events_sample_rate``."""
+        from tersetalk.mcp.session import READBACK_KINDS
+
         t = self._totals
         events = t["events"]
         ended = self.clock()
@@ -620,6 +626,10 @@ class TelemetryRecorder:
             "endpoint_mix": dict(self._endpoints.most_common(20)),
             "errors": t["error"],
             "too_long": t["too_long"],
+            # re-encodings that did not decode to what the downstream sent (the original
+            # went instead), and every fallback by its fixed name
+            "readback_failures": sum(self._fallbacks[k] for k in READBACK_KINDS),
+            "fallbacks": dict(sorted(self._fallbacks.items())),
             "retrievals": t["retrieval"],
             "write_errors": self.write_errors,
         }
