@@ -37,10 +37,10 @@ FIELDS = {
     "gsm8k": set(),
     "humaneval": {"entry_point", "test", "canonical_solution"},
 }
-PER_TASK = 17
-PER_TASK_CROSSING = 8
-TOTAL = 102
-TOTAL_CROSSING = 51
+PER_TASK = 25
+PER_TASK_CROSSING = 12
+TOTAL = 150
+TOTAL_CROSSING = 75
 
 
 def _read(task: str) -> list[dict]:
@@ -73,6 +73,14 @@ def test_sizes_and_crossing_counts():
         assert len(items) >= PER_TASK, task
         assert crossing >= PER_TASK_CROSSING, f"{task}: {crossing} crossing items"
         assert len(items) - crossing >= PER_TASK_CROSSING, f"{task}: too few natural items"
+
+
+def test_every_item_names_its_batch_and_the_last_batch_is_whole():
+    batches = Counter(item.get("batch") for _, item in ALL)
+    assert set(batches) == {1, 2, 3}, batches
+    for task in TASKS:  # the unseen batch: 8 per format, half of them crossing
+        last = [item for item in ITEMS[task] if item["batch"] == 3]
+        assert len(last) == 8 and sum(item["crosses"] for item in last) == 4, task
 
 
 def test_ids_are_unique_and_name_their_task():

@@ -148,6 +148,25 @@ def test_signals_read_content_not_layout():
         ("The rats were hiding in the house, where were they?", 0),
         ("What do people usually do when they hear a joke?", 0),
         ("How many apples does Tom have?", 0),
+        # asking which thing is the answer, not a bridge to it
+        ("Jacqueline du Pré is remembered for a recording of which composer's concerto?", 0),
+        # a clause set off by a comma describes a thing already named
+        ("The Trans-Siberian Railway, which crosses eight time zones, ends in which city?", 0),
+        (
+            "The novel Frankenstein, in which a scientist builds a creature, was written by "
+            "which author?",
+            0,
+        ),
+        # a superlative is one lookup; *that of* is a pronoun
+        ("is the surface of venus hotter than that of any other planet", 0),
+        # a relation through *of* in a lower-case question, and two dates compared
+        (
+            "was the author of pride and prejudice still alive at the time of the battle of "
+            "waterloo",
+            2,
+        ),
+        ("The first woman to win a Nobel Prize discovered which element?", 1),
+        ("Which ocean lies off the coast of the country whose capital is Nairobi?", 1),
     ],
 )
 def test_hops_count_the_bridges_of_a_question(question, hops):
@@ -163,6 +182,23 @@ def test_code_and_conditions_and_numbers():
     assert quantities("In 1969, 3 astronauts flew twice; half of 12 is six.") == 5  # no year
     assert prose_signals("Question: Is it open if it rains, unless it is Sunday?")[
         "conditions"] == 2  # fmt: skip
+
+
+def test_clock_and_calendar_steps_and_transfers_are_arithmetic():
+    # a clock time and a hyphenated number are one quantity each; a day is a position
+    assert quantities("He left at 6:50 and the trip takes twenty-five minutes.") == 2
+    assert quantities("If today is Thursday, what day is it ten days from now?") == 2
+    day = prose_signals("Question: If today is Thursday, what day is it ten days from now?")
+    assert day["arithmetic"] == 1
+    # a transfer changes an amount (the change schema of word problems)
+    gave = prose_signals("Facts: Nadia had 73 marbles and gave 28 of them to her cousin.")
+    assert gave["arithmetic"] == 1
+    # a condition in a situation counts like one in the question
+    rule = typed_signals(typed_lines(
+        '["x","situation","Only players who attend at least four practices may start."]\n'
+        '["q","W","What will Imani feel?"]'
+    ))  # fmt: skip
+    assert rule["conditions"] == 2
 
 
 @given(st.integers(0, 10**6), st.text(min_size=1, max_size=12))

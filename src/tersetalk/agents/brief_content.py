@@ -10,17 +10,21 @@ free-form rendering (its headings, bullets, fences and numbered steps, or, for p
 without headings, its sentences). :func:`content_signals` then counts the same things in
 both, from the words, never from which part a sentence sat in:
 
-- ``hops``: bridging structure in the question — a relative clause (*the woman who
-  portrayed ...*), a participial link (*the film directed by ...*), a comparison of two
-  things (*both*, *either*, *X or Y* between names, a comparative with *than*), a chain of
-  *of the* or possessives. Each is one more lookup the answer depends on (multi-hop);
+- ``hops``: bridging structure in the question — a restrictive relative clause (*the
+  woman who portrayed ...*), a participial link (*the film directed by ...*), a
+  description through another entity (*the author of ...*, *the first woman to ...*), a
+  comparison of two things (*both*, *either*, *X or Y* between names, a comparative with
+  *than*, two dates), a chain of *of the* or possessives. Each is one more lookup the
+  answer depends on (multi-hop);
 - ``quantities``: numbers a computation could use (digits, number words, *twice*,
-  *half*, *dozen*), years and ordinals left out, in every part;
+  *half*, *dozen*, a clock time, a day of the week), years and ordinals left out, in
+  every part;
 - ``arithmetic``: sentences (in every part) that hold a quantity and an operation word
-  (*each*, *per*, *total*, *more than*, *left*, *percent*, ...): each is a step of a
-  multi-step computation, where a passage's dates and sizes alone are not;
+  (*each*, *per*, *total*, *more than*, *left*, *percent*, a transfer such as *gave*, a
+  step along a clock or calendar such as *after* or *from now*, ...): each is a step of
+  a multi-step computation, where a passage's dates and sizes alone are not;
 - ``conditions``: constraints to verify (*if*, *unless*, *otherwise*, *must*, *at
-  least*, *except*, *only*), in the question, facts and program text;
+  least*, *except*, *only*), in the question, facts, context and program text;
 - ``code``: program text in any part, or a request to write one (*write a function
   that ...*): work a second pass verifies;
 - ``plans``: plan steps (``p`` lines, numbered lines).
@@ -186,12 +190,18 @@ def _words(*alternatives: str) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
 
 
-#: a relative word that opens a clause about a noun (not ``, where were they?``, not
-#: *so that*; *when* is a time, not a bridge)
+#: a relative word that opens a restrictive clause about a noun: the clause picks out the
+#: thing the question goes on to ask about (*the woman who portrayed ...*). Not counted:
+#: ``, where were they?``; *so that*; *that of* (a pronoun); a clause set off by a comma
+#: (*Frankenstein, in which ...*, *the railway, which crosses ...*), which describes a
+#: thing already named; and *which* asking for the answer itself, its noun phrase
+#: running to the question's end without a verb in *-ed* (*... by which English
+#: author?*, not *the film in which Pat Ashton starred?*). *When* is a time.
 _RELATIVE = re.compile(
-    r"(?<![,;])(?<!\bso)\s\b(?:who|whom|whose|which|that|where)\b|"
-    r"[,;]\s*(?:who|whom|whose|which|that|where)\b(?!\s+(?:is|are|was|were|do|does|"
-    r"did|can|could|would|will|might|should)\b)",
+    r"(?<![,;])(?<!\bso)(?<!,\s(?:in|of|by|at|on|to))(?<!,\s(?:for|via))(?<!,\sfrom)"
+    r"(?<!,\swith)\s\b(?:(?:who|whom|where)\b|that\b(?!\s+of\b)|"
+    r"whose\b|which\b(?!(?:\s+(?!(?:is|are|was|were|has|have|had)\b)[\w'&.-]+){0,3}"
+    r"\s+(?!(?:is|are|was|were|has|have|had)\b)(?![\w'&-]*ed\b)[\w'&.-]+\s*\??\s*$))",
     re.IGNORECASE,
 )
 #: a participle that links a description to another entity: *directed by the ...*
@@ -204,12 +214,16 @@ _LINK = re.compile(
 )
 #: a name: capitalised words (case-sensitive inside the case-blind patterns below)
 _NAME = r"(?-i:[A-Z0-9\"][\w'&.-]*(?:[ \t]+(?:(?:of|the|de|la|von)[ \t]+)?[A-Z0-9][\w'&.-]*)*)"
-#: two named things compared: *both*, *in common*, *X or Y*, *X and Y ... the same*
+#: two named things compared: *both*, *in common*, *X or Y*, *X and Y ... the same*, a
+#: comparative (not a superlative's *than any other*), two dates (*still alive at the
+#: time of ...*)
 _COMPARISON = re.compile(
     r"\b(?:both|either|neither|in common|shared|between)\b|"
     rf"{_NAME}\s*,?\s+or\s+{_NAME}|"
     rf"{_NAME}\s+and\s+{_NAME}\b[^?]*\b(?:same|different)\b|"
-    r"\b(?:\w+er|more|less|fewer|earlier|later)\b[^?.]{0,60}\bthan\b|"
+    r"\b(?:\w+er|more|less|fewer|earlier|later)\b[^?.]{0,60}\bthan\b"
+    r"(?!\s+(?:(?:that|those)\s+of\s+)?any\b)|"
+    r"\bat the time of\b|\bstill (?:alive|living)\b|"
     r"\b(?:born|founded|released|built|formed|opened|published|died|established|written|"
     r"made|invented|discovered)\s+(?:before|after)\b|"
     r"\b(?:which|who)\b[^?.]{0,60}\b(?:first|earlier|older|younger|longer|larger|more)\b",
@@ -217,17 +231,30 @@ _COMPARISON = re.compile(
 )
 #: a description that names the thing through another: *the star of 127 Hours*
 _DESCRIPTION = re.compile(
-    r"\bthe\s+(?:[a-z-]+\s+){0,3}?(?:of|in|from|for|at|on)\s+"
+    r"\b[Tt]he\s+(?:[a-z-]+\s+){0,3}?(?:of|in|from|for|at|on)\s+"
     r"(?:the\s+)?(?:[A-Z0-9\"]|(?:his|her|their|its)\s)"
 )
-#: a relation reached through a possessive: *his father's brother*, *Jaws's director*
+#: a person picked out by a first or a record: *the first woman to win a Nobel Prize*
+_RECORD_HOLDER = re.compile(
+    r"\bthe\s+(?:first|last|only|youngest|oldest|earliest|latest)\s+(?:[a-z-]+\s+){0,2}?"
+    r"to\s+(?!be\b)[a-z]+",
+    re.IGNORECASE,
+)
+#: a relation reached through a possessive: *his father's brother*, *Jaws's director*, or
+#: through *of* whatever the case: *the author of pride and prejudice*
+_RELATION_NOUNS = (
+    r"(?:father|mother|parent|brother|sister|sibling|son|daughter|child|uncle|aunt|cousin|"
+    r"nephew|niece|wife|husband|spouse|grandfather|grandmother|grandson|granddaughter|"
+    r"director|author|writer|founder|creator|owner|capital|successor|predecessor|producer|"
+    r"composer|singer|coach|captain|leader|president|mayor|ceo|headquarters|birthplace|"
+    r"hometown|architect|painter|inventor|discoverer|designer)"
+)
 _RELATION = re.compile(
     r"(?:\b(?:his|her|their|its)|\w's|\w')\s+(?:(?:only|eldest|oldest|youngest|first|"
-    r"late|former|current)\s+)?(?:father|mother|parent|brother|sister|sibling|son|"
-    r"daughter|child|uncle|aunt|cousin|nephew|niece|wife|husband|spouse|grandfather|"
-    r"grandmother|grandson|granddaughter|director|author|writer|founder|creator|owner|"
-    r"capital|successor|predecessor|producer|composer|singer|coach|captain|leader|"
-    r"president|mayor|ceo|headquarters|birthplace|hometown)\b",
+    rf"late|former|current)\s+)?{_RELATION_NOUNS}\b|"
+    # a lower-case name (BoolQ's questions); a capitalised one or a possessive is a
+    # _DESCRIPTION
+    rf"\bthe\s+{_RELATION_NOUNS}s?\s+of\s+(?:the\s+)?(?!(?:his|her|their|its)\s)(?-i:[a-z])",
     re.IGNORECASE,
 )
 
@@ -245,6 +272,7 @@ def question_hops(question: str) -> int:
     question = question[:MAX_QUESTION_CHARS]
     hops = len(_RELATIVE.findall(question)) + len(_LINK.findall(question))
     hops += len(_DESCRIPTION.findall(question)) + len(_RELATION.findall(question))
+    hops += len(_RECORD_HOLDER.findall(question))
     hops += int(bool(_COMPARISON.search(question)))
     return hops
 
@@ -255,8 +283,12 @@ _NUMBER_WORDS = (
     "eighty|ninety|hundred|thousand|million|dozen|twice|thrice|half|double|triple|"
     "quarter|third"
 )
+#: a day of the week is a position on a calendar a step can move along
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _QUANTITY = re.compile(
-    rf"(?<![\w.])(?:\$?\d+(?:[.,]\d+)*%?|(?:{_NUMBER_WORDS}))(?![\w])", re.IGNORECASE
+    rf"(?<![\w.:-])(?:\d{{1,2}}:\d\d|\$?\d+(?:[.,]\d+)*%?|"
+    rf"(?:{_NUMBER_WORDS})(?:-(?:{_NUMBER_WORDS}))?|(?:{_DAYS}))(?![\w])",
+    re.IGNORECASE,
 )
 _YEAR = re.compile(r"^(?:1[5-9]\d\d|20\d\d)$")
 _OPERATION = _words(
@@ -318,9 +350,37 @@ _OPERATION = _words(
     "count",
     "sorted",
     "compute",
+    # a transfer changes an amount (the change schema of word problems)
+    "gives",
+    "gave",
+    "buys",
+    "bought",
+    "sells",
+    "sold",
+    "loses",
+    "lost",
+    "receives",
+    "received",
+    "brings",
+    "brought",
+    "saves",
+    "saved",
+    "owes",
+    "owed",
+    # a step along a clock or a calendar
+    "from now",
+    "ago",
+    "later",
+    "after",
+    "before",
+    "until",
+    "late",
+    "early",
 )
 _CONDITION = _words(
     "if",
+    "only",
+    "on the condition",
     "unless",
     "otherwise",
     "only if",
@@ -355,8 +415,9 @@ def content_signals(parts: BriefParts) -> dict[str, int]:
     :data:`CONTENT_SIGNALS` order."""
     texts = parts.texts()
     sentences = [s for text in texts for s in split_sentences(text.replace("\n", " "))]
-    work = [*parts.question, *parts.facts, *parts.code, *parts.plans]
+    work = [*parts.question, *parts.facts, *parts.context, *parts.code, *parts.plans]
     n_quantities = sum(quantities(text) for text in texts)
+    steps = sum(1 for s in sentences if quantities(s) and _OPERATION.search(s))
     # a question that asks to combine amounts given elsewhere (*how many legs altogether?*)
     combines = sum(
         1 for q in parts.question
@@ -365,8 +426,7 @@ def content_signals(parts: BriefParts) -> dict[str, int]:
     return {
         "hops": sum(question_hops(q) for q in parts.question),
         "quantities": n_quantities,
-        "arithmetic": combines
-        + sum(1 for s in sentences if quantities(s) and _OPERATION.search(s)),
+        "arithmetic": combines + steps,
         "conditions": sum(len(_CONDITION.findall(text)) for text in work),
         "code": int(
             any(has_code(t) for t in texts)
