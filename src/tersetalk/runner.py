@@ -1,9 +1,12 @@
 """Run one (task, system, variant) over a sample, resumably.
 
-Each finished example is appended to a checkpoint (JSON Lines, flushed and
-fsynced) before the next one starts, so killing the job loses at most the
-example in flight. A restart reads the checkpoint, skips what is done and
-finishes the rest; the Parquet file is written atomically at the end.
+Each finished example is appended to a checkpoint (JSON Lines) and flushed to the
+operating system as it comes back, so killing the job loses at most the examples in
+flight. The checkpoint is fsynced behind (:class:`CheckpointWriter`: a thread of its
+own, one fsync for every line written since the last), so the next example never
+waits for the disk; the run waits for the last fsync before it writes the run file.
+A restart reads the checkpoint, skips what is done and finishes the rest; the
+Parquet file is written atomically at the end.
 
 What a failure does:
 
@@ -48,12 +51,15 @@ at a time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tqdm import tqdm
@@ -346,6 +352,80 @@ def _checkpoint_line(example_id: str, record: dict) -> bytes:
         ) from None
 
 
+class CheckpointWriter:
+    """Appends checkpoint lines to ``fh`` (a binary file opened for appending) and
+    fsyncs them behind, on a thread of its own.
+
+    Why: a finished example must survive a kill, and must not hold back the next one.
+    Each line is written and flushed at once (in the operating system's hands, a kill
+    of this process loses none); the fsync that puts it on the disk (against a crash
+    of the machine) takes milliseconds under load, so it runs on a writer thread that
+    covers every line written since its last fsync with one. :meth:`close` waits for
+    the last fsync, and raises :class:`RecordWriteError` when an fsync failed.
+    """
+
+    def __init__(self, fh: Any, path: Path) -> None:
+        self._fh = fh
+        self._path = path
+        self._cond = threading.Condition()
+        self._written = self._synced = 0
+        self._closing = False
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._sync_loop, name="tersetalk-checkpoint",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def append(self, line: bytes) -> None:
+        """Write and flush one complete line; its fsync follows behind."""
+        self._raise_failed()
+        self._fh.write(line)
+        self._fh.flush()
+        with self._cond:
+            self._written += 1
+            self._cond.notify()
+
+    def _sync_loop(self) -> None:
+        fd = self._fh.fileno()
+        while True:
+            with self._cond:
+                while self._synced == self._written and not self._closing:
+                    self._cond.wait()
+                if self._synced == self._written:
+                    return
+                target = self._written
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                with self._cond:
+                    self._error = exc
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._synced = target
+                self._cond.notify_all()
+
+    def _raise_failed(self) -> None:
+        if self._error is not None:
+            raise RecordWriteError(
+                f"the checkpoint {self._path} cannot be synced to disk ({self._error}); the "
+                "run stops. Check the disk (space, permissions) and run the same command again"
+            ) from self._error
+
+    def close(self) -> None:
+        """Wait for the last fsync (every line written is then on disk)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        self._raise_failed()
+
+    @property
+    def synced(self) -> int:
+        """How many lines are on disk (fsynced) so far."""
+        with self._cond:
+            return self._synced
+
+
 def errors_path(ckpt: Path) -> Path:
     """Where a refused run's error rows are set aside: ``<run>.errors.jsonl``."""
     return ckpt.with_name(ckpt.name.removesuffix(".checkpoint.jsonl") + ".errors.jsonl")
@@ -502,48 +582,53 @@ def _run(
                         model=str(client.describe().get("model", "")))  # fmt: skip
     try:
         with publishing(pub), open(ckpt, "ab") as fh:
+            writer = CheckpointWriter(fh, ckpt)
+            try:
 
-            def finish(ex: dict, outcome: dict | Exception) -> None:
-                """Keep one example's outcome (on this thread); raise what stops the run."""
-                if isinstance(outcome, Exception):
-                    if stopping_fault(outcome) is not None or not (
-                        is_transient(outcome) or isinstance(outcome, SandboxFault)
-                    ):
-                        raise outcome
-                    log.error("example %s: %s; not checkpointed, retried on the next run",
-                              ex["example_id"], outcome)  # fmt: skip
-                    failed.append((ex["example_id"], f"{type(outcome).__name__}: {outcome}"))
-                    pub.example_failed(ex["example_id"], failed[-1][1])
+                def finish(ex: dict, outcome: dict | Exception) -> None:
+                    """Keep one example's outcome (on this thread); raise what stops the run."""
+                    if isinstance(outcome, Exception):
+                        if stopping_fault(outcome) is not None or not (
+                            is_transient(outcome) or isinstance(outcome, SandboxFault)
+                        ):
+                            raise outcome
+                        log.error("example %s: %s; not checkpointed, retried on the next run",
+                                  ex["example_id"], outcome)  # fmt: skip
+                        failed.append((ex["example_id"], f"{type(outcome).__name__}: {outcome}"))
+                        pub.example_failed(ex["example_id"], failed[-1][1])
+                        bar.update(1)
+                        return
+                    writer.append(_checkpoint_line(ex["example_id"], outcome))
+                    done[ex["example_id"]] = outcome
+                    pub.example_finished(outcome)
                     bar.update(1)
-                    return
-                fh.write(_checkpoint_line(ex["example_id"], outcome))
-                fh.flush()
-                os.fsync(fh.fileno())
-                done[ex["example_id"]] = outcome
-                pub.example_finished(outcome)
-                bar.update(1)
 
-            if n_flight == 1:  # on this thread: the live message hook sees every message
-                for ex in todo:
-                    pub.example_started(ex)
-                    try:
-                        outcome: dict | Exception = run_one(ex, spec, ctx, digest)
-                    except Exception as exc:  # noqa: BLE001 - finish() decides
-                        outcome = exc
-                    finish(ex, outcome)
-            else:
-                stopping: Exception | None = None
-                with InFlight(lambda ex: run_one(ex, spec, ctx, digest), todo, n_flight) as fl:
-                    for ex, outcome in fl:
+                if n_flight == 1:  # on this thread: the live message hook sees every message
+                    for ex in todo:
                         pub.example_started(ex)
                         try:
-                            finish(ex, outcome)
-                        except Exception as exc:  # noqa: BLE001 - keep what is in flight
-                            if stopping is None:
-                                stopping = exc
-                                fl.stop()  # start nothing new; the running ones come back
-                if stopping is not None:
-                    raise stopping
+                            outcome: dict | Exception = run_one(ex, spec, ctx, digest)
+                        except Exception as exc:  # noqa: BLE001 - finish() decides
+                            outcome = exc
+                        finish(ex, outcome)
+                else:
+                    stopping: Exception | None = None
+                    with InFlight(lambda ex: run_one(ex, spec, ctx, digest), todo, n_flight) as fl:
+                        for ex, outcome in fl:
+                            pub.example_started(ex)
+                            try:
+                                finish(ex, outcome)
+                            except Exception as exc:  # noqa: BLE001 - keep what is in flight
+                                if stopping is None:
+                                    stopping = exc
+                                    fl.stop()  # start nothing new; the running ones come back
+                    if stopping is not None:
+                        raise stopping
+            except BaseException:  # what is written is still synced; the error is raised
+                with contextlib.suppress(RecordWriteError):
+                    writer.close()
+                raise
+            writer.close()  # every finished example on disk before the run file
     except BaseException as exc:  # a stopped run says so before it goes (Ctrl-C included)
         pub.run_finished("failed", error=f"{type(exc).__name__}: {exc}"[:2000], n_done=len(done))
         pub.close()

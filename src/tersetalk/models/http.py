@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import functools
+import heapq
+import itertools
 import json as jsonlib
 import socket
 import threading
@@ -79,7 +81,8 @@ class Watchdog:
 
     A read timeout alone does not bound a request: a server can keep each read short
     (a chunk a second, or an interim ``102 Processing`` every moment before the headers)
-    and never finish. So a timer started before the request is sent shuts the
+    and never finish. So a deadline set before the request is sent (kept by one thread
+    for the whole process, :class:`_Timers`) shuts the
     connection's socket down at the deadline, which ends a blocked read at once; the
     error that read raises is then reported as the deadline it was. The socket is taken
     from httpcore's trace of the connection being opened: requests under a watchdog ask
@@ -92,9 +95,8 @@ class Watchdog:
     def __init__(self, guard: Guard) -> None:
         self.guard = guard
         self._stream: Any = None
-        self._timer = threading.Timer(max(0.0, guard.deadline - time.monotonic()), self._expire)
-        self._timer.daemon = True
-        self._timer.start()
+        self.cancelled = False
+        _TIMERS.add(guard.deadline, self)
 
     def trace(self, name: str, info: dict[str, Any]) -> None:
         if name in self._OPENED and info.get("return_value") is not None:
@@ -108,7 +110,66 @@ class Watchdog:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def cancel(self) -> None:
-        self._timer.cancel()
+        if not self.cancelled:
+            self.cancelled = True
+            _TIMERS.cancelled()
+
+
+class _Timers:
+    """The deadlines of every watchdog in the process, kept by one thread.
+
+    Why one thread: a timer thread of its own per request (``threading.Timer``) costs a
+    thread start and its switches on every model call and token count, a real share of
+    the client's CPU when a fast server answers in milliseconds. Cancelled watchdogs are
+    dropped lazily (when they come due, or when they pile up).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Watchdog]] = []
+        self._seq = itertools.count()
+        self._n_cancelled = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, deadline: float, watchdog: Watchdog) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (deadline, next(self._seq), watchdog))
+            if self._thread is None or not self._thread.is_alive():  # first use, or a fork
+                self._thread = threading.Thread(
+                    target=self._loop, name="tersetalk-watchdog", daemon=True
+                )
+                self._thread.start()
+            if self._heap[0][2] is watchdog:  # sooner than what the thread waits for
+                self._cond.notify()
+
+    def cancelled(self) -> None:
+        with self._cond:
+            self._n_cancelled += 1
+            if self._n_cancelled > 256 and self._n_cancelled * 2 > len(self._heap):
+                self._heap = [e for e in self._heap if not e[2].cancelled]
+                heapq.heapify(self._heap)
+                self._n_cancelled = 0
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][2].cancelled:
+                        heapq.heappop(self._heap)
+                        self._n_cancelled = max(0, self._n_cancelled - 1)
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    wait = self._heap[0][0] - time.monotonic()
+                    if wait <= 0:
+                        due = heapq.heappop(self._heap)[2]
+                        break
+                    self._cond.wait(wait)
+            if not due.cancelled:
+                due._expire()
+
+
+_TIMERS = _Timers()
 
 
 class GuardedStream:
@@ -213,6 +274,7 @@ def side_request(
     headers: Mapping[str, str] | None = None,
     timeout_s: float,
     max_bytes: int = SIDE_REPLY_CAP,
+    client: Any = None,
 ) -> SideReply:
     """One request other than a chat call, bounded like one: it ends within
     ``timeout_s`` of being sent (a total wall deadline, kept by a :class:`Watchdog`,
@@ -220,10 +282,14 @@ def side_request(
     (``Accept-Encoding: identity``; a compressed reply is refused), and it has a
     connection of its own (``Connection: close``), never one a chat call reuses.
 
+    ``client`` is the HTTP client (``httpx2.Client``) to send it with: a backend passes
+    its own, the one its chat calls use (one client, one TLS context, per backend);
+    without one, a client shared by the process.
+
     Returns the reply whatever its status. Raises :class:`DeadlineExceeded`,
     :class:`ReplyTooLarge`, or the HTTP library's transport errors (``httpx2``).
     """
-    client = _side_client()
+    client = client if client is not None else _side_client()
     guard = Guard(time.monotonic() + timeout_s, max_bytes, timeout_s,
                   cap_note="the cap for this request")  # fmt: skip
     sent = {"Accept-Encoding": "identity", **(headers or {}), "Connection": "close"}
@@ -231,7 +297,7 @@ def side_request(
     watchdog = Watchdog(guard)
     request.extensions["trace"] = watchdog.trace
     try:
-        response = client.send(request, stream=True)
+        response = client.send(request, stream=True, follow_redirects=False)
     except BaseException as exc:
         watchdog.cancel()
         if guard.expired:

@@ -194,6 +194,9 @@ class OllamaClient(OpenAICompatClient):
             return Path(match.group(1))
         return None
 
+    #: Ollama names its model file itself (:meth:`_gguf_blob`), not through /props
+    _find_served_model_file = False
+
     _no_tokenizer_reason = (
         "Ollama has no tokenize endpoint, its GGUF file is not readable here and "
         "models.tokenizer is not set"

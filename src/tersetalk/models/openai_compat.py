@@ -67,6 +67,7 @@ import math
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -311,6 +312,14 @@ def _check_completion(resp: Any) -> None:
         raise _EmptyAnswer(f"empty content (finish_reason {choice.finish_reason!r})")
 
 
+def _readable_model_file(props: dict[str, Any] | None) -> Path | None:
+    """The ``model_path`` of llama.cpp's ``/props`` when it is a file readable here."""
+    where = (props or {}).get("model_path")
+    if isinstance(where, str) and where and Path(where).is_file():
+        return Path(where)
+    return None
+
+
 class OpenAICompatClient(InstructorClient):
     """Chat model behind an OpenAI-compatible HTTP API.
 
@@ -398,18 +407,26 @@ class OpenAICompatClient(InstructorClient):
         # the openai client (one httpx connection pool) is thread-safe; what one call
         # counts, and the limits of the request in flight, are kept per thread.
         self._per_thread = threading.local()
+        # one HTTP client for every request of this backend, chat and side requests
+        # alike: a client and its TLS context cost some 20 ms of CPU to build
+        self._http = _guarded_client_class()(
+            lambda: getattr(self._per_thread, "guard", None),
+            timeout=self.timeout_s,
+            # the byte cap counts what arrives: ask for it uncompressed
+            headers={"Accept-Encoding": "identity"},
+        )
         self._client = openai.OpenAI(
             base_url=self.base_url,
             api_key=api_key or "not-needed",
             timeout=self.timeout_s,
             max_retries=0,  # retries are ours: typed errors, backoff, first-contact rule
-            http_client=_guarded_client_class()(
-                lambda: getattr(self._per_thread, "guard", None),
-                timeout=self.timeout_s,
-                # the byte cap counts what arrives: ask for it uncompressed
-                headers={"Accept-Encoding": "identity"},
-            ),
+            http_client=self._http,
         )
+        # token counts by text, most recent last (see count_tokens)
+        self._token_memo: OrderedDict[str, int] = OrderedDict()
+        self._token_memo_lock = threading.Lock()
+        self._server_model_file: Path | None = None  # found through /props, see _local_counter
+        self._props_asked = False
         self._transport_errors = _transport_error_types()
         self._tokenizer_lock = threading.Lock()  # the lazily loaded tokenizer is built once
 
@@ -915,12 +932,56 @@ class OpenAICompatClient(InstructorClient):
     #: server has no tokenize endpoint (the Ollama backend says it its own way)
     _no_tokenizer_reason = "the server has no tokenize endpoint and models.tokenizer is not set"
 
+    def _served_model_file(self) -> Path | None:
+        """The served model's GGUF file when the server is llama.cpp's on this machine:
+        the ``model_path`` its ``GET /props`` names, when that file is readable here.
+
+        Asked once per client, before the first count, and only of a server whose model
+        listing says it is llama.cpp's (``owned_by: llamacpp``). A server that cannot
+        say (no listing, no ``/props``, a path on another machine) leaves the counting
+        to its tokenize endpoint, as before.
+        """
+        if self._props_asked:
+            return self._server_model_file
+        self._props_asked = True
+        try:
+            entries = self._listing()
+            entry = next((e for e in entries if e.get("id") == self.model), None)
+            if entry is None or entry.get("owned_by") != "llamacpp":
+                return None
+            props = self._llamacpp_props() or {}
+        except ModelError as exc:  # the tokenize endpoint is asked instead; it says more
+            log.info("%s: no model file to count tokens with (%s)", self._where(), exc)
+            return None
+        self._server_model_file = _readable_model_file(props)
+        return self._server_model_file
+
+    #: the model's own counter, found through the server, is tried (see _local_counter)
+    _find_served_model_file = True
+
     def _local_counter(self) -> Callable[[str], int] | None:
-        """The local token counter (built once, not once per thread), or None."""
+        """The local token counter (built once, not once per thread), or None.
+
+        In order: ``models.tokenizer``; ``models.tokenizer_gguf``; the GGUF file a
+        llama.cpp server on this machine serves (:meth:`_served_model_file`), loaded
+        vocabulary only: the same tokenizer its tokenize endpoint runs, without a
+        request per count. None leaves the counting to the server's tokenize endpoint.
+        """
         if self._tokenizer is not None or self._tokens_missing is not None:
             return self._tokenizer
         if self._tokenizer_spec is None and self._tokenizer_gguf is None:
-            return None
+            if not self._find_served_model_file:
+                return None
+            with self._tokenizer_lock:
+                found = self._served_model_file()
+            if found is None:
+                return None
+            with self._tokenizer_lock:
+                if self._tokenizer is None and self._tokens_missing is None:
+                    counter, label = load_tokenizer(f"gguf:{found}")
+                    self._tokenizer = counter
+                    self._tokens_source = f"{label} (the server's model file, from /props)"
+            return self._tokenizer
         with self._tokenizer_lock:
             if self._tokenizer is None and self._tokens_missing is None:
                 if self._tokenizer_spec is not None:
@@ -933,7 +994,26 @@ class OpenAICompatClient(InstructorClient):
                     self._tokenizer, self._tokens_source = counter, label
         return self._tokenizer
 
+    #: how many texts' counts a client keeps (a message is counted by the sender, the
+    #: receiver and the record; a run repeats its prompts' fixed parts)
+    TOKEN_MEMO_SIZE = 8192
+
     def count_tokens(self, text: str) -> int:
+        """The model's tokens in ``text``: counted once per text (a bounded memo, most
+        recently used kept), locally when a tokenizer is at hand, else by the server."""
+        with self._token_memo_lock:
+            n = self._token_memo.get(text)
+            if n is not None:
+                self._token_memo.move_to_end(text)
+                return n
+        n = self._count_tokens_once(text)
+        with self._token_memo_lock:
+            self._token_memo[text] = n
+            if len(self._token_memo) > self.TOKEN_MEMO_SIZE:
+                self._token_memo.popitem(last=False)
+        return n
+
+    def _count_tokens_once(self, text: str) -> int:
         counter = self._local_counter()
         if counter is not None:
             return int(counter(text))
@@ -995,6 +1075,9 @@ class OpenAICompatClient(InstructorClient):
         props = None
         if entry is not None and entry.get("owned_by") == "llamacpp":
             props = self._llamacpp_props()
+        if not self._props_asked:  # what _served_model_file would ask: asked now
+            self._props_asked = True
+            self._server_model_file = _readable_model_file(props)
         return {"entry": entry, "listed": [str(e.get("id")) for e in entries], "props": props}
 
     def _listing(self) -> list[dict[str, Any]]:
@@ -1050,7 +1133,7 @@ class OpenAICompatClient(InstructorClient):
             try:
                 reply = side_request(
                     method, url, json=json, timeout_s=timeout_s or self.timeout_s,
-                    max_bytes=max_bytes, headers=self._side_headers(),
+                    max_bytes=max_bytes, headers=self._side_headers(), client=self._http,
                 )  # fmt: skip
             except httpx2.TimeoutException as exc:
                 raise DeadlineExceeded(f"no reply within {timeout_s or self.timeout_s:g}s") from exc
