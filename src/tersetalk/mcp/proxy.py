@@ -11,9 +11,15 @@ results the downstream marks ``isError``.
 Faults come back as MCP errors, never as a hung client: a JSON-RPC error of the
 downstream is returned as is; a downstream that does not answer within
 ``--call-timeout`` seconds is an ``INTERNAL_ERROR`` naming what happened; a downstream
-that exits or closes its stdout is one too, and every later request fails at once with
-the same message. Bytes the downstream writes that are not UTF-8 are each replaced by
-U+FFFD, never fatal; a result that held some says how many in its ``_meta``
+that closes its stdout is one too, and every later request fails at once with the same
+message. A downstream that exits ends the proxy: the calls in flight are answered with
+that error, one line on stderr names the server and its exit status (the downstream's
+own stderr is passed on as it writes it), and the proxy exits with status
+``DOWNSTREAM_EXIT_STATUS``, well within a second, so the client sees a dead server and
+can start it again instead of talking to a proxy that answers nothing.
+
+Bytes the downstream writes that are not UTF-8 are each replaced by U+FFFD, never
+fatal; a result that held some says how many in its ``_meta``
 (``tersetalk/undecodable_bytes``) and in its ``--telemetry`` line.
 
 A compaction boundary (the agent's context was summarised, earlier results may be gone
@@ -57,6 +63,11 @@ if TYPE_CHECKING:
     from tersetalk.mcp.telemetry import TelemetryRecorder, TelemetrySettings
 
 COMPACT_NOTIFICATION = "notifications/tersetalk/compact"
+#: the proxy's exit status when its downstream server exited under it
+DOWNSTREAM_EXIT_STATUS = 1
+#: how often the downstream's exit status is looked at, and how long the calls in
+#: flight get to be answered before the proxy exits (seconds)
+EXIT_POLL_S, EXIT_GRACE_S = 0.05, 0.2
 #: the codec error handler the downstream's stdout is decoded with (see _Undecodable)
 UNDECODABLE = "tersetalk-undecodable"
 #: the result ``_meta`` key that says how many bytes of it were not UTF-8
@@ -196,8 +207,10 @@ async def serve(
     log = Telemetry(telemetry)
     pipeline = SessionPipeline(config)
     local: _Local | None = None
+    spawned: list[Any] = []
     async with AsyncExitStack() as stack:
-        read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+        with _keep_process(spawned):
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
         down = await stack.enter_async_context(ClientSession(read, write))
         try:
             with anyio.fail_after(call_timeout_s):
@@ -338,13 +351,89 @@ async def serve(
 
         server.add_notification_handler(COMPACT_NOTIFICATION, types.NotificationParams, compact)
         _on_sigusr1(lambda: compact(None, None))
-        try:
-            read_in, write_out = await stack.enter_async_context(stdio_server())
-            await server.run(read_in, write_out, server.create_initialization_options())
-        finally:
+
+        def close_logs() -> None:
             log.close()
             if local is not None:
                 local.close()
+
+        name = info.name or command[0]
+        try:
+            read_in, write_out = await stack.enter_async_context(stdio_server())
+            async with anyio.create_task_group() as tg:
+                if spawned:
+                    tg.start_soon(_exit_with, spawned[0], name, command[0], close_logs)
+                await server.run(read_in, write_out, server.create_initialization_options())
+                tg.cancel_scope.cancel()  # the client closed the session: a normal end
+        finally:
+            close_logs()
+
+
+class _keep_process:
+    """Keep the downstream's process handle while the SDK's ``stdio_client`` starts it.
+
+    The SDK does not hand the process out, and its exit status is what a client needs
+    to hear when the server dies; the SDK's spawn function is wrapped for the duration
+    of the start only. If a later SDK renames it, nothing is kept and the proxy falls
+    back to answering every later call with the "closed" error."""
+
+    def __init__(self, into: list[Any]) -> None:
+        self.into = into
+        self.module: Any = None
+        self.original: Any = None
+
+    def __enter__(self) -> None:
+        import mcp.client.stdio as sdk
+
+        original = getattr(sdk, "_create_platform_compatible_process", None)
+        if original is None:
+            return
+        into = self.into
+
+        async def spawn(*args: Any, **kwargs: Any) -> Any:
+            process = await original(*args, **kwargs)
+            into.append(process)
+            return process
+
+        self.module, self.original = sdk, original
+        sdk._create_platform_compatible_process = spawn
+
+    def __exit__(self, *exc: object) -> None:
+        if self.module is not None:
+            self.module._create_platform_compatible_process = self.original
+
+
+def exit_status_text(code: int) -> str:
+    """A process's exit as a person reads it: ``status 3``, ``signal 9 (SIGKILL)``."""
+    if code >= 0:
+        return f"with status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = "unknown"
+    return f"on signal {-code} ({name})"
+
+
+async def _exit_with(process: Any, name: str, program: str, close_logs: Any) -> None:
+    """Wait for the downstream to exit, then end the proxy with one line on stderr.
+
+    The proxy's own stdin is read in a worker thread that no cancellation reaches (the
+    client keeps it open), so after the logs are closed the process ends at once."""
+    import anyio
+
+    while process.returncode is None:
+        await anyio.sleep(EXIT_POLL_S)
+    await anyio.sleep(EXIT_GRACE_S)  # the calls in flight get their "closed" answer
+    print(f"tersetalk mcp-proxy: the downstream server {name!r} ({program}) exited "
+          f"{exit_status_text(process.returncode)}; the proxy exits with status "
+          f"{DOWNSTREAM_EXIT_STATUS} so the client can start it again",
+          file=sys.stderr)  # fmt: skip
+    try:
+        close_logs()
+    finally:
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(DOWNSTREAM_EXIT_STATUS)
 
 
 class _Fault(MCPError):
