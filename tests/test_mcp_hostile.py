@@ -170,7 +170,7 @@ def test_a_near_reference_never_names_its_own_result(tmp_path):
         return a, b, _text(await s.call_tool("tersetalk_get", {"ref": ref}))
 
     (a, b, got), _ = run(tmp_path, body, "hints: {near_ref: true}\n")
-    assert b.endswith(f"$.page: {first}→{second}]")
+    assert f"$.page: {first}→{second}. call tersetalk_get " in b
     # the downstream's text as it came, whatever was sent for it
     assert got == near(first) and same_value(decode(a), json.loads(got))
 

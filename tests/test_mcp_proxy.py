@@ -133,7 +133,9 @@ def test_dedup_cache_lru_min_body_and_invalidation():
     a, b, d = "a" * 20, "b" * 20, "d" * 20
     assert c.check(a, resources=frozenset({"x"})) is None
     hint = c.check(a)
-    assert hint is not None and re.fullmatch(r"> \[ref: [0-9a-f]{8}, byte-identical\]", hint)
+    assert hint is not None and re.fullmatch(
+        r'> \[ref: ([0-9a-f]{8}), byte-identical\. call tersetalk_get \{"ref":"\1"\}\]', hint
+    )
     c.check(b, resources=frozenset({"y"}))
     c.check(d, resources=frozenset({"y"}))  # evicts a (least recently used)
     assert c.check(a) is None  # a miss again: no dangling reference
@@ -148,7 +150,9 @@ def test_repeat_is_a_reference_and_a_write_to_the_resource_invalidates_it():
     first = p.process("read", {"path": "a.txt"}, body)
     assert first.kind == "encoded"
     again = p.process("read", {"path": "a.txt"}, body)
-    assert again.kind == "ref" and again.text == f"> [ref: {first.ref}, byte-identical]"
+    assert again.kind == "ref" and again.text == (
+        f'> [ref: {first.ref}, byte-identical. call tersetalk_get {{"ref":"{first.ref}"}}]'
+    )
     # the reference is retrievable: the text that was sent for it, which decodes to the body
     assert same_value(decode(p.retrieve(first.ref)), json.loads(body))
     assert p.before_call("write", {"path": "b.txt"}) == 0  # another resource: kept
@@ -207,8 +211,8 @@ def test_near_ref_is_behind_its_setting_and_its_delta_is_exact():
     first = on.process("status", {}, _status("running", 10))
     near = on.process("status", {}, _status("success", 32))
     assert near.kind == "near-ref"
-    m = re.fullmatch(r"> \[near-ref: ([0-9a-f]{8}), (.*)\]", near.text)
-    assert m and m.group(1) == first.ref
+    m = re.fullmatch(r"> \[near-ref: ([0-9a-f]{8}), (.*)\. call tersetalk_get (.*)\]", near.text)
+    assert m and m.group(1) == first.ref and json.loads(m.group(3)) == {"ref": near.ref}
     assert m.group(2) == '$.pipeline.status: "running"→"success", $.pipeline.duration: 10→32'
     # the claim: the earlier value with the delta applied is this one
     earlier, now = json.loads(_status("running", 10)), json.loads(_status("success", 32))

@@ -4,7 +4,9 @@ The seed (``002``, "In-Response Hints") defines four families, all of the form
 ``> [<family>: <body>]`` on a line of their own:
 
 - reference ``> [ref: <hash8>, byte-identical]``: this payload is byte-identical to an
-  earlier one in the session (L0 dedup); the earlier copy is in context.
+  earlier one in the session (L0 dedup); the earlier copy is in context. The MCP
+  proxy's form also names the call that returns it, on the same line:
+  ``> [ref: <hash8>, byte-identical. call tersetalk_get {"ref":"<hash8>"}]``.
 - near-reference ``> [near-ref: <hash8>, $.a: 1→2]``: equal to an earlier payload but
   for the listed scalar values (``tersetalk mcp-proxy`` with ``hints.near_ref``).
 - overflow ``> [+N more <what>. call <how>]``: N items/keys/characters were left out
@@ -41,6 +43,23 @@ def reference(text: str) -> str:
 def reference_to(ref: str) -> str:
     """The reference hint naming an earlier payload by its 8-hex-digit hash."""
     return f"> [ref: {ref}, byte-identical]"
+
+
+def retrieval_call(tool: str, ref: str) -> str:
+    """``call <tool> {"ref":"<ref>"}``: the one call that returns what a hint names,
+    written on the hint's own line so a reader that never saw it can fetch it."""
+    return f"call {tool} {json.dumps({'ref': ref}, separators=(',', ':'))}"
+
+
+def reference_call(ref: str, tool: str) -> str:
+    """The reference hint that also names the call returning the body it points at."""
+    return f"> [ref: {ref}, byte-identical. {retrieval_call(tool, ref)}]"
+
+
+def near_reference_call(ref: str, delta: str, own: str, tool: str) -> str:
+    """The near-reference hint (the earlier body ``ref`` with ``delta``), naming the call
+    that returns this body whole by its own reference ``own``."""
+    return f"> [near-ref: {ref}, {delta}. {retrieval_call(tool, own)}]"
 
 
 def encoded(formats: str, summary: str = "") -> str:

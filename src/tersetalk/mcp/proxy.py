@@ -103,8 +103,9 @@ def retrieval_tool():
     return types.Tool(
         name=RETRIEVAL_TOOL,
         description=(
-            "Get what a '> [+N more ... call tersetalk_get {...}]' hint left out (pass its "
-            "arguments), or the earlier result a '> [ref: <ref>, ...]' hint names (pass ref)."
+            "Get what a hint names: every '> [ref: ...]', '> [near-ref: ...]' and "
+            "'> [+N more ...]' line ends with 'call tersetalk_get {...}'; pass those "
+            "arguments. With ref alone: the tool result as the server sent it."
         ),
         input_schema={
             "type": "object",

@@ -6,13 +6,16 @@ For every ``tools/call`` result text, in order:
    before anything reads it (no hash, no token count, no parse).
 1. **L0 dedup.** A body at least ``dedup.min_body_chars`` long whose exact bytes were
    returned earlier in the session (and are still among the ``dedup.lru_size`` most
-   recent) becomes ``> [ref: <ref>, byte-identical]``. The earlier copy is in the
-   agent's context, and ``tersetalk_get {"ref": "<ref>"}`` returns the text that was
-   sent for it. Before a write-class call runs, entries that share a resource with it are
-   forgotten (:meth:`SessionPipeline.before_call`); a compaction boundary forgets all.
+   recent) becomes ``> [ref: <ref>, byte-identical. call tersetalk_get {"ref":"<ref>"}]``.
+   The earlier copy is in the agent's context; a reader that never saw it (another
+   chat or a sub-agent sharing the proxy) makes the call the hint names, on its line,
+   and gets the downstream's text whole. Before a write-class call runs, entries that
+   share a resource with it are forgotten (:meth:`SessionPipeline.before_call`); a
+   compaction boundary forgets all.
 2. **Near-reference** (``hints.near_ref``): a body equal to a cached one of the same
-   tool except a few scalar values becomes ``> [near-ref: <ref>, $.status: "a"→"b"]``,
-   which claims exactly that: the earlier value with those paths replaced is this one.
+   tool except a few scalar values becomes ``> [near-ref: <ref>, $.status: "a"→"b".
+   call tersetalk_get {"ref":"<own>"}]``, which claims exactly that: the earlier value
+   with those paths replaced is this one; the call returns this one whole.
 3. **Encoding.** JSON, a Python literal (:mod:`tersetalk.mcp.literal`) or Markdown
    with tables is re-encoded by the knapsack (:func:`tersetalk.formats.solver.encode`)
    under the tool's budget: lossless by default; a budget elides whole subtrees, and
@@ -124,7 +127,7 @@ class DedupCache:
         key = digest(body)
         entry = self.hit(key)
         if entry is not None:
-            return H.reference_to(entry.ref)
+            return H.reference_call(entry.ref, RETRIEVAL_TOOL)
         self.record(key, Entry(key[:8], tool, resources))
         return None
 
@@ -261,9 +264,9 @@ class SessionPipeline:
             # hint promises that tersetalk_get returns it)
             self.cache.hit(key)
             self.store.move_to_end(entry.ref)
-            return Processed(H.reference_to(entry.ref), "ref", "unparsed", len(text),
-                             entry.raw_tokens, entry.hint_tokens, ("ref",), ref, True, None,
-                             time.perf_counter() - t0)  # fmt: skip
+            return Processed(H.reference_call(entry.ref, RETRIEVAL_TOOL), "ref", "unparsed",
+                             len(text), entry.raw_tokens, entry.hint_tokens, ("ref",), ref,
+                             True, None, time.perf_counter() - t0)  # fmt: skip
         if dedup:
             self.cache.misses += 1
         raw_tokens = count_tokens(text, tok)
@@ -279,7 +282,7 @@ class SessionPipeline:
         remember = partial(self._remember, key, ref, tool, resources, raw_tokens, dedup, text)
         source, value = _structured(text, cfg.max_result_chars)
         if dedup and cfg.hints.near_ref and source in ("json", "literal"):
-            near = self._near_ref(tool, value, text)
+            near = self._near_ref(tool, value, text, ref)
             if near is not None:
                 remember(near, value, True)
                 return done(near, "near-ref", source, ("near-ref",), ref)
@@ -313,7 +316,7 @@ class SessionPipeline:
                   raw_tokens: int, dedup: bool, original: str, sent: str, value: Any,
                   structured: bool) -> None:  # fmt: skip
         if dedup:
-            hint = count_tokens(H.reference_to(ref), self.config.tokenizer)
+            hint = count_tokens(H.reference_call(ref, RETRIEVAL_TOOL), self.config.tokenizer)
             self.cache.record(key, Entry(ref, tool, resources, value, structured, raw_tokens,
                                          hint))  # fmt: skip
         self.store[ref] = _Stored(sent, original, value, structured)
@@ -408,7 +411,7 @@ class SessionPipeline:
             query = tool
         return H.metadata(query, totals[0], len(arrays[0]))
 
-    def _near_ref(self, tool: str, value: Any, text: str) -> str | None:
+    def _near_ref(self, tool: str, value: Any, text: str, own: str) -> str | None:
         hints = self.config.hints
         if len(text) < hints.near_ref_min_body_chars:
             return None
@@ -425,7 +428,7 @@ class SessionPipeline:
                 continue
             body = ", ".join(f"{H.path_text(p)}: {compact_json(a)}→{compact_json(b)}"
                              for p, a, b in delta)  # fmt: skip
-            return f"> [near-ref: {entry.ref}, {body}]"
+            return H.near_reference_call(entry.ref, body, own, RETRIEVAL_TOOL)
         return None
 
     # --- the retrieval tool ------------------------------------------------------
