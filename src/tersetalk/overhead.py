@@ -36,6 +36,11 @@ so one job's seconds are within one second; sums over many jobs are not biased b
 since start and end are truncated alike. Whatever cannot be measured is written as an
 empty value with the reason in ``source``, never a guessed number.
 
+The workflow's rule ``overhead`` writes the table when it is missing or forced, never
+because another target or a shorter rerun rewrote a file it reads (its inputs are
+ancient), so the table stays the measurement of the invocation that built the default
+target, and the default target after any other target finds nothing to do.
+
 Read it with ``pandas.read_csv``; the rows with an empty ``rule`` are the run's
 totals, ``df[df.rule.notna()].pivot(index="rule", columns="metric", values="value")``
 the per-rule table.

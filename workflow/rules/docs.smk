@@ -10,7 +10,6 @@ include: "helpers/docs.smk"
 rule results_doc:
     input:
         tables=RESULTS_DOC_INPUTS,
-        optional=results_doc_optional_inputs,
         figures=results_doc_figures(),
     output:
         paths.results("RESULTS.md"),

@@ -59,7 +59,6 @@ rule targets:
             paths.results("formats/comprehension.parquet"),
             paths.results("formats/savings_by_shape.csv"),
         ],
-        optional=targets_optional_inputs,
     output:
         csv=report(
             paths.results("tables/targets.csv"),

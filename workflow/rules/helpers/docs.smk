@@ -1,7 +1,5 @@
 # Helpers of docs.smk: what the results document reads.
 
-from pathlib import Path as _DocsPath
-
 #: what the document reads from the default DAG (each section of tersetalk.results_doc)
 RESULTS_DOC_INPUTS = [
     paths.results("summary.csv"),
@@ -13,19 +11,9 @@ RESULTS_DOC_INPUTS = [
     paths.results("formats/comprehension_summary.csv"),
 ]
 
-#: what it reads when present: the topology study is not in the default DAG
-RESULTS_DOC_OPTIONAL = [
-    paths.results("topology/six_policies.csv"),
-    paths.results("topology/heldout.csv"),
-    paths.results("topology/policies.csv"),
-]
-
-
-def results_doc_optional_inputs(wildcards):
-    """The topology tables that exist: the document renders them when present (and says
-    "not built" otherwise) without making the default DAG run the study; declared, so
-    the document is rewritten when one changes."""
-    return [p for p in RESULTS_DOC_OPTIONAL if _DocsPath(p).is_file()]
+# It also renders the topology study's tables when they are there (and says "not built"
+# otherwise), undeclared so that `snakemake topology` never makes the default target
+# rerun the document (helpers/stats.smk says why; `--forcerun results_doc` adds them).
 
 
 def results_doc_figures():

@@ -8,18 +8,10 @@ def stats_targets():
     return [paths.results(f"stats/noninferiority.{ext}") for ext in ("parquet", "csv", "tex")]
 
 
-#: what the targets table reads of the bench and topology studies (tersetalk.stats.targets:
-#: bench_rows, topology_rows), when present
-TARGETS_OPTIONAL = (
-    "results/bench/mb*.csv",
-    paths.results("topology/six_policies.csv"),
-    paths.results("topology/summary.json"),
-)
-
-
-def targets_optional_inputs(wildcards):
-    """The bench and topology results that exist: the table reads them when present (it
-    says "not run" otherwise), without making the default DAG run the benchmarks or the
-    topology study. Declared, so Snakemake sees every file read and reruns the table when
-    one changes."""
-    return sorted(str(p) for pattern in TARGETS_OPTIONAL for p in Path().glob(pattern))
+# The targets table also reads the bench and topology studies' results when they are
+# there (results/bench/mb*.csv, results/<key>/topology/; tersetalk.stats.targets:
+# bench_rows, topology_rows; it says "not run" otherwise). They are not declared inputs:
+# a declared file that appears changes the table's input set, so the default target
+# would rerun the table, RESULTS.md and the overhead report after `snakemake bench` or
+# `snakemake topology`, and one target would undo another. After one of those studies,
+# `snakemake --cores all --forcerun targets` puts its rows in the table and RESULTS.md.
