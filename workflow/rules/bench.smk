@@ -135,6 +135,35 @@ rule bench_events:
         "--limit {params.examples} --repeats {params.repeats} --out {output} > {log} 2>&1"
 
 
+# The driver's own cost per model call (target `snakemake --cores 2 bench_driver`; not
+# part of `bench`: it takes minutes): `tersetalk run` against a loopback
+# OpenAI-compatible server answering after bench.driver.latency_ms, at each
+# bench.driver.in_flight level, beside the plain OpenAI SDK making as many calls.
+rule bench_driver:
+    output:
+        parquet="results/bench/driver.parquet",
+        csv="results/bench/driver.csv",
+        png="figures/bench_driver.png",
+        pdf="figures/bench_driver.pdf",
+    log:
+        "results/logs/bench/driver.log",
+    conda:
+        ENV
+    # alone on every core: the client's CPU per call is what is measured
+    threads: os.cpu_count() or 1
+    resources:
+        mem_mb=3000,
+        runtime=60,
+    params:
+        latency=" ".join(str(v) for v in config["bench"]["driver"]["latency_ms"]),
+        in_flight=" ".join(str(v) for v in config["bench"]["driver"]["in_flight"]),
+        examples=config["bench"]["driver"]["examples"],
+    shell:
+        "python -m tersetalk.bench.driver measure --latency-ms '{params.latency}' "
+        "--in-flight '{params.in_flight}' --examples {params.examples} "
+        "--out {output.parquet} --plot {output.png} > {log} 2>&1"
+
+
 rule bench:
     input:
         expand("results/bench/{mb}.parquet", mb=BENCHMARKS),
