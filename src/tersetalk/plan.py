@@ -91,6 +91,22 @@ PARAMS = {
     "mistral:7b-instruct": 7.24e9,
 }
 
+#: per example, when no run has been measured (a fresh clone): stated, not measured here.
+#: Rounded from the default config's runs of the embedded model planned at the paper's
+#: scale (127,315 calls over 58,500 examples; 280 prompt and 37 completion tokens a call)
+STATED_CALLS_PER_EXAMPLE = 2.2
+STATED_PROMPT_PER_CALL = 280.0
+STATED_COMPLETION_PER_CALL = 40.0
+
+#: the driver's client CPU per model call when no driver benchmark is at hand (stated: the
+#: driver benchmark's measure on 2 cores, 32 in flight, a 20 ms server, start-up included)
+STATED_DRIVER_CPU_MS = 8.0
+#: the model server's throughput when none is named (assumed, not measured: one 8B
+#: model on vLLM with 64 requests in flight)
+STATED_SERVER_CALLS_PER_S = 30.0
+#: where the driver benchmark writes its table (the workflow's bench_driver rule)
+DRIVER_BENCH_TABLE = Path("results/bench/driver.csv")
+
 #: the GPU server's defaults: assumptions, not measurements (state yours with the flags)
 GPU_PROMPT_TPS = 2000.0
 GPU_GEN_TPS = 60.0
@@ -438,6 +454,31 @@ def _either(by_key: dict, task: str, system: str, name: str) -> Measured | None:
     """The measured run on the evaluation sample, else on the calibration shard."""
     key = (task, system, name)
     return by_key.get(("runs", *key)) or by_key.get(("calibration", *key))
+
+
+def stated_rates(examples: int) -> Rates:
+    """Per-example rates stated, not measured (:data:`STATED_CALLS_PER_EXAMPLE` and the
+    tokens per call), for ``examples`` examples, every call reaching the model."""
+    calls = STATED_CALLS_PER_EXAMPLE * examples
+    prompt, completion = calls * STATED_PROMPT_PER_CALL, calls * STATED_COMPLETION_PER_CALL
+    return Rates(examples, calls=calls, prompt=prompt, completion=completion,
+                 stream_prompt=prompt, stream_completion=completion)  # fmt: skip
+
+
+STATED_BASIS = (
+    f"stated default, no measured run: {STATED_CALLS_PER_EXAMPLE:g} calls per example, "
+    f"{STATED_PROMPT_PER_CALL:g} prompt and {STATED_COMPLETION_PER_CALL:g} completion tokens "
+    "per call"
+)
+
+
+def assign_stated_rates(runs: list[PlannedRun]) -> None:
+    """Every run's rates stated (:func:`stated_rates`): the plan of a fresh clone."""
+    for run in runs:
+        if run.part == "comprehension":
+            continue
+        run.rates = stated_rates(run.examples)
+        run.rates_from, run.rates_basis, run.differs = "", STATED_BASIS, ""
 
 
 def assign_rates(
@@ -804,12 +845,16 @@ def targets(args: argparse.Namespace, config: dict, measured: list[Measured]) ->
     planned_model = config["models"].get("model")
     given_tps = args.prompt_tps is not None and args.gen_tps is not None
     out = []
-    try:
-        tp = measured_throughput(measured)
-    except PlanError:
-        if not given_tps or planned_model == measured_model:
-            raise
-        tp = None  # the planned model's own rates are given: the measured ones are not needed
+    if not measured and not given_tps:  # a fresh clone: no CPU rates to project with
+        tp = None
+        planned_model = measured_model
+    else:
+        try:
+            tp = measured_throughput(measured)
+        except PlanError:
+            if not given_tps or planned_model == measured_model:
+                raise
+            tp = None  # the planned model's own rates are given: the measured ones are not needed
     if tp is not None:
         out.append(
             Target(
@@ -1047,10 +1092,20 @@ def make_plan(args: argparse.Namespace):
     else:
         default = load_workflow_config([])
         folder = Path("results") / results_key(default)
-    measured = measure(folder)
+    try:
+        measured = measure(folder)
+    except PlanError as exc:
+        if args.measured:  # a folder named on purpose must hold runs
+            raise
+        log_note = f"{exc}".split(":")[0]
+        print(f"tersetalk plan: {log_note}; using stated rates per example", file=sys.stderr)
+        measured = []
     runs = plan_runs(config)
-    assign_rates(runs, measured, config, pay_cached=args.pay_cached)
-    correct_for_samples(runs, measured, config, folder)
+    if measured:
+        assign_rates(runs, measured, config, pay_cached=args.pay_cached)
+        correct_for_samples(runs, measured, config, folder)
+    else:
+        assign_stated_rates(runs)
     if not args.no_comprehension:
         runs.append(plan_comprehension(config, folder))
     projections = [project(runs, t) for t in targets(args, config, measured)]
@@ -1060,7 +1115,7 @@ def make_plan(args: argparse.Namespace):
         f"plan for {' + '.join(map(str, args.config)) or 'the default config'}: model "
         f"{config['models'].get('model')} ({config['models'].get('backend')}), n_eval "
         f"{config['n_eval']}, calibration_n {config['calibration_n']}; rates per example from "
-        f"{len(measured)} run files under {folder}"
+        + (f"{len(measured)} run files under {folder}" if measured else f"none ({STATED_BASIS})")
         + (
             f"; not counted: sensitivity.models {sens} (each runs every system again)"
             if sens
@@ -1069,7 +1124,53 @@ def make_plan(args: argparse.Namespace):
         + "; not counted: the topology study (not in `all`) and LLMLingua's own compression "
         "(a local model, not a model call)"
     )
+    header += "\n" + driver_line(runs, config, args)
     return runs, projections, summary, header
+
+
+def driver_rate(table: Path, in_flight: int) -> tuple[float, str] | None:
+    """The driver's client CPU ms per model call from the driver benchmark's table
+    (``tersetalk`` rows; the 20 ms server's, else the slowest measured; the in-flight
+    level nearest ``in_flight``), and where it comes from; None without a table."""
+    import pandas as pd
+
+    if not table.is_file():
+        return None
+    try:
+        df = pd.read_csv(table)
+        df = df[(df["side"] == "tersetalk") & df["ok"].astype(bool)]
+    except (ValueError, KeyError, OSError) as exc:
+        raise PlanError(f"{table}: not a driver benchmark table ({exc})") from None
+    if df.empty:
+        return None
+    latency = 20.0 if (df["latency_ms"] == 20.0).any() else float(df["latency_ms"].max())
+    df = df[df["latency_ms"] == latency]
+    row = df.iloc[(df["in_flight"] - in_flight).abs().argsort().iloc[0]]
+    return float(row["cpu_ms_per_call"]), (
+        f"measured by the driver benchmark ({table}: {int(row['in_flight'])} in flight, "
+        f"{latency:g} ms server, {int(row['examples'])} examples)"
+    )
+
+
+def driver_line(runs: list[PlannedRun], config: dict, args: argparse.Namespace) -> str:
+    """The driver's time beside the server's: every model call costs the client some CPU
+    (the driver benchmark's measure, else :data:`STATED_DRIVER_CPU_MS`), spread over
+    this machine's cores; the server answers ``--server-calls-per-s`` calls a second."""
+    calls = sum(r.rates.calls for r in runs if r.rates is not None)
+    cores = args.cores or os.cpu_count() or 1
+    in_flight = config["models"].get("max_concurrency") or 1
+    found = driver_rate(Path(args.driver_table), in_flight) if args.driver_table else None
+    cpu_ms, source = found or (STATED_DRIVER_CPU_MS, "stated (no driver benchmark table)")
+    server = args.server_calls_per_s or STATED_SERVER_CALLS_PER_S
+    server_how = "named" if args.server_calls_per_s else "assumed, not measured"
+    driver_h = calls * cpu_ms / 1000 / cores / 3600
+    server_h = calls / server / 3600
+    return (
+        f"driver and server: {calls:,.0f} model calls; driver {cpu_ms:.1f} ms of client CPU "
+        f"per call ({source}) on {cores} cores: {_fmt_hours(driver_h)}; server at "
+        f"{server:g} calls/s ({server_how}): {_fmt_hours(server_h)}; the run takes at "
+        "least the longer of the two"
+    )
 
 
 def _cmd_plan(args: argparse.Namespace) -> None:
@@ -1104,7 +1205,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--measured",
         help="a model's results folder whose run records give the rates "
-        "(default: results/<key> of the default config's model)",
+        "(default: results/<key> of the default config's model; when it holds none, "
+        "stated rates per example are used and said)",
     )
     p.add_argument("--out", help="the summary CSV: one row per (part, target)")
     p.add_argument("--runs-out", help="the per-run CSV: counts, rates_from, rates_basis, differs")
@@ -1135,6 +1237,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--nodes", type=int, default=SLURM_NODES, help=f"SLURM: GPU nodes (default {SLURM_NODES})"
+    )
+    p.add_argument(
+        "--server-calls-per-s",
+        type=float,
+        help="the model server's throughput in calls per second, for the server's time "
+        f"beside the driver's (default {STATED_SERVER_CALLS_PER_S:g}, assumed)",
+    )
+    p.add_argument(
+        "--driver-table",
+        default=str(DRIVER_BENCH_TABLE),
+        help="the driver benchmark's table (`snakemake bench_driver`), for the driver's CPU "
+        f"per call (default {DRIVER_BENCH_TABLE}; without it {STATED_DRIVER_CPU_MS:g} ms, stated)",
     )
     p.add_argument(
         "--pay-cached",
