@@ -3,6 +3,12 @@
   tersetalk mcp-proxy -- uvx mcp-server-sqlite --db-path my.db
   tersetalk mcp-proxy --proxy-config proxy.yaml --telemetry calls.jsonl -- npx -y @scope/server
   tersetalk mcp-proxy --telemetry-dir ~/.local/state/tersetalk/telemetry -- uvx mcp-server-git
+  tersetalk mcp-proxy --explain -- npx -y @modelcontextprotocol/server-filesystem ~/src
+
+Edit-safe by default: the results of a tool a client may quote back in an edit (a file
+read, a diff) pass byte-exact; structured data (JSON, Python literals, database tables)
+is re-encoded. --explain prints each tool's decision and why; the config's edit_safe
+and tools.<name>.encode change it.
 
 Your MCP client launches the proxy instead of the server: in its config, put
 ``tersetalk`` as the command and ``["mcp-proxy", "--", <the server's command and
@@ -50,9 +56,21 @@ def _cmd(args: argparse.Namespace) -> None:
         raise SystemExit(2)
     import anyio
 
-    from tersetalk.mcp.proxy import ProxyStartError, serve
+    from tersetalk.mcp.proxy import ProxyStartError, explain, serve
 
     failed = None
+    if args.explain:
+        try:
+            lines = anyio.run(lambda: explain(command, config, call_timeout_s=args.call_timeout))
+        except* OSError as group:
+            failed = f"cannot start {command[0]!r}: {_first(group)}"
+        except* ProxyStartError as group:
+            failed = str(_first(group))
+        if failed:
+            print(f"tersetalk mcp-proxy: error: {failed}", file=sys.stderr)
+            raise SystemExit(2)
+        print("\n".join(lines))
+        return
     try:
         anyio.run(lambda: serve(command, config, telemetry=args.telemetry,
                                 call_timeout_s=args.call_timeout,
@@ -149,6 +167,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--call-timeout", type=float, default=600.0, metavar="S",
                    help="a downstream request unanswered after S seconds is an MCP error "
                    "(default %(default)g)")  # fmt: skip
+    p.add_argument("--explain", action="store_true",
+                   help="start the server, list its tools, print for each one whether its "
+                   "results are re-encoded or pass byte-exact (edit_safe) and why, "
+                   "and exit")  # fmt: skip
     p.add_argument("--print-schema", action="store_true",
                    help="print the config file's JSON Schema and exit")  # fmt: skip
     p.add_argument("server", nargs=argparse.REMAINDER,

@@ -5,6 +5,7 @@ Every knob has a default, so the file is optional and may set only what it chang
     budget: null            # tokens per tool result; null = lossless (nothing left out)
     tokenizer: o200k_base   # what tokens are counted in
     max_result_chars: 1000000   # larger results pass through untouched (no dedup either)
+    edit_safe: true         # text a client may quote back (file reads, diffs) passes as it came
     hints:
       metadata: true        # '> [query: ... | total=N | returned=M]' on a page of a set
       near_ref: false       # '> [near-ref: h, key: a→b]' for a body equal but a few scalars
@@ -20,6 +21,12 @@ Every knob has a default, so the file is optional and may set only what it chang
     tools:                  # per-tool overrides
       write_query: {write: true}
       read_query: {budget: 800}
+      read_text_file: {encode: true}   # re-encode it although edit_safe keeps it as it came
+
+``edit_safe`` and ``encode`` decide, per tool, whether its structured results are
+re-encoded (:mod:`tersetalk.mcp.editsafe`; ``tersetalk mcp-proxy --explain`` shows each
+tool's decision): ``encode`` unset lets the tool's name, annotations and description
+decide, ``true`` or ``false`` overrides them.
 
 A tool is write-class if it is named in ``dedup.write_tools``, has ``write: true``, or
 its MCP annotations say ``readOnlyHint: false``; before a write-class call runs, every
@@ -97,7 +104,8 @@ class ToolOverride(_Strict):
     budget: int | None = Field(None, ge=1)
     dedup: bool | None = None
     write: bool | None = None
-    encode: bool = True
+    #: None: decided by edit_safe from what the server says of the tool; true/false: this
+    encode: bool | None = None
     resource_args: tuple[str, ...] | None = None
 
 
@@ -105,6 +113,8 @@ class ProxyConfig(_Strict):
     budget: int | None = Field(None, ge=1)
     tokenizer: str = "o200k_base"
     max_result_chars: int = Field(1_000_000, ge=1)
+    #: the results of a tool a client may quote back (file reads, diffs) pass byte-exact
+    edit_safe: bool = True
     hints: Hints = Hints()
     dedup: Dedup = Dedup()
     retrieval: Retrieval = Retrieval()

@@ -172,6 +172,7 @@ def _row(tool: str, parts: list[Processed], kind: str, **extra: Any) -> dict[str
         "hints": [h for p in parts for h in p.hints],
         "refs": [p.ref for p in parts if p.ref],
         "lossless": all(p.lossless for p in parts),
+        "verbatim": any(p.verbatim for p in parts),
         "fallback": next((fallback_kind(p.fallback) for p in parts if p.fallback), None),
         "pipeline_s": sum(p.pipeline_s for p in parts),
         **extra,
@@ -271,6 +272,7 @@ async def serve(
                 ann = tool.annotations
                 if ann is not None and ann.read_only_hint is False:
                     pipeline.annotated_writes.add(tool.name)
+                pipeline.note_tool(tool)
             if result.next_cursor is None:
                 result = result.model_copy(update={"tools": [*result.tools, retrieval_tool()]})
             return result
@@ -368,6 +370,45 @@ async def serve(
                 tg.cancel_scope.cancel()  # the client closed the session: a normal end
         finally:
             close_logs()
+
+
+async def explain(command: list[str], config: ProxyConfig, *, call_timeout_s: float = 600.0,
+                  cwd: str | None = None) -> list[str]:  # fmt: skip
+    """``tersetalk mcp-proxy --explain``: start the downstream, list its tools (every
+    page), and return what the proxy would do with each one's results and why
+    (:mod:`tersetalk.mcp.editsafe`); the downstream is stopped again."""
+    import anyio
+    import mcp.types as types
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from tersetalk.mcp.editsafe import decide_tool, explain_lines
+
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ),
+                                   cwd=cwd)  # fmt: skip
+    params.encoding_error_handler = UNDECODABLE  # type: ignore[assignment]
+    async with AsyncExitStack() as stack:
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+        down = await stack.enter_async_context(ClientSession(read, write))
+        try:
+            with anyio.fail_after(call_timeout_s):
+                init = await down.initialize()
+                tools, cursor = [], None
+                while True:
+                    asked = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await down.list_tools(params=asked)
+                    tools += page.tools
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except Exception as exc:
+            raise ProxyStartError(
+                f"the downstream server {' '.join(command)!r} did not list its tools "
+                f"({type(exc).__name__}: {exc}); run that command by itself to see its error"
+            ) from None
+    info = init.server_info
+    decisions = [decide_tool(config, t) for t in tools]
+    return explain_lines(info.name, info.version, decisions, config, RETRIEVAL_TOOL)
 
 
 class _keep_process:

@@ -26,6 +26,9 @@ For every ``tools/call`` result text, in order:
    text is re-encoded only where it decodes back to the same bytes
    (:func:`tersetalk.formats.markdown.decode_markdown`); a table that would not (ragged
    rows, a ``|`` in a code span, a diff) is kept as it came, and ``fallback`` says so.
+   A tool whose results a client may quote back (a file read, a diff:
+   :mod:`tersetalk.mcp.editsafe`) is not re-encoded unless the config opts in; its
+   results pass byte-exact (``verbatim``), dedup still applies.
 
 A body's reference is the first 8 hex digits of its SHA-256, or all 64 when another
 body of the session was already given those 8 (a server can make two texts share 8
@@ -50,7 +53,7 @@ import json
 import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -58,6 +61,7 @@ from tersetalk.formats import hints as H
 from tersetalk.formats.container import compact_json
 from tersetalk.formats.tree import TreeError, from_python, parse_json, same_value, to_python
 from tersetalk.mcp.config import ProxyConfig
+from tersetalk.mcp.editsafe import Decision, decide, decide_tool
 from tersetalk.mcp.literal import parse_literal
 from tersetalk.tokens import count_tokens
 
@@ -181,6 +185,8 @@ class Processed:
     lossless: bool
     fallback: str | None
     pipeline_s: float
+    #: the tool's results pass as they came: a client may quote them back (editsafe)
+    verbatim: bool = False
 
 
 @dataclass
@@ -198,6 +204,8 @@ class SessionPipeline:
     config: ProxyConfig = field(default_factory=ProxyConfig)
     #: tools the downstream's annotations mark as not read-only
     annotated_writes: set[str] = field(default_factory=set)
+    #: each tool's re-encode decision (editsafe), as the downstream listed it
+    decisions: dict[str, Decision] = field(default_factory=dict)
     calls: int = 0
 
     def __post_init__(self) -> None:
@@ -240,6 +248,20 @@ class SessionPipeline:
         if self.is_write(tool):
             gone += self.cache.invalidate(self.resources(tool, arguments))
         return gone
+
+    def note_tool(self, tool: Any) -> Decision:
+        """Decide a listed MCP tool's re-encoding from its name, annotations and
+        description (:mod:`tersetalk.mcp.editsafe`), and remember it for its calls."""
+        d = decide_tool(self.config, tool)
+        self.decisions[tool.name] = d
+        return d
+
+    def decision(self, tool: str) -> Decision:
+        """The tool's decision; a tool never listed is decided from its name alone."""
+        d = self.decisions.get(tool)
+        if d is None:
+            d = self.decisions[tool] = decide(self.config, tool)
+        return d
 
     def compaction_boundary(self) -> int:
         """The agent's context was compacted: earlier results may be gone from it."""
@@ -286,9 +308,12 @@ class SessionPipeline:
             if near is not None:
                 remember(near, value, True)
                 return done(near, "near-ref", source, ("near-ref",), ref)
-        if source == "text" or not cfg.tool(tool).encode:
-            remember(text, value, source != "text")
+        if source == "text":
+            remember(text, value, False)
             return done(text, "passthrough", source, ref=ref)
+        if not self.decision(tool).encode:  # a client may quote it back: as it came
+            remember(text, value, True)
+            return replace(done(text, "passthrough", source, ref=ref), verbatim=True)
         if source == "markdown":
             sent, hints, lossless, fallback = self._markdown(text, cfg.tokenizer)
         else:
