@@ -224,3 +224,24 @@ def test_edit_after_read_through_the_reference_filesystem_server(tmp_path):
     assert out["notes.md"][0] == TABLE and out["package.json"][0] == PACKAGE
     assert "note7-edited |" in (root / "notes.md").read_text()
     assert "package-number-11-edited" in (root / "package.json").read_text()
+
+
+def test_tersetalk_get_after_a_write_says_the_content_changed():
+    from tersetalk.mcp.proxy import Telemetry, _retrieve
+
+    pipe = SessionPipeline(parse({}))
+    pipe.note_tool(_tool("read_text_file", CASES[0][1], read_only_hint=True))
+    pipe.note_tool(_tool("edit_file", CASES[2][1], read_only_hint=False))
+    pipe.annotated_writes.add("edit_file")
+    a = pipe.process("read_text_file", {"path": "a.md"}, TABLE).ref
+    b = pipe.process("read_text_file", {"path": "b.json"}, PACKAGE).ref
+    before = _retrieve(pipe, {"ref": a}, Telemetry(None))
+    assert [c.text for c in before.content] == [TABLE]
+    pipe.before_call("edit_file", {"path": "a.md"})
+    after = _retrieve(pipe, {"ref": a}, Telemetry(None))
+    assert after.content[0].text == TABLE  # the result as it was sent, exact
+    assert "edit_file ran after this result" in after.content[1].text
+    assert len(_retrieve(pipe, {"ref": b}, Telemetry(None)).content) == 1  # another file
+    # read again (unchanged bytes): the stored result is current again
+    pipe.process("read_text_file", {"path": "a.md"}, TABLE)
+    assert pipe.changed_note(a) is None

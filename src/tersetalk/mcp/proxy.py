@@ -567,9 +567,15 @@ def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
         log.write(tool=RETRIEVAL_TOOL, kind="error", args=arg_sizes(args),
                   error_kind="retrieval", pipeline_s=time.perf_counter() - t0)  # fmt: skip
         return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+    note = pipeline.changed_note(ref)
     log.write(tool=RETRIEVAL_TOOL, kind="retrieval", args=arg_sizes(args), raw_chars=len(text),
-              sent_tokens=None, pipeline_s=time.perf_counter() - t0)  # fmt: skip
-    return types.CallToolResult(content=[types.TextContent(text=text)])
+              sent_tokens=None, pipeline_s=time.perf_counter() - t0,
+              changed=note is not None)  # fmt: skip
+    # the text stays exact in its own item; the notice of a later write is a second one
+    content = [types.TextContent(text=text)]
+    if note is not None:
+        content.append(types.TextContent(text=note))
+    return types.CallToolResult(content=content)
 
 
 def _on_sigusr1(compact) -> None:

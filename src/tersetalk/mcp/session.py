@@ -195,6 +195,8 @@ class _Stored:
     original: str  # what the downstream sent (what tersetalk_get returns without a path)
     value: Any  # the structured value (None for text)
     structured: bool
+    resources: frozenset[str] | None = None  # what the call read (None: unknown)
+    changed_by: str | None = None  # a write-class tool that ran after it on its resources
 
 
 @dataclass
@@ -246,7 +248,11 @@ class SessionPipeline:
         if every and self.calls > 1 and (self.calls - 1) % every == 0:
             gone += self.compaction_boundary()
         if self.is_write(tool):
-            gone += self.cache.invalidate(self.resources(tool, arguments))
+            touched = self.resources(tool, arguments)
+            gone += self.cache.invalidate(touched)
+            for stored in self.store.values():
+                if touched is None or stored.resources is None or stored.resources & touched:
+                    stored.changed_by = tool
         return gone
 
     def note_tool(self, tool: Any) -> Decision:
@@ -344,7 +350,7 @@ class SessionPipeline:
             hint = count_tokens(H.reference_call(ref, RETRIEVAL_TOOL), self.config.tokenizer)
             self.cache.record(key, Entry(ref, tool, resources, value, structured, raw_tokens,
                                          hint))  # fmt: skip
-        self.store[ref] = _Stored(sent, original, value, structured)
+        self.store[ref] = _Stored(sent, original, value, structured, resources)
         self.store.move_to_end(ref)
         while len(self.store) > self.config.retrieval.keep:
             self.store.popitem(last=False)
@@ -457,6 +463,16 @@ class SessionPipeline:
         return None
 
     # --- the retrieval tool ------------------------------------------------------
+
+    def changed_note(self, ref: str) -> str | None:
+        """A line saying that a write ran after the result ``ref`` names (so what
+        ``tersetalk_get`` returns may be out of date), or None if none did."""
+        stored = self.store.get(ref)
+        if stored is None or stored.changed_by is None:
+            return None
+        return (f"[note: {stored.changed_by} ran after this result and may have changed what "
+                "it shows; this is the result as it was sent then, call the tool again for "
+                "the current content]")  # fmt: skip
 
     def retrieve(self, ref: str, path: str | None = None, keys: list[str] | None = None) -> str:
         """What ``tersetalk_get`` returns: the text the downstream sent for ``ref`` (no
