@@ -340,13 +340,24 @@ async def serve(
             handlers["on_list_prompts"] = lambda ctx, p: forward(down.list_prompts, params=p)
             handlers["on_get_prompt"] = lambda ctx, p: forward(down.get_prompt, p.name,
                                                                 p.arguments)  # fmt: skip
+        if caps.resources is not None and caps.resources.subscribe:
+            handlers["on_subscribe_resource"] = lambda ctx, p: forward(
+                down.send_request, types.SubscribeRequest(params=p), types.EmptyResult
+            )
+            handlers["on_unsubscribe_resource"] = lambda ctx, p: forward(
+                down.send_request, types.UnsubscribeRequest(params=p), types.EmptyResult
+            )
+        if caps.completions is not None:
+            handlers["on_completion"] = lambda ctx, p: forward(
+                down.send_request, types.CompleteRequest(params=p), types.CompleteResult
+            )
+        if caps.logging is not None:
+            handlers["on_set_logging_level"] = lambda ctx, p: forward(
+                down.send_request, types.SetLevelRequest(params=p), types.EmptyResult
+            )
         info = init.server_info
-        server = Server(
-            f"tersetalk-mcp-proxy ({info.name})",
-            version=info.version,
-            instructions=init.instructions,
-            **handlers,
-        )
+        server = Server(info.name, version=info.version, instructions=init.instructions,
+                        **handlers)  # fmt: skip
 
         async def compact(ctx, params) -> None:
             async with lock:
@@ -366,7 +377,7 @@ async def serve(
             async with anyio.create_task_group() as tg:
                 if spawned:
                     tg.start_soon(_exit_with, spawned[0], name, command[0], close_logs)
-                await server.run(read_in, write_out, server.create_initialization_options())
+                await server.run(read_in, write_out, _as_downstream(init))
                 tg.cancel_scope.cancel()  # the client closed the session: a normal end
         finally:
             close_logs()
@@ -409,6 +420,23 @@ async def explain(command: list[str], config: ProxyConfig, *, call_timeout_s: fl
     info = init.server_info
     decisions = [decide_tool(config, t) for t in tools]
     return explain_lines(info.name, info.version, decisions, config, RETRIEVAL_TOOL)
+
+
+def _as_downstream(init: Any) -> Any:
+    """The proxy's initialize answer: the downstream's name, title, version, description,
+    website, icons, instructions and capabilities as it sent them, with ``tools``
+    advertised in any case (the proxy adds ``tersetalk_get``)."""
+    import mcp.types as types
+    from mcp.server.models import InitializationOptions
+
+    info, caps = init.server_info, init.capabilities
+    if caps.tools is None:
+        caps = caps.model_copy(update={"tools": types.ToolsCapability()})
+    return InitializationOptions(
+        server_name=info.name, server_version=info.version, title=info.title,
+        description=info.description, website_url=info.website_url, icons=info.icons,
+        capabilities=caps, instructions=init.instructions,
+    )  # fmt: skip
 
 
 class _keep_process:
