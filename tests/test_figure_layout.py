@@ -365,3 +365,118 @@ def test_model_sensitivity_figure(caught, tmp_path):
     table = comparison_table(summaries, "freeform/default")
     plot_comparison(table, tmp_path / "model_sensitivity")
     assert_clean(caught, {"model_sensitivity"})
+
+
+# -- a marker hidden under another, and every other figure the workflow writes ---------
+
+
+def test_checker_finds_a_marker_hidden_under_another_series():
+    from tersetalk.plots.checks import hidden_markers
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.errorbar([1.0], [0.5], yerr=[[0.1], [0.1]], fmt="o", ms=8, label="mediator")
+    ax.errorbar([1.0], [0.5], yerr=[[0.1], [0.1]], fmt="s", ms=8, label="hybrid")
+    ax.plot([0, 1, 2], [0.2, 0.21, 0.22], "o-", ms=8, label="one dense series")  # its own
+    problems = hidden_markers(fig)
+    assert len(problems) == 1 and "'hybrid' hides under one of 'mediator'" in problems[0]
+    plt.close(fig)
+
+
+def test_dodge_sets_coinciding_markers_side_by_side():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set(xlim=(0, 2), ylim=(0, 1))
+    offsets = plotting.dodge(ax, [[(1.0, 0.5)], [(1.0, 0.5)], [(1.5, 0.2)]], 10.0)
+    assert offsets[0] == 0.0 and abs(offsets[1]) == 10.0 and offsets[2] == 0.0
+    for dx, fmt in zip(offsets[:2], "os", strict=True):
+        ax.errorbar([1.0], [0.5], fmt=fmt, ms=8, transform=plotting.shifted(ax, dx))
+    assert figure_problems(fig) == []
+    plt.close(fig)
+
+
+def test_a_system_keeps_its_colour_and_marker_in_every_figure():
+    systems = ["freeform", "llmlingua", "tersetalk", "hybrid", "mediator", "msp", "formats"]
+    styles = [plotting.system_style(s) for s in systems]
+    assert len(set(styles)) == len(styles)
+    assert len({c for c, _ in styles}) == len(styles)  # a colour each (Okabe and Ito)
+    assert all(c in plotting.OKABE_ITO for c, _ in styles)
+    assert plotting.system_style("my_system") == plotting.system_style("my_system")
+
+
+def _recorded_problems(paths) -> list[str]:
+    from tersetalk import figmeta
+
+    metas = [json.loads(figmeta.sidecar(p).read_text()) for p in paths]
+    assert metas and all("layout_problems" in m for m in metas)
+    return [p for m in metas for p in m["layout_problems"]]
+
+
+def test_stats_sim_figures_are_clean(tmp_path):
+    from tersetalk.plots.stats_sim import plot_stats_sim
+    from tersetalk.stats.simulation import run_simulation, settings_from_config
+
+    config = {
+        "stats_sim": {
+            "replicates": 6, "n_resamples": 30,
+            "binary": {"base_rates": [0.01, 0.5], "n": [20, 200], "discordance": [0.4]},
+            "continuous": {"means": [0.5], "n": [30], "correlations": [0.9]},
+            "router": {"n_tasks": [3], "examples_per_task": [10], "agreement": [0.7],
+                       "task_sd": [0.1]},
+        },
+        "evaluation": {"margin": 0.02, "alpha": 0.05},
+    }  # fmt: skip
+    paths = plot_stats_sim(run_simulation(settings_from_config(config)), tmp_path / "sim")
+    assert _recorded_problems(paths) == []
+
+
+def test_concurrency_figure_is_clean(tmp_path):
+    from tersetalk.bench.concurrency import plot
+
+    summary = pd.DataFrame({"max_concurrency": [1, 2, 4], "median_ratio_to_level_1": [1.0,
+                            1.6, 1.9], "servers": 2, "cpus": 2})  # fmt: skip
+    paths = plot(summary, tmp_path / "concurrency.png")
+    assert {p.suffix for p in paths} == {".png", ".pdf"}
+    assert _recorded_problems(paths) == []
+
+
+def test_mcp_figures_are_clean(tmp_path):
+    from tersetalk.mcp import plot as mcp_plot
+    from tersetalk.mcp import tuned_plot
+    from tersetalk.mcp.experiment import DIRECT, LIST_STEP
+    from tersetalk.mcp.tuned import DEFAULT, EVAL, TUNED
+
+    rows = []
+    for server in ("sqlite", "memory"):
+        for arm in (DIRECT, "lossless"):
+            for i, tool in enumerate(("read_query", "list_tables", "describe")):
+                rows.append(
+                    {
+                        "server": server,
+                        "arm": arm,
+                        "tool": tool,
+                        "tokens": 100 + 40 * i if arm == DIRECT else 60 + 30 * i,
+                        "kind": "table",
+                        "t_pipeline_ratio": np.nan if arm == DIRECT else 1.1 + 0.2 * i,
+                    }
+                )
+    paths = mcp_plot.figure(pd.DataFrame(rows), tmp_path / "mcp")
+    rows = []
+    for server in ("sqlite", "memory"):
+        for arm in (DIRECT, DEFAULT, TUNED):
+            for seed in range(3):
+                for tool in (LIST_STEP, "read_query", "read_query"):
+                    rows.append(
+                        {
+                            "server": server,
+                            "arm": arm,
+                            "seed": seed,
+                            "split": EVAL,
+                            "tool": tool,
+                            "tokens": 50 + 10 * seed,
+                            "hint_tokens": 3,
+                            "dedup_hit": seed % 2 == 0,
+                            "n_changes": 2,
+                            "n_applied": 2,
+                        }
+                    )
+    paths += tuned_plot.figure(pd.DataFrame(rows), tmp_path / "mcp_tuned")
+    assert _recorded_problems(paths) == []

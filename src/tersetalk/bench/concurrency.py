@@ -278,13 +278,16 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     }).reset_index()  # fmt: skip
 
 
-def plot(summary: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plot(summary: pd.DataFrame, path: Path) -> list[Path]:
+    """Examples per second at each in-flight level, as a ratio to one in flight; written
+    as ``path``'s PNG and PDF through the house's :func:`~tersetalk.plotting.save_figure`
+    (metadata and layout check)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(4, 3))
+    from tersetalk.plotting import save_figure, theme
+
+    theme()
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
     ax.bar(summary["max_concurrency"].astype(str), summary["median_ratio_to_level_1"])
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("models.max_concurrency")
@@ -292,8 +295,7 @@ def plot(summary: pd.DataFrame, path: Path) -> None:
     ax.set_title(f"{int(summary['servers'].iloc[0])} llama_cpp.server, "
                  f"{int(summary['cpus'].iloc[0])} CPUs", fontsize=9)  # fmt: skip
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return save_figure(fig, Path(path).with_suffix(""), dpi=120, data=summary)
 
 
 def add_parser(sub) -> None:

@@ -28,7 +28,15 @@ import seaborn as sns  # noqa: E402
 
 from tersetalk.formats.experiments import summary_tables  # noqa: E402
 from tersetalk.io import read_metadata, read_parquet, write_csv_atomic  # noqa: E402
-from tersetalk.plotting import save_figure, theme, wilson_errors  # noqa: E402
+from tersetalk.plotting import (  # noqa: E402
+    categorical_styles,
+    dodge,
+    note_dodged,
+    save_figure,
+    shifted,
+    theme,
+    wilson_errors,
+)
 
 ENCODER_ORDER = [
     "json_pretty",
@@ -81,21 +89,38 @@ def savings_figure(shapes: pd.DataFrame, out_stem: str | Path) -> list[Path]:
 
 
 def knapsack_figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
+    """Value kept against the budget, one line per method with its 95% bootstrap band
+    over payloads; methods whose lines coincide (the exact solver and the greedy often
+    do) are set side by side, so none hides another."""
+    from tersetalk.stats import bootstrap_ci
+
     theme()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    sns.lineplot(
-        data=df,
-        x="budget_fraction",
-        y="value_share",
-        hue="method",
-        style="method",
-        markers=True,
-        errorbar=("ci", 95),
-        ax=ax,
-    )
-    ax.set_xlabel("budget (fraction of the payload's compact-JSON tokens)")
-    ax.set_ylabel("value kept (share of leaves, uniform)\nmean, 95% bootstrap CI")
+    methods = list(dict.fromkeys(df["method"]))
+    styles = categorical_styles(methods)
+    curves = {}
+    for method in methods:
+        rows = []
+        for budget, g in df[df["method"] == method].groupby("budget_fraction", sort=True):
+            values = g["value_share"].to_numpy(float)
+            ci = bootstrap_ci(values, n_resamples=1000, seed=0)
+            rows.append((float(budget), float(values.mean()), ci.ci_low, ci.ci_high))
+        curves[method] = np.array(rows, float).reshape(-1, 4)
+    budgets = df["budget_fraction"].to_numpy(float)
+    pad = 0.05 * (float(budgets.max() - budgets.min()) or 1.0)
+    ax.set_xlim(float(budgets.min()) - pad, float(budgets.max()) + pad)
     ax.set_ylim(0, 1.05)
+    offsets = dodge(ax, [curves[m][:, :2] for m in methods], 7.0)
+    for method, dx in zip(methods, offsets, strict=True):
+        c = curves[method]
+        color, marker = styles[method]
+        ax.plot(c[:, 0], c[:, 1], marker=marker, ms=6, color=color, label=method,
+                transform=shifted(ax, dx))  # fmt: skip
+        ax.fill_between(c[:, 0], c[:, 2], c[:, 3], color=color, alpha=0.15, lw=0)
+    ax.legend(title="method")
+    ax.set_xlabel("budget (fraction of the payload's compact-JSON tokens)")
+    note_dodged(ax, offsets)
+    ax.set_ylabel("value kept (share of leaves, uniform)\nmean, 95% bootstrap CI")
     ax.set_title(
         f"Knapsack under a budget ({df['tokenizer'].iloc[0]}, {df['item_id'].nunique()} payloads)"
     )

@@ -1,10 +1,15 @@
-"""Layout checks of a drawn figure: text that overlaps other text, and axes with no data.
+"""Layout checks of a drawn figure: text that overlaps other text, markers hidden under
+other markers, and axes with no data.
 
 A reviewer rejects a figure whose labels collide or whose panel is blank; both are
 easy to miss when a figure is only looked at on one machine with one data set. These
 checks work on the rendered figure (``fig.canvas.draw()`` first, then every text's
 ``get_window_extent``), so they see what the PNG shows: tick labels after the locator
 has run, legends where they were placed, annotations after their offsets.
+
+A marker is hidden when another series' marker sits on it: their centres closer than
+half the larger marker (:data:`HIDDEN_FRACTION`), as a reader of the PNG would see one
+point where there are two. Markers of one series may touch (a dense line).
 
 ``figure_problems(fig)`` returns a list of sentences (empty when the figure is fine);
 ``check_figure(fig)`` raises :class:`FigureLayoutError` with them.
@@ -26,6 +31,7 @@ __all__ = [
     "check_figure",
     "empty_axes",
     "figure_problems",
+    "hidden_markers",
     "overlapping_texts",
 ]
 
@@ -33,8 +39,14 @@ __all__ = [
 TOLERANCE_PX = 1.0
 
 
+#: two markers of different series hide one another when their centres are closer than
+#: this fraction of the larger marker's size
+HIDDEN_FRACTION = 0.5
+
+
 class FigureLayoutError(AssertionError):
-    """A figure has overlapping text or an empty axes; the message lists each problem."""
+    """A figure has overlapping text, a hidden marker or an empty axes; the message lists
+    each problem."""
 
 
 @dataclass(frozen=True)
@@ -170,9 +182,68 @@ def empty_axes(fig: Figure) -> list[str]:
     ]
 
 
+def _series_markers(ax: Axes, dpi: float) -> list[tuple[str, np.ndarray, float]]:
+    """Each series' markers in ``ax``: (its name, centres in pixels, marker size in px)."""
+    from matplotlib.lines import Line2D
+
+    names, caps = {}, set()
+    for container in ax.containers:  # an errorbar's marker line is named by its container
+        children = getattr(container, "lines", None) or ()
+        if children and isinstance(children[0], Line2D):
+            names[id(children[0])] = container.get_label()
+            caps |= {id(cap) for cap in (children[1] or ())}  # its caps are not points
+    out = []
+    for i, line in enumerate(ax.lines):
+        marker = line.get_marker()
+        if (not line.get_visible() or id(line) in caps or not isinstance(marker, str)
+                or marker in ("None", "none", "", " ", "|", "_", ",")):  # fmt: skip
+            continue
+        xy = np.column_stack([np.asarray(line.get_xdata(), float),
+                              np.asarray(line.get_ydata(), float)])  # fmt: skip
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if not len(xy):
+            continue
+        name = names.get(id(line), line.get_label())
+        if not name or name.startswith("_"):
+            name = f"line {i}"
+        out.append((name, line.get_transform().transform(xy), line.get_markersize() * dpi / 72))
+    for i, c in enumerate(ax.collections):
+        if not isinstance(c, PathCollection) or not c.get_visible():
+            continue
+        xy = np.asarray(c.get_offsets(), float)
+        xy = xy[np.isfinite(xy).all(axis=1)] if xy.size else xy
+        if not len(xy):
+            continue
+        sizes = c.get_sizes()
+        size = float(np.sqrt(np.max(sizes))) * dpi / 72 if len(sizes) else 6 * dpi / 72
+        name = c.get_label() if not str(c.get_label()).startswith("_") else f"points {i}"
+        out.append((name, c.get_offset_transform().transform(xy), size))
+    return out
+
+
+def hidden_markers(fig: Figure) -> list[str]:
+    """Markers of one series drawn on another series' markers (module docstring)."""
+    fig.canvas.draw()
+    problems = []
+    for k, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        series = _series_markers(ax, fig.dpi)
+        for (a, pa, sa), (b, pb, sb) in itertools.combinations(series, 2):
+            limit = HIDDEN_FRACTION * max(sa, sb)
+            d = np.sqrt(((pa[:, None, :] - pb[None, :, :]) ** 2).sum(axis=2))
+            hits = np.argwhere(d < limit)
+            if len(hits):
+                problems.append(
+                    f"axes {k} ({_title(ax)}): a marker of {b!r} hides under one of {a!r} "
+                    f"({len(hits)} place{'s' if len(hits) > 1 else ''})"
+                )
+    return problems
+
+
 def figure_problems(fig: Figure) -> list[str]:
-    """Every layout problem of ``fig``: overlapping texts, then empty axes."""
-    return overlapping_texts(fig) + empty_axes(fig)
+    """Every layout problem of ``fig``: overlapping texts, hidden markers, empty axes."""
+    return overlapping_texts(fig) + hidden_markers(fig) + empty_axes(fig)
 
 
 def check_figure(fig: Figure, name: str = "figure") -> None:

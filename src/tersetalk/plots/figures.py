@@ -17,7 +17,16 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import save_figure, task_display, theme, wilson_errors  # noqa: E402
+from tersetalk.plotting import (  # noqa: E402
+    dodge,
+    note_dodged,
+    save_figure,
+    shifted,
+    system_style,
+    task_display,
+    theme,
+    wilson_errors,
+)
 
 
 def task_title(task: str) -> str:
@@ -79,23 +88,32 @@ def with_intervals(
 
 #: Prompt-only peers drawn with their own marker and legend entry (the colour stays the
 #: system's), so a reader finds them whether or not they reach the frontier.
-PEERS = {("freeform", "cod"): ("D", "Chain-of-Draft (freeform/cod)")}
+PEERS = {("freeform", "cod"): ("*", "Chain-of-Draft (freeform/cod)")}
+#: marker size (points) of the quality-vs-tokens points
+_MS = 8.0
 
 
 def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
-    """Accuracy against tokens per example, with 95% CIs and the Pareto frontier."""
+    """Accuracy against tokens per example, with 95% CIs and the Pareto frontier. Each
+    system has its own colour and marker (:func:`~tersetalk.plotting.system_style`); runs
+    that land on one spot are set side by side (:func:`~tersetalk.plotting.dodge`), so
+    none hides another."""
     from tersetalk.stats import pareto_frontier
 
     theme()
     tasks = list(dict.fromkeys(summary["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.6 * len(tasks), 4.4), squeeze=False)
-    systems = sorted(summary["system"].unique())
-    palette = dict(zip(systems, sns.color_palette("colorblind", len(systems)), strict=True))
     for ax, task in zip(axes[0], tasks, strict=True):
         sub = summary[summary["task"] == task].reset_index(drop=True)
         x, y = sub["tokens_total_cl100k_mean"], sub["accuracy"]
-        for r in sub.itertuples():
-            marker, name = PEERS.get((r.system, r.variant), ("o", r.system))
+        # the limits first: where a point is set aside, and where a label lands, depend on them
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlim(0, 1.15 * float(sub["tokens_ci_high"].max() or x.max() or 1))
+        offsets = dodge(ax, [[(r.tokens_total_cl100k_mean, r.accuracy)]
+                             for r in sub.itertuples()], 1.25 * _MS)  # fmt: skip
+        for r, dx in zip(sub.itertuples(), offsets, strict=True):
+            color, marker = system_style(r.system)
+            marker, name = PEERS.get((r.system, r.variant), (marker, r.system))
             ax.errorbar(
                 r.tokens_total_cl100k_mean,
                 r.accuracy,
@@ -105,17 +123,15 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
                 ],
                 yerr=np.vstack(wilson_errors(r.accuracy, r.n)),
                 fmt=marker,
-                ms=8,
+                ms=_MS,
                 capsize=3,
-                color=palette[r.system],
+                color=color,
                 alpha=0.9,
                 label=name,
+                transform=shifted(ax, dx),
             )
         mask = pareto_frontier(pd.DataFrame({"tokens": x, "accuracy": y}))
         front = sub[np.asarray(mask)].sort_values("tokens_total_cl100k_mean")
-        # the limits first: where a label lands (and what it would cover) depends on them
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_xlim(0, 1.15 * float(sub["tokens_ci_high"].max() or x.max() or 1))
         # name only the frontier's runs: labelling every point makes an unreadable pile;
         # runs tied at one point share a label, and a label that would cover one already
         # placed is left out (the legend and main.csv name every run)
@@ -150,6 +166,7 @@ def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]
         )
         ax.set_title(f"{task_title(task)}, n={int(sub['n'].max())}")
         ax.set_xlabel("tokens per example (cl100k; 95% bootstrap CI)")
+        note_dodged(ax, offsets)
         ax.set_ylabel("accuracy (95% Wilson CI)")
     # every panel's systems: with systems.<name>.tasks, panels need not share them
     uniq: dict = {}

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import save_figure, theme  # noqa: E402
+from tersetalk.plotting import MARKERS, OKABE_ITO, dodge, save_figure, shifted, theme  # noqa: E402
 
 __all__ = ["plot_stats_sim"]
 
@@ -68,13 +68,22 @@ def _reference(ax, quantity: str, rows: pd.DataFrame) -> None:
         ax.axhline(float(thr.max()), color="firebrick", ls=":", lw=1.2, zorder=1)
 
 
-def _lines(ax, rows: pd.DataFrame, x: str, positions: dict, hue: str, palette: dict) -> None:
+def _lines(ax, rows: pd.DataFrame, x: str, positions: dict, hue: str, palette: dict,
+           ylim: tuple[float, float]) -> None:  # fmt: skip
+    """One line per ``hue`` value with its Monte-Carlo band; a marker each, and lines
+    that meet (two n at a type I error of 0) set side by side, so none hides another."""
+    ax.set_xlim(-0.5, len(positions) - 0.5)
+    ax.set_ylim(*ylim)
+    series = []
     for value, sub in rows.groupby(hue, sort=True):
         sub = sub.sort_values(x)
         xs = np.array([positions[v] for v in sub[x]], dtype=float)
-        est = sub["estimate"].to_numpy(float)
-        band = 1.96 * sub["mcse"].to_numpy(float)
-        ax.plot(xs, est, marker="o", ms=3.5, lw=1.3, color=palette[value], label=str(value))
+        series.append((value, xs, sub["estimate"].to_numpy(float), sub["mcse"].to_numpy(float)))
+    offsets = dodge(ax, [np.column_stack([xs, est]) for _, xs, est, _ in series], 4.5)
+    for k, ((value, xs, est, mcse), dx) in enumerate(zip(series, offsets, strict=True)):
+        band = 1.96 * mcse
+        ax.plot(xs, est, marker=MARKERS[k % len(MARKERS)], ms=3.5, lw=1.3,
+                color=palette[value], label=str(value), transform=shifted(ax, dx))  # fmt: skip
         ax.fill_between(xs, np.clip(est - band, 0, 1), np.clip(est + band, 0, 1),
                         color=palette[value], alpha=0.12, lw=0)  # fmt: skip
 
@@ -111,9 +120,8 @@ def _binary_figure(table: pd.DataFrame, out_stem: Path) -> list[Path]:
         for j, lv in enumerate(levels):
             ax = axes[i][j]
             rows = per_level[lv]
-            _lines(ax, rows, "base_rate", positions, "n", palette)
+            _lines(ax, rows, "base_rate", positions, "n", palette, ylim)
             _reference(ax, q, rows)
-            ax.set_ylim(*ylim)
             if i == 0:
                 ax.set_title(_level_name(float(lv)), fontsize="medium")
             if j == 0:
@@ -128,7 +136,8 @@ def _binary_figure(table: pd.DataFrame, out_stem: Path) -> list[Path]:
     fig.suptitle(
         f"Paired binary outcomes: {int(s['replicates'])} replicates per point, margin "
         f"{s['margin']:g}, alpha {s['alpha']:g}\ndashed: nominal; dotted: acceptance; band: "
-        "±1.96 Monte-Carlo SE; coverage: mean over d = -margin and d = 0",
+        "±1.96 Monte-Carlo SE; coverage: mean over d = -margin and d = 0; lines that meet\n"
+        "are set side by side",
         fontsize="medium",
     )
     return save_figure(fig, out_stem, data=df, seed=int(s["seed"]))
@@ -159,20 +168,25 @@ def _more_figure(table: pd.DataFrame, out_stem: Path) -> list[Path]:
             rates = sorted(worst["base_rate"].unique())
             ns = sorted(worst["n"].unique())
             palette = dict(zip(ns, sns.color_palette("viridis", n_colors=len(ns)), strict=True))
-            _lines(ax, worst, "base_rate", {r: i for i, r in enumerate(rates)}, "n", palette)
+            est = worst["estimate"].to_numpy(float)
+            ylim = ((max(0.0, min(0.85, float(np.nanmin(est)) - 0.03)), 1.005)
+                    if q.startswith("coverage")
+                    else (-0.01, max(0.2, float(np.nanmax(est)) + 0.05)))  # fmt: skip
+            _lines(ax, worst, "base_rate", {r: i for i, r in enumerate(rates)}, "n", palette,
+                   ylim)  # fmt: skip
             _reference(ax, q, worst)
             ax.set_xticks(range(len(rates)), [f"{r:g}" for r in rates])
             ax.set_xlabel("control mean score")
             what = {
-                "type1_error": "type I error (max over ρ)",
-                "coverage_t_studentized": "t / bootstrap-t coverage (min over ρ, d)",
-            }.get(q, "percentile bootstrap coverage (min over ρ, d)")
+                "type1_error": "type I error\n(max over ρ)",
+                "coverage_t_studentized": "t / bootstrap-t coverage\n(min over ρ, d)",
+            }.get(q, "percentile bootstrap coverage\n(min over ρ, d)")
             ax.set_title(f"continuous scores: {what}", fontsize="medium")
             ax.legend(title="n", fontsize="x-small", title_fontsize="small")
         else:
             colours = dict(zip(["coverage_cluster_t", "coverage_cluster_bootstrap",
                                 "coverage_wilson_task", "coverage_wilson_pooled"],
-                               sns.color_palette(n_colors=4), strict=True))  # fmt: skip
+                               OKABE_ITO[:4], strict=True))  # fmt: skip
             names = {"coverage_cluster_t": "jackknife t over tasks (k - 1 df)",
                      "coverage_cluster_bootstrap": "cluster bootstrap (mean over tasks)",
                      "coverage_wilson_task": "Wilson per task",
@@ -180,22 +194,30 @@ def _more_figure(table: pd.DataFrame, out_stem: Path) -> list[Path]:
             worst = _agg(router, ["quantity", "n_tasks"], "min")
             tasks = sorted(worst["n_tasks"].astype(int).unique())
             pos = {t: i for i, t in enumerate(tasks)}
-            for quantity, sub in worst.groupby("quantity", sort=False):
-                sub = sub.sort_values("n_tasks")
+            lo = float(np.nanmin(worst["estimate"].to_numpy(float)))
+            ax.set(xlim=(-0.5, len(tasks) - 0.5), ylim=(max(0.0, min(0.85, lo - 0.03)), 1.005))
+            curves = [(quantity, sub.sort_values("n_tasks"))
+                      for quantity, sub in worst.groupby("quantity", sort=False)]  # fmt: skip
+            xy = [np.column_stack([[pos[int(t)] for t in sub["n_tasks"]], sub["estimate"]])
+                  for _, sub in curves]  # fmt: skip
+            for k, ((quantity, sub), dx) in enumerate(zip(curves, dodge(ax, xy, 4.5), strict=True)):
                 xs = np.array([pos[int(t)] for t in sub["n_tasks"]], float)
                 est, band = sub["estimate"].to_numpy(float), 1.96 * sub["mcse"].to_numpy(float)
-                ax.plot(xs, est, marker="o", ms=3.5, color=colours[quantity], label=names[quantity])
+                ax.plot(xs, est, marker=MARKERS[k % len(MARKERS)], ms=3.5,
+                        color=colours[quantity], label=names[quantity],
+                        transform=shifted(ax, dx))  # fmt: skip
                 ax.fill_between(xs, np.clip(est - band, 0, 1), np.clip(est + band, 0, 1),
                                 color=colours[quantity], alpha=0.12, lw=0)  # fmt: skip
             _reference(ax, "coverage", worst)
             ax.set_xticks(range(len(tasks)), [str(t) for t in tasks])
             ax.set_xlabel("tasks (clusters)")
-            ax.set_title("router agreement: coverage (min over grid)", fontsize="medium")
+            ax.set_title("router agreement: coverage\n(min over grid)", fontsize="medium")
             ax.legend(fontsize="x-small")
         ax.set_ylabel("share of replicates")
     data = pd.concat([cont, router])
     fig.suptitle(f"{int(data['replicates'].max())} replicates per point; dashed: nominal; "
-                 "dotted: acceptance; band: ±1.96 Monte-Carlo SE", fontsize="medium")  # fmt: skip
+                 "dotted: acceptance; band: ±1.96 Monte-Carlo SE;\nlines that meet are set side by "
+                 "side", fontsize="medium")  # fmt: skip
     return save_figure(fig, out_stem, data=data, seed=int(data["seed"].iloc[0]))
 
 

@@ -15,7 +15,16 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import TASK_NAMES, save_figure, theme, wilson_errors  # noqa: E402
+from tersetalk.plotting import (  # noqa: E402
+    TASK_NAMES,
+    categorical_styles,
+    dodge,
+    note_dodged,
+    save_figure,
+    shifted,
+    theme,
+    wilson_errors,
+)
 
 __all__ = [
     "ablations_figure",
@@ -102,6 +111,17 @@ def selection_by_task(per_task: pd.DataFrame, model: str, out_stem: str | Path) 
     return save_figure(fig, out_stem, data=per_task, models=[model])
 
 
+def _padded(values, frac: float = 0.08) -> tuple[float, float]:
+    """Axis limits around ``values`` with a margin (a single value gets one too)."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return (0.0, 1.0)
+    lo, hi = float(v.min()), float(v.max())
+    pad = frac * (hi - lo) or frac * abs(hi) or 1.0
+    return (lo - pad, hi + pad)
+
+
 def _n(row) -> str:
     lo, hi = int(row["min"]), int(row["max"])
     return f"n={lo}" if lo == hi else f"n={lo}-{hi}"
@@ -112,16 +132,20 @@ def tokens_vs_accuracy(six: pd.DataFrame, model: str, out_stem: str | Path) -> l
     95% Wilson interval; n in the legend."""
     _theme()
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
-    # a marker per policy as well as a colour: policies that route alike (an adaptive
-    # policy sending everything to the chain) land on the same point and stay visible
-    palette = sns.color_palette(n_colors=max(len(six), 1))
-    for i, r in enumerate(six.itertuples()):
+    # a colour and a marker per policy, and policies that route alike (an adaptive policy
+    # sending everything to the chain) set side by side, so none hides another
+    styles = categorical_styles(six["policy_label"])
+    ax.set(ylim=(-0.05, 1.05), xlim=_padded(six["tokens"]))
+    offsets = dodge(ax, [[(r.tokens, r.accuracy)] for r in six.itertuples()], 11.0)
+    for r, dx in zip(six.itertuples(), offsets, strict=True):
         low, high = wilson_errors(r.accuracy, r.n)
-        ax.errorbar(r.tokens, r.accuracy, yerr=[low, high], fmt="osXPD^v"[i % 7], ms=9,
-                    capsize=3, alpha=0.85, color=palette[i],
-                    label=f"{r.policy_label}, n={int(r.n)}")  # fmt: skip
+        color, marker = styles[r.policy_label]
+        ax.errorbar(r.tokens, r.accuracy, yerr=[low, high], fmt=marker, ms=9, capsize=3,
+                    alpha=0.85, color=color, label=f"{r.policy_label}, n={int(r.n)}",
+                    transform=shifted(ax, dx))  # fmt: skip
     ax.set(xlabel="tokens per example on the wire (cl100k_base, mean)",
-           ylabel="accuracy (95% Wilson CI)", ylim=(-0.05, 1.05))  # fmt: skip
+           ylabel="accuracy (95% Wilson CI)")  # fmt: skip
+    note_dodged(ax, offsets)
     ax.set_title(f"Tokens and accuracy per policy ({model})")
     fig.legend(title="policy", loc="outside right upper", frameon=False)
     return save_figure(fig, out_stem, data=six, models=[model])
@@ -134,20 +158,30 @@ def theta_sweep_figure(sweep: pd.DataFrame, model: str, out_stem: str | Path) ->
     _theme()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
     routers = list(dict.fromkeys(sweep["router"]))
-    palette = sns.color_palette(n_colors=max(len(routers), 1))
-    for i, router in enumerate(routers):
-        sub = sweep[sweep["router"] == router].sort_values("theta")
-        n = sub["n"].to_numpy()
-        for ax, col in zip(axes, ("label_agreement", "chain_share"), strict=True):
+    styles = categorical_styles(routers)
+    subs = {r: sweep[sweep["router"] == r].sort_values("theta") for r in routers}
+    dodged = []
+    for ax, col in zip(axes, ("label_agreement", "chain_share"), strict=True):
+        ax.set(ylim=(0, 1.05), xlim=_padded(sweep["theta"]))
+        # routers with the same curve are set side by side: none hides another
+        offsets = dodge(ax, [subs[r][["theta", col]].to_numpy(float) for r in routers], 6.0)
+        dodged.append(offsets)
+        for router, dx in zip(routers, offsets, strict=True):
+            sub = subs[router]
+            n = sub["n"].to_numpy()
             y = sub[col].to_numpy(float)
             low, high = wilson_errors(y, n)
-            ax.plot(sub["theta"], y, "o-", color=palette[i], ms=5,
+            color, marker = styles[router]
+            ax.plot(sub["theta"], y, marker=marker, ls="-", color=color, ms=5,
+                    transform=shifted(ax, dx),
                     label=f"{router}, {_n({'min': n.min(), 'max': n.max()})}")  # fmt: skip
-            ax.fill_between(sub["theta"], y - low, y + high, color=palette[i], alpha=0.15, lw=0)
+            ax.fill_between(sub["theta"], y - low, y + high, color=color, alpha=0.15, lw=0)
     axes[0].set(ylim=(0, 1.05), xlabel="threshold θ",
                 ylabel="agreement with the task label\n(95% Wilson CI)")  # fmt: skip
     axes[1].set(ylim=(0, 1.05), xlabel="threshold θ",
                 ylabel="share routed to the chain\n(95% Wilson CI)")  # fmt: skip
+    for ax, offsets in zip(axes, dodged, strict=True):
+        note_dodged(ax, offsets)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, title="router", loc="outside right upper", frameon=False)
     fig.suptitle(f"Router threshold sweep, replayed on recorded signals ({model})")
