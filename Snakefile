@@ -33,3 +33,13 @@ rule all:
         all_outputs(),
         # overhead.smk: this invocation's wall time against the model floor, written last
         OVERHEAD_CSV,
+
+
+# Each job sends its command's output to its log, so Snakemake's error block says only
+# "message: None": say each failed job's reason (its command's one-line error) where the
+# run stops (tersetalk.joberrors).
+onerror:
+    from tersetalk.joberrors import explain
+
+    for line in explain(log):
+        logger.error(line)

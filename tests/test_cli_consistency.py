@@ -200,7 +200,7 @@ def test_outside_a_checkout_a_partial_config_says_what_it_lacks(partial, tmp_pat
 
 def test_sample_outside_a_checkout_needs_no_config(repo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    argv = ["sample", "--task", "gsm8k", "--n", "2", "--calibration-n", "0",
+    argv = ["sample", "--task", "gsm8k", "--n", "2", "--calibration-n", "0", "--seed", "0",
             "--data-dir", str(repo / "data"), "--out", "s.parquet"]  # fmt: skip
     assert main(argv) == 0 and (tmp_path / "s.parquet").is_file()
 

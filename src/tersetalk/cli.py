@@ -62,7 +62,7 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
         "stats-sim": "simulation study of the statistics: type I error, power, interval coverage",
     },
     "tersetalk.stats.targets": {
-        "targets": "the seeds' quantitative targets: measured, met / not met / inconclusive",
+        "targets": "the TerseTalk design's targets: measured, met / not met / inconclusive",
     },
     "tersetalk.metrics.topology_cli": {
         "topology": "the topology study's tables and figures from routed runs",
@@ -112,6 +112,7 @@ EXPECTED_ERRORS = (
     ("tersetalk.io", "InputFileError"),
     ("tersetalk.runner", "RunIncompleteError"),
     ("tersetalk.tasks.registry", "TaskPluginError"),
+    ("tersetalk.mediator.errors", "MediatorConfigError"),
 )
 
 
@@ -316,15 +317,25 @@ def _cmd_sample(args: argparse.Namespace) -> None:
     from tersetalk.io import write_parquet_atomic
     from tersetalk.tasks.loading import load_records, sample
 
-    # without --config and outside a checkout, the options alone (no defaults to read)
+    # the workflow config (config/config.yaml of the working directory, as Snakemake reads
+    # it, with any --config over it); without one, the options alone, and no guessed
+    # default for what decides the sample: the same command draws the same examples
+    # wherever it is started, or refuses
     cfg = load_workflow_config(args.config) if args.config or Path(DEFAULT_CONFIG).is_file() else {}
-    n = args.n if args.n is not None else cfg.get("n_eval")
-    cal_n = args.calibration_n if args.calibration_n is not None else cfg.get("calibration_n", 50)
-    seed = args.seed if args.seed is not None else cfg.get("seed", 0)
+    given = {"--n": args.n, "--calibration-n": args.calibration_n, "--seed": args.seed}
+    if not cfg:
+        missing = [flag for flag, value in given.items() if value is None]
+        if missing:
+            raise ConfigError(
+                f"no workflow config here ({Path.cwd() / DEFAULT_CONFIG} does not exist) to "
+                f"take {', '.join(missing)} from: give {' '.join(f'{m} N' for m in missing)}, "
+                "or --config FILE, or run from the workflow's folder"
+            )
+    n = args.n if args.n is not None else cfg["n_eval"]
+    cal_n = args.calibration_n if args.calibration_n is not None else cfg["calibration_n"]
+    seed = args.seed if args.seed is not None else cfg["seed"]
     source = args.source or cfg.get("data", {}).get("source", "local")
     data_dir = args.data_dir or cfg.get("data", {}).get("dir", "data")
-    if n is None:
-        raise ConfigError("give --n or a --config that sets n_eval")
     if args.task_options:
         example = "a JSON object such as '{\"max_payload_tokens\": 1000}'"
         options = _json_option(args.task_options, "--task-options", dict, example)
@@ -659,14 +670,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="which task (the registered ones: built-ins and TERSETALK_TASKS plug-ins)",
     )
     add_config_option(s, "; defaults of the options below")
-    s.add_argument("--n", type=int, help="evaluation examples (default: config n_eval)")
+    s.add_argument(
+        "--n",
+        type=int,
+        help=f"evaluation examples (default: n_eval of the workflow config, {DEFAULT_CONFIG} "
+        "in the working directory with any --config over it; without one, required)",
+    )
     s.add_argument(
         "--calibration-n",
         type=nonnegative_int,
-        help="calibration examples, disjoint from the evaluation ones; 0: none (default: config)",
+        help="calibration examples, disjoint from the evaluation ones; 0: none (default: "
+        "calibration_n of the workflow config; without one, required)",
     )
     s.add_argument(
-        "--seed", type=nonnegative_int, help="sampling seed, 0 or more (default: config seed)"
+        "--seed",
+        type=nonnegative_int,
+        help="sampling seed, 0 or more (default: seed of the workflow config; without one, "
+        "required)",
     )
     s.add_argument("--source", choices=["local", "hub"], help="local shipped files or the HF hub")
     s.add_argument("--data-dir", help="folder with the shipped data (default: data)")
@@ -812,7 +832,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pick, per system, a grid point by its objective (default: the fewest\n"
         "tokens among those within the margins of the system's reference run: its accuracy\n"
         "within the margin and its gold-reaches-Worker and facts-reaching-Worker rates within\n"
-        "the preservation margin; when the reference's accuracy is 0 or its 95%% Wilson\n"
+        "the preservation margin; when the reference's accuracy is 0 or its 95% Wilson\n"
         "interval is wider than the margin, accuracy is uninformative and preservation alone\n"
         "decides). Write the choice, the criterion that decided and why, the reference it was\n"
         "judged against and the table it was chosen from (with LLMLingua's achieved-rate\n"
@@ -868,7 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser(
         "plot",
         help="the paper's figures and main table",
-        description="Quality vs tokens (Pareto frontier, 95%% CIs), token "
+        description="Quality vs tokens (Pareto frontier, 95% CIs), token "
         "breakdown by role, accuracy by message length; main table as CSV "
         "and LaTeX.",
     )

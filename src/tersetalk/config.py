@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from tersetalk.configio import ConfigError, read_yaml
+from tersetalk.configio import ConfigError, UnknownNameError, read_yaml
 from tersetalk.paths import calibration_file, model_key
 
 #: where the schema lives inside the package (and, linked, in workflow/schemas/)
@@ -462,12 +462,20 @@ def run_spec(config: dict, task: str, system: str, variant: str, model: str | No
         spec = run_spec(with_model(config, model), task, system, variant)
         spec["sensitivity_model"] = model
         return spec
-    try:
-        variant_settings = config["systems"][system]["variants"][variant]
-    except KeyError as exc:
-        raise ConfigError(
-            f"config key 'systems.{system}.variants.{variant}' does not exist"
-        ) from exc
+    systems = config.get("systems") or {}
+    if system not in systems:
+        raise UnknownNameError(
+            f"config key 'systems.{system}' does not exist: unknown system {system!r}; the "
+            f"configured systems: {', '.join(systems) or 'none'}"
+        )
+    variants = systems[system].get("variants") or {}
+    if variant not in variants:
+        raise UnknownNameError(
+            f"config key 'systems.{system}.variants.{variant}' does not exist: system "
+            f"{system!r} has no variant {variant!r}; its variants: {', '.join(variants) or 'none'}"
+        )
+    task_spec(task)  # an unknown task: the error lists the registered ones
+    variant_settings = variants[variant]
     spec = {
         "task": task,
         "system": system,

@@ -24,7 +24,16 @@ class ConfigError(ValueError):
     :mod:`tersetalk.config` and by every reader of a config section, whatever its floor)."""
 
 
-__all__ = ["describe_errors", "load_model", "read_yaml"]
+class UnknownNameError(ConfigError, KeyError):
+    """A task, system or variant name that is not registered or configured; the message
+    lists the valid ones. A :class:`ConfigError` (a command says it in one line) and a
+    ``KeyError`` (what a lookup by name raises), printed without KeyError's quotes."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+__all__ = ["UnknownNameError", "describe_errors", "load_model", "read_yaml"]
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -281,7 +281,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser(
         "topology-selection",
         help="selection accuracy of briefs' signals, by the variant's rule and the fitted one",
-        description="Selection accuracy (with 95%% Wilson intervals) of the routes the "
+        description="Selection accuracy (with 95% Wilson intervals) of the routes the "
         "signals files' variants choose, and of the fitted router (--router-yaml) replayed on "
         "the same signals, per task and over all tasks. With a deterministic Manager the "
         "route depends on the brief alone, so no run is needed to measure it.",
@@ -321,7 +321,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "topology-heldout",
         help="the router on held-out briefs, leave-one-task-out and leave-one-format-out",
         description="Agreement of each routed system's rule (design) and fitted router with "
-        "the labels of held-out briefs (with 95%% Wilson intervals), overall, on the items "
+        "the labels of held-out briefs (with 95% Wilson intervals), overall, on the items "
         "that cross their format's label group and per format; leave-one-task-out on the "
         "calibration briefs (θ chosen, or the router fitted, on the other tasks); and "
         "leave-one-format-out (fitted without a task, scored on held-out items in its "

@@ -22,6 +22,7 @@ from tersetalk.config import (
     validate_config,
 )
 from tersetalk.shards import shard_names
+from tersetalk.tasks.registry import TaskPluginError
 from tersetalk.systems import workflow_inputs
 from tersetalk.tasks.schedule import (
     ablation_only,
@@ -43,7 +44,7 @@ try:
     SENSITIVITY = sensitivity_models(config)
     # the folder of the configured model's results: models.key, else its name made path-safe
     MODEL_KEY = results_key(config)
-except ConfigError as exc:
+except (ConfigError, TaskPluginError) as exc:  # one line naming the key or the plug-in
     raise WorkflowError(str(exc)) from None
 
 # the configured model's paths (results/<MODEL_KEY>/..., figures/<MODEL_KEY>/...)

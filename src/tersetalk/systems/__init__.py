@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from tersetalk.agents.engine import Codec, converse
 from tersetalk.agents.topology import STAR, Topology
+from tersetalk.configio import UnknownNameError
 from tersetalk.records import RecordLayout
 from tersetalk.systems.base import RunContext, SystemResult
 
@@ -117,7 +118,9 @@ def system(name: str) -> System:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown system {name!r}; registered: {sorted(_REGISTRY)}") from None
+        raise UnknownNameError(
+            f"unknown system {name!r}; registered systems: {', '.join(sorted(_REGISTRY))}"
+        ) from None
 
 
 def get_system(name: str) -> SystemFn:

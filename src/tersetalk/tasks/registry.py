@@ -23,6 +23,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
+from tersetalk.configio import UnknownNameError
 from tersetalk.tasks.base import CHAIN, DIRECT, Task
 
 __all__ = [
@@ -165,7 +166,7 @@ def get(name: str) -> Task:
     try:
         return _TASKS[name]
     except KeyError:
-        raise KeyError(
+        raise UnknownNameError(
             f"unknown task {name!r}; known tasks: {', '.join(_TASKS)} (a task of your own is "
             f"a module declaring TASK, named in {ENV_VAR}: see README 'Adding a task')"
         ) from None
@@ -182,7 +183,9 @@ def topology_label(name: str) -> str:
     label = get(name).topology
     if label is None:
         known = ", ".join(sorted(topology_labels()))
-        raise KeyError(f"task {name!r} has no topology label; the topology study runs on: {known}")
+        raise UnknownNameError(
+            f"task {name!r} has no topology label; the topology study runs on: {known}"
+        )
     return label
 
 

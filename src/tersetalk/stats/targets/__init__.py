@@ -193,14 +193,14 @@ def _cmd_targets(args: argparse.Namespace) -> None:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser(
         "targets",
-        help="the seeds' quantitative targets: measured, met / not met / inconclusive",
-        description="Write results/tables/targets.{csv,tex} from the summary, the per-example "
-        "metrics, the non-inferiority table, and the bench, formats and topology results "
-        "that exist.",
+        help="the TerseTalk design's targets: measured, met / not met / inconclusive",
+        description="Write results/<key>/tables/targets.{csv,tex} from the summary, the "
+        "per-example metrics, the non-inferiority table, and the bench, formats and topology "
+        "results that exist.",
     )
-    t.add_argument("records", nargs="*", help="per-example metrics (results/metrics/...)")
-    t.add_argument("--summary", required=True, help="results/summary.parquet")
-    t.add_argument("--stats", help="results/stats/noninferiority.parquet")
+    t.add_argument("records", nargs="*", help="per-example metrics (results/<key>/metrics/...)")
+    t.add_argument("--summary", required=True, help="results/<key>/summary.parquet")
+    t.add_argument("--stats", help="results/<key>/stats/noninferiority.parquet")
     t.add_argument(
         "--config-json", metavar="JSON", help="the config's evaluation and systems sections"
     )
