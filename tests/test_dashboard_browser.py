@@ -212,15 +212,61 @@ def test_results_browser_shows_two_systems_side_by_side(page, offline_server):
     pg.wait_for_selector("#summary-table th[data-col='system']")
     pg.click("#summary-table th[data-col='system']")
     assert pg.get_attribute("#summary-table th[data-col='system']", "aria-sort") == "ascending"
-    col = pg.locator("#summary-table tbody tr td:nth-child(2)").all_inner_texts()
+    col = pg.locator("#summary-table tbody tr td:nth-child(3)").all_inner_texts()
     assert col == sorted(col)
     pg.click("#summary-table th[data-col='system']")
-    col = pg.locator("#summary-table tbody tr td:nth-child(2)").all_inner_texts()
+    col = pg.locator("#summary-table tbody tr td:nth-child(3)").all_inner_texts()
     assert col == sorted(col, reverse=True)
     pg.select_option("#example-select", index=0)
     pg.wait_for_selector(".conv")
     page.shot("results-browser", full_page=True)
     assert page.errors == []
+
+
+def test_one_click_from_a_summary_row_to_its_conversation_and_a_link_to_share(
+    browser, offline_server
+):
+    page = Page(browser)
+    pg = page.page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    pg.goto(offline_server + "#results")
+    pg.wait_for_selector(".conv")
+    assert pg.locator(".conv").count() == 2
+    # the mediator's row on the other task: one click shows that run's conversation
+    rows = pg.locator("#summary-table tbody tr")
+    cells = [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()]
+             for i in range(rows.count())]  # fmt: skip
+    first_task = pg.input_value("#task-select")
+    # another task's mediator row when there is one (the click then changes the task too)
+    mediator = [i for i, c in enumerate(cells) if c[2] == "mediator"]
+    target = next((i for i in mediator if cells[i][1] != first_task), mediator[0])
+    task = cells[target][1]
+    rows.nth(target).locator("a.open-conv").click()
+    wait_js(pg, "document.querySelectorAll('.conv').length === 1 && "
+                "document.querySelector('.conv').dataset.system === 'mediator' && "
+                f"document.getElementById('task-select').value === '{task}'")  # fmt: skip
+    assert "show=mediator" in pg.evaluate("location.hash") and f"task={task}" in pg.evaluate(
+        "location.hash"
+    )
+    # the conversations are in view below the sticky top bar: no scrolling by hand
+    top, bar = pg.evaluate(
+        "[document.getElementById('results-conversations').getBoundingClientRect().top, "
+        "document.querySelector('.topbar').getBoundingClientRect().bottom]"
+    )
+    assert bar - 1 <= top < bar + 100
+    # copy link: the clipboard holds this view, and the link opens it in a fresh page
+    pg.click("#copy-link")
+    wait_js(pg, "document.getElementById('copy-link').textContent === 'link copied'")
+    link = pg.evaluate("navigator.clipboard.readText()")
+    assert link == pg.evaluate("location.href") and "show=mediator" in link
+    other = Page(browser)
+    other.page.goto(link)
+    one_mediator = ("document.querySelectorAll('.conv').length === 1 && "
+                    "document.querySelector('.conv').dataset.system === 'mediator'")  # fmt: skip
+    wait_js(other.page, one_mediator)
+    assert page.errors == [] and other.errors == []
+    other.close()
+    page.close()
 
 
 def test_workflow_view_follows_a_run_and_fits_a_narrow_window(browser, site, tmp_path):

@@ -240,11 +240,55 @@ function renderSummary() {
     });
     return th;
   }));
+  const ti = summary.columns.indexOf("task");
+  const canOpen = ti >= 0 && si >= 0 && vi >= 0;
+  if (canOpen) head.prepend(el("th", { scope: "col", class: "open-col", text: "" }));
+  // one click from a row to its run's conversation (the link also opens in a new tab)
+  const opener = (r) => {
+    const run = `${r[si]}/${r[vi]}`;
+    const href = `#results?${new URLSearchParams({ ...(sel.model ? { model: sel.model } : {}),
+      task: r[ti], show: run })}`;
+    const a = el("a", { class: "open-conv", href, title: `open ${run}'s conversation on ${r[ti]}`,
+      text: "conversation" });
+    a.addEventListener("click", (e) => {
+      if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return; // a new tab: the link
+      e.preventDefault();
+      openRun(String(r[ti]), run);
+    });
+    return el("td", {}, a);
+  };
   table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows.map((r) => el("tr", {},
+    canOpen ? opener(r) : null,
     ...cols.map(([, i]) => el("td", { class: typeof r[i] === "number" ? "num" : "", text: typeof r[i] === "number" ? fmtNum(r[i]) : (r[i] ?? "") }))))));
   $("summary-note").textContent = rows.length === summary.rows.length
     ? `${summary.rows.length} rows · click a column to sort`
     : `${rows.length} of ${summary.rows.length} rows (the chosen systems) · click a column to sort`;
+}
+
+// a summary row's run: its task, its first example, only that run shown
+async function openRun(task, run) {
+  sel.compare = null;
+  sel.show = [run];
+  if ($("task-select").value !== task) {
+    $("task-select").value = task;
+    sel.example = null;
+    await loadExamples();
+  } else update();
+  $("results-conversations").scrollIntoView({ block: "start" });
+}
+
+async function copyLink(button) {
+  const url = location.href;
+  try {
+    await navigator.clipboard.writeText(url);
+  } catch (err) { // no clipboard permission: select the link in a field to copy by hand
+    const field = el("input", { type: "text", value: url, readonly: true, class: "link-field" });
+    button.after(field);
+    field.select();
+    return;
+  }
+  button.textContent = "link copied";
+  setTimeout(() => { button.textContent = "copy link"; }, 2000);
 }
 
 async function loadFigures() {
@@ -307,6 +351,7 @@ export function initResults() {
   $("task-select").addEventListener("change", () => { sel.example = null; loadExamples(); });
   $("example-select").addEventListener("change", loadConversation);
   $("all-columns").addEventListener("change", renderSummary);
+  $("copy-link").addEventListener("click", () => copyLink($("copy-link")));
   $("filter-text").addEventListener("input", renderFilter);
   const setShow = (which) => {
     const all = labels();
