@@ -72,9 +72,14 @@ def _checked_file(spec: DatasetFile, data_dir: str | Path) -> Path:
         raise TaskDataError(f"{path} is missing: {where}")
     digest = sha256_file(path)
     if digest != spec.sha256:
+        fix = (
+            "if you changed it on purpose, put its new SHA-256 (sha256sum "
+            f"{path}) in the task's DatasetFile; else restore it"
+            if Path(spec.relpath).is_absolute()  # a plug-in's own file, beside its module
+            else f"restore the file from git (git checkout -- {path})"
+        )
         raise TaskDataError(
-            f"checksum mismatch for {path}: got {digest}, expected {spec.sha256}. "
-            f"Restore the file from git (git checkout -- {path})"
+            f"checksum mismatch for {path}: got {digest}, expected {spec.sha256}; {fix}"
         )
     return path
 
