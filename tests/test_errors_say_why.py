@@ -193,3 +193,15 @@ def test_no_help_text_shows_a_doubled_percent_or_a_path_without_the_model_key():
     sub = next(a for a in parser._actions if isinstance(getattr(a, "choices", None), dict))
     found = {name: STALE.findall(sub.choices[name].format_help()) for name in list(sub.choices)}
     assert not {k: v for k, v in found.items() if v}
+
+
+def test_the_dashboard_outside_a_workflow_folder_says_which_model_it_uses(
+    tmp_path, monkeypatch, caplog
+):
+    from tersetalk.dashboard.cli import _live_models
+
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("WARNING"):
+        models, seed = _live_models([])
+    assert models == {"backend": "llamacpp"} and seed == 0
+    assert "no workflow config here" in caplog.text and "embedded model" in caplog.text

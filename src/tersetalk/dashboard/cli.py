@@ -27,7 +27,14 @@ def _live_models(config_paths: list[str]) -> tuple[dict, int]:
     from tersetalk.cliargs import DEFAULT_CONFIG
 
     if not config_paths and not Path(DEFAULT_CONFIG).is_file():
-        return {"backend": "llamacpp"}, 0  # outside a checkout: the embedded model
+        # outside a workflow folder: the embedded model, said where it is decided
+        log.warning(
+            "no workflow config here (%s does not exist): the live mediator uses the "
+            "embedded model and seed 0; give --config FILE, or start from the workflow's "
+            "folder, to use the workflow's model",
+            Path.cwd() / DEFAULT_CONFIG,
+        )
+        return {"backend": "llamacpp"}, 0
     cfg = load_workflow_config(config_paths)
     return dict(cfg["models"]), int(cfg.get("seed", 0))
 
