@@ -31,7 +31,8 @@ rule all:
     default_target: True
     input:
         all_outputs(),
-        # overhead.smk: this invocation's wall time against the model floor, written last
+        # overhead.smk: the wall time of the invocation that built the default target
+        # against the model floor, written last (when missing or forced)
         OVERHEAD_CSV,
 
 
