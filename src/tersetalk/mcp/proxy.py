@@ -8,6 +8,13 @@ tool result's text goes through the session pipeline (:mod:`tersetalk.mcp.sessio
 images, audio, embedded resources and ``structuredContent`` pass unchanged, and so do
 results the downstream marks ``isError``.
 
+The rest of the protocol passes both ways (:class:`_Upstream`): the client's ping,
+cancellation (a cancelled call is cancelled downstream), roots/list_changed, setLevel,
+completion and subscriptions go down; the server's log messages, list_changed and
+resources/updated notifications come up, progress of a call comes back under the
+client's own token, and the server's sampling, elicitation and roots requests reach the
+client and its answers the server. The server's pings are answered by the proxy itself.
+
 Faults come back as MCP errors, never as a hung client: a JSON-RPC error of the
 downstream is returned as is; a downstream that does not answer within
 ``--call-timeout`` seconds is an ``INTERNAL_ERROR`` naming what happened; a downstream
@@ -43,6 +50,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -213,7 +221,8 @@ async def serve(
     async with AsyncExitStack() as stack:
         with _keep_process(spawned):
             read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
-        down = await stack.enter_async_context(ClientSession(read, write))
+        upstream = _Upstream(call_timeout_s)
+        down = await stack.enter_async_context(ClientSession(read, write, **upstream.callbacks()))
         try:
             with anyio.fail_after(call_timeout_s):
                 init = await down.initialize()
@@ -289,8 +298,12 @@ async def serve(
             t0 = time.perf_counter()
             undecodable = _Undecodable.count
             shape = {"args": arg_sizes(args), "invalidated": invalidated}
+            # the client asked for progress: the downstream is asked too, and each of its
+            # progress notifications goes back under the client's own token
+            asked = _progress_token(params) is not None
+            progress = {"progress_callback": ctx.session.report_progress} if asked else {}
             try:
-                result = await forward(down.call_tool, name, args)
+                result = await forward(down.call_tool, name, args, **progress)
             except MCPError as exc:
                 took = time.perf_counter() - t0
                 log.write(**_row(name, [], "error", **shape, downstream_s=took,
@@ -355,9 +368,23 @@ async def serve(
             handlers["on_set_logging_level"] = lambda ctx, p: forward(
                 down.send_request, types.SetLevelRequest(params=p), types.EmptyResult
             )
+        handlers["on_ping"] = lambda ctx, p: forward(down.send_ping)
+
+        async def roots_changed(ctx, params) -> None:
+            await down.send_notification(types.RootsListChangedNotification())
+
+        handlers["on_roots_list_changed"] = roots_changed
         info = init.server_info
-        server = Server(info.name, version=info.version, instructions=init.instructions,
-                        **handlers)  # fmt: skip
+        with warnings.catch_warnings():  # the SDK warns of features a 2026 peer drops
+            warnings.simplefilter("ignore")
+            server = Server(info.name, version=info.version, instructions=init.instructions,
+                            **handlers)  # fmt: skip
+
+        async def initialized(ctx, params) -> None:
+            upstream.connected(ctx.session)
+
+        server.add_notification_handler("notifications/initialized", types.NotificationParams,
+                                        initialized)  # fmt: skip
 
         async def compact(ctx, params) -> None:
             async with lock:
@@ -437,6 +464,100 @@ def _as_downstream(init: Any) -> Any:
         description=info.description, website_url=info.website_url, icons=info.icons,
         capabilities=caps, instructions=init.instructions,
     )  # fmt: skip
+
+
+def _progress_token(params: Any) -> str | int | None:
+    """The progress token a request's ``_meta`` carries, if the client asked for progress."""
+    meta = getattr(params, "meta", None) or {}
+    token = meta.get("progressToken", meta.get("progress_token"))
+    return None if isinstance(token, bool) else token
+
+
+class _Upstream:
+    """The proxy's side toward its client, for what the downstream server starts.
+
+    The downstream is started (and initialized) before the client connects, so the
+    proxy offers it sampling, elicitation and roots (with ``listChanged``) in any case;
+    a request for one waits until the client has initialized, goes to the client as it
+    is, and the client's answer (or error) goes back. A client that did not declare the
+    capability gets no request: the downstream is answered with the error the SDK's own
+    client gives for a feature it lacks, saying the proxy's client declined it.
+    Notifications (log messages, list_changed, resources/updated) wait for the client
+    the same way and are then passed on unchanged; progress goes back through the call
+    it belongs to (``report_progress``), never here."""
+
+    def __init__(self, timeout_s: float) -> None:
+        import anyio
+
+        self.timeout_s = timeout_s
+        self.session: Any = None
+        self.ready = anyio.Event()
+
+    def connected(self, session: Any) -> None:
+        if self.session is None:
+            self.session = session
+            self.ready.set()
+
+    def callbacks(self) -> dict[str, Any]:
+        import mcp.types as types
+
+        async def sampling(context, params):
+            answer = types.CreateMessageResult
+            if params.tools:  # a request that offers tools may be answered with tool use
+                answer = types.CreateMessageResultWithTools
+            return await self._ask(types.CreateMessageRequest(params=params), answer,
+                                   types.ClientCapabilities(sampling=types.SamplingCapability()),
+                                   "sampling")  # fmt: skip
+
+        async def elicitation(context, params):
+            return await self._ask(types.ElicitRequest(params=params), types.ElicitResult,
+                                   types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+                                   "elicitation")  # fmt: skip
+
+        async def list_roots(context):
+            return await self._ask(types.ListRootsRequest(), types.ListRootsResult,
+                                   types.ClientCapabilities(roots=types.RootsCapability()),
+                                   "roots")  # fmt: skip
+
+        return {"sampling_callback": sampling, "elicitation_callback": elicitation,
+                "list_roots_callback": list_roots, "message_handler": self._notify}  # fmt: skip
+
+    async def _client(self) -> Any:
+        import anyio
+
+        with anyio.fail_after(self.timeout_s):
+            await self.ready.wait()
+        return self.session
+
+    async def _ask(self, request: Any, result_type: Any, needs: Any, feature: str) -> Any:
+        import mcp.types as types
+
+        try:
+            session = await self._client()
+        except TimeoutError:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message="no client connected to "
+                                   f"tersetalk mcp-proxy within {self.timeout_s:g} s")  # fmt: skip
+        if not session.check_client_capability(needs):
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"the client of "
+                                   f"tersetalk mcp-proxy does not support {feature}")  # fmt: skip
+        try:
+            return await session.send_request(request, result_type)
+        except MCPError as exc:  # the client's own error, passed back as it sent it
+            return exc.error
+
+    async def _notify(self, message: Any) -> None:
+        import mcp.types as types
+
+        if isinstance(message, Exception):
+            return  # a transport fault: the calls in flight report it
+        if isinstance(message, types.CancelledNotification | types.ProgressNotification):
+            return  # applied by the SDK / routed through the call's own progress callback
+        try:
+            session = await self._client()
+            await session.send_notification(message)
+        except Exception as exc:  # the client went away: nothing to tell it any more
+            print(f"tersetalk mcp-proxy: a notification from the downstream server could "
+                  f"not be passed on ({type(exc).__name__})", file=sys.stderr)  # fmt: skip
 
 
 class _keep_process:
