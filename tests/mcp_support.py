@@ -43,3 +43,29 @@ def server_env(server: str) -> Path:
             f"package registry; TERSETALK_MCP_ENVS names another folder): {env}"
         )
     return env
+
+
+@cache
+def npm_server(package: str, folder: str) -> Path:
+    """The entry script of an MCP server from npm, installed once with ``npm install
+    --prefix ENVS/folder`` as a client would (no npx), or skip the test saying why not."""
+    import json
+    import shutil
+    import subprocess
+
+    name = package.rsplit("@", 1)[0] if package.count("@") > 1 else package
+    prefix = ENVS / folder
+    manifest = prefix / "node_modules" / name / "package.json"
+    npm = shutil.which("npm")
+    if not manifest.exists():
+        if npm is None or shutil.which("node") is None:
+            pytest.skip(f"{package} needs Node.js and npm (Debian: apt-get install nodejs npm)")
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), package],
+            capture_output=True, text=True, timeout=600, env={**os.environ},
+        )  # fmt: skip
+        if done.returncode != 0 or not manifest.exists():
+            pytest.skip(f"cannot install {package} with npm: {(done.stderr or done.stdout)[-600:]}")
+    bins = json.loads(manifest.read_text(encoding="utf-8")).get("bin")
+    entry = next(iter(bins.values())) if isinstance(bins, dict) else bins
+    return manifest.parent / entry
