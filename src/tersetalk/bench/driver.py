@@ -350,18 +350,17 @@ def plot(table: Path, out: Path) -> None:
 
     df = pd.read_parquet(table)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
+    # one colour per latency, one line style per side, the same in every panel
     styles = {"tersetalk": "-", "openai-sdk": "--"}
-    for latency, sub in df.groupby("latency_ms"):
+    for i, (latency, sub) in enumerate(df.groupby("latency_ms")):
         for side, part in sub.groupby("side"):
             part = part.sort_values("in_flight")
-            label = f"{side}, {latency:g} ms"
-            axes[0].plot(part["in_flight"], part["calls_per_s"], styles.get(side, ":"),
-                         marker="o", label=label)  # fmt: skip
-            axes[1].plot(part["in_flight"], part["cpu_ms_per_call"], styles.get(side, ":"),
-                         marker="o", label=label)  # fmt: skip
+            look = {"linestyle": styles.get(side, ":"), "color": f"C{i}", "marker": "o",
+                    "label": f"{side}, {latency:g} ms"}  # fmt: skip
+            axes[0].plot(part["in_flight"], part["calls_per_s"], **look)
+            axes[1].plot(part["in_flight"], part["cpu_ms_per_call"], **look)
             if latency > 0:
-                axes[2].plot(part["in_flight"], part["wall_over_floor"], styles.get(side, ":"),
-                             marker="o", label=label)  # fmt: skip
+                axes[2].plot(part["in_flight"], part["wall_over_floor"], **look)
     titles = ["(a) calls per second", "(b) client CPU ms per call (start-up included)",
               "(c) wall / server floor"]  # fmt: skip
     for ax, title in zip(axes, titles, strict=True):
