@@ -5,6 +5,7 @@ Every knob has a default, so the file is optional and may set only what it chang
     budget: null            # tokens per tool result; null = lossless (nothing left out)
     tokenizer: o200k_base   # what tokens are counted in
     max_result_chars: 1000000   # larger results pass through untouched (no dedup either)
+    page_tokens: 25000      # a result over this many tokens is sent a page at a time; null: never
     edit_safe: true         # text a client may quote back (file reads, diffs) passes as it came
     hints:
       metadata: true        # '> [query: ... | total=N | returned=M]' on a page of a set
@@ -113,6 +114,9 @@ class ProxyConfig(_Strict):
     budget: int | None = Field(None, ge=1)
     tokenizer: str = "o200k_base"
     max_result_chars: int = Field(1_000_000, ge=1)
+    #: a result (or a tersetalk_get answer) over this many tokens is sent a page at a time,
+    #: each page naming the tersetalk_get call for the next; None: never paged
+    page_tokens: int | None = Field(25_000, ge=200)
     #: the results of a tool a client may quote back (file reads, diffs) pass byte-exact
     edit_safe: bool = True
     hints: Hints = Hints()

@@ -113,7 +113,8 @@ def retrieval_tool():
         description=(
             "Get what a hint names: every '> [ref: ...]', '> [near-ref: ...]' and "
             "'> [+N more ...]' line ends with 'call tersetalk_get {...}'; pass those "
-            "arguments. With ref alone: the tool result as the server sent it."
+            "arguments. With ref alone: the tool result as the server sent it. A long "
+            "result comes in pages: '> [page k of n ...]' names the call for the next."
         ),
         input_schema={
             "type": "object",
@@ -121,6 +122,8 @@ def retrieval_tool():
                 "ref": {"type": "string", "pattern": "^[0-9a-f]{8}([0-9a-f]{56})?$"},
                 "path": {"type": "string"},
                 "keys": {"type": "array", "items": {"type": "string"}},
+                "page": {"type": "integer", "minimum": 1},
+                "original": {"type": "boolean"},
             },
             "required": ["ref"],
             "additionalProperties": False,
@@ -183,6 +186,7 @@ def _row(tool: str, parts: list[Processed], kind: str, **extra: Any) -> dict[str
         "verbatim": any(p.verbatim for p in parts),
         "fallback": next((fallback_kind(p.fallback) for p in parts if p.fallback), None),
         "pipeline_s": sum(p.pipeline_s for p in parts),
+        "pages": max((p.pages for p in parts), default=1),
         **extra,
     }
 
@@ -702,6 +706,7 @@ def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
 
     t0 = time.perf_counter()
     ref, path, keys = args.get("ref"), args.get("path"), args.get("keys")
+    page, original = args.get("page"), args.get("original", False)
     try:
         if not isinstance(ref, str):
             raise RetrievalError("give ref, the hex digits a hint names after 'ref'")
@@ -711,7 +716,9 @@ def _retrieve(pipeline: SessionPipeline, args: dict[str, Any], log: Telemetry):
             isinstance(keys, list) and all(isinstance(k, str) for k in keys)
         ):
             raise RetrievalError("keys is a list of strings")
-        text = pipeline.retrieve(ref, path, keys)
+        if not isinstance(original, bool):
+            raise RetrievalError("original is true or false")
+        text = pipeline.retrieve(ref, path, keys, page=page, original=original)
     except RetrievalError as exc:
         log.write(tool=RETRIEVAL_TOOL, kind="error", args=arg_sizes(args),
                   error_kind="retrieval", pipeline_s=time.perf_counter() - t0)  # fmt: skip

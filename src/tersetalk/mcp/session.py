@@ -44,6 +44,17 @@ against the stored value.
 
 ``tersetalk_get {"ref": "<ref>"}`` returns the text the downstream sent for that body,
 as it came, so a reader that never saw the earlier result gets it whole in one call.
+
+4. **Pages.** A text to send over ``page_tokens`` tokens (default 25,000, about where
+   clients cut a tool result) goes a page at a time, never cut: the pages are split at
+   line ends (a longer line is cut between characters), each at most ``page_tokens``
+   tokens with its last line, and concatenated (without those lines) they are the text
+   exactly. Each page is followed by a line break and ``> [page k of n ... call
+   tersetalk_get {"ref":"<ref>","page":k+1}]``; the last one says it is the last.
+   ``page`` pages what the proxy sent for the result; a ``tersetalk_get`` answer over
+   the bound (the original, a path) is paged the same way, its line naming the same
+   arguments with the next page. A text over ``max_result_chars`` is not paged (step 0
+   does not count its tokens).
 """
 
 from __future__ import annotations
@@ -187,6 +198,8 @@ class Processed:
     pipeline_s: float
     #: the tool's results pass as they came: a client may quote them back (editsafe)
     verbatim: bool = False
+    #: the pages the text was sent in (1: whole); the first is sent, the rest fetched
+    pages: int = 1
 
 
 @dataclass
@@ -277,6 +290,18 @@ class SessionPipeline:
     # --- one result ---------------------------------------------------------------
 
     def process(self, tool: str, arguments: dict[str, Any] | None, text: str) -> Processed:
+        p = self._process(tool, arguments, text)
+        limit = self.config.page_tokens
+        if (limit is None or p.sent_tokens is None or p.sent_tokens <= limit
+                or p.ref is None or self.store.get(p.ref) is None
+                or self.store[p.ref].sent != p.text):  # fmt: skip
+            return p
+        pages = split_pages(p.text, limit, self.config.tokenizer)
+        first = _with_page_line(pages, 1, {"ref": p.ref}, limit)
+        return replace(p, text=first, sent_tokens=count_tokens(first, self.config.tokenizer),
+                       hints=(*p.hints, "page"), pages=len(pages))  # fmt: skip
+
+    def _process(self, tool: str, arguments: dict[str, Any] | None, text: str) -> Processed:
         t0 = time.perf_counter()
         cfg = self.config
         tok = cfg.tokenizer
@@ -474,21 +499,37 @@ class SessionPipeline:
                 "it shows; this is the result as it was sent then, call the tool again for "
                 "the current content]")  # fmt: skip
 
-    def retrieve(self, ref: str, path: str | None = None, keys: list[str] | None = None) -> str:
+    def retrieve(self, ref: str, path: str | None = None, keys: list[str] | None = None,
+                 page: int | None = None, original: bool = False) -> str:  # fmt: skip
         """What ``tersetalk_get`` returns: the text the downstream sent for ``ref`` (no
         path), as it came, or the part of its value at ``path`` (``$.rows[5:]``,
-        ``$.a["b c"][2]``) as compact JSON, restricted to ``keys`` of an object if given."""
+        ``$.a["b c"][2]``) as compact JSON, restricted to ``keys`` of an object if given.
+
+        ``page`` k (from 1) without path or keys is page k of the text the proxy sent
+        for ``ref`` (``original``: of the downstream's text); with them, of that part.
+        An answer over ``page_tokens`` is paged even when no page was asked for: page 1,
+        its last line naming the call for page 2."""
         stored = self.store.get(ref)
         if stored is None:
             raise RetrievalError(
                 f"ref {ref!r} is not held (the proxy keeps the last "
                 f"{self.config.retrieval.keep} results); call the tool again"
             )
-        if path is None or path == "":
-            if keys:
-                path = "$"
+        if isinstance(page, bool) or (page is not None and (not isinstance(page, int) or page < 1)):
+            raise RetrievalError("page is a whole number from 1")
+        args: dict[str, Any] = {"ref": ref}
+        if (path is None or path == "") and not keys:
+            if page is not None and not original:
+                whole = stored.sent
             else:
-                return stored.original
+                whole = stored.original
+                args["original"] = True
+        else:
+            whole = self._part(ref, stored, path or "$", keys)
+            args.update({"path": path or "$", **({"keys": keys} if keys else {})})
+        return self._page(whole, args, page or 1)
+
+    def _part(self, ref: str, stored: _Stored, path: str, keys: list[str] | None) -> str:
         if not stored.structured:
             raise RetrievalError(f"ref {ref} is text, not structured data; omit path")
         part = resolve(stored.value, path)
@@ -500,6 +541,18 @@ class SessionPipeline:
                 raise RetrievalError(f"{path} has no key(s) {', '.join(map(repr, missing))}")
             part = {k: v for k, v in part.items() if k in keys}
         return compact_json(part)
+
+    def _page(self, whole: str, args: dict[str, Any], page: int) -> str:
+        """Page ``page`` of ``whole`` with its line, or ``whole`` if it fits one page."""
+        limit = self.config.page_tokens
+        if limit is None or count_tokens(whole, self.config.tokenizer) <= limit:
+            if page != 1:
+                raise RetrievalError("this answer is one page; omit page")
+            return whole
+        pages = split_pages(whole, limit, self.config.tokenizer)
+        if page > len(pages):
+            raise RetrievalError(f"there are {len(pages)} pages; page is 1 to {len(pages)}")
+        return _with_page_line(pages, page, args, limit)
 
 
 # --- helpers ------------------------------------------------------------------------
@@ -655,3 +708,65 @@ def _retrieval_hints(text: str, ref: str, value: Any) -> str:
         head = line[: line.index(". call get(")]
         lines[i] = f"{head}. call {RETRIEVAL_TOOL} {compact_json(args)}]"
     return "\n".join(lines)
+
+
+#: tokens kept free on every page for its page line
+PAGE_LINE_TOKENS = 80
+
+
+def page_line(page: int, pages: int, args: dict[str, Any], limit: int) -> str:
+    """The line that ends page ``page`` of ``pages``: it names the call for the next."""
+    if page == pages:
+        return f"> [page {page} of {pages}, the last (pages of at most {limit} tokens)]"
+    nxt = json.dumps({**args, "page": page + 1}, ensure_ascii=False, separators=(",", ":"))
+    return (f"> [page {page} of {pages}: the result goes on (pages of at most {limit} "
+            f"tokens). call {RETRIEVAL_TOOL} {nxt}]")  # fmt: skip
+
+
+def _with_page_line(pages: list[str], page: int, args: dict[str, Any], limit: int) -> str:
+    # always one line break of its own before the page line, so the page is exactly
+    # what precedes that break
+    return f"{pages[page - 1]}\n{page_line(page, len(pages), args, limit)}"
+
+
+def split_pages(text: str, limit: int, tokenizer: str) -> list[str]:
+    """``text`` cut into pages of at most ``limit - PAGE_LINE_TOKENS`` tokens each, at
+    line ends where a line fits (a longer line is cut between characters); the pages
+    concatenated are ``text`` exactly. Deterministic: the same text, limit and tokenizer
+    give the same pages."""
+    room = max(limit - PAGE_LINE_TOKENS, 1)
+    pieces: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if count_tokens(line, tokenizer) <= room:
+            pieces.append(line)
+            continue
+        step = max(room // 4, 1)  # a character is at most 4 bytes, a byte at most a token
+        pieces.extend(line[i : i + step] for i in range(0, len(line), step))
+    pages: list[str] = []
+    current: list[str] = []
+    used = 0
+    for piece in pieces:
+        n = count_tokens(piece, tokenizer)
+        if current and used + n > room:
+            pages.append("".join(current))
+            current, used = [], 0
+        current.append(piece)
+        used += n
+    if current:
+        pages.append("".join(current))
+    # pieces joined may tokenize a little differently from their sum: recheck, and move
+    # a page's last piece on until each page is within the room
+    out: list[str] = []
+    for page in pages:
+        out.extend(_fit(page, room, tokenizer))
+    return out
+
+
+def _fit(page: str, room: int, tokenizer: str) -> list[str]:
+    if count_tokens(page, tokenizer) <= room or len(page) <= 1:
+        return [page]
+    cut = len(page) // 2
+    newline = page.rfind("\n", 0, cut)
+    if newline > 0:
+        cut = newline + 1
+    return _fit(page[:cut], room, tokenizer) + _fit(page[cut:], room, tokenizer)
