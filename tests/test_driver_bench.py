@@ -4,6 +4,8 @@ figure. What it measures (times) is not checked; what it counted is."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from tersetalk.bench import driver
@@ -27,6 +29,9 @@ def test_both_sides_make_the_same_calls_and_the_table_says_how_tokens_were_count
     driver.plot(out, tmp_path / "driver.png")
     assert (tmp_path / "driver.png").stat().st_size > 0
     assert (tmp_path / "driver.pdf").stat().st_size > 0
+    # drawn through the house's save_figure: checked as drawn, nothing found
+    meta = json.loads((tmp_path / "driver.png.meta.json").read_text())
+    assert meta["layout_problems"] == []
 
 
 def test_a_server_model_file_not_here_is_counted_by_the_server_once_per_text(tmp_path, repo):

@@ -340,42 +340,59 @@ def measure(latencies: Sequence[float], in_flight: Sequence[int], examples: int,
     return df
 
 
-def plot(table: Path, out: Path) -> None:
-    """Calls/s and client CPU ms per call against in-flight level, per latency and side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plot(table: Path, out: Path) -> list[Path]:
+    """Calls/s, client CPU ms per call and wall over the server floor against the
+    in-flight level: a colour per latency, a marker and line style per side (the driver,
+    the plain SDK), lines that meet set side by side. Written as ``out``'s PNG and PDF by
+    :func:`~tersetalk.plotting.save_figure` (metadata and the layout check)."""
     import matplotlib.pyplot as plt
+    import numpy as np
     import pandas as pd
 
+    from tersetalk.plotting import OKABE_ITO, dodge, note_dodged, save_figure, shifted, theme
+
     df = pd.read_parquet(table)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
-    # one colour per latency, one line style per side, the same in every panel
-    styles = {"tersetalk": "-", "openai-sdk": "--"}
+    theme()
+
+    looks = {"tersetalk": ("-", "o"), "openai-sdk": ("--", "s")}
+    series = []
     for i, (latency, sub) in enumerate(df.groupby("latency_ms")):
         for side, part in sub.groupby("side"):
-            part = part.sort_values("in_flight")
-            look = {"linestyle": styles.get(side, ":"), "color": f"C{i}", "marker": "o",
-                    "label": f"{side}, {latency:g} ms"}  # fmt: skip
-            axes[0].plot(part["in_flight"], part["calls_per_s"], **look)
-            axes[1].plot(part["in_flight"], part["cpu_ms_per_call"], **look)
-            if latency > 0:
-                axes[2].plot(part["in_flight"], part["wall_over_floor"], **look)
-    titles = ["(a) calls per second", "(b) client CPU ms per call (start-up included)",
-              "(c) wall / server floor"]  # fmt: skip
-    for ax, title in zip(axes, titles, strict=True):
+            line, marker = looks.get(side, (":", "^"))
+            series.append((f"{side}, {latency:g} ms", part.sort_values("in_flight"),
+                           {"linestyle": line, "marker": marker, "ms": 5,
+                            "color": OKABE_ITO[i % len(OKABE_ITO)]}, latency))  # fmt: skip
+    panels = [("calls_per_s", "(a) calls per second", "linear"),
+              ("cpu_ms_per_call", "(b) client CPU ms per call (start-up included)", "log"),
+              ("wall_over_floor", "(c) wall / server floor", "log")]  # fmt: skip
+    if not (df["latency_ms"] > 0).any():  # no server floor without latency: no panel (c)
+        panels = panels[:2]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.7 * len(panels), 4.0),
+                             layout="constrained", squeeze=False)  # fmt: skip
+    axes = list(axes[0])
+    for ax, (col, title, scale) in zip(axes, panels, strict=True):
         ax.set_xscale("log", base=2)
+        ax.set_yscale(scale)
+        shown = [s for s in series if col != "wall_over_floor" or s[3] > 0]
+        values = np.concatenate([s[1][col].to_numpy(float) for s in shown] or [np.ones(1)])
+        values = values[np.isfinite(values) & (values > 0)]
+        levels = df["in_flight"].to_numpy(float)
+        ax.set_xlim(levels.min() / 1.4, levels.max() * 1.4)
+        if len(values):
+            lo, hi = float(values.min()), float(values.max())
+            ax.set_ylim((lo / 1.3, hi * 1.3) if scale == "log" else (0, hi * 1.1))
+        xy = [np.column_stack([s[1]["in_flight"], s[1][col]]) for s in shown]
+        offsets = dodge(ax, xy, 5.0)
+        for (label, part, look, _), dx in zip(shown, offsets, strict=True):
+            ax.plot(part["in_flight"], part[col], label=label, transform=shifted(ax, dx),
+                    **look)  # fmt: skip
         ax.set_xlabel("calls in flight")
+        note_dodged(ax, offsets)
         ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
-    axes[1].set_yscale("log")
-    axes[2].set_yscale("log")
-    axes[0].legend(fontsize=7)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
-    if out.suffix != ".pdf":
-        fig.savefig(out.with_suffix(".pdf"))
-    plt.close(fig)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False,
+               title="side, server latency")  # fmt: skip
+    return save_figure(fig, Path(out).with_suffix(""), dpi=150, data=df)
 
 
 def _positive_ints(text: str) -> list[int]:
