@@ -148,6 +148,91 @@ rule mcp_report:
         "--out-stem {params.stem} > {log} 2>&1"
 
 
+# The reference servers written for Node (filesystem, memory, everything; target
+# `mcp_npm`, not yet part of `mcp`, whose server list the config schema fixes): each
+# installed with `npm install --prefix results/mcp/envs/<server>` at an exact version
+# (src/tersetalk/mcp/servers.py) and started as `node <its entry script>`, no npx. The
+# filesystem server serves a copy of the throwaway repository, the memory server a
+# graph file of each arm's own, everything nothing. Needs Node.js and npm on PATH.
+#   results/mcp/{filesystem,memory,everything}.parquet, results/mcp/npm_summary.csv,
+#   figures/mcp_npm.{png,pdf}
+MCP_NPM_SERVERS = ["filesystem", "memory", "everything"]
+
+
+rule mcp_npm:
+    input:
+        "results/mcp/npm_summary.csv",
+        "figures/mcp_npm.png",
+
+
+rule mcp_npm_env:
+    output:
+        "results/mcp/envs/{server}.json",
+    log:
+        "results/logs/mcp/env_{server}.log",
+    wildcard_constraints:
+        server="filesystem|memory|everything",
+    conda:
+        ENV
+    resources:
+        mem_mb=1000,
+        runtime=20,
+    params:
+        dest=lambda wildcards: os.path.join(MCP_ENV_DIR, wildcards.server),
+    shell:
+        "tersetalk mcp-experiment env --server {wildcards.server} --dest {params.dest} "
+        "--out {output} > {log} 2>&1"
+
+
+rule mcp_npm_run:
+    input:
+        env="results/mcp/envs/{server}.json",
+        # the filesystem server serves a copy of the repository; the others need none
+        target=lambda wildcards: (
+            ["results/mcp/data/repo"] if wildcards.server == "filesystem" else []
+        ),
+    output:
+        "results/mcp/{server}.parquet",
+    log:
+        "results/logs/mcp/run_{server}.log",
+    wildcard_constraints:
+        server="filesystem|memory|everything",
+    conda:
+        ENV
+    # alone on every core, as mcp_run: the latency ratios are timings
+    threads: os.cpu_count() or 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    params:
+        budgets=mcp_budgets(),
+        target=lambda wildcards, input: f"--target {input.target}" if input.target else "",
+    shell:
+        "tersetalk mcp-experiment run --server {wildcards.server} --env-info {input.env} "
+        "{params.target} --budgets {params.budgets} --out {output} > {log} 2>&1"
+
+
+rule mcp_npm_report:
+    input:
+        expand("results/mcp/{server}.parquet", server=MCP_NPM_SERVERS),
+    output:
+        csv="results/mcp/npm_summary.csv",
+        pdf="figures/mcp_npm.pdf",
+        png="figures/mcp_npm.png",
+    log:
+        "results/logs/mcp/npm_report.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+    shell:
+        "tersetalk mcp-experiment report --runs {input} --csv {output.csv} "
+        "--out-stem {params.stem} > {log} 2>&1"
+
+
 rule mcp_bench:
     output:
         parquet="results/mcp/mb5.parquet",

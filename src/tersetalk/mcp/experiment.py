@@ -104,9 +104,86 @@ def git_script(repo: str) -> list[Step]:
     ]
 
 
+def filesystem_script(root: str) -> list[Step]:
+    """The reference filesystem server on a copy of the repository: list, tree, reads
+    (source, Markdown), the tree and a read again, a write, the listing and read again."""
+    tree = {"path": root, "excludePatterns": [".git"]}
+    source = f"{root}/wordcount.py"
+    return [
+        Step("list", LIST_STEP),
+        Step("query", "list_allowed_directories"),
+        Step("query", "list_directory", {"path": root}),
+        Step("read", "directory_tree", tree),
+        Step("read", "read_text_file", {"path": f"{root}/wordcount.py"}),
+        Step("read", "read_multiple_files", {"paths": [source, f"{root}/README.md"]}),
+        Step("repeat", "directory_tree", tree),
+        Step("repeat", "read_text_file", {"path": f"{root}/wordcount.py"}),
+        Step("write", "write_file", {"path": f"{root}/NOTES.md", "content": "# Notes\n"}),
+        Step("reread", "list_directory", {"path": root}),
+        Step("reread", "directory_tree", tree),
+    ]
+
+
+def memory_script() -> list[Step]:
+    """The reference memory server (a knowledge graph in a file of the arm's own): two
+    writes, the graph, a search, the graph again, a write, the graph again."""
+    people = [{"name": f"person_{i}", "entityType": "person",
+               "observations": [f"works on module_{i % 5}", f"joined in 20{10 + i}"]}
+              for i in range(12)]  # fmt: skip
+    knows = [{"from": f"person_{i}", "to": f"person_{(i + 1) % 12}", "relationType": "knows"}
+             for i in range(12)]  # fmt: skip
+    moved = {"entityName": "person_4", "contents": ["moved to module_9"]}
+    return [
+        Step("list", LIST_STEP),
+        Step("write", "create_entities", {"entities": people}),
+        Step("write", "create_relations", {"relations": knows}),
+        Step("read", "read_graph"),
+        Step("query", "search_nodes", {"query": "module_3"}),
+        Step("read", "open_nodes", {"names": ["person_1", "person_2", "person_3"]}),
+        Step("repeat", "read_graph"),
+        Step("repeat", "search_nodes", {"query": "module_3"}),
+        Step("write", "add_observations", {"observations": [moved]}),
+        Step("reread", "read_graph"),
+    ]
+
+
+def everything_script() -> list[Step]:
+    """The reference everything server: the tools a client without sampling, elicitation
+    or roots is offered, each structured one twice."""
+    return [
+        Step("list", LIST_STEP),
+        Step("query", "echo", {"message": "hello from the experiment"}),
+        Step("query", "get-sum", {"a": 2, "b": 40}),
+        Step("read", "get-structured-content", {"location": "Chicago"}),
+        Step("read", "get-resource-links", {"count": 5}),
+        Step("read", "get-annotated-message", {"messageType": "success"}),
+        Step("read", "trigger-long-running-operation", {"duration": 0.2, "steps": 2}),
+        Step("repeat", "get-structured-content", {"location": "Chicago"}),
+        Step("repeat", "get-resource-links", {"count": 5}),
+    ]
+
+
+def script_for(server: str, data: str | None) -> list[Step]:
+    """The scripted session of ``server`` on its data (a path; None where it has none)."""
+    if server == "sqlite":
+        return sqlite_script()
+    if server == "git":
+        return git_script(str(data))
+    if server == "filesystem":
+        return filesystem_script(str(data))
+    if server == "memory":
+        return memory_script()
+    if server == "everything":
+        return everything_script()
+    raise ExperimentError(f"no scripted session for the server {server!r}")
+
+
 #: tools that change what other tools read (the proxy invalidates its cache on them)
 WRITE_TOOLS = ("write_query", "create_table", "append_insight", "git_add", "git_commit",
-               "git_reset", "git_checkout", "git_create_branch")  # fmt: skip
+               "git_reset", "git_checkout", "git_create_branch", "write_file", "edit_file",
+               "create_directory", "move_file", "create_entities", "create_relations",
+               "add_observations", "delete_entities", "delete_observations",
+               "delete_relations")  # fmt: skip
 
 
 def proxy_config(budget: int | None) -> dict[str, Any]:
@@ -274,8 +351,13 @@ def _retrieval_columns(retrievals: list[dict], direct_text: str) -> dict[str, An
             "t_retrieval_s": sum(r["t_s"] for r in retrievals)}  # fmt: skip
 
 
-def _fresh_target(server: str, target: Path, workdir: Path) -> Path:
-    """A private copy of the database or repository for one arm."""
+def _fresh_target(server: str, target: Path | None, workdir: Path) -> Path | None:
+    """A private copy of the database, repository or folder for one arm; for the memory
+    server a new file of the arm's own (its graph starts empty), for everything none."""
+    if server == "memory":
+        return workdir / "memory.jsonl"
+    if target is None:
+        return None
     dest = workdir / target.name
     if target.is_dir():
         # Snakemake marks a directory output with a file of its own inside: not the
@@ -287,14 +369,14 @@ def _fresh_target(server: str, target: Path, workdir: Path) -> Path:
     return dest
 
 
-def run_server(server: str, env_dir: str | Path, target: str | Path,
+def run_server(server: str, env_dir: str | Path, target: str | Path | None,
                budgets: Sequence[int | None],
                telemetry_dir: str | Path | None = None) -> pd.DataFrame:  # fmt: skip
     """Every arm of one server's session: direct, then through the proxy per budget
     (each proxied arm writing local telemetry into ``telemetry_dir`` if given)."""
     import yaml
 
-    target = Path(target).absolute()
+    target = None if target is None else Path(target).absolute()
     local = None if telemetry_dir is None else Path(telemetry_dir).absolute()
     frames = []
     direct: list[dict] | None = None
@@ -305,7 +387,7 @@ def run_server(server: str, env_dir: str | Path, target: str | Path,
             copy = _fresh_target(server, target, work)
             # the script names the data by its path: the same for every arm (a stable
             # name inside each arm's own folder would differ per arm and per run)
-            steps = sqlite_script() if server == "sqlite" else git_script(str(copy))
+            steps = script_for(server, None if copy is None else str(copy))
             steps_of[arm] = steps
             # fixed git identity and dates for the server itself, whoever starts it
             env = [f"{k}={v}" for k, v in sorted(GIT_ENV.items())]

@@ -33,6 +33,10 @@ import logging
 import sys
 from pathlib import Path
 
+#: the servers the experiment knows (servers.ALL_SERVERS; spelled out here so that
+#: building the command line imports nothing heavy)
+SERVER_CHOICES = ("sqlite", "git", "filesystem", "memory", "everything")
+
 log = logging.getLogger("tersetalk.mcp.experiment")
 
 
@@ -70,9 +74,15 @@ def _fail(command: str, exc: Exception) -> None:
 def _cmd_env(args: argparse.Namespace) -> None:
     from tersetalk.io import write_text_atomic
 
-    from .servers import build_env
+    from .servers import NPM_SERVERS, build_env, build_npm_env
 
-    stamp = build_env(args.server, args.requirements, args.dest)
+    if args.server in NPM_SERVERS:
+        stamp = build_npm_env(args.server, args.dest)
+    elif args.requirements is None:
+        raise SystemExit(f"tersetalk mcp-experiment env: error: --requirements is needed "
+                         f"for {args.server} (envs/mcp-server-{args.server}.txt)")  # fmt: skip
+    else:
+        stamp = build_env(args.server, args.requirements, args.dest)
     info = {**stamp, "env": str(Path(args.dest).absolute())}
     write_text_atomic(json.dumps(info, indent=2, sort_keys=True) + "\n", args.out)
 
@@ -204,9 +214,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     s = p.add_subparsers(dest="mcp_command", required=True)
 
-    e = s.add_parser("env", help="build (or reuse) a server's own venv from exact pins")
-    e.add_argument("--server", required=True, choices=["sqlite", "git"])
-    e.add_argument("--requirements", required=True, type=Path, help="envs/mcp-server-*.txt")
+    e = s.add_parser("env", help="build (or reuse) a server's own venv from exact pins "
+                     "(a Node server: its npm package in a folder of its own)")  # fmt: skip
+    e.add_argument("--server", required=True, choices=SERVER_CHOICES)
+    e.add_argument("--requirements", type=Path,
+                   help="envs/mcp-server-*.txt (the Python servers only)")  # fmt: skip
     e.add_argument("--dest", required=True, type=Path, help="the venv's folder")
     e.add_argument("--out", required=True, type=Path, help="JSON: the venv, versions, hash")
     e.set_defaults(func=_cmd_env)
@@ -223,9 +235,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_cmd_repository)
 
     x = s.add_parser("run", help="the scripted session, direct and through the proxy")
-    x.add_argument("--server", required=True, choices=["sqlite", "git"])
+    x.add_argument("--server", required=True, choices=SERVER_CHOICES)
     x.add_argument("--env-info", required=True, type=Path, help="JSON from `env`")
-    x.add_argument("--target", required=True, type=Path, help="database file or repository")
+    x.add_argument("--target", type=Path, help="database file, repository or folder (not "
+                   "for memory and everything)")  # fmt: skip
     x.add_argument("--budgets", type=_budgets, default=[None],
                    help="proxy arms: token budgets or null (lossless), by commas")  # fmt: skip
     x.add_argument("--out", required=True, type=Path, help="Parquet, one row per arm and step")

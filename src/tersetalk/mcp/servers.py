@@ -169,9 +169,121 @@ def _build_env(spec: ServerSpec, requirements: Path, digest: str, dest: Path,
     return stamp
 
 
-def launch_command(server: str, env_dir: str | Path, target: str | Path) -> list[str]:
-    """The command that starts ``server`` from its venv, serving ``target`` (a database
-    file or a repository), as an MCP client's config would name it."""
+# ---- servers written for Node, from npm -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NpmServerSpec:
+    """A reference server from npm, installed into a folder of its own and started with
+    ``node`` on its entry script (what ``npx`` would run, without npx's network look-up)."""
+
+    name: str  # filesystem | memory | everything
+    package: str  # the npm package
+    version: str  # the exact version installed
+    args: tuple[str, ...] = ()  # arguments before the target
+    #: how the target reaches it: "arg" (appended), "env:NAME" (a variable), "" (none)
+    target: str = ""
+
+
+_REF = "@modelcontextprotocol/server-"
+NPM_SERVERS: dict[str, NpmServerSpec] = {
+    "filesystem": NpmServerSpec("filesystem", _REF + "filesystem", "2026.8.31", target="arg"),
+    "memory": NpmServerSpec("memory", _REF + "memory", "2026.8.31", target="env:MEMORY_FILE_PATH"),
+    "everything": NpmServerSpec("everything", _REF + "everything", "2026.8.31", args=("stdio",)),
+}
+
+#: every server the experiment knows: Python ones from their venvs, Node ones from npm
+ALL_SERVERS = (*SERVERS, *NPM_SERVERS)
+
+
+def npm_spec(name: str) -> NpmServerSpec:
+    try:
+        return NPM_SERVERS[name]
+    except KeyError:
+        raise ServerEnvError(
+            f"unknown npm MCP server {name!r}; known: {', '.join(sorted(NPM_SERVERS))}"
+        ) from None
+
+
+def _npm_entry(env_dir: Path, spec: NpmServerSpec) -> Path:
+    """The entry script the package's ``bin`` names (what its command runs)."""
+    manifest = env_dir / "node_modules" / spec.package / "package.json"
+    bins = json.loads(manifest.read_text(encoding="utf-8")).get("bin")
+    entry = next(iter(bins.values())) if isinstance(bins, dict) else bins
+    if not isinstance(entry, str):
+        raise ServerEnvError(f"{manifest} names no entry script under 'bin'")
+    return manifest.parent / entry
+
+
+def build_npm_env(server: str, dest: str | Path) -> dict:
+    """Install (or reuse) the server's npm package into ``dest`` with ``npm install
+    --prefix`` (exact version); returns its stamp. Atomic and idempotent as
+    :func:`build_env`: built beside ``dest`` and renamed into place."""
+    spec = npm_spec(server)
+    dest = Path(dest)
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        raise ServerEnvError(f"{spec.package} needs Node.js and npm on PATH (Debian: apt-get "
+                             "install nodejs npm; .ci/install-node does this)")  # fmt: skip
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(dest.parent / f".{dest.name}.lock"):
+        stamp = read_stamp(dest)
+        if stamp and stamp.get("version") == spec.version and stamp.get("package") == spec.package:
+            log.info("%s: reusing %s", spec.package, dest)
+            return stamp
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        try:
+            cmd = [npm, "install", "--no-audit", "--no-fund", "--prefix", str(tmp),
+                   f"{spec.package}@{spec.version}"]  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise ServerEnvError(f"npm could not install {spec.package}@{spec.version} "
+                                     f"(exit {proc.returncode}):\n"
+                                     f"{proc.stderr[-3000:]}")  # fmt: skip
+            entry = _npm_entry(tmp, spec)
+            node_version = subprocess.run([node, "--version"], check=True, capture_output=True,
+                                          text=True).stdout.strip()  # fmt: skip
+            stamp = {"server": spec.name, "package": spec.package, "version": spec.version,
+                     "node_version": node_version,
+                     "entry": str(entry.relative_to(tmp))}  # fmt: skip
+            (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+            if dest.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+                os.replace(dest, old / "env")
+                shutil.rmtree(old, ignore_errors=True)
+            os.replace(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    log.info("%s %s (node %s) ready in %s", spec.package, spec.version, node_version, dest)
+    return stamp
+
+
+def _npm_launch(server: str, env_dir: Path, target: str | Path | None) -> list[str]:
+    spec = npm_spec(server)
+    stamp = read_stamp(env_dir)
+    if stamp is None or stamp.get("package") != spec.package:
+        raise ServerEnvError(
+            f"no installed {spec.package} at {env_dir}: install it with `tersetalk "
+            f"mcp-experiment env --server {server} --dest {env_dir} --out ...`"
+        )
+    node = shutil.which("node") or "node"
+    cmd = [node, str((env_dir / stamp["entry"]).absolute()), *spec.args]
+    if spec.target == "arg":
+        if target is None:
+            raise ServerEnvError(f"the {server} server serves a folder: give --target")
+        cmd.append(str(Path(target).absolute()))
+    elif spec.target.startswith("env:") and target is not None:
+        cmd = ["env", f"{spec.target[4:]}={Path(target).absolute()}", *cmd]
+    return cmd
+
+
+def launch_command(server: str, env_dir: str | Path, target: str | Path | None) -> list[str]:
+    """The command that starts ``server`` from its venv (or npm folder), serving
+    ``target`` (a database file, a repository, a folder, a memory file; none for
+    everything), as an MCP client's config would name it."""
+    if server in NPM_SERVERS:
+        return _npm_launch(server, Path(env_dir), target)
     spec = server_spec(server)
     env_dir = Path(env_dir)
     if read_stamp(env_dir) is None or not _python(env_dir).exists():
