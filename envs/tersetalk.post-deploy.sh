@@ -8,4 +8,4 @@ if ! grep -qs '^name = "tersetalk"' pyproject.toml; then
         "(no tersetalk pyproject.toml in $(pwd))" >&2
     exit 1
 fi
-python -m pip install -c constraints.txt -e .
+python -m pip install -c constraints.txt -e '.[workflow]'

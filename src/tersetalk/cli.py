@@ -974,6 +974,14 @@ def _main(argv: list[str] | None) -> int:
     _setup_logging(args.log_level, args.verbose)
     try:
         args.func(args)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "tersetalk":
+            raise
+        # the light install (the MCP proxy's) lacks the workflow's packages
+        need = "pip install -c constraints.txt -e '.[workflow]'"
+        print(f"tersetalk {args.command}: error: {exc}; this command needs the workflow's "
+              f"packages: {need}", file=sys.stderr)  # fmt: skip
+        return 2
     except Exception as exc:
         if not _expected_error(exc):
             raise

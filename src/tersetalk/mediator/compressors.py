@@ -144,7 +144,7 @@ class DistilBARTCompressor(Compressor):
             from transformers import pipeline
         except ImportError as exc:  # pragma: no cover - both are project dependencies
             raise CompressorUnavailableError(
-                f"DistilBART needs transformers and torch: {exc}; pip install -e ."
+                f"DistilBART needs transformers and torch: {exc}; pip install -e '.[workflow]'"
             ) from exc
         if threads:
             torch.set_num_threads(threads)
@@ -260,7 +260,8 @@ def _import_lingua():
     except ModuleNotFoundError as exc:
         raise CompressorUnavailableError(
             f"the LLMLingua wrapper (tersetalk.encoders.lingua) cannot be imported: {exc}. "
-            "Fix: install the project (`pip install -e .`), or set compression.compressor: model"
+            "Fix: install the workflow (`pip install -e '.[workflow]'`), or set "
+            "compression.compressor: model"
         ) from exc
 
 
