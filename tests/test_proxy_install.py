@@ -9,6 +9,7 @@ and the workflow's heavy ones must be absent (nothing compiled, no torch).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import textwrap
 import venv
@@ -52,11 +53,17 @@ CLIENT = textwrap.dedent("""
 @pytest.mark.integration
 @pytest.mark.xdist_group("proxy_install")
 def test_the_base_install_runs_the_proxy_and_brings_nothing_heavy(tmp_path):
+    # a copy of what the install reads: building in the checkout would leave build/ there
+    src = tmp_path / "repo"
+    shutil.copytree(REPO / "src", src / "src", ignore=shutil.ignore_patterns(
+        "__pycache__", "*.egg-info"))  # fmt: skip
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
     env_dir = tmp_path / "env"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
     done = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"), str(REPO)],
+        [str(py), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"), str(src)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
