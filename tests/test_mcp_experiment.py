@@ -106,20 +106,64 @@ def test_overflow_calls_read_both_ways_of_naming_the_retrieval_call():
     assert E.overflow_calls("> [ref: ab12cd34, byte-identical]") == []
 
 
-def test_summary_totals_each_session_and_computes_the_saving():
-    df = pd.DataFrame({
-        "server": ["s"] * 4, "arm": ["direct", "direct", "lossless", "lossless"],
-        "tool": ["a", "b", "a", "b"], "step": [0, 1, 0, 1], "direct_tokens": [100, 50] * 2,
-        "tokens": [100, 50, 40, 10], "dedup_hit": [False, False, False, True],
-        "invalidated": [0, 0, 0, 2], "retrievals": [0] * 4, "retrievals_exact": [0] * 4,
-        "retrieved_tokens": [0] * 4, "is_error": [False] * 4,
-        "t_pipeline_ratio": [None, None, 0.5, 0.1], "t_client_overhead_ratio": [0, 0, 1, 2],
+def _frame(server: str, tokens: list[int], direct: list[int]) -> pd.DataFrame:
+    n = len(tokens)
+    return pd.DataFrame({
+        "server": [server] * 2 * n, "arm": ["direct"] * n + ["lossless"] * n,
+        "tool": [f"t{i}" for i in range(n)] * 2, "step": list(range(n)) * 2,
+        "direct_tokens": direct * 2, "tokens": direct + tokens,
+        "direct_tokens_cl100k": direct * 2, "tokens_cl100k": direct + [t + 1 for t in tokens],
+        "round_trip": [""] * n + ["exact"] * (n - 1) + ["inexact"],
+        "dedup_hit": [False] * (2 * n - 1) + [True], "invalidated": [0] * (2 * n - 1) + [2],
+        "retrievals": [0] * 2 * n, "retrievals_exact": [0] * 2 * n,
+        "retrieved_tokens": [0] * 2 * n, "is_error": [False] * 2 * n,
+        "t_pipeline_ratio": [None] * n + [0.5] * n, "t_client_overhead_ratio": [0.0] * 2 * n,
+        "t_added_ms": [0.0] * n + [float(10 * (i + 1)) for i in range(n)],
     })  # fmt: skip
-    s = E.summarize(df).set_index(["arm", "tool"])
-    assert s.loc[("lossless", "(session)"), "tokens"] == 50
-    assert s.loc[("lossless", "(session)"), "saving"] == pytest.approx(1 - 50 / 150)
-    assert s.loc[("lossless", "b"), "dedup_hits"] == 1
-    assert s.loc[("lossless", "(session)"), "invalidated"] == 2
+
+
+def test_summary_totals_each_session_and_computes_the_saving():
+    df = _frame("s", [40, 10], [100, 50])
+    s = E.summarize(df).set_index(["server", "arm", "tool"])
+    row = s.loc[("s", "lossless", "(session)")]
+    assert row["tokens"] == 50 and row["saving"] == pytest.approx(1 - 50 / 150)
+    assert row["saving_cl100k"] == pytest.approx(1 - 52 / 150)
+    assert s.loc[("s", "lossless", "t1"), "dedup_hits"] == 1 and row["invalidated"] == 2
+    assert (row["round_trips_exact"], row["round_trips_inexact"]) == (1, 1)
+    assert row["t_added_ms_p50"] == pytest.approx(15.0)
+    assert row["t_added_ms_p95"] == pytest.approx(19.5)
+    assert pd.isna(s.loc[("s", "direct", "(session)"), "t_added_ms_p50"])
+
+
+def test_the_summary_weights_every_servers_sessions_by_their_tokens():
+    # a large saving on a large session outweighs a loss on a small one: the mean of
+    # the two savings (0.45) is not the weighted one
+    df = pd.concat([_frame("big", [100], [1000]), _frame("small", [200], [100])])
+    s = E.summarize(df).set_index(["server", "arm", "tool"])
+    every = s.loc[("(all)", "lossless", "(session)")]
+    assert every["direct_tokens"] == 1100 and every["tokens"] == 300
+    assert every["saving"] == pytest.approx(1 - 300 / 1100)
+    assert every["calls"] == 2
+
+
+def test_a_round_trip_is_exact_only_when_the_client_decodes_what_the_server_sent():
+    from tersetalk.formats.solver import encode
+    from tersetalk.formats.tree import from_python
+
+    value = [{"id": i, "name": f"n{i}", "ok": i % 2 == 0} for i in range(12)]
+    direct = str(value)  # a Python literal, as mcp-server-sqlite sends rows
+    sent = encode(from_python(value), "mckp").text
+    assert E.round_trip(sent, direct) == "exact"
+    assert E.round_trip(sent, str(value[:-1])) == "inexact"
+    assert E.round_trip(sent.replace("n3", "n4", 1), direct) == "inexact"
+    assert E.round_trip("not an encoding {", direct) == "inexact"
+    table = ("| name       | value      | note       |\n|------------|------------|------------|\n"
+             + "".join(f"| r{i:<9} | {i:<10} | n{i:<9} |\n" for i in range(12)))  # fmt: skip
+    from tersetalk.formats.markdown import encode_markdown
+
+    md = encode_markdown(table)
+    assert md.text != table and E.round_trip(md.text, table) == "exact"
+    assert E.round_trip(md.text, table + "\\n") == "inexact"
 
 
 # ---- real servers, with and without the proxy ----------------------------------------------

@@ -1,12 +1,19 @@
 # The MCP proxy on real servers (issue 30, deliverables 5 and 6). Target:
-# `snakemake --cores all mcp` (not part of `all`: it builds two venvs from the package
-# registry and its timings describe this machine). mcp-server-sqlite and mcp-server-git
-# run each from its own venv (pins in envs/mcp-server-<name>.txt); the sqlite server
-# serves a database built from shipped data, the git server a throwaway repository.
-# The SDK's client replays a scripted session against each, directly and through
-# `tersetalk mcp-proxy` per budget (mcp.budgets); MB-5 times the proxy's session pipeline.
+# `snakemake --cores all mcp` (not part of `all`: it installs the servers from the package
+# registries and its timings describe this machine). Five servers (mcp.servers), each in
+# its own environment as a client would launch it: mcp-server-sqlite and mcp-server-git
+# from a venv each (pins in envs/mcp-server-<name>.txt); the reference filesystem, memory
+# and everything servers with `npm install --prefix results/mcp/envs/<server>` at an
+# exact version (src/tersetalk/mcp/servers.py), started as `node <entry script>` (no
+# npx; needs Node.js and npm on PATH). The sqlite server serves a database built from
+# shipped data, git a throwaway repository, filesystem a copy of it, memory a graph file
+# of each arm's own, everything nothing. The SDK's client replays a scripted session
+# against each, directly and through `tersetalk mcp-proxy` per budget (mcp.budgets);
+# MB-5 times the proxy's session pipeline.
 #   results/mcp/<server>.parquet   one row per arm and step (t_* columns: timings)
-#   results/mcp/summary.csv        per server, arm and tool: tokens, dedup, retrievals
+#   results/mcp/summary.csv        per server (and "(all)", weighted), arm and tool: o200k
+#                                  and cl100k tokens direct vs proxied, round trips
+#                                  checked exact, dedup, retrievals, added latency p50/p95
 #   results/mcp/mb5.{parquet,csv}  hashing, dedup and encoding against bare hashlib
 #   figures/mcp.{png,pdf}
 # Tuned against default (issue 34; target `mcp_tuned`, also part of `mcp`): seeded
@@ -36,6 +43,12 @@ rule mcp:
         "figures/mcp_tuned.png",
 
 
+# the Node servers alone (the name of their target before `mcp` took them in)
+rule mcp_npm:
+    input:
+        expand("results/mcp/{server}.parquet", server=MCP_NPM_SERVERS),
+
+
 rule mcp_tuned:
     input:
         "results/mcp/tuned_summary.csv",
@@ -45,13 +58,13 @@ rule mcp_tuned:
 
 rule mcp_env:
     input:
-        "envs/mcp-server-{server}.txt",
+        mcp_requirements,
     output:
         "results/mcp/envs/{server}.json",
     log:
         "results/logs/mcp/env_{server}.log",
     wildcard_constraints:
-        server="sqlite|git",
+        server=MCP_SERVER_PATTERN,
     conda:
         ENV
     resources:
@@ -59,8 +72,9 @@ rule mcp_env:
         runtime=20,
     params:
         dest=lambda wildcards: os.path.join(MCP_ENV_DIR, wildcards.server),
+        requirements=lambda wildcards, input: f"--requirements {input}" if input else "",
     shell:
-        "tersetalk mcp-experiment env --server {wildcards.server} --requirements {input} "
+        "tersetalk mcp-experiment env --server {wildcards.server} {params.requirements} "
         "--dest {params.dest} --out {output} > {log} 2>&1"
 
 
@@ -107,7 +121,7 @@ rule mcp_run:
     log:
         "results/logs/mcp/run_{server}.log",
     wildcard_constraints:
-        server="sqlite|git",
+        server=MCP_SERVER_PATTERN,
     conda:
         ENV
     # alone on every core, as the benchmarks: the latency ratios are timings
@@ -117,9 +131,11 @@ rule mcp_run:
         runtime=20,
     params:
         budgets=mcp_budgets(),
+        # memory and everything serve no data of ours
+        target=lambda wildcards, input: f"--target {input.target}" if input.target else "",
     shell:
         "tersetalk mcp-experiment run --server {wildcards.server} --env-info {input.env} "
-        "--target {input.target} --budgets {params.budgets} --out {output} > {log} 2>&1"
+        "{params.target} --budgets {params.budgets} --out {output} > {log} 2>&1"
 
 
 rule mcp_report:
@@ -142,91 +158,6 @@ rule mcp_report:
         runtime=5,
     params:
         provenance=lambda wildcards, output: figmeta.provenance(output),
-        stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
-    shell:
-        "tersetalk mcp-experiment report --runs {input} --csv {output.csv} "
-        "--out-stem {params.stem} > {log} 2>&1"
-
-
-# The reference servers written for Node (filesystem, memory, everything; target
-# `mcp_npm`, not yet part of `mcp`, whose server list the config schema fixes): each
-# installed with `npm install --prefix results/mcp/envs/<server>` at an exact version
-# (src/tersetalk/mcp/servers.py) and started as `node <its entry script>`, no npx. The
-# filesystem server serves a copy of the throwaway repository, the memory server a
-# graph file of each arm's own, everything nothing. Needs Node.js and npm on PATH.
-#   results/mcp/{filesystem,memory,everything}.parquet, results/mcp/npm_summary.csv,
-#   figures/mcp_npm.{png,pdf}
-MCP_NPM_SERVERS = ["filesystem", "memory", "everything"]
-
-
-rule mcp_npm:
-    input:
-        "results/mcp/npm_summary.csv",
-        "figures/mcp_npm.png",
-
-
-rule mcp_npm_env:
-    output:
-        "results/mcp/envs/{server}.json",
-    log:
-        "results/logs/mcp/env_{server}.log",
-    wildcard_constraints:
-        server="filesystem|memory|everything",
-    conda:
-        ENV
-    resources:
-        mem_mb=1000,
-        runtime=20,
-    params:
-        dest=lambda wildcards: os.path.join(MCP_ENV_DIR, wildcards.server),
-    shell:
-        "tersetalk mcp-experiment env --server {wildcards.server} --dest {params.dest} "
-        "--out {output} > {log} 2>&1"
-
-
-rule mcp_npm_run:
-    input:
-        env="results/mcp/envs/{server}.json",
-        # the filesystem server serves a copy of the repository; the others need none
-        target=lambda wildcards: (
-            ["results/mcp/data/repo"] if wildcards.server == "filesystem" else []
-        ),
-    output:
-        "results/mcp/{server}.parquet",
-    log:
-        "results/logs/mcp/run_{server}.log",
-    wildcard_constraints:
-        server="filesystem|memory|everything",
-    conda:
-        ENV
-    # alone on every core, as mcp_run: the latency ratios are timings
-    threads: os.cpu_count() or 1
-    resources:
-        mem_mb=2000,
-        runtime=20,
-    params:
-        budgets=mcp_budgets(),
-        target=lambda wildcards, input: f"--target {input.target}" if input.target else "",
-    shell:
-        "tersetalk mcp-experiment run --server {wildcards.server} --env-info {input.env} "
-        "{params.target} --budgets {params.budgets} --out {output} > {log} 2>&1"
-
-
-rule mcp_npm_report:
-    input:
-        expand("results/mcp/{server}.parquet", server=MCP_NPM_SERVERS),
-    output:
-        csv="results/mcp/npm_summary.csv",
-        pdf="figures/mcp_npm.pdf",
-        png="figures/mcp_npm.png",
-    log:
-        "results/logs/mcp/npm_report.log",
-    conda:
-        ENV
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    params:
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
     shell:
         "tersetalk mcp-experiment report --runs {input} --csv {output.csv} "
@@ -334,7 +265,7 @@ rule mcp_tuned_report:
     input:
         expand(
             "results/mcp/tuned/{server}/{split}.parquet",
-            server=config["mcp"]["servers"],
+            server=mcp_tuned_servers(),
             split=["train", "eval"],
         ),
     output:

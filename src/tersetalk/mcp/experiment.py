@@ -45,6 +45,8 @@ from .servers import GIT_ENV, PENDING, launch_command
 log = logging.getLogger(__name__)
 
 TOKENIZER = "o200k_base"
+#: the second tokenizer every token count is also reported under
+TOKENIZER_ALT = "cl100k_base"
 RETRIEVAL_TOOL = "tersetalk_get"
 LIST_STEP = "tools/list"
 PASSED_ENV = ("PYTHONPATH", "TIKTOKEN_CACHE_DIR", "XDG_CACHE_HOME", "TERSETALK_TELEMETRY")
@@ -428,6 +430,8 @@ def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: lis
             "role": step.role, "tool": step.tool, "arguments": args,
             "is_error": res["is_error"], "chars": len(res["text"]), "tokens": tokens,
             "direct_tokens": direct_tokens, "saved_tokens": direct_tokens - tokens,
+            "tokens_cl100k": count_tokens(res["text"], TOKENIZER_ALT),
+            "direct_tokens_cl100k": count_tokens(base["text"], TOKENIZER_ALT),
             "identical_to_direct": res["text"] == base["text"],
         }  # fmt: skip
         tel: dict[str, Any] = {}
@@ -448,6 +452,8 @@ def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: lis
             "t_pipeline_s": tel.get("pipeline_s"),
             "t_client_s": res["t_client_s"],
         })  # fmt: skip
+        row["round_trip"] = (round_trip(res["text"], base["text"])
+                             if budget is None and row["kind"] == "encoded" else "")  # fmt: skip
         row.update(_retrieval_columns(res["retrievals"], base["text"]))
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -460,7 +466,27 @@ def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: lis
     df["t_pipeline_ratio"] = df["t_pipeline_s"] / df["t_downstream_s"]
     df["t_client_direct_s"] = [d["t_client_s"] for d in direct]
     df["t_client_overhead_ratio"] = df["t_client_s"] / df["t_client_direct_s"] - 1.0
+    df["t_added_ms"] = 1000.0 * (df["t_client_s"] - df["t_client_direct_s"])
     return df
+
+
+def round_trip(sent: str, direct: str) -> str:
+    """Whether a lossless re-encoding the client received decodes, on the client's side,
+    to exactly what the server sent directly: ``exact`` or ``inexact`` (also when it does
+    not decode at all). Markdown must come back byte for byte; JSON and Python-literal
+    results as the same value."""
+    from tersetalk.formats.markdown import decode_markdown, encoded_markdown
+    from tersetalk.formats.solver import decode
+    from tersetalk.formats.tree import same_value
+
+    try:
+        if encoded_markdown(sent):
+            return "exact" if decode_markdown(sent) == direct else "inexact"
+        want = _structured(direct)
+        got = decode(sent.rstrip("\n"))
+    except (ValueError, LookupError, TypeError):
+        return "inexact"
+    return "exact" if want is not None and same_value(got, want) else "inexact"
 
 
 def run_experiment(servers: dict[str, dict], budgets: Sequence[int | None],
@@ -472,11 +498,27 @@ def run_experiment(servers: dict[str, dict], budgets: Sequence[int | None],
     return pd.concat(frames, ignore_index=True)
 
 
+def _p50(s: pd.Series) -> float:
+    return float(s.quantile(0.5)) if s.notna().any() else float("nan")
+
+
+def _p95(s: pd.Series) -> float:
+    return float(s.quantile(0.95)) if s.notna().any() else float("nan")
+
+
+def _count(value: str):
+    return lambda s: int((s == value).sum())
+
+
 #: the summary's columns: (source column, aggregation)
 SUMMARY = {
     "calls": ("step", "size"),
     "direct_tokens": ("direct_tokens", "sum"),
     "tokens": ("tokens", "sum"),
+    "direct_tokens_cl100k": ("direct_tokens_cl100k", "sum"),
+    "tokens_cl100k": ("tokens_cl100k", "sum"),
+    "round_trips_exact": ("round_trip", _count("exact")),
+    "round_trips_inexact": ("round_trip", _count("inexact")),
     "dedup_hits": ("dedup_hit", "sum"),
     "invalidated": ("invalidated", "sum"),
     "retrievals": ("retrievals", "sum"),
@@ -485,16 +527,32 @@ SUMMARY = {
     "errors": ("is_error", "sum"),
     "t_pipeline_ratio_median": ("t_pipeline_ratio", "median"),
     "t_client_overhead_ratio_median": ("t_client_overhead_ratio", "median"),
+    "t_added_ms_p50": ("t_added_ms", _p50),
+    "t_added_ms_p95": ("t_added_ms", _p95),
 }
+
+#: the summary's server name for every server's sessions taken together
+ALL_SERVERS = "(all)"
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per server, arm and tool (and ``(session)``, the whole session): calls, tokens with
-    and without the proxy, dedup hits, invalidations, retrieval round trips (how many were
-    exact, and the tokens they would add), median latency ratios."""
+    """Per server, arm and tool (and ``(session)``, the whole session; server ``(all)``:
+    every server's sessions together, so its saving is weighted by their tokens): calls,
+    o200k and cl100k tokens with and without the proxy, lossless re-encodings checked on
+    the client's side (exact, inexact), dedup hits, invalidations, retrieval round trips
+    (how many were exact, and the tokens they would add), median latency ratios and the
+    latency the proxy adds per call as the client sees it (ms, p50 and p95)."""
     per_tool = df.groupby(["server", "arm", "tool"], sort=False).agg(**SUMMARY).reset_index()
     total = df.groupby(["server", "arm"], sort=False).agg(**SUMMARY).reset_index()
     total.insert(2, "tool", "(session)")
-    out = pd.concat([per_tool, total], ignore_index=True)
+    every = df.groupby(["arm"], sort=False).agg(**SUMMARY).reset_index()
+    every.insert(0, "server", ALL_SERVERS)
+    every.insert(2, "tool", "(session)")
+    out = pd.concat([per_tool, total, every], ignore_index=True)
     out["saving"] = 1.0 - out["tokens"] / out["direct_tokens"].where(out["direct_tokens"] > 0)
+    out["saving_cl100k"] = 1.0 - out["tokens_cl100k"] / out["direct_tokens_cl100k"].where(
+        out["direct_tokens_cl100k"] > 0
+    )
+    direct = out["arm"] == DIRECT  # the direct arm adds nothing: no latency to report
+    out.loc[direct, ["t_added_ms_p50", "t_added_ms_p95"]] = float("nan")
     return out

@@ -2,8 +2,9 @@
 
 Left: o200k tokens the client's model reads per tool over the whole scripted session,
 directly and through the proxy (lossless and under each budget), one row of panels per
-server. Right: the proxy's own processing time per call over the downstream call's
-time (log scale; 1 means the proxy doubles the call), one point per call.
+server. Right: the latency the proxy adds per call as the client sees it (the round trip
+through the proxy less the direct round trip of the same step, ms), one point per call,
+with the median and p95 bounds of the TerseTalk design (20 and 50 ms) drawn.
 """
 
 from __future__ import annotations
@@ -43,21 +44,21 @@ def figure(df: pd.DataFrame, out_stem: str | Path) -> list[Path]:
         ax.set_title(f"{server}: o200k tokens per tool over the session")
         ax.set_xlabel("")
         ax.set_ylabel("tokens read by the model")
-        ax.tick_params(axis="x", rotation=30)
+        ax.tick_params(axis="x", rotation=75, labelsize="small")
         for label in ax.get_xticklabels():
             label.set_horizontalalignment("right")
         ax.legend(title="", fontsize="small")
         ax = axes[row][1]
-        ratio = d[d["arm"] != "direct"].dropna(subset=["t_pipeline_ratio"])
-        ratio = ratio[ratio["t_pipeline_ratio"] > 0]
-        if len(ratio):
-            sns.stripplot(data=ratio, x="arm", y="t_pipeline_ratio", hue="kind", order=arms[1:],
+        added = d[d["arm"] != "direct"].dropna(subset=["t_added_ms"])
+        if len(added):
+            sns.stripplot(data=added, x="arm", y="t_added_ms", hue="kind", order=arms[1:],
                           ax=ax, jitter=0.25, size=5)  # fmt: skip
-            ax.set_yscale("log")
-            ax.axhline(1.0, color="grey", lw=1, ls="--")
+            ax.set_yscale("symlog", linthresh=10)
+            for bound, style in ((20, "--"), (50, ":")):
+                ax.axhline(bound, color="grey", lw=1, ls=style)
             ax.legend(title="kind", fontsize="small")
-        ax.set_title(f"{server}: proxy time / downstream time")
+        ax.set_title(f"{server}: latency added per call")
         ax.set_xlabel("")
-        ax.set_ylabel("ratio per call")
+        ax.set_ylabel("ms, proxied - direct")
     fig.tight_layout()
     return save_figure(fig, out_stem, data=df)

@@ -7,11 +7,32 @@ MCP_HOTPOTQA = os.path.join(config["data"]["dir"], "hotpotqa", "hotpot_dev_distr
 MCP_TOOLRESPONSES = os.path.join(config["formats"]["data_dir"], "json.jsonl")
 
 
+#: the servers of the mcp target: installed from PyPI into a venv, or from npm
+MCP_PY_SERVERS = ["sqlite", "git"]
+MCP_NPM_SERVERS = ["filesystem", "memory", "everything"]
+MCP_SERVER_PATTERN = "|".join(MCP_PY_SERVERS + MCP_NPM_SERVERS)
+
+
+def mcp_requirements(wildcards):
+    """A Python server's pinned requirements (an npm server's version is in servers.py)."""
+    if wildcards.server in MCP_PY_SERVERS:
+        return [f"envs/mcp-server-{wildcards.server}.txt"]
+    return []
+
+
 def mcp_target(wildcards):
-    """What the server serves: the database file or the repository."""
+    """What the server serves: the database file, the repository (git, and a copy of it
+    for filesystem), or nothing (memory keeps a graph file of each arm's own)."""
     if wildcards.server == "sqlite":
-        return "results/mcp/data/questions.sqlite"
-    return "results/mcp/data/repo"
+        return ["results/mcp/data/questions.sqlite"]
+    if wildcards.server in ("git", "filesystem"):
+        return ["results/mcp/data/repo"]
+    return []
+
+
+def mcp_tuned_servers():
+    """The servers of mcp.servers the tuned experiment has a session generator for."""
+    return [s for s in config["mcp"]["servers"] if s in MCP_PY_SERVERS]
 
 
 def mcp_budgets():
