@@ -253,9 +253,11 @@ async def _session(command: Sequence[str], steps: Sequence[Step], retrieve: bool
                                    env={**GIT_ENV, **env})  # fmt: skip
     out: list[dict] = []
     with open(os.path.join(cwd, "stderr.log"), "w", encoding="utf-8") as errlog:
+        started = time.perf_counter()  # initialize as a client sees it: from the launch
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
+                initialized = time.perf_counter() - started
                 for i, step in enumerate(steps):
                     t0 = time.perf_counter()
                     if step.tool == LIST_STEP:
@@ -264,7 +266,8 @@ async def _session(command: Sequence[str], steps: Sequence[Step], retrieve: bool
                         res = await session.call_tool(step.tool, step.arguments)
                         text, is_error = _text(res), bool(res.is_error)
                     row = {"step": i, "text": text, "is_error": is_error,
-                           "t_client_s": time.perf_counter() - t0, "retrievals": []}  # fmt: skip
+                           "t_client_s": time.perf_counter() - t0, "retrievals": [],
+                           "t_initialize_s": initialized}  # fmt: skip
                     if retrieve:
                         for args in overflow_calls(text):
                             t1 = time.perf_counter()
@@ -467,6 +470,10 @@ def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: lis
     df["t_client_direct_s"] = [d["t_client_s"] for d in direct]
     df["t_client_overhead_ratio"] = df["t_client_s"] / df["t_client_direct_s"] - 1.0
     df["t_added_ms"] = 1000.0 * (df["t_client_s"] - df["t_client_direct_s"])
+    # the session's initialize (launch to answer) through the proxy less direct, ms
+    df["t_initialize_added_ms"] = [1000.0 * (r.get("t_initialize_s", float("nan"))
+                                             - d.get("t_initialize_s", float("nan")))
+                                   for r, d in zip(got, direct, strict=True)]  # fmt: skip
     return df
 
 
@@ -529,6 +536,7 @@ SUMMARY = {
     "t_client_overhead_ratio_median": ("t_client_overhead_ratio", "median"),
     "t_added_ms_p50": ("t_added_ms", _p50),
     "t_added_ms_p95": ("t_added_ms", _p95),
+    "t_initialize_added_ms": ("t_initialize_added_ms", "median"),
 }
 
 #: the summary's server name for every server's sessions taken together
@@ -541,7 +549,8 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     o200k and cl100k tokens with and without the proxy, lossless re-encodings checked on
     the client's side (exact, inexact), dedup hits, invalidations, retrieval round trips
     (how many were exact, and the tokens they would add), median latency ratios and the
-    latency the proxy adds per call as the client sees it (ms, p50 and p95)."""
+    latency the proxy adds per call as the client sees it (ms, p50 and p95) and to the
+    session's initialize (median over its sessions)."""
     per_tool = df.groupby(["server", "arm", "tool"], sort=False).agg(**SUMMARY).reset_index()
     total = df.groupby(["server", "arm"], sort=False).agg(**SUMMARY).reset_index()
     total.insert(2, "tool", "(session)")
@@ -554,5 +563,5 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         out["direct_tokens_cl100k"] > 0
     )
     direct = out["arm"] == DIRECT  # the direct arm adds nothing: no latency to report
-    out.loc[direct, ["t_added_ms_p50", "t_added_ms_p95"]] = float("nan")
+    out.loc[direct, ["t_added_ms_p50", "t_added_ms_p95", "t_initialize_added_ms"]] = float("nan")
     return out

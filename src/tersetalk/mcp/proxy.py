@@ -49,6 +49,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from contextlib import AsyncExitStack
@@ -171,6 +172,18 @@ def _total(values: list[int | None]) -> int | None:
     return None if None in values else sum(v for v in values if v is not None)
 
 
+def warm_up(tokenizer: str) -> None:
+    """Load what the first tool result needs (the tokenizer's tables, the encoders and
+    their decoders); a failure here is the first call's to report, so it passes."""
+    try:
+        from tersetalk.formats import markdown, solver  # noqa: F401
+        from tersetalk.tokens import count_tokens
+
+        count_tokens("warm up", tokenizer)
+    except Exception:  # noqa: BLE001 - the first call loads it again and says why
+        pass
+
+
 def _row(tool: str, parts: list[Processed], kind: str, **extra: Any) -> dict[str, Any]:
     return {
         "tool": tool,
@@ -222,6 +235,9 @@ async def serve(
     pipeline = SessionPipeline(config)
     local: _Local | None = None
     spawned: list[Any] = []
+    # the tokenizer and the encoders load while the downstream starts and the client
+    # initializes, not in the first tool call (about a third of a second)
+    threading.Thread(target=warm_up, args=(config.tokenizer,), daemon=True).start()
     async with AsyncExitStack() as stack:
         with _keep_process(spawned):
             read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
