@@ -3,7 +3,7 @@
 Each figure goes through the function its rule calls (``tersetalk plot``,
 ``plot-ablation`` per configured ablation, ``bench plot``, ``formats plot``, ``topology``,
 ``models compare``) on small frames with the columns of a tiny run; the figure is caught
-where it is saved and checked by :mod:`tersetalk.plots.checks`. The checker itself is
+where it is saved and checked by :mod:`tersetalk.figcheck`. The checker itself is
 tested on figures that are wrong on purpose, so it cannot pass by seeing nothing.
 
 Synthetic numbers: a test of the drawing code, never a reported result.
@@ -26,7 +26,7 @@ import tersetalk.formats.plot as formats_plot  # noqa: E402
 import tersetalk.plots.figures as F  # noqa: E402
 import tersetalk.plots.topology as topology_plot  # noqa: E402
 import tersetalk.plotting as plotting  # noqa: E402
-from tersetalk.plots.checks import (  # noqa: E402
+from tersetalk.figcheck import (  # noqa: E402
     FigureLayoutError,
     _tick_labels,
     check_figure,
@@ -371,7 +371,7 @@ def test_model_sensitivity_figure(caught, tmp_path):
 
 
 def test_checker_finds_a_marker_hidden_under_another_series():
-    from tersetalk.plots.checks import hidden_markers
+    from tersetalk.figcheck import hidden_markers
 
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.errorbar([1.0], [0.5], yerr=[[0.1], [0.1]], fmt="o", ms=8, label="mediator")

@@ -59,6 +59,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tersetalk.snakelog import Job, SnakemakeLog, parse_log
+
 __all__ = [
     "COLUMNS",
     "Job",
@@ -79,22 +81,6 @@ __all__ = [
 
 #: the table's columns, in order
 COLUMNS = ("metric", "rule", "value", "unit", "source")
-#: Snakemake's ``time.asctime()`` stamps: ``[Fri Nov 27 04:01:09 2026]`` (day space-padded)
-_STAMP = re.compile(
-    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ((?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-    r" +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
-)
-#: a job's header: ``rule X:``, ``localrule X:``, ``checkpoint X:`` (4 spaces in a group)
-_JOB = re.compile(r"^(?: {4})?(local)?(?:rule|checkpoint) ([A-Za-z_][A-Za-z0-9_]*):\s*$")
-_FINISHED = re.compile(r"Finished jobid: (\d+)(?: \(Rule: ([A-Za-z_][A-Za-z0-9_]*)\))?")
-_FINISHED_OLD = re.compile(r"Finished job (\d+)\.")  # Snakemake < 9
-_ERROR = re.compile(r"Error in rule ([A-Za-z_][A-Za-z0-9_]*)(?:, jobid: (\d+))?")
-_FIELD = re.compile(r"^\s+(jobid|output|threads): (.*)$")
-_CORES = re.compile(r"^Provided cores: (\d+)")
-_NODES = re.compile(r"^Provided remote nodes: (\S+)")
-_DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
-#: lines that only a finished invocation writes
-_DONE = re.compile(r"^(Complete log|Nothing to be done|Exiting because a job execution failed)")
 #: a run record written by a job: results/<key>/{runs,calibration/runs,topology/runs}/...
 _RUN_FILE = re.compile(r"(?:^|/)results/[^/]+/(?:runs|calibration/runs|topology/runs)/.+\.parquet$")
 _MERGED_RUN = re.compile(
@@ -104,153 +90,6 @@ _MERGED_RUN = re.compile(
 IN_PROCESS = frozenset({"llamacpp"})
 #: the rule of this report: its own job is still running when it reports
 RULE = "overhead"
-
-
-def _stamp(text: str) -> datetime | None:
-    """The time of a stamp; None for one that matches the pattern but names no real time
-    (``99:99:99`` in a damaged or hand-edited log), which is then not a time at all."""
-    try:
-        return datetime.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y")
-    except ValueError:
-        return None
-
-
-def _log_name_time(name: str) -> datetime | None:
-    """The start encoded in a log's file name (``2026-11-27T040107.798491.snakemake.log``,
-    local time, as Snakemake names it); None for another name."""
-    stem = name.split(".snakemake.log")[0]
-    for fmt in ("%Y-%m-%dT%H%M%S.%f", "%Y-%m-%dT%H%M%S"):
-        try:
-            return datetime.strptime(stem, fmt)
-        except ValueError:
-            continue
-    return None
-
-
-@dataclass
-class Job:
-    """One job as the log shows it: started at ``start``; ``end`` when it finished or
-    failed (``status``), None while it runs."""
-
-    rule: str
-    start: datetime | None
-    jobid: int | None = None
-    outputs: list[str] = field(default_factory=list)
-    threads: int = 1  # Snakemake prints ``threads:`` only when it is not 1
-    local: bool = False
-    end: datetime | None = None
-    status: str = "running"  # running | finished | failed
-
-    @property
-    def seconds(self) -> float | None:
-        if self.start is None or self.end is None:
-            return None
-        return (self.end - self.start).total_seconds()
-
-
-@dataclass
-class SnakemakeLog:
-    """What one Snakemake log says: when it started (and how that is known), the cores
-    or remote nodes, the jobs, whether the invocation is over."""
-
-    path: str
-    start: datetime | None
-    start_source: str
-    cores: int | None
-    nodes: str | None
-    jobs: list[Job]
-    complete: bool
-    last: datetime | None  # the last timestamp in the log
-
-    @property
-    def first_job_start(self) -> datetime | None:
-        starts = [j.start for j in self.jobs if j.start is not None]
-        return min(starts) if starts else None
-
-
-def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
-    """Parse a Snakemake (9.x, and 8.x's ``Finished job N.``) log: the main log in
-    ``.snakemake/log/`` or the console output (timestamps may follow other text on a
-    line there, e.g. a progress bar)."""
-    path = str(path)
-    jobs: list[Job] = []
-    open_jobs: dict[int, Job] = {}
-    last: datetime | None = None
-    header_date: datetime | None = None
-    cores: int | None = None
-    nodes: str | None = None
-    complete = False
-    current: Job | None = None  # the job whose header fields are being read
-    error_rule: str | None = None  # an "Error in rule X:" block waiting for its jobid
-
-    def close(jobid: int, status: str, rule: str | None) -> None:
-        job = open_jobs.pop(jobid, None)
-        if job is None:  # its start is not in this log: nothing to time
-            return
-        job.end, job.status = last, status
-
-    for line in text.splitlines():
-        stamps = _STAMP.findall(line)
-        if stamps:
-            last = _stamp(stamps[-1]) or last
-            line = _STAMP.split(line)[-1]
-            if not line.strip():
-                current = None
-                continue
-        if current is not None or error_rule is not None:
-            m = _FIELD.match(line)
-            if m:
-                name, value = m.groups()
-                if error_rule is not None:
-                    if name == "jobid" and value.strip().isdigit():
-                        close(int(value), "failed", error_rule)
-                        error_rule = None
-                    continue
-                if name == "jobid" and value.strip().isdigit():
-                    current.jobid = int(value)
-                    open_jobs[current.jobid] = current  # a retry (--retries) opens it again
-                elif name == "output":
-                    current.outputs = [o.strip() for o in value.split(",") if o.strip()]
-                elif name == "threads" and value.strip().isdigit():
-                    current.threads = int(value)
-                continue
-            if line.startswith(" ") and not _JOB.match(line):
-                continue  # another field (input, reason, resources, ...)
-            current, error_rule = None, None
-        m = _JOB.match(line)
-        if m:
-            current = Job(rule=m.group(2), start=last, local=bool(m.group(1)))
-            jobs.append(current)
-            continue
-        m = _FINISHED.search(line) or _FINISHED_OLD.search(line)
-        if m:
-            close(int(m.group(1)), "finished", m.group(2) if m.re is _FINISHED else None)
-            continue
-        m = _ERROR.search(line)
-        if m:
-            if m.group(2):
-                close(int(m.group(2)), "failed", m.group(1))
-            else:
-                error_rule = m.group(1)
-            continue
-        if m := _CORES.match(line):
-            cores = int(m.group(1))
-        elif m := _NODES.match(line):
-            nodes = m.group(1)
-        elif m := _DATE.match(line):
-            header_date = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
-        elif _DONE.match(line):
-            complete = True
-    start = _log_name_time(Path(path).name) if path else None
-    if start is not None:
-        source = f"the log file's name ({Path(path).name})"
-    elif header_date is not None:
-        start, source = header_date, "the log's header (Date:)"
-    else:
-        starts = [j.start for j in jobs if j.start is not None]
-        start = min(starts) if starts else None
-        source = "the log's first job (no start recorded: Snakemake's startup is left out)"
-    return SnakemakeLog(path, start, source, cores, nodes, jobs, complete, last)
 
 
 def _mentions(text: str, rule: str, output: str) -> bool:

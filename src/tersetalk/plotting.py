@@ -148,13 +148,13 @@ def save_figure(fig, out_stem: str | Path, dpi: int = 200, *, data=None, **meta)
     ``data``, the rows the figure draws, and ``meta``): in its own metadata and in a
     ``<file>.meta.json`` sidecar, which the report's captions read.
 
-    Every figure is checked as drawn (:func:`tersetalk.plots.checks.figure_problems`:
+    Every figure is checked as drawn (:func:`tersetalk.figcheck.figure_problems`:
     overlapping text, a marker hidden under another, an empty panel); what the check
     finds is logged as a warning and recorded as ``layout_problems`` (empty when none)."""
     import logging
 
     from tersetalk import figmeta
-    from tersetalk.plots.checks import figure_problems
+    from tersetalk.figcheck import figure_problems
 
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)

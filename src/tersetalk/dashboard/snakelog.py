@@ -1,124 +1,57 @@
 """Every Snakemake job of the newest invocation, read from Snakemake's own log.
 
-Snakemake writes one log per invocation under ``<workdir>/.snakemake/log/`` (``...
-.snakemake.log``): a block per job it starts (``rule score:`` or ``localrule
-score:`` with ``output:``, ``jobid:`` and ``wildcards:`` lines, after a ``[date]``
-line), ``Finished jobid: 12 (Rule: score)`` (older versions: ``Finished job 12.``),
-``Error in rule score:`` and ``7 of 31 steps (23%) done``. :class:`SnakemakeLog`
-reads the newest log again only when it changed and folds it into the jobs with
-their rule, status and times, and the overall progress with the elapsed time and an
-estimate of the time left (the mean time per finished step so far, times the steps
-left).
+The log is parsed by :func:`tersetalk.snakelog.parse_log` (the overhead table reads it
+the same way); :func:`parse_log` here folds it into what the Workflow view shows: the
+jobs with their rule, status and times, and the overall progress with the elapsed time
+and an estimate of the time left (the mean time per finished step so far, times the
+steps left). :class:`SnakemakeLog` reads the newest log again only when it changed.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tersetalk import snakelog
+
 __all__ = ["SnakemakeLog", "parse_log"]
 
-_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
-_RULE = re.compile(r"^(?:local)?(?:checkpoint|rule) (\S+?):$")
-_FIELD = re.compile(r"^\s+(output|jobid|wildcards|log|reason): ?(.*)$")
-_FINISHED = re.compile(r"^Finished job(?:id:)? (\d+)")
-_ERROR = re.compile(r"^Error in rule (\S+?):$")
-_PLANNED = re.compile(r"^(\S+)\s+(\d+)$")
-_STEPS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done$")
-#: the last lines of a log whose invocation has ended
-_ENDED = ("Complete log", "Nothing to be done", "Shutting down, this might take some time.")
 
-
-def _stamp(text: str) -> float | None:
-    try:
-        return datetime.strptime(" ".join(text.split()), "%a %b %d %H:%M:%S %Y").timestamp()
-    except ValueError:
-        return None
+def _epoch(t: datetime | None) -> float | None:
+    return t.timestamp() if t is not None else None
 
 
 def parse_log(text: str, now: float | None = None) -> dict[str, Any]:
-    """The jobs and progress of one Snakemake log's text (see the module's doc)."""
-    jobs: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
-    done = total = 0
-    t: float | None = None
-    started: float | None = None
-    updated: float | None = None
-    current: dict[str, Any] | None = None  # the job block being read
-    error_rule: str | None = None
-    ended = False
-    planned: dict[str, int] = {}  # the "Job stats:" table: jobs per rule this invocation
-    in_stats = False
-    for line in text.splitlines():
-        if line.startswith("Job stats:"):
-            in_stats, planned = True, {}
+    """The jobs and progress of one Snakemake log's text (see the module's doc): a job
+    still running when the invocation ended is ``stopped``; a retried job is shown once,
+    as its last attempt, where its first attempt stood."""
+    log = snakelog.parse_log(text)
+    jobs: dict[int, dict[str, Any]] = {}
+    for job in log.jobs:
+        if job.jobid is None:  # a header whose jobid line never came
             continue
-        if in_stats:
-            if not line.strip():
-                in_stats = False
-            elif (m := _PLANNED.match(line)) and m.group(1) not in ("job", "total"):
-                planned[m.group(1)] = int(m.group(2))
-            continue
-        if m := _STAMP.match(line.strip()):
-            t = _stamp(m.group(1))
-            started = started if started is not None else t
-            updated = t
-            current = None
-            continue
-        if m := _RULE.match(line):
-            current = {"rule": m.group(1), "started": t, "status": "running", "finished": None}
-            error_rule = None
-            continue
-        if m := _ERROR.match(line):
-            error_rule, current = m.group(1), None
-            continue
-        if m := _FIELD.match(line):
-            name, value = m.group(1), m.group(2).strip()
-            if name == "jobid":
-                if error_rule is not None:
-                    job = jobs.get(value)
-                    if job is not None:
-                        job["status"] = "failed"
-                        job["finished"] = t
-                    error_rule = None
-                elif current is not None:
-                    current["jobid"] = value
-                    if value not in jobs:
-                        order.append(value)
-                    jobs[value] = current
-            elif current is not None and name in ("output", "wildcards"):
-                current[name] = value
-            continue
-        if m := _FINISHED.match(line):
-            job = jobs.get(m.group(1))
-            if job is not None:
-                job["status"], job["finished"] = "finished", t
-            continue
-        if m := _STEPS.match(line):
-            done, total = int(m.group(1)), int(m.group(2))
-            continue
-        if line.startswith(_ENDED):
-            ended = True
-        current = None if not line.startswith(" ") else current
-    if ended:
-        for job in jobs.values():
-            if job["status"] == "running":
-                job["status"] = "stopped"
+        status = "stopped" if log.complete and job.status == "running" else job.status
+        jobs[job.jobid] = {
+            "rule": job.rule, "started": _epoch(job.start), "status": status,
+            "finished": _epoch(job.end), "jobid": str(job.jobid),
+            "output": ", ".join(job.outputs), "wildcards": job.wildcards,
+        }  # fmt: skip
+    started, updated = _epoch(log.first_stamp), _epoch(log.last)
     now = time.time() if now is None else now
-    end = updated if ended else now
+    end = updated if log.complete else now
     elapsed = (end - started) if started is not None and end is not None else None
+    done, total = log.steps_done, log.steps_total
     eta = None
-    if not ended and elapsed is not None and 0 < done < total:
+    if not log.complete and elapsed is not None and 0 < done < total:
         eta = elapsed / done * (total - done)
     by_rule: dict[str, dict[str, int]] = {
-        rule: {"planned": n, "jobs": 0, "finished": 0, "failed": 0} for rule, n in planned.items()
+        rule: {"planned": n, "jobs": 0, "finished": 0, "failed": 0}
+        for rule, n in log.planned.items()
     }
-    for jid in order:
-        job = jobs[jid]
+    for job in jobs.values():
         counts = by_rule.setdefault(
             job["rule"], {"planned": 0, "jobs": 0, "finished": 0, "failed": 0}
         )
@@ -130,11 +63,11 @@ def parse_log(text: str, now: float | None = None) -> dict[str, Any]:
         "total": total,
         "started": started,
         "updated": updated,
-        "ended": ended,
+        "ended": log.complete,
         "elapsed_s": elapsed,
         "eta_s": eta,
         "rules": by_rule,
-        "jobs": [jobs[jid] for jid in order],
+        "jobs": list(jobs.values()),
     }
 
 

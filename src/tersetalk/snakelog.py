@@ -1,0 +1,215 @@
+"""Snakemake's own log, read once for everyone: the dashboard's progress and the overhead
+table both stand on :func:`parse_log`.
+
+Snakemake (9.x; 8.x's ``Finished job N.`` too) writes one log per invocation under
+``<workdir>/.snakemake/log/`` and the same lines to the console: a block per job it
+starts (``rule score:``, ``localrule score:`` or ``checkpoint score:`` after a
+``[Fri Nov 27 04:01:09 2026]`` stamp, with ``jobid:``, ``output:``, ``wildcards:``,
+``threads:`` lines), ``Finished jobid: 12 (Rule: score)``, ``Error in rule score:``
+(its ``jobid:`` below or on the same line), ``7 of 31 steps (23%) done``, the ``Job
+stats:`` table of what it plans, and, once the invocation is over, ``Complete log``,
+``Nothing to be done``, ``Exiting because a job execution failed`` or ``Shutting down``.
+
+On the console a stamp may follow other text on its line (a progress bar); a retried
+job (``--retries``) is started again under its jobid, and each attempt is a job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+__all__ = ["Job", "SnakemakeLog", "log_name_time", "parse_log"]
+
+#: Snakemake's ``time.asctime()`` stamps: ``[Fri Nov 27 04:01:09 2026]`` (day space-padded)
+_STAMP = re.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ((?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+    r" +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
+)
+#: a job's header: ``rule X:``, ``localrule X:``, ``checkpoint X:`` (4 spaces in a group)
+_JOB = re.compile(r"^(?: {4})?(local)?(?:rule|checkpoint) ([A-Za-z_][A-Za-z0-9_]*):\s*$")
+_FINISHED = re.compile(r"Finished jobid: (\d+)(?: \(Rule: ([A-Za-z_][A-Za-z0-9_]*)\))?")
+_FINISHED_OLD = re.compile(r"Finished job (\d+)\.")  # Snakemake < 9
+_ERROR = re.compile(r"Error in rule ([A-Za-z_][A-Za-z0-9_]*)(?:, jobid: (\d+))?")
+_FIELD = re.compile(r"^\s+(jobid|output|threads|wildcards): ?(.*)$")
+_CORES = re.compile(r"^Provided cores: (\d+)")
+_NODES = re.compile(r"^Provided remote nodes: (\S+)")
+_DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+_STEPS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done")
+_PLANNED = re.compile(r"^(\S+)\s+(\d+)$")
+#: lines that only an invocation that is over writes
+_DONE = re.compile(
+    r"^(Complete log|Nothing to be done|Exiting because a job execution failed|Shutting down)"
+)
+
+
+def _stamp(text: str) -> datetime | None:
+    """The time of a stamp; None for one that matches the pattern but names no real time
+    (``99:99:99`` in a damaged or hand-edited log), which is then not a time at all."""
+    try:
+        return datetime.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+
+
+def log_name_time(name: str) -> datetime | None:
+    """The start encoded in a log's file name (``2026-11-27T040107.798491.snakemake.log``,
+    local time, as Snakemake names it); None for another name."""
+    stem = name.split(".snakemake.log")[0]
+    for fmt in ("%Y-%m-%dT%H%M%S.%f", "%Y-%m-%dT%H%M%S"):
+        try:
+            return datetime.strptime(stem, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass
+class Job:
+    """One job (one attempt of it) as the log shows it: started at ``start``; ``end``
+    when it finished or failed (``status``), None while it runs."""
+
+    rule: str
+    start: datetime | None
+    jobid: int | None = None
+    outputs: list[str] = field(default_factory=list)
+    threads: int = 1  # Snakemake prints ``threads:`` only when it is not 1
+    local: bool = False
+    end: datetime | None = None
+    status: str = "running"  # running | finished | failed
+    wildcards: str = ""  # as printed: ``task=gsm8k, system=freeform``
+
+    @property
+    def seconds(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass
+class SnakemakeLog:
+    """What one Snakemake log says: when it started (and how that is known), the cores or
+    remote nodes, the jobs, the plan and progress, whether the invocation is over."""
+
+    path: str
+    start: datetime | None
+    start_source: str
+    cores: int | None
+    nodes: str | None
+    jobs: list[Job]
+    complete: bool
+    last: datetime | None  # the last timestamp in the log
+    first_stamp: datetime | None = None  # the first timestamp in the log
+    steps_done: int = 0
+    steps_total: int = 0
+    planned: dict[str, int] = field(default_factory=dict)  # the last "Job stats:" table
+
+    @property
+    def first_job_start(self) -> datetime | None:
+        starts = [j.start for j in self.jobs if j.start is not None]
+        return min(starts) if starts else None
+
+
+def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
+    """Parse a Snakemake log's text (the main log in ``.snakemake/log/`` or the console
+    output); ``path``, when given, names it (its start time is in the file name)."""
+    path = str(path)
+    jobs: list[Job] = []
+    open_jobs: dict[int, Job] = {}
+    last: datetime | None = None
+    first: datetime | None = None
+    header_date: datetime | None = None
+    cores: int | None = None
+    nodes: str | None = None
+    complete = False
+    done = total = 0
+    planned: dict[str, int] = {}
+    in_stats = False
+    current: Job | None = None  # the job whose header fields are being read
+    error_rule: str | None = None  # an "Error in rule X:" block waiting for its jobid
+
+    def close(jobid: int, status: str) -> None:
+        job = open_jobs.pop(jobid, None)
+        if job is None:  # its start is not in this log: nothing to time
+            return
+        job.end, job.status = last, status
+
+    for line in text.splitlines():
+        if line.startswith("Job stats:"):
+            in_stats, planned = True, {}
+            continue
+        if in_stats:
+            if not line.strip():
+                in_stats = False
+            elif (m := _PLANNED.match(line)) and m.group(1) not in ("job", "total"):
+                planned[m.group(1)] = int(m.group(2))
+            continue
+        stamps = _STAMP.findall(line)
+        if stamps:
+            last = _stamp(stamps[-1]) or last
+            first = first or last
+            line = _STAMP.split(line)[-1]
+            if not line.strip():
+                current = None
+                continue
+        if current is not None or error_rule is not None:
+            m = _FIELD.match(line)
+            if m:
+                name, value = m.group(1), m.group(2).strip()
+                if error_rule is not None:
+                    if name == "jobid" and value.isdigit():
+                        close(int(value), "failed")
+                        error_rule = None
+                    continue
+                if name == "jobid" and value.isdigit():
+                    current.jobid = int(value)
+                    open_jobs[current.jobid] = current  # a retry (--retries) opens it again
+                elif name == "output":
+                    current.outputs = [o.strip() for o in value.split(",") if o.strip()]
+                elif name == "threads" and value.isdigit():
+                    current.threads = int(value)
+                elif name == "wildcards":
+                    current.wildcards = value
+                continue
+            if line.startswith(" ") and not _JOB.match(line):
+                continue  # another field (input, reason, resources, ...)
+            current, error_rule = None, None
+        m = _JOB.match(line)
+        if m:
+            current = Job(rule=m.group(2), start=last, local=bool(m.group(1)))
+            jobs.append(current)
+            continue
+        m = _FINISHED.search(line) or _FINISHED_OLD.search(line)
+        if m:
+            close(int(m.group(1)), "finished")
+            continue
+        m = _ERROR.search(line)
+        if m:
+            if m.group(2):
+                close(int(m.group(2)), "failed")
+            else:
+                error_rule = m.group(1)
+            continue
+        if m := _STEPS.match(line):
+            done, total = int(m.group(1)), int(m.group(2))
+        elif m := _CORES.match(line):
+            cores = int(m.group(1))
+        elif m := _NODES.match(line):
+            nodes = m.group(1)
+        elif m := _DATE.match(line):
+            header_date = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
+        elif _DONE.match(line):
+            complete = True
+    start = log_name_time(Path(path).name) if path else None
+    if start is not None:
+        source = f"the log file's name ({Path(path).name})"
+    elif header_date is not None:
+        start, source = header_date, "the log's header (Date:)"
+    else:
+        starts = [j.start for j in jobs if j.start is not None]
+        start = min(starts) if starts else None
+        source = "the log's first job (no start recorded: Snakemake's startup is left out)"
+    return SnakemakeLog(path, start, source, cores, nodes, jobs, complete, last, first,
+                        done, total, planned)  # fmt: skip
