@@ -44,8 +44,11 @@ well unless ``side_mode`` (or ``side_modes``, one request at a time) says:
 
 ``side_fail_path`` (a substring) limits ``side_mode`` to the paths that contain it.
 ``owned_by`` sets the listed model's ``owned_by`` (``llamacpp`` makes a client ask
-``/props``, which names ``props_model_path``). Each side request's method, path and
-Authorization and Connection headers are recorded in ``side_requests``.
+``/props``, which names ``props_model_path``); ``sha256`` the file digest listed with it,
+as ``python -m tersetalk.models.llamacpp_server`` lists one (None: no digest, nothing
+identifies the model). Ollama's ``/api/tags`` lists ``fake:latest`` with a digest.
+Each side request's method, path and Authorization and Connection headers are recorded
+in ``side_requests``.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class FakeServer:
         self.bomb_bytes = 64 * 2**20
         self.owned_by: str | None = None
         self.props_model_path = "/nonexistent/model.gguf"
+        #: the served file's sha256 listed in GET /v1/models, as
+        #: ``python -m tersetalk.models.llamacpp_server`` lists it (None: not listed)
+        self.sha256: str | None = "5" * 64
         self.side_requests: list[dict[str, Any]] = []
         self.sent: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
@@ -96,13 +102,16 @@ class FakeServer:
                     server.respond(self, server.mode, {})
                     return
                 if self.path.startswith("/api/tags"):  # Ollama's native model listing
-                    body = {"models": [{"name": "fake:latest", "model": "fake:latest"}]}
+                    body = {"models": [{"name": "fake:latest", "model": "fake:latest",
+                                        "digest": "6" * 64}]}  # fmt: skip
                 elif self.path.startswith("/props"):  # llama.cpp's server properties
                     body = {"model_path": server.props_model_path}
                 else:
                     entry: dict[str, Any] = {"id": "fake", "object": "model"}
                     if server.owned_by is not None:
                         entry["owned_by"] = server.owned_by
+                    if server.sha256 is not None:
+                        entry.update(file="fake.gguf", sha256=server.sha256)
                     body = {"object": "list", "data": [entry]}
                 server.side(self, body)
 

@@ -58,6 +58,11 @@ def main(argv: list[str]) -> None:
         ],
     )
 
+    if args.tokenize == "vllm":  # vLLM lists the served model's path as its root
+        from tersetalk.models.llamacpp_server import ListingWithDigests
+
+        app = ListingWithDigests(app, {args.model_alias: {"root": str(default_model_path())}})
+
     vocab = None
     if args.tokenize == "vllm":
         from tersetalk.models.llamacpp import _load_llama

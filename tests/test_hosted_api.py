@@ -180,7 +180,8 @@ def _one_run(repo: Path, tmp: Path, models: dict, env: dict | None = None) -> pd
 
 
 def test_a_run_without_a_tokenizer_has_missing_model_tokens(hosted, repo, tmp_path):
-    df = _one_run(repo, tmp_path, {"backend": "openai", "model": ALIAS, "base_url": hosted})
+    df = _one_run(repo, tmp_path, {"backend": "openai", "model": ALIAS, "base_url": hosted,
+                                   "allow_weak_identity": True})  # fmt: skip
     assert df["error"].isna().all()
     assert df["tokens_total_model"].isna().all() and str(df["tokens_total_model"].dtype) == "Int64"
     assert (df["tokens_total_cl100k"] > 0).all()  # the other counts are all there
@@ -189,7 +190,7 @@ def test_a_run_without_a_tokenizer_has_missing_model_tokens(hosted, repo, tmp_pa
 
 
 def test_the_openai_config_counts_with_the_tokenizer_it_names(hosted, repo, tmp_path):
-    models = _model_cfg(REPO / "config/models/openai.yaml", hosted)
+    models = {**_model_cfg(REPO / "config/models/openai.yaml", hosted), "model": ALIAS}
     df = _one_run(repo, tmp_path, models, env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
     assert df["error"].isna().all()
     assert (df["tokens_model_source"] == "tiktoken:o200k_base").all()

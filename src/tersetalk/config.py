@@ -137,7 +137,8 @@ def validate_config(config: dict) -> dict:
         max_in_flight(config["models"])
     except ModelError as exc:
         raise ConfigError(f"config key 'models.max_concurrency': {exc}") from None
-    results_key(config)
+    _check_identity(config["models"], "models")
+    _results_key(config["models"], "the configured model")  # the name part; no server asked
     _check_tasks(config)
     _check_systems(config["systems"], "systems")
     _check_topology(config)
@@ -614,9 +615,36 @@ def _results_key(models: dict, where: str) -> str:
         raise ConfigError(f"config key 'models' ({where}): {exc}") from None
 
 
+def _check_identity(models: dict, where: str) -> None:
+    """A model name only another backend serves, or a fingerprint declared without
+    ``models.key``, is a ConfigError."""
+    from tersetalk.models.identity import backend_mismatch
+
+    why = backend_mismatch(models)
+    if why is not None:
+        raise ConfigError(f"config key '{where}.model': {why}")
+    if models.get("fingerprint") and not models.get("key"):
+        raise ConfigError(
+            f"config key '{where}.fingerprint': a declared fingerprint needs {where}.key too, "
+            "the folder its results go to (results/<key>/); set both"
+        )
+
+
 def results_key(config: dict) -> str:
-    """The folder name of the configured model's results (results/<key>/, figures/<key>/)."""
-    return _results_key(config["models"], "the configured model")
+    """The folder name of the configured model's results (results/<key>/, figures/<key>/).
+
+    A served model's ends in the fingerprint its server reports
+    (:func:`tersetalk.models.identity.served_results_key`: the server is asked), unless
+    the config declares the model's identity or allows a weak one.
+    """
+    from tersetalk.models import ModelError
+    from tersetalk.models.identity import served_results_key
+
+    base = _results_key(config["models"], "the configured model")
+    try:
+        return served_results_key(config["models"], base, config.get("cache_dir"))
+    except ModelError as exc:
+        raise ConfigError(f"config key 'models' (the configured model): {exc}") from None
 
 
 def with_model(config: dict, model: str) -> dict:

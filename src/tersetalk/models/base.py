@@ -24,6 +24,7 @@ __all__ = [
     "ModelClient",
     "ModelEnvironmentError",
     "ModelError",
+    "ModelIdentityError",
     "ModelUnavailableError",
     "StructuredOutputError",
     "TransientModelError",
@@ -65,6 +66,17 @@ class ModelAuthError(ModelUnavailableError):
     instead of turning every example into an error row of a run that looks finished.
     The message names the environment variable the key was read from
     (``models.api_key_env``), or says that none is set.
+    """
+
+
+class ModelIdentityError(ModelEnvironmentError):
+    """What the model is cannot be told, or the configured name is not what is served.
+
+    The configured model name is not among the ones the server lists, the name is one
+    only another backend serves, or nothing identifies the weights (no digest, no
+    description, no declared fingerprint) and weak identity was not allowed. Results
+    and cached answers would be filed under the wrong model, so the run stops; the
+    message says how to fix it.
     """
 
 

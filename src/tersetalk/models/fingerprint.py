@@ -30,20 +30,35 @@ server-report  ``report:<hex>``                 sha256 of what an OpenAI-compati
 script         ``script:<hex>``                 the scripted test double: sha256 of its list of
                                                 answers, or of its responder's source code (not
                                                 of the responder's state); with the double's name
+declared       ``declared:<text>``              nothing above could be had and the config
+                                                declares what the model is: ``models.key`` (its
+                                                results folder) with ``models.fingerprint`` (text
+                                                the user changes whenever the weights change)
 weak           ``weak:<backend>:<model>@<at>``  nothing above could be had (the server lists the
                                                 model with nothing but its id, it has no
-                                                listing, the file cannot be read): the key stays
-                                                the model's name and address, as before, and the
-                                                row says why in ``model_fingerprint_source``
+                                                listing, the file cannot be read) and the config
+                                                allows it (``models.allow_weak_identity: true``):
+                                                the key stays the model's name and address, and
+                                                the row says why in ``model_fingerprint_source``
 =============  ===============================  =============================================
 
+A client built from a config (:func:`tersetalk.models.make_client`) carries that
+config's :class:`IdentityPolicy`: with nothing identifying the weights, no declared
+fingerprint and no opt-in, :func:`model_fingerprint` raises :class:`ModelIdentityError`
+saying how to declare one, so no run files results or cached answers under a name that
+may stand for other weights tomorrow. A configured model name the server does not list
+in ``GET /v1/models`` is a :class:`ModelIdentityError` naming the listed ones (servers
+such as llama-cpp-python's answer any name with whatever model they have loaded).
+``python -m tersetalk.models.llamacpp_server`` lists each served file's ``sha256`` in
+``GET /v1/models``; a 64-digit hex ``sha256`` there is read as the file's digest.
+
 The cache key's ``client`` part is :attr:`Fingerprint.identity`: ``{"backend",
-"fingerprint"}`` for the first three kinds (the model's name and address left out, so
-the same weights hit under any name and at any address; the backend kept, since another
-serving stack may answer differently), ``{"backend", "model", "fingerprint"}`` for the
-scripted double (it has no weights: its name and script are what it is), and for the
-weak kind exactly the identity the cache used before fingerprints, so those entries
-still hit.
+"fingerprint"}`` for the first three kinds and the declared one (the model's name and
+address left out, so the same weights hit under any name and at any address; the backend
+kept, since another serving stack may answer differently), ``{"backend", "model",
+"fingerprint"}`` for the scripted double (it has no weights: its name and script are
+what it is), and for the weak kind exactly the identity the cache used before
+fingerprints, so those entries still hit.
 
 Hashing a GGUF costs about 0.12 s per 100 MB here (the embedded SmolLM2, 98 MB, from
 the page cache), once per job; with a cache folder the digest is memoised in a small
@@ -69,12 +84,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .base import ModelClient, ModelEnvironmentError, ModelError
+from .base import ModelClient, ModelEnvironmentError, ModelError, ModelIdentityError
 
 __all__ = [
     "FINGERPRINT_DIR",
     "KINDS",
     "Fingerprint",
+    "IdentityPolicy",
     "address_identity",
     "file_sha256",
     "model_fingerprint",
@@ -83,7 +99,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: the kinds of fingerprint, strongest first
-KINDS = ("file-sha256", "ollama-digest", "server-report", "script", "weak")
+KINDS = ("file-sha256", "ollama-digest", "server-report", "script", "declared", "weak")
 
 #: the folder, inside a call-cache folder, of the memoised file digests
 FINGERPRINT_DIR = "fingerprints"
@@ -106,6 +122,35 @@ class Fingerprint:
     @property
     def weak(self) -> bool:
         return self.kind == "weak"
+
+    @property
+    def short(self) -> str:
+        """Eight hex digits naming the fingerprint (a results folder's suffix): the
+        digest's first eight when the value is ``<kind>:<hex>``, else those of the
+        value's sha256."""
+        _, _, rest = self.value.partition(":")
+        if len(rest) >= 8 and all(c in "0123456789abcdef" for c in rest[:8].lower()):
+            return rest[:8].lower()
+        return hashlib.sha256(self.value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class IdentityPolicy:
+    """What a config says about the model's identity: ``declared`` (``models.fingerprint``),
+    ``key`` (``models.key``) and ``allow_weak`` (``models.allow_weak_identity``)."""
+
+    declared: str | None = None
+    key: str | None = None
+    allow_weak: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> IdentityPolicy:
+        declared = cfg.get("fingerprint")
+        return cls(
+            declared=str(declared) if declared not in (None, "") else None,
+            key=cfg.get("key") or None,
+            allow_weak=bool(cfg.get("allow_weak_identity")),
+        )
 
 
 def canonical(obj: Any) -> str:
@@ -304,11 +349,24 @@ def _openai(client: Any, memo_dir: Path | None) -> Fingerprint:
         return _weak(client, f"the server's model listing could not be read ({exc})")
     entry = report["entry"]
     if entry is None:
-        listed = ", ".join(report["listed"][:8]) or "none"
-        return _weak(client, f"GET /v1/models does not list {client.model!r} (listed: {listed})")
+        listed = report["listed"]
+        shown = ", ".join(repr(n) for n in listed[:20]) + (" ..." if len(listed) > 20 else "")
+        raise ModelIdentityError(
+            f"models.model {client.model!r} is not served at {client.base_url}: GET "
+            f"{client.base_url}/models lists {shown or 'no model'}; set models.model to one "
+            "of those (a server may answer a name it does not list with whatever model it "
+            "has loaded, and the results would be filed under the wrong name)"
+        )
     found = _served_file(client, report, memo_dir)
     if found is not None:
         return found
+    sha = entry.get("sha256")
+    if isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha):
+        named = entry.get("file") if isinstance(entry.get("file"), str) else "the served file"
+        return _strong(
+            client, "file-sha256", f"sha256:{sha}",
+            f"file-sha256: sha256 of {named}, as the server reports it (GET /v1/models sha256)",
+        )  # fmt: skip
     for name in ("digest", "sha256"):  # a server that reports a content hash
         if isinstance(entry.get(name), str) and entry[name]:
             return _strong(
@@ -402,6 +460,39 @@ def _compute(client: ModelClient, memo_dir: Path | None) -> Fingerprint:
     return _weak(client, f"the {client.backend} backend gives no fingerprint")
 
 
+def _settle(client: ModelClient, fp: Fingerprint) -> Fingerprint:
+    """``fp`` under the client's :class:`IdentityPolicy` (none: as it is): a weak one
+    becomes the declared fingerprint, stays weak when allowed, or stops the run."""
+    policy = getattr(client, "identity_policy", None)
+    if not isinstance(policy, IdentityPolicy) or not fp.weak:
+        return fp
+    why = fp.source.removeprefix("weak: ").split("; the cache keys on")[0]
+    if policy.declared:
+        value = f"declared:{policy.declared}"
+        return Fingerprint(
+            "declared",
+            value,
+            f"declared: models.fingerprint of models.key {policy.key!r} (the config's word; "
+            f"nothing the model's source reports identifies it: {why})",
+            {"backend": client.backend, "fingerprint": value},
+        )
+    if policy.allow_weak:
+        return Fingerprint(
+            fp.kind, fp.value, f"{fp.source} (allowed by models.allow_weak_identity)", fp.identity
+        )
+    where = client.describe().get("base_url") or client.describe().get("model_path") or "?"
+    raise ModelIdentityError(
+        f"model {client.model!r} ({client.backend}, {where}): nothing identifies the weights "
+        f"it serves ({why}), so its results and cached answers could be filed under another "
+        "model's. Serve it so that it reports them (python -m tersetalk.models.llamacpp_server "
+        "lists the file's sha256; Ollama and vLLM report theirs), or declare it: set "
+        "models.key (its results folder) and models.fingerprint (text you change whenever the "
+        "weights change, e.g. the file's sha256), or accept the name and address as its "
+        "identity with models.allow_weak_identity: true (every row's model_fingerprint_source "
+        "then says weak)"
+    )
+
+
 def model_fingerprint(client: ModelClient, memo_dir: str | Path | None = None) -> Fingerprint:
     """The fingerprint of the model behind ``client`` (see the module docstring).
 
@@ -432,7 +523,7 @@ def model_fingerprint(client: ModelClient, memo_dir: str | Path | None = None) -
             known = None
     if known is not None:
         return known
-    fp = _compute(raw, Path(memo_dir) if memo_dir is not None else None)
+    fp = _settle(raw, _compute(raw, Path(memo_dir) if memo_dir is not None else None))
     with _client_lock, contextlib.suppress(TypeError):
         fp = _client_memo.setdefault(raw, fp)
     log.info("model fingerprint of %s/%s: %s (%s)", raw.backend, raw.model, fp.value, fp.source)

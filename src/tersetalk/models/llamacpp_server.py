@@ -12,6 +12,12 @@ server (``llama_cpp.server``, same arguments) with three changes for this projec
   prefixes only where the bits stay the same), so the same request could get another
   answer depending on what ran before: with several requests in flight, on their
   arrival order. ``--reuse_prefix`` restores the stock behaviour;
+- ``GET /v1/models`` lists each served file's ``sha256`` and name (``file``) beside its
+  id, so a client knows which weights answer under an alias (``--model_alias``): the
+  results folder and the call cache key on that digest (:mod:`tersetalk.models.identity`).
+  Stock ``llama_cpp.server`` lists the alias alone, and other weights served under the
+  same alias would get the old model's cached answers. Each file is hashed once, before
+  the server starts listening (about 0.12 s per 100 MB);
 - ``--interrupt_requests`` defaults to False. Stock ``llama_cpp.server`` stops a
   streaming answer as soon as another request waits (and ends the stream without a
   ``finish_reason``), so clients with several requests in flight would keep cutting
@@ -25,13 +31,114 @@ server processes share the load (see ``tersetalk bench concurrency``).
 from __future__ import annotations
 
 import inspect
+import json
+import logging
+import os
 import runpy
 import sys
+from pathlib import Path
 from typing import Any
 
+from tersetalk.models.fingerprint import file_sha256
 from tersetalk.models.llamacpp import without_weight_repacking
 
-__all__ = ["fresh_kv_per_request", "server_argv"]
+__all__ = [
+    "ListingWithDigests",
+    "fresh_kv_per_request",
+    "report_file_digests",
+    "server_argv",
+    "served_files",
+    "with_digests",
+]
+
+log = logging.getLogger(__name__)
+
+
+def served_files(model_settings: Any) -> dict[str, dict[str, str]]:
+    """alias -> ``{"file": name, "sha256": hex}`` of each model file the server serves
+    (llama-cpp-python's ``ModelSettings``: ``model`` the path, ``model_alias`` the id it
+    lists, the path itself when no alias is given). A file not on disk is left out."""
+    out: dict[str, dict[str, str]] = {}
+    for settings in model_settings or []:
+        path = getattr(settings, "model", None)
+        alias = getattr(settings, "model_alias", None) or path
+        if isinstance(path, str) and os.path.isfile(path):
+            out[str(alias)] = {"file": Path(path).name, "sha256": file_sha256(path)}
+            log.info("serving %s as %r: sha256 %s", path, alias, out[str(alias)]["sha256"])
+    return out
+
+
+def with_digests(listing: Any, files: dict[str, dict[str, str]]) -> Any:
+    """``GET /v1/models``'s reply with each listed model's ``file`` and ``sha256`` added."""
+    data = listing.get("data") if isinstance(listing, dict) else None
+    for entry in data if isinstance(data, list) else []:
+        if isinstance(entry, dict) and entry.get("id") in files:
+            entry.update(files[entry["id"]])
+    return listing
+
+
+class ListingWithDigests:
+    """ASGI wrapper: the app's ``GET /v1/models`` reply passes through :func:`with_digests`;
+    every other request goes through untouched."""
+
+    def __init__(self, app: Any, files: dict[str, dict[str, str]]) -> None:
+        self.app = app
+        self.files = files
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if (scope.get("type"), scope.get("method"), scope.get("path")) != (
+            "http", "GET", "/v1/models"
+        ):  # fmt: skip
+            await self.app(scope, receive, send)
+            return
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def rewrite(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = b"".join(chunks)
+            if start.get("status") == 200:
+                try:
+                    body = json.dumps(with_digests(json.loads(body), self.files)).encode()
+                except ValueError:
+                    pass  # not JSON: sent as it came
+            headers = [
+                (k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"
+            ]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, rewrite)
+
+
+def report_file_digests() -> None:
+    """Make ``llama_cpp.server``'s ``create_app`` return its app wrapped in
+    :class:`ListingWithDigests`, with the digests of the files it serves. Idempotent."""
+    import llama_cpp.server.app as server_app
+
+    original = server_app.create_app
+    if getattr(original, "_tersetalk_digests", False):
+        return
+
+    def create_app(*args: Any, **kwargs: Any) -> Any:
+        app = original(*args, **kwargs)
+        settings = kwargs.get("model_settings") or (args[1] if len(args) > 1 else None)
+        if not settings:  # read from a config file inside create_app: ask the proxy
+            proxy = getattr(server_app, "_llama_proxy", None)
+            settings = list(getattr(proxy, "_model_settings_dict", {}).values())
+        return ListingWithDigests(app, served_files(settings))
+
+    create_app._tersetalk_digests = True  # type: ignore[attr-defined]
+    server_app.create_app = create_app  # type: ignore[assignment]
 
 
 def fresh_kv_per_request() -> None:
@@ -71,6 +178,7 @@ def server_argv(argv: list[str]) -> tuple[list[str], bool]:
 if __name__ == "__main__":
     sys.argv[1:], reuse_prefix = server_argv(sys.argv[1:])
     without_weight_repacking()
+    report_file_digests()
     if not reuse_prefix:
         fresh_kv_per_request()
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
