@@ -84,6 +84,7 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.mcp.cli": {
         "mcp-proxy": "an MCP server that re-encodes another MCP server's tool results",
     },
+    "tersetalk.mcp.group_cli": {"mcp": "the MCP proxy's tools: tune it, read its local telemetry"},
     "tersetalk.mcp.experiment_cli": {
         "mcp-experiment": "the proxy on real MCP servers (issue 30)",
     },

@@ -18,7 +18,7 @@
 #   figures/mcp.{png,pdf}
 # Tuned against default (issue 34; target `mcp_tuned`, also part of `mcp`): seeded
 # sessions split by seed, training through the default proxy with local telemetry,
-# `tersetalk formats tune analyze` on it, evaluation directly, default and --tuned.
+# `tersetalk mcp tune analyze` on it, evaluation directly, default and --tuned.
 #   results/mcp/tuned/<server>/{train.parquet,telemetry/,tuned.yaml,evidence.csv,eval.parquet}
 #   results/mcp/tuned.parquet       one row per server, split, seed, arm and step
 #   results/mcp/tuned_summary.csv   per server and arm: tokens/session, dedup hit rate,
@@ -229,7 +229,7 @@ rule mcp_tuned_analyze:
         mem_mb=1000,
         runtime=5,
     shell:
-        "tersetalk formats tune analyze --telemetry-dir {input} --out {output.tuned} "
+        "tersetalk mcp tune analyze --telemetry-dir {input} --out {output.tuned} "
         "--evidence {output.evidence} > {log} 2>&1"
 
 

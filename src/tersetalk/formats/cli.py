@@ -277,14 +277,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     # the study's steps import pandas, scipy and matplotlib for their help: built when used
     for name, (help, build) in _STUDY_COMMANDS.items():
         fs.add_lazy(name, help, build)
-    # the tuner of the MCP proxy (it imports pandas when it runs)
-    fs.add_module_commands("tersetalk.mcp.tune_cli", {"tune": "tune the proxy from telemetry "
-                           "(rules R1-R5) or an agent's session logs (P1-P3), and show the "
-                           "effective configuration"})  # fmt: skip
-    # the proxy's local telemetry (pandas only when a command runs)
-    fs.add_module_commands("tersetalk.mcp.telemetry_cli", {"telemetry": "the proxy's local "
-                           "telemetry: session summaries and per-endpoint "
-                           "fingerprints"})  # fmt: skip
+    # the MCP proxy's tuner and telemetry, now `tersetalk mcp tune|telemetry`: the old
+    # spellings warn and run (pandas only when a command runs)
+    from tersetalk.mcp.group_cli import COMMANDS, old_spelling
+
+    for module, commands in COMMANDS.items():
+        for name, help in commands.items():
+            fs.add_lazy(name, help, old_spelling(module, "formats"))
 
 
 def _add_shapes(fs: argparse._SubParsersAction) -> None:

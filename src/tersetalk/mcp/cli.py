@@ -14,7 +14,7 @@ Your MCP client launches the proxy instead of the server: in its config, put
 ``tersetalk`` as the command and ``["mcp-proxy", "--", <the server's command and
 arguments>]`` as the arguments. stdout is the MCP channel; diagnostics go to stderr.
 
-Local telemetry (for ``tersetalk formats tune analyze``) is off unless ``--telemetry-dir``
+Local telemetry (for ``tersetalk mcp tune analyze``) is off unless ``--telemetry-dir``
 or the ``telemetry`` section of a ``--tuned`` file turns it on; it records shapes, sizes,
 token counts and hashes, never the payloads' text, and never leaves the machine.
 ``TERSETALK_TELEMETRY=off`` in the proxy's environment turns it off whatever else says.
@@ -161,7 +161,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    "sizes, tokens and hashes (never payload text) and a summary per "
                    "session; off by default; TERSETALK_TELEMETRY=off forces it off")  # fmt: skip
     p.add_argument("--tuned", type=Path, metavar="FILE",
-                   help="a tuned configuration (tersetalk formats tune analyze --out): its "
+                   help="a tuned configuration (tersetalk mcp tune analyze --out): its "
                    "dedup knobs are layered over --proxy-config at start; knobs the proxy "
                    "does not implement are listed on stderr")  # fmt: skip
     p.add_argument("--call-timeout", type=float, default=600.0, metavar="S",

@@ -14,7 +14,7 @@ disjoint evaluation sessions with the default config and with the tuned file:
 
   tersetalk mcp-experiment tuned-train --server sqlite --env-info ... --target db.sqlite \\
       --telemetry-dir tel --out train.parquet
-  tersetalk formats tune analyze --telemetry-dir tel --out tuned.yaml --evidence ev.csv
+  tersetalk mcp tune analyze --telemetry-dir tel --out tuned.yaml --evidence ev.csv
   tersetalk mcp-experiment tuned-eval --server sqlite --env-info ... --target db.sqlite \\
       --tuned tuned.yaml --evidence ev.csv --out eval.parquet
   tersetalk mcp-experiment tuned-report --runs train.parquet eval.parquet \\
@@ -270,7 +270,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                       "writing the local telemetry the tuner reads")  # fmt: skip
     session_options(tt, "training")
     tt.add_argument("--telemetry-dir", required=True, type=Path,
-                    help="the proxy's telemetry folder (for `formats tune analyze`)")  # fmt: skip
+                    help="the proxy's telemetry folder (for `mcp tune analyze`)")  # fmt: skip
     tt.add_argument("--out", required=True, type=Path,
                     help="Parquet, one row per training session and step")  # fmt: skip
     tt.set_defaults(func=_cmd_tuned_train)
@@ -279,7 +279,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                       "direct, default proxy config, and with --tuned")  # fmt: skip
     session_options(te, "evaluation")
     te.add_argument("--tuned", required=True, type=Path,
-                    help="the tuned file (`formats tune analyze --out`)")  # fmt: skip
+                    help="the tuned file (`mcp tune analyze --out`)")  # fmt: skip
     te.add_argument("--evidence", type=Path,
                     help="the tuner's evidence CSV (`analyze --evidence`)")  # fmt: skip
     te.add_argument("--out", required=True, type=Path,

@@ -4,7 +4,7 @@ Why: the rules of :mod:`tersetalk.mcp.tune` read per-endpoint statistics (dup ra
 response sizes, shapes, inner formats, nesting depth) and per-session ones (events,
 compactions). The proxy is the one place that sees every tool result, so it measures
 them there, on the user's machine, and writes them to a local folder that only
-``tersetalk formats tune analyze --telemetry-dir`` and ``tersetalk formats telemetry``
+``tersetalk mcp tune analyze --telemetry-dir`` and ``tersetalk mcp telemetry``
 read. Nothing here opens a socket.
 
 What is written, in ``<folder>``:
@@ -862,7 +862,7 @@ def endpoint_fingerprints(
     """Per-endpoint fingerprints over the events of the last ``days`` days (None: all),
     one dict per endpoint with exactly :data:`FINGERPRINT_COLUMNS`, sorted by endpoint.
 
-    What ``tersetalk formats tune analyze --telemetry-dir`` reads; each row validates as
+    What ``tersetalk mcp tune analyze --telemetry-dir`` reads; each row validates as
     :class:`tersetalk.mcp.tune.EndpointStats`. Malformed lines are skipped (and counted
     in a warning)."""
     events, _ = read_events(folder, days, now_ms=now_ms)

@@ -1,9 +1,9 @@
-"""``tersetalk formats telemetry``: read the proxy's local telemetry folder.
+"""``tersetalk mcp telemetry``: read the proxy's local telemetry folder.
 
 tersetalk mcp-proxy --telemetry-dir tel/ -- uvx mcp-server-git     # writes tel/
-tersetalk formats telemetry show --dir tel/                         # one line per session
-tersetalk formats telemetry fingerprints --dir tel/ --days 30 --out endpoints.parquet
-tersetalk formats tune analyze --telemetry-dir tel/ --out tuned.yaml
+tersetalk mcp telemetry show --dir tel/                         # one line per session
+tersetalk mcp telemetry fingerprints --dir tel/ --days 30 --out endpoints.parquet
+tersetalk mcp tune analyze --telemetry-dir tel/ --out tuned.yaml
 
 The folder holds per-response events (events-<session>.jsonl: shapes, sizes, tokens,
 hashes; never the payloads' text) and session summaries (summary-<session>.json).
@@ -20,7 +20,7 @@ from typing import Any
 
 
 def _fail(message: str) -> None:
-    print(f"tersetalk formats telemetry: error: {message}", file=sys.stderr)
+    print(f"tersetalk mcp telemetry: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 

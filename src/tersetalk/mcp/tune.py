@@ -2,7 +2,7 @@
 
 Why rules and not a learned model: every change the tuner proposes must be explained
 by one statistic crossing one threshold, so a user can read the evidence table and
-disagree with a line of it. The tuner is offline: ``tersetalk formats tune analyze``
+disagree with a line of it. The tuner is offline: ``tersetalk mcp tune analyze``
 reads telemetry aggregates and writes a file; the proxy reads that file at its next
 start (``tersetalk mcp-proxy --tuned FILE``) and nothing changes inside a session.
 

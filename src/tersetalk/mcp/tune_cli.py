@@ -1,10 +1,10 @@
-"""``tersetalk formats tune``: propose a proxy configuration from telemetry, and show one.
+"""``tersetalk mcp tune``: propose a proxy configuration from telemetry, and show one.
 
-tersetalk formats tune analyze --fingerprints endpoints.parquet --summaries-dir tel/ \\
+tersetalk mcp tune analyze --fingerprints endpoints.parquet --summaries-dir tel/ \\
     --out tuned.yaml --evidence evidence.csv
-tersetalk formats tune show --adaptive-config tuned.yaml --model-id gpt-oss:20b
+tersetalk mcp tune show --adaptive-config tuned.yaml --model-id gpt-oss:20b
 tersetalk mcp-proxy --tuned tuned.yaml -- uvx mcp-server-git    # the next session uses it
-tersetalk formats tune from-agent-logs ~/.claude/projects/my-project --out first.yaml
+tersetalk mcp tune from-agent-logs ~/.claude/projects/my-project --out first.yaml
 
 analyze applies the rules R1-R5 (per-endpoint dedup, per-endpoint templates, LRU size,
 knapsack recursion depth, minimum body size) to per-endpoint fingerprints and session
@@ -33,7 +33,7 @@ EVIDENCE_COLUMNS = ("rule", "knob", "endpoint", "old", "new", "statistic", "valu
 
 
 def _fail(message: str) -> None:
-    print(f"tersetalk formats tune: error: {message}", file=sys.stderr)
+    print(f"tersetalk mcp tune: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 

@@ -12,7 +12,7 @@ The steps, all through the real proxy in front of the real server:
 
 1. training (:func:`train`): the training sessions through the proxy with its default
    config (:func:`default_config`), writing the proxy's local telemetry;
-2. ``tersetalk formats tune analyze --telemetry-dir`` on that telemetry: the tuned file
+2. ``tersetalk mcp tune analyze --telemetry-dir`` on that telemetry: the tuned file
    and its evidence CSV (one row per changed value);
 3. evaluation (:func:`evaluate`): each evaluation session directly (the reference for
    retrievals and saved tokens), through the proxy with the default config, and with
