@@ -32,6 +32,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tersetalk.io import file_sha256
+
 __all__ = [
     "SUFFIX",
     "caption",
@@ -200,12 +202,6 @@ def savefig_metadata(path: str | Path, meta: Mapping[str, Any] | None) -> dict[s
     return None
 
 
-def _digest(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def write(path: str | Path, meta: Mapping[str, Any]) -> Path:
     """Write ``path``'s sidecar, with the SHA-256 of ``path`` as written (``sha256``),
     so a sidecar left beside a file some other writer replaced is known as stale.
@@ -215,7 +211,7 @@ def write(path: str | Path, meta: Mapping[str, Any]) -> Path:
     from tersetalk.io import write_text_atomic
 
     path = Path(path)
-    body = {**dict(meta), "sha256": _digest(path)} if path.is_file() else dict(meta)
+    body = {**dict(meta), "sha256": file_sha256(path)} if path.is_file() else dict(meta)
     return write_text_atomic(json.dumps(body, indent=2, sort_keys=True) + "\n", sidecar(path))
 
 
@@ -232,7 +228,7 @@ def read(path: str | Path) -> dict[str, Any] | None:
             meta = None
         if isinstance(meta, dict):
             recorded = meta.pop("sha256", None)
-            if recorded is None or not path.is_file() or recorded == _digest(path):
+            if recorded is None or not path.is_file() or recorded == file_sha256(path):
                 return meta
     if path.suffix.lower() == ".png" and path.is_file():
         return _png_text(path).get("tersetalk")

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_NESTING",
     "InputFileError",
     "exclusive",
+    "file_sha256",
     "load_json_text",
     "load_yaml_text",
     "message_list",
@@ -287,6 +288,18 @@ def exclusive(lock: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB blocks: the one file digest
+    every data file, model file, figure and environment check uses."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_atomic(out: str | Path, write: Callable[[Path], None]) -> Path:

@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tersetalk.io import file_sha256 as plain_sha256
 from tersetalk.io import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def code_identity() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"wrapper_sha256": hashlib.sha256(wrapper.read_bytes()).hexdigest(), **versions}
+    return {"wrapper_sha256": plain_sha256(wrapper), **versions}
 
 
 def _hub_snapshot(model: str) -> Path | None:

@@ -78,14 +78,6 @@ def prepared_compressor_inputs(models: list[str | None]) -> dict[str, list[str]]
     return {}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def default_gguf() -> Path:
     """The GGUF the embedded model ships (the same file the llama.cpp backend runs)."""
     from tersetalk.models.llamacpp import default_model_path
@@ -114,8 +106,10 @@ def is_prepared(folder: str | Path, gguf: str | Path | None = None) -> bool:
     manifest = read_manifest(folder)
     if manifest is None or manifest.get("prepare_version") != PREPARE_VERSION:
         return False  # not worth hashing the GGUF
+    from tersetalk.io import file_sha256
+
     src = Path(gguf) if gguf is not None else default_gguf()
-    return _prepared_from(folder, _sha256(src))
+    return _prepared_from(folder, file_sha256(src))
 
 
 def _prepared_from(folder: str | Path, source_sha256: str) -> bool:
@@ -321,7 +315,9 @@ def prepare_compressor(
 
         digest = file_sha256(src, memo_dir=Path(cache_dir) / FINGERPRINT_DIR)
     else:
-        digest = _sha256(src)
+        from tersetalk.io import file_sha256 as plain_sha256
+
+        digest = plain_sha256(src)
     if not force and _prepared_from(out, digest):
         log.info("compressor already prepared in %s (from %s); nothing to do", out, src)
         return out

@@ -16,7 +16,6 @@ own layout is not it (BoolQ, CommonsenseQA, Social IQa, HumanEval), and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tersetalk.io import file_sha256
 from tersetalk.tasks.base import DatasetFile
 from tersetalk.tasks.registry import get as get_task
 
@@ -47,14 +47,6 @@ def dataset_of(task: str) -> DatasetFile:
 SAMPLE_COLUMNS = ["example_id", "task", "split", "position", "row", "question", "gold", "record"]
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _truthy_env(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -70,7 +62,7 @@ def _checked_file(spec: DatasetFile, data_dir: str | Path) -> Path:
             f"repository (see data/{Path(spec.relpath).parts[0]}/README.md)"
         )
         raise TaskDataError(f"{path} is missing: {where}")
-    digest = sha256_file(path)
+    digest = file_sha256(path)
     if digest != spec.sha256:
         fix = (
             "if you changed it on purpose, put its new SHA-256 (sha256sum "
