@@ -449,12 +449,15 @@ _COMMON: list[Column] = [
     _E("model_fingerprint", "string", "", "what the model is, as the call cache keys it "
        "(tersetalk.models.fingerprint): sha256:<hex> (the GGUF file's sha256), ollama:<digest> "
        "(Ollama's model digest), report:<hex> (what an OpenAI-compatible server reports about "
-       "the weights), script:<hex> (the scripted test double), or weak:<backend>:<model>@<url "
-       "or file> when nothing identifies the weights and the cache keys on name and address; "
-       "null in files written before issue 33", _RUN),
+       "the weights), script:<hex> (the scripted test double), declared:<text> (the config's "
+       "models.fingerprint, when nothing the server reports identifies the weights), or "
+       "weak:<backend>:<model>@<url or file> when nothing identifies them and the config "
+       "allows it (models.allow_weak_identity): the cache keys on name and address; null in "
+       "files written before fingerprints", _RUN),
     _E("model_fingerprint_source", "string", "", "how model_fingerprint was obtained; for a "
-       "weak one, why nothing better could be had (starts with its kind: file-sha256, "
-       "ollama-digest, server-report, script, weak)", _RUN),
+       "declared or weak one, why nothing better could be had (starts with its kind: "
+       "file-sha256, ollama-digest, server-report, script, declared, weak; a weak one ends "
+       "'(allowed by models.allow_weak_identity)')", _RUN),
     _E("spec_hash", "string", "", "hash of the run spec the row was produced with", _RUN),
     _E("error", "string", "", "the error that ended the example (null when it completed); "
        "error rows are kept, never dropped", _RM),
