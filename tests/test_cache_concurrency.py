@@ -1,4 +1,4 @@
-"""The call cache shared by several processes on one folder (issue 18, item 3).
+"""The call cache shared by several processes on one folder.
 
 Real processes (multiprocessing, spawn) write and read one cache folder at once:
 4 writers x 200 writes of overlapping keys while a reader process keeps opening

@@ -1,4 +1,4 @@
-"""The call cache keys on what the model is (its fingerprint), not where it lives (issue 33).
+"""The call cache keys on what the model is (its fingerprint), not where it lives.
 
 Each test pins one property the address-based key got wrong, so it fails on that key:
 the same GGUF under another path and name hits, a changed file under the same name and

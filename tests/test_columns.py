@@ -181,7 +181,7 @@ def test_messages_are_a_nested_list_and_old_json_strings_still_load(written, tmp
     path = written / "runs" / "hotpotqa" / "tersetalk" / "v.parquet"
     assert pq.read_schema(path).field("messages").type == messages_arrow_type()
     df = pd.read_parquet(path)
-    # a run file as written before issue 32: the same conversation as a JSON string, and
+    # a run file as older versions wrote it: the same conversation as a JSON string, and
     # the per-direction token columns without their tokenizer (tokens_M_W)
     old = df.assign(messages=[json.dumps(message_list(m)) for m in df["messages"]])
     old = old.rename(columns=lambda c: re.sub(r"^(tokens_[A-Z]\w*_[A-Z]\w*)_cl100k$", r"\1", c))

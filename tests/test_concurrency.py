@@ -1,4 +1,4 @@
-"""Several examples in flight against a server backend (issue 18, item 2).
+"""Several examples in flight against a server backend.
 
 Control flow runs against ``fake_openai_server`` (a real HTTP server on loopback whose
 answers depend on the question, and which counts the requests it holds at once);

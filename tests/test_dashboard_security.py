@@ -1,4 +1,4 @@
-"""The dashboard's defences (issue 28): Host allowlist against DNS rebinding, a torn
+"""The dashboard's defences: Host allowlist against DNS rebinding, a torn
 run file skipped with a warning, no symlink followed out of the results folder,
 nosniff and a Content-Security-Policy, HTML/SVG result files as downloads, and
 capped text in run events."""

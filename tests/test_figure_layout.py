@@ -1,4 +1,4 @@
-"""Every figure the workflow draws, checked for overlapping text and empty axes (issue 32).
+"""Every figure the workflow draws, checked for overlapping text and empty axes.
 
 Each figure goes through the function its rule calls (``tersetalk plot``,
 ``plot-ablation`` per configured ablation, ``bench plot``, ``formats plot``, ``topology``,

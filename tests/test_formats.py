@@ -1,4 +1,4 @@
-"""The typed tree and the lossless encoders of the format-adaptive encoding (issue 15).
+"""The typed tree and the lossless encoders of the format-adaptive encoding.
 
 The contract the solver will rely on: an encoder is eligible only where it loses
 nothing, so for every eligible node ``decode(encode(node))`` is exactly the JSON

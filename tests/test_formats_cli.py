@@ -1,4 +1,4 @@
-"""``tersetalk formats`` (issue 15, item 7): encode, decode, savings, clear errors."""
+"""``tersetalk formats``: encode, decode, savings, clear errors."""
 
 from __future__ import annotations
 

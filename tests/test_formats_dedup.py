@@ -1,4 +1,4 @@
-"""L0 dedup (issue 15, item 5): hits, LRU eviction, invalidation, the hint's form."""
+"""L0 dedup: hits, LRU eviction, invalidation, the hint's form."""
 
 from __future__ import annotations
 

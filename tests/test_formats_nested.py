@@ -1,4 +1,4 @@
-"""Path tables for nested records (issue 30, deliverable 4): exact inverses, eligible only
+"""Path tables for nested records: exact inverses, eligible only
 where they round-trip, the knapsack never dearer than compact JSON, and the saving
 target on the shared corpus's nested payloads and on the held-out set (data/mastodon).
 """

@@ -1,4 +1,4 @@
-"""Questions with gold answers by construction (issue 15, comprehension) and the corpus loader."""
+"""Questions with gold answers by construction (comprehension) and the corpus loader."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The knapsack solver, the mckp container and the hints (issue 15, items 3-4).
+"""The knapsack solver, the mckp container and the hints.
 
 Properties run at least 200 examples each (the ``ci`` Hypothesis profile keeps that).
 """

@@ -1,4 +1,4 @@
-"""The format study over the shipped corpus (issue 15, acceptance and item 8).
+"""The format study over the shipped corpus.
 
 - every JSON response and every Markdown table round-trips through the lossless
   knapsack choice with nothing lost;

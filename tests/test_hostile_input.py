@@ -1,4 +1,4 @@
-"""Hostile input gets a clear refusal, never a traceback or a quietly wrong result (issue 28).
+"""Hostile input gets a clear refusal, never a traceback or a quietly wrong result.
 
 Each test is one reported case, run the way a user meets it: the protocol's strict
 checkers, the ``tersetalk`` and ``tersetalk formats`` commands (a clean ``error:``

@@ -1,4 +1,4 @@
-"""The LLMLingua compression cache (issue 33, work recomputed on a rerun).
+"""The LLMLingua compression cache (work recomputed on a rerun).
 
 LLMLingua itself is replaced by a deterministic stand-in here (control flow only);
 tests/test_lingua_cache_integration.py runs the real one.

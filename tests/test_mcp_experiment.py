@@ -1,4 +1,4 @@
-"""The MCP experiment (issue 30, deliverable 5): its servers' data, environments, the
+"""The MCP experiment: its servers' data, environments, the
 scripted session against real servers with and without the proxy, and its summary.
 
 The sessions need the servers' venvs: built on first use from the pins in ``envs/``

@@ -1,4 +1,4 @@
-"""Prompt prefix reuse in the embedded backend (issue 33): the KV cache of a prefix shared
+"""Prompt prefix reuse in the embedded backend: the KV cache of a prefix shared
 with an earlier call is kept only where the answer stays byte-identical to evaluating
 the whole prompt from an empty cache.
 

@@ -1,4 +1,4 @@
-"""The speed paths of issue 19 against the paths they replace (no timing here).
+"""The speed paths against the paths they replace (no timing here).
 
 :mod:`tersetalk.protocol.fast` reads a block without a newline with one unwrapped
 orjson call and assembles models in one loop written out by arity; the strict

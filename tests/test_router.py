@@ -1,4 +1,4 @@
-"""The topology router (issue 16 item 4): signals, the rule, policies, settings.
+"""The topology router: signals, the rule, policies, settings.
 
 Properties: the rule is monotone in θ (raising θ never turns star into chain),
 deterministic, and a run's decisions are reproduced from its recorded signals alone.
@@ -327,7 +327,7 @@ def test_ablations_are_recorded_and_change_only_the_score(base_config, tmp_path,
     ]
 
 
-# -- issue 31: the fan-out cap, the planning Manager, the brief's parts --------------------------
+# -- the fan-out cap, the planning Manager, the brief's parts --------------------------
 def test_fan_out_cap_sends_a_chain_route_to_the_star_and_records_it(base_config, tmp_path,
                                                                     samples):  # fmt: skip
     chain = routed_run(base_config, tmp_path, samples, "gsm8k", "topology_tersetalk",

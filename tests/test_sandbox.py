@@ -1,4 +1,4 @@
-"""The HumanEval sandbox against hostile code: real bubblewrap, real processes (issue 28).
+"""The HumanEval sandbox against hostile code: real bubblewrap, real processes.
 
 Each escape and each way of forging a verdict that was found against the earlier
 sandbox (an audit hook inside the candidate's own interpreter) has a test here. They run

@@ -1,4 +1,4 @@
-"""End to end (issue 28): a model whose HumanEval answer hunts for the API key.
+"""End to end: a model whose HumanEval answer hunts for the API key.
 
 ``tersetalk run --task humaneval`` against a loopback OpenAI-compatible server whose every
 answer is code that reads ``/proc/*/environ`` (the runner's environment, where the key

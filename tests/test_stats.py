@@ -648,7 +648,7 @@ def test_property_continuous_interval_brackets_the_mean(values, seed):
     assert res.ci_low - tol <= res.estimate <= res.ci_high + tol
 
 
-# --- the verdict: non-inferior / inferior / inconclusive (issue 20) ----------------------
+# --- the verdict: non-inferior / inferior / inconclusive ----------------------
 
 
 def test_both_arms_zero_is_inconclusive_never_non_inferior():

@@ -1,4 +1,4 @@
-"""Official scoring of BoolQ, CommonsenseQA, Social IQa and HumanEval (issue 16 item 1).
+"""Official scoring of BoolQ, CommonsenseQA, Social IQa and HumanEval.
 
 The expected shares of a constant answer come from the data READMEs' label counts
 (BoolQ 2,033 true of 3,270; CommonsenseQA 239 A of 1,221; Social IQa 643 "1" of 1,954),

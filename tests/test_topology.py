@@ -1,4 +1,4 @@
-"""The chain topology, the routed systems and the topology study's metrics (issue 16).
+"""The chain topology, the routed systems and the topology study's metrics.
 
 The scripted double checks control flow only (who sends what to whom, when the fix
 happens, what the record holds); one integration test runs the chain on the real

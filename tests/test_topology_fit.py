@@ -1,4 +1,4 @@
-"""The fitted router (issue 31, deliverable 3) and the signals it learns from.
+"""The fitted router  and the signals it learns from.
 
 The fit is checked against an independent optimiser of the same objective (scipy's
 L-BFGS-B), for determinism, for finite weights on separable data and for its errors;

@@ -1,4 +1,4 @@
-"""The topology study's report (issue 31, deliverables 4-5): the policy table's interval,
+"""The topology study's report: the policy table's interval,
 latency and overflow columns, the paired comparison with the best fixed topology, the
 ablation table and figure, variants beyond the six policies, and the report's files.
 

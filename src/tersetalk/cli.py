@@ -86,7 +86,7 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     },
     "tersetalk.mcp.group_cli": {"mcp": "the MCP proxy's tools: tune it, read its local telemetry"},
     "tersetalk.mcp.experiment_cli": {
-        "mcp-experiment": "the proxy on real MCP servers (issue 30)",
+        "mcp-experiment": "the proxy on real MCP servers",
     },
     "tersetalk.results_doc": {
         "results-doc": "render a model's results folder as Markdown (RESULTS.md)",
@@ -125,6 +125,20 @@ def _setup_logging(level: str, verbose: bool = False) -> None:
     )
     for name in HTTP_LOGGERS:  # NOTSET: the level above, as given by --log-level
         logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
+
+
+def _old_mcp_spellings(name: str, parser: argparse.ArgumentParser) -> None:
+    """``tersetalk formats tune|telemetry``, the MCP proxy's tools before they moved under
+    ``tersetalk mcp``: added to the formats group when it is built, here (the formats
+    study stands below the MCP proxy and does not import it); each warns, then runs."""
+    if name != "formats":
+        return
+    from tersetalk.mcp.group_cli import COMMANDS, old_spelling
+
+    fs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for module, commands in COMMANDS.items():
+        for command, help in commands.items():
+            fs.add_lazy(command, help, old_spelling(module, "formats"))
 
 
 def load_workflow_config(paths: Sequence[str | Path] = ()) -> dict:
@@ -247,7 +261,7 @@ def _json_option(text: str, option: str, kind: type, example: str) -> Any:
     """The JSON value of a command-line option, or a ConfigError naming the option.
 
     Why not ``json.loads`` alone: a shell-quoting slip or a wrong shape would end in a
-    traceback (issue 28); this says which option, what is wrong and what to pass.
+    traceback; this says which option, what is wrong and what to pass.
     """
     from tersetalk.config import ConfigError
     from tersetalk.io import load_json_text
@@ -656,6 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazySubParsers)
+    sub.on_build.append(_old_mcp_spellings)
     from tersetalk.tasks.registry import names as task_names
 
     s = sub.add_parser(

@@ -126,7 +126,7 @@ class LazySubParsers(argparse._SubParsersAction):
     """Subcommands listed by name and one-line help, their parsers built on first use.
 
     Why: building a parser can mean importing its module, and some modules import
-    pandas, scipy or matplotlib; ``tersetalk X`` should pay only for X (issue 33).
+    pandas, scipy or matplotlib; ``tersetalk X`` should pay only for X.
     Pass it as ``parser.add_subparsers(action=LazySubParsers, ...)``; then
     :meth:`add_lazy` (a builder) or :meth:`add_module_commands` (a module's
     ``add_commands``) declares names, and ``add_parser`` still adds a parser at once.

@@ -415,7 +415,7 @@ _COMMON: list[Column] = [
     _E("tokens_<S>_<R>_cl100k", "int64", "tokens (cl100k)", "tokens of every message sent "
        "from S to R (metrics add o200k and model)", _RUN),
     _E("tokens_<S>_<R>", "int64", "tokens (cl100k)", "the name of tokens_<S>_<R>_cl100k in run "
-       "files written before issue 32 (still read)", _RUN, "files before issue 32"),
+       "files written by older versions (still read)", _RUN, "older files"),
     _E("tokens_total_<tokenizer>", "int64", "tokens", "tokens of every message of the "
        "conversation under this tokenizer; tokens_total_model is a nullable Int64, missing "
        "where the model's tokens cannot be counted (tokens_model_source says why)", _RM),
@@ -438,7 +438,7 @@ _COMMON: list[Column] = [
        "joined by '; '", _RUN + _SUM),
     _E("messages", "list<struct>", "", "the conversation, one struct per message: turn "
        "(0-based), sender, receiver, kind, content, bytes, tokens_cl100k, tokens_o200k, "
-       "tokens_model (tersetalk.io.MESSAGE_FIELDS); files written before issue 32 hold the "
+       "tokens_model (tersetalk.io.MESSAGE_FIELDS); files written by older versions hold the "
        "same list as a JSON string (tersetalk.io.message_list reads both)", _RUN),
     _E("counters", "string (JSON object)", "", "every protocol counter of the system "
        "(non-numeric ones too: logs, traces); numeric ones are also c_* columns", _RUN),

@@ -261,7 +261,7 @@ def unique_tmp(out: str | Path) -> Path:
 
     Why not ``out + ".tmp"``: two writers of one file (a rerun while a job still runs,
     two processes merging the same side files) would write into the same temporary file
-    and one would rename the other's half-written bytes into place (issue 28). The
+    and one would rename the other's half-written bytes into place. The
     process id and 64 random bits keep the names apart; beside ``out`` keeps the rename
     on one file system. The writer creates the file, so it gets the usual permissions
     (``mkstemp`` would make it owner-only).

@@ -12,7 +12,7 @@ edge that occurs in the messages without being declared gets its column too.
 
 Token columns are named ``tokens_<what>_<tokenizer>`` in every file (``tokens_M_W_cl100k``,
 ``tokens_total_o200k``; the summary's means add ``_mean``). Run files written before
-issue 32 named the per-direction columns ``tokens_<S>_<R>``: :func:`direction_columns`
+older run files named the per-direction columns ``tokens_<S>_<R>``: :func:`direction_columns`
 reads both.
 """
 
@@ -92,7 +92,7 @@ _FLOAT_COLUMNS = ["em", "f1", "precision", "recall", "correct", "t_example_s", "
                   "usage_prompt_tokens", "usage_completion_tokens"]  # fmt: skip
 
 #: the per-direction token column of a run file (cl100k); ``_cl100k`` absent in files
-#: written before issue 32
+#: written by older versions
 _DIRECTION_RE = re.compile(r"^tokens_([A-Z][A-Z0-9]*_[A-Z][A-Z0-9]*)(?:_cl100k)?$")
 
 

@@ -1,4 +1,4 @@
-"""The router's signals from the Manager's briefs, without running the Worker (issue 31).
+"""The router's signals from the Manager's briefs, without running the Worker.
 
 Selection accuracy depends only on the brief when the Manager is deterministic, so the
 fitted router learns from briefs alone: for each example of a sample, the brief is built

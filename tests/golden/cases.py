@@ -918,7 +918,7 @@ def value_columns(columns: list[str]) -> list[str]:
 
 def _cell(col: str, value: Any) -> Any:
     """A cell as the snapshot holds it. Run files store ``messages`` as a nested list of
-    structs (issue 32) where the snapshots were made with a JSON string: the transcript
+    structs where the snapshots were made with a JSON string: the transcript
     is pinned as that JSON text (same keys, same order), so its content is compared."""
     if col == "messages" and not isinstance(value, str):
         from tersetalk.io import message_list
@@ -975,7 +975,7 @@ def write_golden(snap: dict) -> Path:
 
 
 #: a run file's per-direction token column, as the snapshots name it (``tokens_M_W``);
-#: since issue 32 it is ``tokens_M_W_cl100k`` (one token-column scheme everywhere)
+#: now it is ``tokens_M_W_cl100k`` (one token-column scheme everywhere)
 _OLD_DIRECTION = re.compile(r"^tokens_[A-Z][A-Z0-9]*_[A-Z][A-Z0-9]*$")
 
 

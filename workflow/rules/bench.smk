@@ -1,5 +1,5 @@
-# Microbenchmarks (issue 6): MB-1 field extraction, MB-2 stream boundaries, MB-3 wire
-# formats, MB-4 the M# memory store (issue 20: insert/lookup/evict at 1k-10k entries).
+# Microbenchmarks: MB-1 field extraction, MB-2 stream boundaries, MB-3 wire
+# formats, MB-4 the M# memory store (insert/lookup/evict at 1k-10k entries).
 # Target: `snakemake --cores 1 bench` (not part of `all`: timings describe
 # this machine, not the paper's data). The corpus reads the run files that
 # bench_corpus_inputs() names and adds a seeded synthetic size sweep;
@@ -104,7 +104,7 @@ rule bench_plot:
         "--mb4 {input.mb4} --out-stem {params.stem} > {log} 2>&1"
 
 
-# The dashboard's progress events (issue 17): whole runs of the reference system with
+# The dashboard's progress events: whole runs of the reference system with
 # events on and off, alternating, call cache warm (the runner's cheapest real case).
 # Target: `snakemake --cores 2 bench_events`. Not part of `bench`, which never calls the
 # model: this one fills the call cache for its first examples once (free after a run).

@@ -1,4 +1,4 @@
-# The format study (issue 15): format-adaptive encoding of tool payloads over the
+# The format study: format-adaptive encoding of tool payloads over the
 # corpus in data/toolresponses. Target: `snakemake --cores all formats` (also in `all`).
 #   savings       tokens per payload x encoder x tokenizer (lossless only)
 #   knapsack      exact vs greedy vs binary at budgets (fractions of compact-JSON tokens)

@@ -1,4 +1,4 @@
-# The MCP proxy on real servers (issue 30, deliverables 5 and 6). Target:
+# The MCP proxy on real servers. Target:
 # `snakemake --cores all mcp` (not part of `all`: it installs the servers from the package
 # registries and its timings describe this machine). Five servers (mcp.servers), each in
 # its own environment as a client would launch it: mcp-server-sqlite and mcp-server-git
@@ -16,7 +16,7 @@
 #                                  checked exact, dedup, retrievals, added latency p50/p95
 #   results/mcp/mb5.{parquet,csv}  hashing, dedup and encoding against bare hashlib
 #   figures/mcp.{png,pdf}
-# Tuned against default (issue 34; target `mcp_tuned`, also part of `mcp`): seeded
+# Tuned against default (target `mcp_tuned`, also part of `mcp`): seeded
 # sessions split by seed, training through the default proxy with local telemetry,
 # `tersetalk mcp tune analyze` on it, evaluation directly, default and --tuned.
 #   results/mcp/tuned/<server>/{train.parquet,telemetry/,tuned.yaml,evidence.csv,eval.parquet}

@@ -1,4 +1,4 @@
-# Scale (issue 18): examples per second at several models.max_concurrency levels against
+# Scale: examples per second at several models.max_concurrency levels against
 # local OpenAI-compatible servers (llama_cpp.server on the embedded model, several
 # processes behind a least-busy proxy, since that server runs one request at a time).
 # Target: `snakemake --cores 2 bench_concurrency`. Not part of `all` or `bench`: the

@@ -1,4 +1,4 @@
-# The topology study (issue 16): star or chain per example, six policies, the router's
+# The topology study: star or chain per example, six policies, the router's
 # ablations. Target: `snakemake --cores all topology` (config: the `topology` section).
 # The study samples its own examples (topology.n_eval per task of topology.tasks) and runs
 # its routed systems (topology.systems) under results/<key>/topology/, so it never re-samples or

@@ -81,7 +81,7 @@ def build_brief(task: str, record: dict, task_options: dict | None = None) -> Br
 
 
 class BriefLayoutSettings(BaseModel):
-    """How a codec that knows the brief's parts receives them (issue 31).
+    """How a codec that knows the brief's parts receives them.
 
     A task's brief may hold context passages, answer options and program text beside
     its facts (:class:`~tersetalk.tasks.base.Brief`). A codec whose settings extend this

@@ -216,5 +216,5 @@ LIMIT = "jsonl_orjson_whole"
 FLOOR = "jsonl_models_floor"
 #: The regex over prose (jsonl_to_prose), the seed's other free-text comparison.
 PROSE = "regex_prose"
-#: The protocol's validating parsers, held to a share of the limit (issue 19).
+#: The protocol's validating parsers, held to a share of the limit.
 VALIDATING = ("jsonl_pydantic", "jsonl_strict_arrays")

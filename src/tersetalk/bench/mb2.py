@@ -94,7 +94,7 @@ BASELINE = "sentence_regex"
 LIMIT = "newline_framer_orjson"
 #: The floor of a reader that returns line models (the limit plus unchecked assembly).
 FLOOR = "newline_framer_models"
-#: The protocol's stream readers held to a share of the limit (issue 19).
+#: The protocol's stream readers held to a share of the limit.
 VALIDATING = ("stream_reader_strict", "stream_reader_strict_arrays")
 
 

@@ -4,7 +4,7 @@
 group; (b) MB-2 speedup of each framer over sentence detection, per chunk size;
 (c, d) the same methods against the limit -- raw orjson over whole messages
 (MB-1), newline framing plus orjson per line (MB-2) -- where the dash-dotted line
-is issue 19's target for the protocol's parsers (half the limit's speed) and the
+is the protocol's target for its parsers (half the limit's speed) and the
 ``*_models*`` series are the floor of any parser that returns line models (the limit
 plus models assembled with no check); (e) MB-3
 bytes on wire and (f) encode/decode time per message, per codec, on the real
@@ -108,7 +108,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     limit = str(mb1["limit"].iloc[0])
     shown = [m for m in methods if m != limit]
     _speedup_panel(ax, mb1, groups, labels, "group", shown, colors, LIMIT_TARGET,
-                   f"issue 19's target for the parsers ({LIMIT_TARGET:g} of the limit)",
+                   f"the protocol's target for the parsers ({LIMIT_TARGET:g} of the limit)",
                    limit_cols, "-.")  # fmt: skip
     ax.set_title(f"(c) MB-1 against the limit ({limit})", loc="left")
     ax.set_xlabel("corpus group (mean free-form bytes per message)")
@@ -135,7 +135,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     shown = [m for m in methods if m != limit]
     _speedup_panel(ax, mb2, sizes, [str(s) for s in sizes], "chunk_size", shown, colors,
                    LIMIT_TARGET,
-                   f"issue 19's target for the strict reader ({LIMIT_TARGET:g} of the limit)",
+                   f"the protocol's target for the strict reader ({LIMIT_TARGET:g} of the limit)",
                    limit_cols, "-.")  # fmt: skip
     ax.set_title(f"(d) MB-2 against the limit ({limit})", loc="left")
     ax.set_xlabel(f"chunk size (bytes); stream of {n_bytes / 1024:.0f} KB")

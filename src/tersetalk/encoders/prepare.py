@@ -10,7 +10,7 @@ fresh model from the config with ``architectures`` set, load the dequantized sta
 dict into it and save that, with the tokenizer and a manifest. The manifest makes
 the step idempotent: a folder whose manifest matches the source is not rebuilt.
 
-Why a cache (issue 33): Snakemake deletes a job's output folder before it runs the job
+Why a cache: Snakemake deletes a job's output folder before it runs the job
 again, so a forced rerun converted the GGUF again (about 32 s, most of it importing
 torch and transformers and dequantizing). With ``cache_dir`` a finished, verified
 preparation is kept under ``<cache_dir>/compressor/<key>/`` (``model/``, the folder's

@@ -277,13 +277,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     # the study's steps import pandas, scipy and matplotlib for their help: built when used
     for name, (help, build) in _STUDY_COMMANDS.items():
         fs.add_lazy(name, help, build)
-    # the MCP proxy's tuner and telemetry, now `tersetalk mcp tune|telemetry`: the old
-    # spellings warn and run (pandas only when a command runs)
-    from tersetalk.mcp.group_cli import COMMANDS, old_spelling
-
-    for module, commands in COMMANDS.items():
-        for name, help in commands.items():
-            fs.add_lazy(name, help, old_spelling(module, "formats"))
+    # the MCP proxy's tuner and telemetry moved to `tersetalk mcp tune|telemetry`; their
+    # old spellings here are added by tersetalk.cli (formats does not import the proxy)
 
 
 def _add_shapes(fs: argparse._SubParsersAction) -> None:

@@ -1,4 +1,4 @@
-"""The format study's experiments over the tool-response corpus (issue 15, item 8).
+"""The format study's experiments over the tool-response corpus.
 
 Each experiment is a pure function of the corpus and its settings, writes one Parquet
 file, and is one rule of ``workflow/rules/formats.smk``:

@@ -1,4 +1,4 @@
-"""Figures and tables of the format study (issue 15) from its Parquet files
+"""Figures and tables of the format study from its Parquet files
 (``tersetalk formats plot``).
 
 - ``formats_savings``: saving against compact JSON per shape and encoder, per tokenizer;

@@ -1116,7 +1116,7 @@ def decode(text: str) -> Any:
     """The exact JSON value of a lossless encoding (any encoder, mckp included).
 
     Raises FormatDecodeError for text that is no valid encoding, including a format
-    hint no decoder knows and nesting beyond ``tree.MAX_DEPTH`` (issue 28: a crafted
+    hint no decoder knows and nesting beyond ``tree.MAX_DEPTH`` (a crafted
     document must get a clear refusal, not a KeyError or RecursionError).
     """
     from tersetalk.formats.encoders import FormatDecodeError

@@ -34,7 +34,7 @@ class TreeDepthError(TreeError):
 #: How deep a JSON payload may nest (arrays and objects). The tree, the solver, the
 #: encoders and Python's JSON decoder all recurse once or more per level, so without a
 #: fixed bound a payload a few hundred levels deep ends in RecursionError, at a depth
-#: that depends on the caller's stack (issue 28). Every encoder handles this bound with
+#: that depends on the caller's stack. Every encoder handles this bound with
 #: room to spare (measured: the first failures are near 250 levels); real API payloads
 #: nest about ten levels.
 MAX_DEPTH = 100

@@ -1,4 +1,4 @@
-"""``tersetalk mcp-experiment``: the proxy measured on real MCP servers (issue 30).
+"""``tersetalk mcp-experiment``: the proxy measured on real MCP servers.
 
   tersetalk mcp-experiment env --server sqlite --requirements envs/mcp-server-sqlite.txt \\
       --dest results/cache/mcp-envs/sqlite --out results/mcp/envs/sqlite.json
@@ -9,7 +9,7 @@
   tersetalk mcp-experiment report --runs results/mcp/*.parquet --csv summary.csv \\
       --out-stem figures/mcp
 
-Tuned against default (issue 34): training sessions with telemetry, the tuner, then
+Tuned against default: training sessions with telemetry, the tuner, then
 disjoint evaluation sessions with the default config and with the tuned file:
 
   tersetalk mcp-experiment tuned-train --server sqlite --env-info ... --target db.sqlite \\
@@ -209,7 +209,7 @@ def _cmd_tuned_report(args: argparse.Namespace) -> None:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("mcp-experiment", help="the proxy on real MCP servers (issue 30)",
+    p = sub.add_parser("mcp-experiment", help="the proxy on real MCP servers",
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     s = p.add_subparsers(dest="mcp_command", required=True)

@@ -184,7 +184,7 @@ def protocol_rates(ok: pd.DataFrame, rates: Mapping[str, tuple[str, str]]) -> di
     return out
 
 
-#: issue 4's acceptance: the achieved rate within 20% of the target rate
+#: the calibration's acceptance: the achieved rate within 20% of the target rate
 LINGUA_ACCEPTANCE_TOLERANCE = 0.2
 _ACHIEVED, _TARGET, _UNREACHABLE = (
     "c_lingua_scope_rate",

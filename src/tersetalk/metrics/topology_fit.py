@@ -1,4 +1,4 @@
-"""The fitted topology router: weights and θ learned from labelled briefs (issue 31).
+"""The fitted topology router: weights and θ learned from labelled briefs.
 
 The router's rule is linear (:func:`tersetalk.agents.router.decide`: chain iff
 ``Σ weight · signal >= θ``), so the model that learns it is the linear classifier a
@@ -364,7 +364,7 @@ def leave_one_task_out_fitted(
 
 # -- the router file ----------------------------------------------------------------------
 _HEADER = """\
-# The fitted topology router (`tersetalk topology-fit`; issue 31).
+# The fitted topology router (`tersetalk topology-fit`).
 # Per routed system: the route is chain iff sum(weight * signal) >= theta, with the
 # signals counted from the Manager's brief (tersetalk.agents.router). The weights are in
 # raw signal units; a variant reads them with `weights_from: <this file>`.

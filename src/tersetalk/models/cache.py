@@ -29,7 +29,7 @@ anything unexpected) is never stored, so a rerun tries again. Adding failure ent
 left the key and the success layout unchanged, so ``CACHE_FORMAT`` stayed 1 and old
 entries still load.
 
-Fingerprints (issue 33) changed the ``client`` part of the key and nothing else, so
+Fingerprints changed the ``client`` part of the key and nothing else, so
 ``CACHE_FORMAT`` stays 1 again and old entries need no bump to be told apart: an entry
 written before, of an in-process GGUF (keyed on the file's name and size), a scripted
 double (its name) or a server that now reports a fingerprint (its URL), has another

@@ -45,7 +45,7 @@ less time than the Python check loop over orjson's output (:func:`_check`, which
 :func:`check_lines` keeps as the readable statement of the checks; tests hold the
 two to the same answers).
 
-Where the time goes (issue 19): per line, orjson's decoding and then assembling the
+Where the time goes: per line, orjson's decoding and then assembling the
 model -- ``object.__new__``, the ``__dict__`` (CPython builds and drops an empty one
 first) and three slot stores -- which costs more than orjson itself. pydantic-core
 assembling the same models from dicts in Rust was measured slower than this, so one
@@ -360,7 +360,7 @@ def _check(
 def assemble_trusted(arrays: Any) -> list[LineBase]:
     """Models for arrays already known to be canonical lines, checking nothing at all.
 
-    The cost floor of any parser that returns line models (issue 19): what is left
+    The cost floor of any parser that returns line models: what is left
     after decoding when every check is dropped. Only the microbenchmarks use it; a
     non-canonical array gives a wrong model or an exception, never a refusal.
     """
@@ -536,7 +536,7 @@ def check_block(data: str | bytes, message: bool = False) -> list[list[str]] | N
     except (*_MsError, _JSONDecodeError, UnicodeEncodeError):  # a str's lone surrogate
         return None
     except (RecursionError, UnicodeDecodeError):
-        # msgspec's own refusals of hostile input (issue 28): deep nesting (``[[[...``
+        # msgspec's own refusals of hostile input: deep nesting (``[[[...``
         # after a valid line) raises RecursionError, not a DecodeError as orjson's bound
         # does, and invalid UTF-8 in bytes raises UnicodeDecodeError. Not decided here:
         # the line-by-line parser raises the package's error for the first bad line

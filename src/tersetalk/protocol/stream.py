@@ -13,8 +13,8 @@ block -- in a single orjson call when they are all canonical (:mod:`.fast`), els
 line by line. A chunk that ends no line costs one search and one append; a chunk
 that arrives with nothing buffered is parsed without being copied first.
 
-Building a Pydantic model costs more per line than orjson's decoding of it (issue 19,
-MB-2's ``newline_framer_models`` floor), so ``StreamReader(strict=True, arrays=True)``
+Building a Pydantic model costs more per line than orjson's decoding of it (MB-2's
+``newline_framer_models`` floor), so ``StreamReader(strict=True, arrays=True)``
 returns the checked arrays instead and runs at about the speed of a bare newline
 splitter with ``orjson.loads`` per line.
 """

@@ -1,6 +1,6 @@
 """``formats``: the Manager forwards the tool payload re-encoded by one of the study's encoders.
 
-The format study's system in the pipeline (issue 15). On ``toolqa`` the free-form
+The format study's system in the pipeline. On ``toolqa`` the free-form
 Manager forwards the payload as the tool returned it (pretty JSON); here the same brief
 carries the payload encoded by the variant's ``encoder`` through
 :func:`tersetalk.formats.solver.encode`, exactly as the comprehension experiment

@@ -37,7 +37,7 @@ class LLMLinguaSystemSettings(LinguaSettings):
     ``target_tokens``, ``rate_scope``, ``rank_method``, ``model`` (an LLMLingua-2
     classifier switches to LLMLingua-2), forcing, tolerance.
 
-    ``force_entities`` is on here (issue 14): LLMLingua with a causal LM drops
+    ``force_entities`` is on here: LLMLingua with a causal LM drops
     sub-word tokens, and at rate 0.9 it cut the answer out of 4 of 10 HotpotQA briefs
     ("PPG Paints Arena" -> "PPG Paintsa"); keeping capitalised words and numbers whole
     brings gold-reaches-Worker from 0.60 to 0.80 on the evaluation sample and from

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: topology labels: which topology a task's questions are expected to need. The topology
-#: study (issue 16) scores a router by how often it picks the label of the example's
+#: study scores a router by how often it picks the label of the example's
 #: task. Direct-optimal tasks are answered from what the brief already holds (a yes/no,
 #: one option of five); collaborative-optimal tasks need a chain of steps (multi-hop
 #: retrieval, arithmetic, code that must pass tests), where a second Worker and a

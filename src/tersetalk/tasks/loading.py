@@ -208,7 +208,7 @@ def read_sample(path: str | Path, task: str | None = None) -> list[dict]:
 
     With ``task``, every row must belong to it: a run of one task over another task's
     sample would score every answer with the wrong scorer and label the rows with the
-    wrong task, and still finish (issue 28). Example ids must be unique in any case:
+    wrong task, and still finish. Example ids must be unique in any case:
     checkpoints, resumption and per-example metrics are keyed on them, so a repeated id
     would silently merge two examples.
     """

@@ -156,8 +156,8 @@ _NUMBER = re.compile(
     r"(?P<num>\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?)"
 )
 # A TerseTalk memory pointer (``M#1``, ``M#12``; protocol.tags.REF_PATTERN) is the id of
-# an overflowed text, not a number: a prediction that names one must not be read as 1
-# (issue 28). Matched whole, so "M#12" hides 12 and not only its 1; a word glued before
+# an overflowed text, not a number: a prediction that names one must not be read as 1.
+# Matched whole, so "M#12" hides 12 and not only its 1; a word glued before
 # the "M" ("HM#1") is no pointer.
 _MEMORY_POINTER = re.compile(r"(?<![A-Za-z0-9_])M#[0-9]+")
 # "The answer is", "Final answer:", "**Answer:**", "answer = ".

@@ -181,7 +181,7 @@ def noninferiority_rows(stats_table: pd.DataFrame | None) -> list[dict]:
         verdict = r.get("verdict")
         if not isinstance(verdict, str) or verdict not in NI_STATUS:
             rows.append(row(**base, status="inconclusive",
-                            reason="the table has no verdict column (made before issue 20): "
+                            reason="the table has no verdict column (made by an older version): "
                             "rerun snakemake --cores all stats"))  # fmt: skip
             continue
         rows.append(row(
