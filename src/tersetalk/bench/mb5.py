@@ -41,11 +41,11 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from tersetalk.formats.dedup import DedupCache as FormatsDedupCache
-from tersetalk.formats.hints import reference
+from tersetalk.formats.hints import content_hash, reference, reference_call
 from tersetalk.formats.solver import decode, encode
 from tersetalk.formats.tree import parse_json, same_value
 from tersetalk.mcp.config import ProxyConfig
-from tersetalk.mcp.session import DedupCache, SessionPipeline
+from tersetalk.mcp.session import RETRIEVAL_TOOL, DedupCache, SessionPipeline
 
 from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_WARMUP
 from .results import EquivalenceError, finish
@@ -87,7 +87,9 @@ def _other(text: str) -> str:
 
 def _check(kib: int, text: str) -> None:
     cache = DedupCache(lru_size=64, min_body_chars=0)
-    if cache.check(text) is not None or cache.check(text) != reference(text):
+    # the proxy's reference names the call that fetches the body (tersetalk_get)
+    ref = reference_call(content_hash(text), RETRIEVAL_TOOL)
+    if cache.check(text) is not None or cache.check(text) != ref:
         raise EquivalenceError(f"MB-5 {kib} KiB: DedupCache did not miss then hit with the ref")
     fcache = FormatsDedupCache(64)
     if fcache.check(text) is not None or fcache.check(text) != reference(text):
