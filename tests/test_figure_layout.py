@@ -455,7 +455,7 @@ def test_mcp_figures_are_clean(tmp_path):
                         "tool": tool,
                         "tokens": 100 + 40 * i if arm == DIRECT else 60 + 30 * i,
                         "kind": "table",
-                        "t_pipeline_ratio": np.nan if arm == DIRECT else 1.1 + 0.2 * i,
+                        "t_added_ms": np.nan if arm == DIRECT else 3.0 + 7 * i,
                     }
                 )
     paths = mcp_plot.figure(pd.DataFrame(rows), tmp_path / "mcp")
