@@ -70,6 +70,7 @@ a file changed in place or replaced gets a new sidecar and is hashed again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import inspect
 import ipaddress
@@ -84,7 +85,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .base import ModelClient, ModelEnvironmentError, ModelError, ModelIdentityError
+from .base import (
+    ModelClient,
+    ModelEnvironmentError,
+    ModelError,
+    ModelIdentityError,
+    ModelUnavailableError,
+)
 
 __all__ = [
     "FINGERPRINT_DIR",
@@ -118,6 +125,9 @@ class Fingerprint:
     value: str
     source: str
     identity: dict[str, Any] = field(compare=False)
+    #: weak because the server could not be reached or refused the key: the calls fail
+    #: the same way and say so, so the identity policy does not speak first
+    unreachable: bool = field(default=False, compare=False)
 
     @property
     def weak(self) -> bool:
@@ -304,7 +314,10 @@ def _ollama(client: Any) -> Fingerprint:
     except ModelEnvironmentError:
         raise  # Ollama answered but keeps failing: a fault to fix, not a weaker key
     except ModelError as exc:
-        return _weak(client, f"Ollama did not give the model's digest ({exc})")
+        fp = _weak(client, f"Ollama did not give the model's digest ({exc})")
+        if isinstance(exc.__cause__, ModelUnavailableError):
+            fp = dataclasses.replace(fp, unreachable=True)
+        return fp
     return _strong(
         client,
         "ollama-digest",
@@ -346,7 +359,10 @@ def _openai(client: Any, memo_dir: Path | None) -> Fingerprint:
     except ModelEnvironmentError:
         raise  # the server answered but keeps failing: a fault to fix, not a weaker key
     except ModelError as exc:
-        return _weak(client, f"the server's model listing could not be read ({exc})")
+        fp = _weak(client, f"the server's model listing could not be read ({exc})")
+        if isinstance(exc.__cause__, ModelUnavailableError):
+            fp = dataclasses.replace(fp, unreachable=True)
+        return fp
     entry = report["entry"]
     if entry is None:
         listed = report["listed"]
@@ -464,7 +480,7 @@ def _settle(client: ModelClient, fp: Fingerprint) -> Fingerprint:
     """``fp`` under the client's :class:`IdentityPolicy` (none: as it is): a weak one
     becomes the declared fingerprint, stays weak when allowed, or stops the run."""
     policy = getattr(client, "identity_policy", None)
-    if not isinstance(policy, IdentityPolicy) or not fp.weak:
+    if not isinstance(policy, IdentityPolicy) or not fp.weak or fp.unreachable:
         return fp
     why = fp.source.removeprefix("weak: ").split("; the cache keys on")[0]
     if policy.declared:

@@ -1084,6 +1084,8 @@ class OpenAICompatClient(InstructorClient):
         """The entries of ``GET /models``; see :meth:`model_report` for what it raises."""
         url = f"{self.base_url}/models"
         reply = self._side("GET", url, "the server's model listing")
+        if reply.status == 401:  # the key is refused: every call will be too, and say so
+            raise ModelAuthError(f"GET {url}: HTTP 401: {self._masked(reply.text[:200])}")
         if reply.status != 200:
             raise ModelError(f"GET {url}: HTTP {reply.status}: {self._masked(reply.text[:200])}")
         try:
