@@ -229,6 +229,11 @@ def test_the_llamacpp_server_config_counts_with_the_servers_own_tokenizer(repo, 
         _stop(proc)
     assert df["error"].isna().all()
     assert df["tokens_model_source"].str.startswith("server tokenize endpoint").all()
+    # the README's recipe (--model_alias) gives a strong identity: the file's sha256
+    from tersetalk.models.fingerprint import file_sha256
+
+    assert (df["model_fingerprint"] == f"sha256:{file_sha256(default_model_path())}").all()
+    assert df["model_fingerprint_source"].str.contains("as the server reports it").all()
     vocab = GGUFTokenizer(default_model_path())
     assert all(m["tokens_model"] == vocab(m["content"]) for m in df["messages"].iloc[0])
 
