@@ -637,12 +637,14 @@ def results_key(config: dict) -> str:
     (:func:`tersetalk.models.identity.served_results_key`: the server is asked), unless
     the config declares the model's identity or allows a weak one.
     """
-    from tersetalk.models import ModelError
+    from tersetalk.models import ModelError, make_client
     from tersetalk.models.identity import served_results_key
 
     base = _results_key(config["models"], "the configured model")
     try:
-        return served_results_key(config["models"], base, config.get("cache_dir"))
+        return served_results_key(
+            config["models"], base, config.get("cache_dir"), make_client=make_client
+        )
     except ModelError as exc:
         raise ConfigError(f"config key 'models' (the configured model): {exc}") from None
 

@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +88,16 @@ _key_lock = threading.Lock()
 
 
 def served_results_key(
-    models: dict[str, Any], base: str, cache_dir: str | Path | None = None
+    models: dict[str, Any],
+    base: str,
+    cache_dir: str | Path | None = None,
+    *,
+    make_client: Callable[[dict[str, Any]], Any],
 ) -> str:
     """The results folder name of ``models`` (a validated ``models`` section) whose
-    name-based key is ``base`` (:func:`tersetalk.paths.model_key`).
+    name-based key is ``base`` (:func:`tersetalk.paths.model_key`); ``make_client``
+    builds the client that asks the server (:func:`tersetalk.models.make_client`, passed
+    in: the package imports this module).
 
     A served model without ``models.key``, a declared identity or the weak opt-in:
     ``<base>-<8 hex>``, the hex naming the fingerprint the server reports (a key the
@@ -111,8 +118,6 @@ def served_results_key(
     if known is not None:
         return known
     from tersetalk.paths import MAX_KEY
-
-    from . import make_client
 
     client = None
     try:
