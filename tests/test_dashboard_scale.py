@@ -175,7 +175,8 @@ def test_results_filter_compare_and_url_at_full_size(page, server, full):
     wait_js(pg, f"document.querySelectorAll('.conv').length === {len(mine) + 1}")
     summary = pg.locator("#summary-table tbody tr").all_inner_texts()
     chosen = {lbl.replace("/", "\t") for lbl in [*mine, extra]}
-    assert summary and all("\t".join(r.split("\t")[1:3]) in chosen for r in summary)
+    # each row: its conversation link, then task, system, variant, ...
+    assert summary and all("\t".join(r.split("\t")[2:4]) in chosen for r in summary)
     example = pg.input_value("#example-select")
     pg.select_option("#example-select", index=1)
     example = pg.input_value("#example-select")
