@@ -220,6 +220,8 @@ def run_driver(root: str, sample: Path, in_flight: int, work: Path, config: Sequ
         "cache_dir": str(work / tag / "cache"),
         "models": {"backend": "openai", "model": MODEL, "base_url": f"{root}/v1",
                    "key": "bench-loopback", "model_path": None,
+                   # the stand-in serves canned answers: its identity is declared
+                   "fingerprint": "tersetalk bench loopback server, canned answers",
                    "max_concurrency": in_flight, "timeout_s": 60, "max_retries": 3},
     }))  # fmt: skip
     cmd = [sys.executable, "-m", "tersetalk", "run", "--task", "gsm8k", "--system", "freeform",
