@@ -208,7 +208,7 @@ def test_server_down_says_how_to_start_one():
         client.chat(MSGS, GEN)
     msg = str(info.value)
     assert f"no OpenAI-compatible server at {url}" in msg
-    assert "python -m llama_cpp.server" in msg and "ollama serve" in msg
+    assert "python -m tersetalk.models.llamacpp_server" in msg and "ollama serve" in msg
     assert "models.base_url" in msg
     with pytest.raises(ModelUnavailableError, match="no OpenAI-compatible server"):
         client.structured(MSGS, Verdict, GEN)  # structured path wraps it the same way

@@ -447,7 +447,7 @@ class OpenAICompatClient(InstructorClient):
     def _down_message(self) -> str:
         return (
             f"no OpenAI-compatible server at {self.base_url}: start one (e.g. "
-            "`python -m llama_cpp.server --model ...` or `ollama serve`) or fix "
+            "`python -m tersetalk.models.llamacpp_server --model ...` or `ollama serve`) or fix "
             "models.base_url in config"
         )
 
@@ -484,7 +484,7 @@ class OpenAICompatClient(InstructorClient):
                 return ModelUnavailableError(
                     f"{self._where()}: not found (HTTP 404: {exc.message}); check that the "
                     "server serves this model (`ollama pull <model>`, or `--model_alias` for "
-                    "llama_cpp.server) and that models.base_url ends with /v1"
+                    "tersetalk.models.llamacpp_server) and that models.base_url ends with /v1"
                 )
             if status in (401, 403):  # a wrong key fails every call alike: stop the run
                 return ModelAuthError(refused_key_message(
