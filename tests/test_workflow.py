@@ -41,6 +41,17 @@ def test_dry_run(repo, cfg):
     assert "run_system" in res.stdout + res.stderr
 
 
+def test_the_default_target_holds_the_format_study_only_when_tasks_lists_toolqa(repo):
+    def jobs(*config):
+        res = _sm(["-n", "--forceall", "--cores", "1", *config], repo)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return res.stdout + res.stderr
+
+    assert "rule formats_experiment:" in jobs()  # the default tasks list toolqa
+    mine = jobs("--config", "tasks=['hotpotqa']")  # a study of one's own tasks
+    assert "rule run_system:" in mine and "formats_" not in mine
+
+
 def test_wrong_config_stops_at_startup_naming_the_key(repo):
     res = _sm(["-n", "--cores", "1", "--config", "models={'backend': 'gpt5'}"], repo)
     assert res.returncode != 0

@@ -162,16 +162,23 @@ def batch_workflow_inputs(settings):
     return {key: sorted(files) for key, files in needs.items()}
 
 
+#: whether the default target holds the format study: `tasks` lists its task, toolqa
+#: (`snakemake formats` builds it in any case); a study of one's own tasks leaves it out
+FORMATS_STUDIED = "toolqa" in config["tasks"]
+
+
 def all_outputs():
     """What `snakemake` with no target builds: every figure, table, statistic, calibration,
-    and the format study (each study's target functions live beside its rules)."""
+    and the format study when `tasks` lists toolqa (each study's target functions live
+    beside its rules; `snakemake formats` builds the format study in any case)."""
     return [
         paths.SUMMARY,
         *stats_targets(),  # stats.smk
         *table_targets(),  # figures.smk
         *figure_targets(),  # figures.smk
         *calibration_targets(),  # calibrate.smk
-        *formats_targets(),  # formats.smk: the format study over data/toolresponses
+        # formats.smk: the format study over data/toolresponses, when its task is studied
+        *(formats_targets() if FORMATS_STUDIED else []),
         *sensitivity_targets(),  # models.smk: only when sensitivity.models lists models
         paths.results("RESULTS.md"),  # docs.smk: the tables above as one dated document
     ]

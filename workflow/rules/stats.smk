@@ -54,11 +54,16 @@ rule targets:
         summary=paths.SUMMARY,
         stats=paths.results("stats/noninferiority.parquet"),
         records=metric_targets(),
-        formats=[
-            paths.results("formats/dedup.parquet"),
-            paths.results("formats/comprehension.parquet"),
-            paths.results("formats/savings_by_shape.csv"),
-        ],
+        # the format study's results, when the default target holds it (FORMATS_STUDIED)
+        formats=(
+            [
+                paths.results("formats/dedup.parquet"),
+                paths.results("formats/comprehension.parquet"),
+                paths.results("formats/savings_by_shape.csv"),
+            ]
+            if FORMATS_STUDIED
+            else []
+        ),
     output:
         csv=report(
             paths.results("tables/targets.csv"),
@@ -78,7 +83,10 @@ rule targets:
         # the sections the table reads: the reference, the margin, the mediator's budget,
         # which formats variants have a token budget
         config=json.dumps(targets_config(config), sort_keys=True),
-        formats=lambda wildcards, input: os.path.dirname(input.formats[0]),
+        # results/<key>/formats/, beside the table's results/<key>/tables/ (read if there)
+        formats=lambda wildcards, output: os.path.join(
+            os.path.dirname(os.path.dirname(output.csv)), "formats"
+        ),
         # results/<key>/topology/, beside the table's results/<key>/tables/
         topology=lambda wildcards, output: os.path.join(
             os.path.dirname(os.path.dirname(output.csv)), "topology"
