@@ -36,23 +36,24 @@ def setup(tmp_path, base_config, repo):
 
 def test_the_next_example_starts_while_the_checkpoint_is_still_being_synced(setup, monkeypatch):
     spec, sample_path, out = setup
-    released = threading.Event()
+    started, released = threading.Event(), threading.Event()
     seen: dict[str, object] = {}
+    calls = {"n": 0}
     real_fsync = os.fsync
 
-    def slow_fsync(fd: int) -> None:
-        # held until the model is called again: the next example must not wait for it
+    def fsync(fd: int) -> None:
+        # held until the next example calls the model: a runner that waited for the
+        # sync before the next example would hold here until the timeout
+        started.set()
         seen.setdefault("released_by_next_example", released.wait(60))
         real_fsync(fd)
 
     def model(messages):
-        if "fsync_started" in seen:
+        calls["n"] += 1
+        if calls["n"] > 2:  # the second example (two calls an example): the first is written
+            started.wait(30)  # its sync under way on the writer's thread (a slow machine)
             released.set()
         return fake_model(messages)
-
-    def fsync(fd: int) -> None:
-        seen["fsync_started"] = True
-        slow_fsync(fd)
 
     monkeypatch.setattr(CheckpointWriter, "fsync", staticmethod(fsync))
     df = run(spec, sample_path, out, client=ScriptedClient(model), progress=False)

@@ -30,13 +30,12 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_main_install_brings_the_local_server():
-    """The README's local-server command works after the README's main install: the
-    package requires llama-cpp-python[server] unconditionally (not under an extra), and
-    `python -m llama_cpp.server --help` imports the whole server."""
-    required = [r for r in importlib.metadata.requires("tersetalk") or [] if "extra ==" not in r]
-    assert any(r.replace(" ", "").startswith("llama-cpp-python[server]") for r in required), (
-        required
-    )
+    """The README's local-server command works after the README's main install
+    (`pip install -e '.[workflow]'`): the workflow extra requires llama-cpp-python[server],
+    and `python -m llama_cpp.server --help` imports the whole server."""
+    required = [r.replace(" ", "") for r in importlib.metadata.requires("tersetalk") or []]
+    assert any(r.startswith("llama-cpp-python[server]") and 'extra=="workflow"' in r
+               for r in required), required  # fmt: skip
     assert not [m for m in SERVER_DEPS if importlib.util.find_spec(m) is None]
     res = subprocess.run(
         [sys.executable, "-m", "llama_cpp.server", "--help"], capture_output=True, text=True
