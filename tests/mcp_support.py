@@ -57,15 +57,21 @@ def npm_server(package: str, folder: str) -> Path:
     prefix = ENVS / folder
     manifest = prefix / "node_modules" / name / "package.json"
     npm = shutil.which("npm")
-    if not manifest.exists():
-        if npm is None or shutil.which("node") is None:
-            pytest.skip(f"{package} needs Node.js and npm (Debian: apt-get install nodejs npm)")
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), package],
-            capture_output=True, text=True, timeout=600, env={**os.environ},
-        )  # fmt: skip
-        if done.returncode != 0 or not manifest.exists():
-            pytest.skip(f"cannot install {package} with npm: {(done.stderr or done.stdout)[-600:]}")
+    if npm is None or shutil.which("node") is None:
+        pytest.skip(f"{package} needs Node.js and npm (Debian: apt-get install nodejs npm)")
+    from tersetalk.io import exclusive
+
+    # one install at a time into one folder: two test workers writing the same
+    # node_modules at once broke each other's (npm's TAR_ENTRY_ERROR)
+    with exclusive(prefix.parent / f".{prefix.name}.lock"):
+        if not manifest.exists():
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), package],
+                capture_output=True, text=True, timeout=600, env={**os.environ},
+            )  # fmt: skip
+            if done.returncode != 0 or not manifest.exists():
+                tail = (done.stderr or done.stdout)[-600:]
+                pytest.skip(f"cannot install {package} with npm: {tail}")
     bins = json.loads(manifest.read_text(encoding="utf-8")).get("bin")
     entry = next(iter(bins.values())) if isinstance(bins, dict) else bins
     return manifest.parent / entry

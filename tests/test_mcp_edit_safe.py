@@ -199,15 +199,18 @@ def _filesystem_server() -> Path | str:
     npm = shutil.which("npm")
     if npm is None:
         return "npm is not installed (Debian: apt-get install npm)"
+    from tersetalk.io import exclusive
+
     prefix = ENVS / "filesystem-npm"
     binary = prefix / "node_modules" / ".bin" / "mcp-server-filesystem"
-    if not binary.exists():
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), FILESYSTEM],
-            capture_output=True, text=True, timeout=600, env={**os.environ},
-        )  # fmt: skip
-        if done.returncode != 0 or not binary.exists():
-            return (done.stderr or done.stdout)[-600:]
+    with exclusive(prefix.parent / f".{prefix.name}.lock"):  # one install at a time
+        if not binary.exists():
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), FILESYSTEM],
+                capture_output=True, text=True, timeout=600, env={**os.environ},
+            )  # fmt: skip
+            if done.returncode != 0 or not binary.exists():
+                return (done.stderr or done.stdout)[-600:]
     return binary
 
 
