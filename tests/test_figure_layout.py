@@ -411,20 +411,12 @@ def _recorded_problems(paths) -> list[str]:
 
 
 def test_stats_sim_figures_are_clean(tmp_path):
+    from test_stats_sim import TINY  # the simulation tests' small grid, every study in it
+
     from tersetalk.plots.stats_sim import plot_stats_sim
     from tersetalk.stats.simulation import run_simulation, settings_from_config
 
-    config = {
-        "stats_sim": {
-            "replicates": 6, "n_resamples": 30,
-            "binary": {"base_rates": [0.01, 0.5], "n": [20, 200], "discordance": [0.4]},
-            "continuous": {"means": [0.5], "n": [30], "correlations": [0.9]},
-            "router": {"n_tasks": [3], "examples_per_task": [10], "agreement": [0.7],
-                       "task_sd": [0.1]},
-        },
-        "evaluation": {"margin": 0.02, "alpha": 0.05},
-    }  # fmt: skip
-    paths = plot_stats_sim(run_simulation(settings_from_config(config)), tmp_path / "sim")
+    paths = plot_stats_sim(run_simulation(settings_from_config(TINY)), tmp_path / "sim")
     assert _recorded_problems(paths) == []
 
 
