@@ -9,18 +9,15 @@ the reference filesystem server from npm where npm can install it.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from contextlib import AsyncExitStack
-from functools import cache
 from pathlib import Path
 
 import anyio
 import mcp.types as types
 import pytest
-from mcp_support import ENVS, ROOT
+from mcp_support import ROOT
 
 from tersetalk.formats.solver import decode
 from tersetalk.formats.tree import same_value
@@ -193,31 +190,10 @@ def test_explain_of_a_command_that_is_not_a_server_is_a_clear_error(tmp_path):
     assert "did not list its tools" in done.stderr
 
 
-@cache
-def _filesystem_server() -> Path | str:
-    """The reference filesystem server installed from npm (once), or why it cannot be."""
-    npm = shutil.which("npm")
-    if npm is None:
-        return "npm is not installed (Debian: apt-get install npm)"
-    from tersetalk.io import exclusive
-
-    prefix = ENVS / "filesystem-npm"
-    binary = prefix / "node_modules" / ".bin" / "mcp-server-filesystem"
-    with exclusive(prefix.parent / f".{prefix.name}.lock"):  # one install at a time
-        if not binary.exists():
-            done = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), FILESYSTEM],
-                capture_output=True, text=True, timeout=600, env={**os.environ},
-            )  # fmt: skip
-            if done.returncode != 0 or not binary.exists():
-                return (done.stderr or done.stdout)[-600:]
-    return binary
-
-
 def test_edit_after_read_through_the_reference_filesystem_server(tmp_path):
-    binary = _filesystem_server()
-    if isinstance(binary, str):
-        pytest.skip(f"cannot install {FILESYSTEM} with npm: {binary}")
+    from mcp_support import npm_server
+
+    binary = npm_server(FILESYSTEM, "filesystem-npm")  # installed once, or skipped saying why
     root = tmp_path / "files"
     files = _write_files(root)
     root = root.resolve()
