@@ -169,5 +169,7 @@ def test_server_gone_after_contact_is_unavailable(server):
     client.ping()
     client._client = client._client.with_options(base_url=f"http://127.0.0.1:{free_port()}/v1")
     client.backoff_s = 0.01
-    with pytest.raises(ModelUnavailableError, match=r"3 attempts failed.*llama_cpp\.server"):
+    with pytest.raises(
+        ModelUnavailableError, match=r"3 attempts failed.*tersetalk\.models\.llamacpp_server"
+    ):
         client.chat(MSGS, GenerationConfig(max_tokens=4))

@@ -1106,7 +1106,9 @@ def make_plan(args: argparse.Namespace):
         correct_for_samples(runs, measured, config, folder)
     else:
         assign_stated_rates(runs)
-    if not args.no_comprehension:
+    # the format study's questions, when the default target holds the study (its task,
+    # toolqa, in `tasks`: workflow/rules/common.smk's FORMATS_STUDIED)
+    if not args.no_comprehension and "toolqa" in config["tasks"]:
         runs.append(plan_comprehension(config, folder))
     projections = [project(runs, t) for t in targets(args, config, measured)]
     summary = summary_table(runs, projections)
