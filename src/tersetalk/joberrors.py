@@ -4,8 +4,9 @@ Why: every rule sends its command's output to the job's log file, so Snakemake's
 block for a failed job says only ``message: None`` and points at the log, where the
 command's one-line error (``tersetalk run: error: ...``) is. The Snakefile's ``onerror``
 handler calls :func:`explain` with the invocation's main log: it finds each failed job
-(``Error in rule X:`` and its ``log:`` field) and prints that job's reason, read from its
-log, at the end of Snakemake's output, where the run stops.
+(``Error in rule X:`` and its ``log:`` field, read by :mod:`tersetalk.snakelog`) and
+prints that job's reason, read from its log, at the end of Snakemake's output, where the
+run stops.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from pathlib import Path
 
 __all__ = ["explain", "failed_jobs", "reason"]
 
-_ERROR_BLOCK = re.compile(r"Error in rule ([A-Za-z_][A-Za-z0-9_]*):")
-_LOG_FIELD = re.compile(r"^\s+log: (.*?)(?: \(check log file\(s\) for error details\))?\s*$")
-_JOBID_FIELD = re.compile(r"^\s+jobid: (\d+)")
 #: a command's own one-line error (``tersetalk run: error: ...``, argparse's usage errors)
 _ONE_LINE = re.compile(r"(?:^|\s)(?:[\w.-]+(?: [\w.-]+)?: )?error: \S", re.IGNORECASE)
 #: the last line of a Python traceback (``ValueError: ...``)
@@ -29,35 +27,18 @@ TAIL_BYTES = 64_000
 
 def failed_jobs(text: str) -> list[tuple[str, list[str]]]:
     """``(rule, [log files])`` for each ``Error in rule`` block of a Snakemake log, in
-    order, each job once (a retried job's blocks are one)."""
+    order, each job once (a retried job's blocks are one), as the workflow's one log
+    reader (:func:`tersetalk.snakelog.parse_log`) finds them."""
+    from tersetalk.snakelog import parse_log
+
     out: list[tuple[str, list[str]]] = []
     seen: set[tuple[str, str]] = set()
-    rule: str | None = None
-    logs: list[str] = []
-    jobid = ""
-
-    def close() -> None:
-        if rule is not None and (rule, jobid or ",".join(logs)) not in seen:
-            seen.add((rule, jobid or ",".join(logs)))
-            out.append((rule, logs))
-
-    for line in text.splitlines():
-        m = _ERROR_BLOCK.search(line)
-        if m:
-            close()
-            rule, logs, jobid = m.group(1), [], ""
-            continue
-        if rule is None:
-            continue
-        if not line.startswith((" ", "\t")):
-            close()
-            rule = None
-            continue
-        if m := _LOG_FIELD.match(line):
-            logs = [p.strip() for p in m.group(1).split(",") if p.strip()]
-        elif m := _JOBID_FIELD.match(line):
-            jobid = m.group(1)
-    close()
+    for failure in parse_log(text).failures:
+        key = (failure.rule, str(failure.jobid) if failure.jobid is not None
+               else ",".join(failure.logs))  # fmt: skip
+        if key not in seen:
+            seen.add(key)
+            out.append((failure.rule, failure.logs))
     return out
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-__all__ = ["Job", "SnakemakeLog", "log_name_time", "parse_log"]
+__all__ = ["Failure", "Job", "SnakemakeLog", "log_name_time", "parse_log"]
 
 #: Snakemake's ``time.asctime()`` stamps: ``[Fri Nov 27 04:01:09 2026]`` (day space-padded)
 _STAMP = re.compile(
@@ -33,7 +33,9 @@ _JOB = re.compile(r"^(?: {4})?(local)?(?:rule|checkpoint) ([A-Za-z_][A-Za-z0-9_]
 _FINISHED = re.compile(r"Finished jobid: (\d+)(?: \(Rule: ([A-Za-z_][A-Za-z0-9_]*)\))?")
 _FINISHED_OLD = re.compile(r"Finished job (\d+)\.")  # Snakemake < 9
 _ERROR = re.compile(r"Error in rule ([A-Za-z_][A-Za-z0-9_]*)(?:, jobid: (\d+))?")
-_FIELD = re.compile(r"^\s+(jobid|output|threads|wildcards): ?(.*)$")
+_FIELD = re.compile(r"^\s+(jobid|output|threads|wildcards|log): ?(.*)$")
+#: a log field's note in an error block
+_CHECK_LOG = " (check log file(s) for error details)"
 _CORES = re.compile(r"^Provided cores: (\d+)")
 _NODES = re.compile(r"^Provided remote nodes: (\S+)")
 _DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
@@ -89,6 +91,15 @@ class Job:
 
 
 @dataclass
+class Failure:
+    """One ``Error in rule`` block: the rule, its jobid and the log files it names."""
+
+    rule: str
+    jobid: int | None = None
+    logs: list[str] = field(default_factory=list)
+
+
+@dataclass
 class SnakemakeLog:
     """What one Snakemake log says: when it started (and how that is known), the cores or
     remote nodes, the jobs, the plan and progress, whether the invocation is over."""
@@ -105,6 +116,7 @@ class SnakemakeLog:
     steps_done: int = 0
     steps_total: int = 0
     planned: dict[str, int] = field(default_factory=dict)  # the last "Job stats:" table
+    failures: list[Failure] = field(default_factory=list)  # every "Error in rule" block
 
     @property
     def first_job_start(self) -> datetime | None:
@@ -129,6 +141,7 @@ def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
     in_stats = False
     current: Job | None = None  # the job whose header fields are being read
     error_rule: str | None = None  # an "Error in rule X:" block waiting for its jobid
+    failures: list[Failure] = []
 
     def close(jobid: int, status: str) -> None:
         job = open_jobs.pop(jobid, None)
@@ -161,7 +174,10 @@ def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
                 if error_rule is not None:
                     if name == "jobid" and value.isdigit():
                         close(int(value), "failed")
-                        error_rule = None
+                        failures[-1].jobid = int(value)
+                    elif name == "log":
+                        value = value.removesuffix(_CHECK_LOG.strip()).strip()
+                        failures[-1].logs = [v.strip() for v in value.split(",") if v.strip()]
                     continue
                 if name == "jobid" and value.isdigit():
                     current.jobid = int(value)
@@ -187,10 +203,11 @@ def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
             continue
         m = _ERROR.search(line)
         if m:
-            if m.group(2):
-                close(int(m.group(2)), "failed")
-            else:
-                error_rule = m.group(1)
+            jobid = int(m.group(2)) if m.group(2) else None
+            failures.append(Failure(m.group(1), jobid))
+            if jobid is not None:
+                close(jobid, "failed")
+            error_rule = m.group(1)  # its fields follow: the jobid (when not inline), logs
             continue
         if m := _STEPS.match(line):
             done, total = int(m.group(1)), int(m.group(2))
@@ -212,4 +229,4 @@ def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
         start = min(starts) if starts else None
         source = "the log's first job (no start recorded: Snakemake's startup is left out)"
     return SnakemakeLog(path, start, source, cores, nodes, jobs, complete, last, first,
-                        done, total, planned)  # fmt: skip
+                        done, total, planned, failures)  # fmt: skip
