@@ -57,7 +57,7 @@ def test_bench_target_runs_and_is_then_up_to_date(repo, tmp_path):
         df = pd.read_parquet(work / f"results/bench/{name}.parquet")
         assert len(df) and "speedup_vs_baseline" in df and "env_cpu" in df
         assert (work / f"results/logs/bench/{name}.log").read_text().count("MB-")
-    assert "seed's 10x" in (work / "results/logs/bench/mb1.log").read_text()
+    assert "design's 10x" in (work / "results/logs/bench/mb1.log").read_text()
     assert (work / "figures/bench.png").stat().st_size > 10_000
     assert not (
         work / "results/smollm2-135m-instruct/runs"

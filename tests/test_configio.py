@@ -1,6 +1,6 @@
 """One YAML-to-Pydantic loader for the workflow, mediator and MSP configs.
 
-The mediator must read a file in the exact layout of its design document (seed
+The mediator must read a file in the exact layout of its design (the
 "Mediated Minimal-Signaling", section "Configuration Schema"), and its values must
 change what runs, not merely validate.
 """
@@ -25,7 +25,7 @@ from tersetalk.mediator import (
 from tersetalk.mediator.compressors import CompressorUnavailableError, make_compressor
 from tersetalk.msp import MSPConfigError, load_msp_config, parse_msp_config
 
-#: verbatim from the design document (its two blank lines hold two spaces: \x20\x20)
+#: verbatim from the mediator design (its two blank lines hold two spaces: \x20\x20)
 DESIGN_YAML = """\
 mediator:
   compression:

@@ -75,7 +75,7 @@ def test_corpus_errors_name_file_and_line(tmp_path):
         load_corpus(tmp_path, kinds=("markdown",))
 
 
-# the seed's encoder postmortem: a monolithic table of the largest array, primitive
+# the design's encoder postmortem: a monolithic table of the largest array, primitive
 # columns only, drops the wrapper's fields and the fields nested in the items
 WRAPPED = {
     "company": "Acme",

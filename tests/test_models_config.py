@@ -20,7 +20,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 REPO = Path(__file__).resolve().parents[1]
 MODEL_FILES = sorted((REPO / "config" / "models").glob("*.yaml"))
 
-#: what the seed names, and where each is served
+#: what the design names, and where each is served
 EXPECTED = {
     "llama3.1-8b": ("ollama", "llama3.1:8b"),
     "qwen2.5-14b": ("ollama", "qwen2.5:14b"),

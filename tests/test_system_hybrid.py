@@ -314,7 +314,7 @@ def test_gate_off_sends_every_turn_as_tersetalk_and_still_counts_the_budget(
 
 
 def test_budget_and_summarizer_ablations_name_what_they_vary(base_config):
-    """The default config's budget ablation runs the seed's 400/600/800 and gate off; its
+    """The default config's budget ablation runs the design's 400/600/800 and gate off; its
     summarizer ablation compares extractive, truncation and LLMLingua summaries."""
     from tersetalk.config import ablation_values
 

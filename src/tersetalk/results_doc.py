@@ -79,7 +79,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "tables/targets.csv",
-        "Targets of the design documents",
+        "Targets of the designs",
         "Each quantitative target with the measured value and `met` / `not met` / "
         "`inconclusive` (a small sample is never `met`), and why.",
         columns=("id", "task", "run", "measured", "status", "reason"),

@@ -1,4 +1,4 @@
-"""Microbenchmarks of the seed's systems claims, measured honestly.
+"""Microbenchmarks of the design's systems claims, measured honestly.
 
 * MB-1 (:mod:`.mb1`): extracting the typed fields of a message from
   TerseTalk-JSONL versus from the equivalent free-form text with a regex parser.

@@ -167,14 +167,14 @@ def _cmd_run_mb5(args: argparse.Namespace) -> None:
     write_csv_atomic(df, Path(args.out).with_suffix(".csv"))
     log.info("wrote %s (%d rows) in %.1f s", args.out, len(df), time.perf_counter() - t0)
     for r in df[df["ratio_to_seed_limit"].notna()].itertuples():
-        log.info("MB-5 %s at %d KiB: %s %.1f µs = %.2f x the seed's limit (%.0f µs)%s",
+        log.info("MB-5 %s at %d KiB: %s %.1f µs = %.2f x the design's limit (%.0f µs)%s",
                  r.method, r.payload_kib, r.seed_limit_stat,
                  r.ratio_to_seed_limit * r.seed_limit_ns / 1e3, r.ratio_to_seed_limit,
                  r.seed_limit_ns / 1e3, "" if r.meets_seed_limit else ": OVER")  # fmt: skip
 
 
 def _log_verdict(df, which: str) -> None:
-    """The seed's claim as measured: per method, its range of ratios and where it meets it."""
+    """The design's claim as measured: per method, its range of ratios and where it meets it."""
     if which == "mb3":
         return
     key, setting = ("group", "groups") if which == "mb1" else ("chunk_size", "chunk sizes")
@@ -184,7 +184,7 @@ def _log_verdict(df, which: str) -> None:
     best_meets = sub.groupby(key)["meets_seed_target"].any()
     for method, rows in sub.groupby("method", sort=False):
         met = int(rows["meets_seed_target"].astype(bool).sum())
-        log.info("%s %s: %.2fx to %.2fx over %s; meets the seed's %gx in %d of %d %s",
+        log.info("%s %s: %.2fx to %.2fx over %s; meets the design's %gx in %d of %d %s",
                  which.upper(), method, rows["speedup_vs_baseline"].min(),
                  rows["speedup_vs_baseline"].max(), baseline, target, met, len(rows),
                  setting)  # fmt: skip
@@ -196,10 +196,10 @@ def _log_verdict(df, which: str) -> None:
                  rows["limit"].iloc[0], rows["limit_target"].iloc[0], met, len(rows),
                  setting)  # fmt: skip
     if best_meets.all():
-        log.info("%s: the seed's %gx is met in every one of the %d %s (by the best method)",
+        log.info("%s: the design's %gx is met in every one of the %d %s (by the best method)",
                  which.upper(), target, len(best_meets), setting)  # fmt: skip
     else:
-        log.warning("%s FALLS SHORT of the seed's %gx: no method reaches it in %d of %d %s "
+        log.warning("%s FALLS SHORT of the design's %gx: no method reaches it in %d of %d %s "
                     "(%s)", which.upper(), target, int((~best_meets).sum()), len(best_meets),
                     setting, ", ".join(map(str, best_meets[~best_meets].index)))  # fmt: skip
 

@@ -30,5 +30,5 @@ DEFAULT_MIN_BATCH_NS = 1_000_000
 DEFAULT_CHUNK_SIZES = [1, 8, 64, 512, 4096]
 DEFAULT_STREAM_BYTES = 32_768
 
-#: MB-4: sizes of the M# memory store, in entries (the seed: 1k to 10k).
+#: MB-4: sizes of the M# memory store, in entries (the design: 1k to 10k).
 DEFAULT_MEMORY_SIZES = [1000, 2000, 5000, 10000]

@@ -214,7 +214,7 @@ BASELINE = "regex_freeform"
 LIMIT = "jsonl_orjson_whole"
 #: The floor of a model-returning parser: the limit plus model assembly, nothing checked.
 FLOOR = "jsonl_models_floor"
-#: The regex over prose (jsonl_to_prose), the seed's other free-text comparison.
+#: The regex over prose (jsonl_to_prose), the design's other free-text comparison.
 PROSE = "regex_prose"
 #: The protocol's validating parsers, held to a share of the limit.
 VALIDATING = ("jsonl_pydantic", "jsonl_strict_arrays")

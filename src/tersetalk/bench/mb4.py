@@ -1,6 +1,6 @@
 """MB-4: the ``M#`` overflow memory -- insert, lookup and evict at 1k to 10k entries.
 
-The seed's Experiment 3 names "memory lookup" beside tag extraction (MB-1) and
+The design's Experiment 3 names "memory lookup" beside tag extraction (MB-1) and
 boundary detection (MB-2). The store (:class:`tersetalk.protocol.Memory`) is a
 bounded FIFO of texts behind ``M#n`` ids; it does more than a bare mapping (it
 formats ids, keeps each entry's tag and source line, counts bytes, evictions and
@@ -16,7 +16,7 @@ costs against the plain structures that do only the mapping, side by side:
   ``popitem(last=False)``, the standard library's FIFO (a bare ``dict`` evicting
   its first key by ``next(iter(d))`` degrades with the deleted slots in front).
 
-Texts are seeded synthetic payloads (the seed's "synthetic workloads"; a real
+Texts are seeded synthetic payloads (the design's "synthetic workloads"; a real
 overflow payload is a sentence or a paragraph). Before timing, the store and the
 baseline must hold the same ids with the same texts, after filling and after
 evicting (:class:`EquivalenceError` otherwise). Each row reports nanoseconds per

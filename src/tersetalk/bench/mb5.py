@@ -1,7 +1,7 @@
 """MB-5: the MCP proxy's session pipeline -- hashing, L0 dedup and encoding per result.
 
-The seed (``002``) puts the proxy's per-result work at "9 µs end to end at 4 KiB" and
-"p99 under 100 µs at 32 KiB" on its machine. Those are absolute numbers from another
+The format-adaptive design puts the proxy's per-result work at "9 µs end to end at 4 KiB"
+and "p99 under 100 µs at 32 KiB" on its machine. Those are absolute numbers from another
 machine, so MB-5 measures, side by side in one run on this one, at 4, 32 and 64 KiB
 of compact JSON (seeded records of 7 fields):
 
@@ -22,7 +22,7 @@ of compact JSON (seeded records of 7 fields):
 Each row: the median per call and its interquartile range over interleaved repeats
 (:func:`tersetalk.bench.timing.measure`), the ratio to ``sha256`` at the same size,
 nanoseconds per KiB, and for the dedup and end-to-end methods a p50/p99 over single
-timed calls with the ratio to the seed's limit (measured over limit: at most 1 meets
+timed calls with the ratio to the design's limit (measured over limit: at most 1 meets
 it). Before timing, every cache must answer as expected (a hit is the reference hint
 of that body, a miss is None, the pipeline returns kind ``ref``) and the encoding must
 decode to the payload (:class:`EquivalenceError` otherwise).
@@ -55,10 +55,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PAYLOAD_KIB = (4, 32, 64)
 DEFAULT_CALLS = 1000
-#: the seed's limits: (KiB, statistic, nanoseconds)
+#: the design's limits: (KiB, statistic, nanoseconds)
 SEED_LIMITS = {4: ("median", 9_000.0), 32: ("p99", 100_000.0)}
 LIMIT = "sha256"
-#: methods held to the seed's limits and sampled call by call (p50/p99)
+#: methods held to the design's limits and sampled call by call (p50/p99)
 SAMPLED = ("sha256", "dedup_hit", "dedup_miss", "process_ref")
 _WORDS = ("alpha beta gamma delta river city album station county league north south "
           "released founded played population member season").split()  # fmt: skip

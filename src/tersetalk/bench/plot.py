@@ -12,7 +12,7 @@ messages (or the middle synthetic size when there are none); with MB-4, (g) the
 ``M#`` memory store's speed against a plain dict / OrderedDict per operation and
 store size and (h) its nanoseconds per operation. Ratios are of
 medians with an interquartile error bar; the dashed line is the baseline (or the
-limit), the dotted line the seed's hoped-for ratio.
+limit), the dotted line the design's hoped-for ratio.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     methods = [m for m in dict.fromkeys(mb1["method"]) if not _is_base(mb1, m)]
     colors = dict(zip(methods, sns.color_palette("colorblind", len(methods)), strict=True))
     _speedup_panel(ax, mb1, groups, labels, "group", methods, colors, SEED_TARGETS["mb1"],
-                   f"seed's hope ({SEED_TARGETS['mb1']:g}x)")  # fmt: skip
+                   f"the design's hope ({SEED_TARGETS['mb1']:g}x)")  # fmt: skip
     base = mb1["baseline"].iloc[0]
     ax.set_title(f"(a) MB-1 field extraction: speedup over {base}", loc="left")
     ax.set_xlabel("corpus group (mean free-form bytes per message)")
@@ -121,7 +121,8 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     methods = [m for m in dict.fromkeys(mb2["method"]) if not _is_base(mb2, m)]
     colors = dict(zip(methods, sns.color_palette("colorblind", len(methods)), strict=True))
     _speedup_panel(ax, mb2, sizes, [str(s) for s in sizes], "chunk_size", methods, colors,
-                   SEED_TARGETS["mb2"], f"seed's hope ({SEED_TARGETS['mb2']:g}x)")  # fmt: skip
+                   SEED_TARGETS["mb2"],
+                   f"the design's hope ({SEED_TARGETS['mb2']:g}x)")  # fmt: skip
     base = mb2["baseline"].iloc[0]
     n_bytes = int(mb2[mb2["is_baseline"]]["bytes"].iloc[0])
     ax.set_title(f"(b) MB-2 stream boundaries: speedup over {base}", loc="left")

@@ -1,4 +1,4 @@
-"""What every benchmark table shares: environment columns and the seed's target.
+"""What every benchmark table shares: environment columns and the design's target.
 
 Tables are written with :func:`tersetalk.io.write_parquet_atomic`.
 """
@@ -14,7 +14,7 @@ from .timing import Timing
 
 log = logging.getLogger(__name__)
 
-#: What the seed hoped for: JSONL field extraction 10x faster than regex on free
+#: What the design hoped for: JSONL field extraction 10x faster than regex on free
 #: text (MB-1) and newline framing 5x faster than sentence detection (MB-2).
 SEED_TARGETS = {"mb1": 10.0, "mb2": 5.0}
 #: Issue 19: the protocol's validating parsers should run at least at this share of
@@ -66,8 +66,8 @@ def finish(rows: list[dict], benchmark: str, settings: dict) -> pd.DataFrame:
 def target_verdict(ratio: float, target: float) -> str:
     """Plain words for the log and the ``seed_target_verdict`` column."""
     if ratio >= target:
-        return f"meets the seed's {target:g}x ({ratio:.2f}x)"
-    return f"falls short of the seed's {target:g}x ({ratio:.2f}x measured)"
+        return f"meets the design's {target:g}x ({ratio:.2f}x)"
+    return f"falls short of the design's {target:g}x ({ratio:.2f}x measured)"
 
 
 def log_environment() -> None:

@@ -3,7 +3,7 @@
 A per-session LRU of content hashes (SHA-256 of the exact bytes). A hit refreshes the
 entry and returns ``> [ref: <hash8>, byte-identical]``; a miss records the payload.
 An evicted or invalidated entry is never referenced again, so a hint never points at
-a payload that is no longer in the session (the seed's "dangling reference" anti-pattern).
+a payload that is no longer in the session (the design's "dangling reference" anti-pattern).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """In-response hints: one-line blockquotes that say what the payload is and what it left out.
 
-The seed (``002``, "In-Response Hints") defines four families, all of the form
+The format-adaptive design ("In-Response Hints") defines four families, all of the form
 ``> [<family>: <body>]`` on a line of their own:
 
 - reference ``> [ref: <hash8>, byte-identical]``: this payload is byte-identical to an

@@ -1,7 +1,7 @@
 """Questions over a payload with gold answers by construction, for the comprehension study.
 
 Each question is read off the data itself, so its gold answer is exact and needs no
-annotator. The kinds follow the failures the seed's encoder postmortem found:
+annotator. The kinds follow the failures the design's encoder postmortem found:
 
 - ``kth_field``: a scalar field of the k-th item of the main array;
 - ``count``: how many items the main array has;

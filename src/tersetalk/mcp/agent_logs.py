@@ -36,19 +36,19 @@ characters); tool inputs, prompts and answers are read and dropped line by line.
 The rules, each a pure function of the statistics and the base configuration:
 
 - **P1 dominant model**: the model with the most assistant turns, if it has at least
-  ``P1_MIN_SHARE`` (the seed's 80%) of them, pins ``profiles.llm.active`` to the
+  ``P1_MIN_SHARE`` (the design's 80%) of them, pins ``profiles.llm.active`` to the
   profile it resolves to (a variant's name or ``match`` glob); a model no profile
   knows gets a new variant (its tokenizer family guessed from the id, the other values
   from the first profile of that family);
 - **P2 agent class**: each session is classified by the base config's own classifier
-  (the seed's thresholds: file_search_heavy at <= 200 tool calls and a read share
+  (the design's thresholds: file_search_heavy at <= 200 tool calls and a read share
   >= 0.5, marathon_refactor at >= 500 calls and >= 3 compactions); the class that
   holds more than ``P2_MIN_SHARE`` of all tool calls pins ``profiles.agent.active``;
 - **P3 placeholder data profiles**: every observed MCP endpoint (server, tool) that no
   data profile matches yet gets a placeholder variant: its pattern is the tool's name
   (the proxy names endpoints by tool), no preferred format (the logs do not show a
   payload's structure; a user fills it in), and the reference hint when its median
-  answer is above the seed's break-even size for one. With at least ``MIN_CALLS``
+  answer is above the design's break-even size for one. With at least ``MIN_CALLS``
   MCP results, ``dedup.min_body_chars`` follows R5's formula over their sizes.
 
 Every change is a :class:`tersetalk.mcp.tune.Change` (the tuner's evidence row). The
@@ -69,15 +69,15 @@ from typing import Any
 
 from tersetalk.mcp import tune as T
 
-#: P1: the seed's share of assistant turns a model needs before the llm profile is pinned
+#: P1: the design's share of assistant turns a model needs before the llm profile is pinned
 P1_MIN_SHARE = 0.80
 #: P2: a class must hold more than this share of the tool calls to be pinned
 P2_MIN_SHARE = 0.50
-#: P3: the seed's break-even size (chars) above which a reference hint saves tokens
+#: P3: the design's break-even size (chars) above which a reference hint saves tokens
 REF_BREAK_EVEN_CHARS = 175
 #: P3: results needed before dedup.min_body_chars is set (R1/R2's small-corpus guard)
 MIN_CALLS = T.MIN_CALLS
-#: the agent's built-in tools that only read (the seed's "read-class" calls)
+#: the agent's built-in tools that only read (the design's "read-class" calls)
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
 #: model ids -> tokenizer family, for a model no llm profile matches (first match wins)
 TOKENIZER_GUESS = (

@@ -477,7 +477,7 @@ class SessionPipeline:
             delta = scalar_delta(entry.value, value)
             if not delta or not same_value(apply_delta(entry.value, delta), value):
                 continue  # equal (a reference's case), another shape, or no exact delta
-            # the delta payload: the old and new values (what the seed bounds at 50 bytes)
+            # the delta payload: the old and new values (what the design bounds at 50 bytes)
             size = sum(len(compact_json(a).encode()) + len(compact_json(b).encode())
                        for _, a, b in delta)  # fmt: skip
             if size > hints.near_ref_max_delta_chars:

@@ -110,7 +110,7 @@ class TemplateKnobs(_Strict):
 
 
 #: the minimum count of a shape's unit (columns, items, fields) before the generic
-#: router re-encodes a response of that shape; the seed's gate, our numbers
+#: router re-encodes a response of that shape; the design's gate, our numbers
 SHAPE_THRESHOLDS = {
     "markdown_table": 2,
     "array_of_objects": 2,
@@ -180,7 +180,7 @@ class DataProfile(_Strict):
 
 
 BUILTIN_TOKENIZERS = {
-    # the seed's numbers; a value the seed does not give is 1.0 (no correction)
+    # the design's numbers; a value the design does not give is 1.0 (no correction)
     "anthropic_class": TokenizerProfile(
         chars_per_token=3.5, inline_json_cost=2.2, toon_overhead=1.13
     ),
@@ -274,7 +274,7 @@ class LlmAxis(_Axis):
 
 
 class AgentClassifier(_Strict):
-    """When ``auto`` picks file_search_heavy or marathon_refactor (the seed's thresholds)."""
+    """When ``auto`` picks file_search_heavy or marathon_refactor (the design's thresholds)."""
 
     file_search_max_events: int = Field(200, ge=0)
     file_search_min_read_share: float = Field(0.5, ge=0.0, le=1.0)
@@ -330,7 +330,7 @@ BUILTIN_HINTS = {
     "overflow": HintRule(),
     "schema_explainer": HintRule(
         enabled=False,
-        reason="0 p.p. accuracy lift on capable models in the seed's 2026-04-25 evaluation; "
+        reason="0 p.p. accuracy lift on capable models in the design's 2026-04-25 evaluation; "
         "off so that no tuner rediscovers it",
     ),
     "inline_format_hint": HintRule(applies_to_models=("gpt-oss:20b", "gemma4:26b")),
@@ -546,7 +546,7 @@ def _set_in(model: BaseModel, name: str) -> bool:
 
 
 def resolve(config: AdaptiveConfig, context: SessionContext | None = None) -> EffectiveConfig:
-    """The seed's chain, a pure function: llm (from the model id) -> its tokenizer ->
+    """The design's chain, a pure function: llm (from the model id) -> its tokenizer ->
     the agent (from the session's statistics) -> the knobs (default, then the agent
     profile, then the file) -> the hint policy for this model."""
     context = context or SessionContext()
@@ -808,7 +808,7 @@ def r1_decision(dup_rate: float) -> bool | None:
 
 
 def r1_lru(repeat_burst_p90: float) -> int:
-    # round half to even, as the seed's round() would in Python
+    # round half to even, as the design's round() would in Python
     return min(10, 1 + round(repeat_burst_p90))
 
 

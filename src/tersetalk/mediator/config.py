@@ -1,7 +1,7 @@
 """Mediator configuration: a YAML file (or dict) validated at startup.
 
 The layout follows the Mediated Minimal-Signaling design: one block per stage,
-each with its own on/off switch, and the design document's ``logging`` and
+each with its own on/off switch, and the mediator design's ``logging`` and
 ``dashboard`` blocks beside it::
 
     mediator:
@@ -13,7 +13,7 @@ each with its own on/off switch, and the design document's ``logging`` and
     logging: {level, trace_dir}
     dashboard: {enabled, host, port, ws_port}
 
-The design document's own words are accepted as written: ``compression.model``
+The mediator design's own words are accepted as written: ``compression.model``
 names the DistilBART checkpoint (and, without a ``compressor``, picks the
 ``distilbart`` compressor); ``semantic_keys.extractor: placeholder`` is the
 deterministic ``rule`` extractor; ``logging.trace_dir`` is where traces go when
@@ -73,7 +73,7 @@ _FIX = {
     "ws_port": "a TCP port number in 1..65535, e.g. 8081",
 }
 
-#: the section of the design document these keys come from
+#: the section of the mediator design these keys come from
 _DESIGN_KEYS = {"mediator", "logging", "dashboard"}
 
 
@@ -104,7 +104,7 @@ class CompressionConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _design_model_key(cls, data: Any) -> Any:
-        """``model: <checkpoint>`` of the design document: the DistilBART model to use."""
+        """``model: <checkpoint>`` of the mediator design: the DistilBART model to use."""
         if not isinstance(data, dict) or "model" not in data:
             return data
         data = dict(data)
@@ -185,7 +185,7 @@ class MediatorConfig(_Strict):
 
 
 class LoggingConfig(_Strict):
-    """``logging:`` of the design document: the mediator's log level and trace folder."""
+    """``logging:`` of the mediator design: the mediator's log level and trace folder."""
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     #: where trace files go when ``mediator.trace.dir`` is not set
@@ -198,7 +198,7 @@ class LoggingConfig(_Strict):
 
 
 class DashboardConfig(_Strict):
-    """``dashboard:`` of the design document: the live view's switch and addresses.
+    """``dashboard:`` of the mediator design: the live view's switch and addresses.
 
     Validated and kept for the dashboard; nothing in the mediator itself starts a server.
     """
@@ -210,7 +210,7 @@ class DashboardConfig(_Strict):
 
 
 class MediatorFile(_Strict):
-    """A whole mediator file in the design document's layout."""
+    """A whole mediator file in the mediator design's layout."""
 
     mediator: MediatorConfig = Field(default_factory=MediatorConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)

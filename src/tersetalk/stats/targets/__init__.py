@@ -1,8 +1,8 @@
-"""The targets table: every quantitative target of the design documents, measured.
+"""The targets table: every quantitative target of the designs, measured.
 
 ``results/tables/targets.{csv,tex}`` answers "which of the targets we set ourselves did
-we meet?". One row per target (and task or run where it applies): the seed document it
-comes from, the target as the seed states it, the measured value, where the value comes
+we meet?". One row per target (and task or run where it applies): the design it
+comes from, the target as the design states it, the measured value, where the value comes
 from, and a status that is ``met``, ``not met`` or ``inconclusive``, with the reason.
 
 How a status is decided, so that a small or degenerate sample is never "met":
@@ -158,7 +158,7 @@ def targets_tex(df: pd.DataFrame) -> str:
     cols = ["seed", "target", "task", "run", "measured", "status", "reason"]
     counts = df["status"].value_counts()
     caption = (
-        "The design documents' quantitative targets: "
+        "The designs' quantitative targets: "
         + ", ".join(f"{counts.get(s, 0)} {s}" for s in STATUSES)
         + ". Inconclusive rows say why (an interval straddling the threshold, n too small "
         "for the margin, both arms at accuracy 0, or an experiment not run)."

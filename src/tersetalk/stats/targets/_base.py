@@ -1,4 +1,4 @@
-"""What every row provider of the targets table shares: the columns, the seed documents,
+"""What every row provider of the targets table shares: the columns, the designs,
 one row, and the status of an interval against a threshold.
 
 Why a module of its own: each study's provider (:mod:`.protocol`, :mod:`.bench`,
@@ -43,7 +43,7 @@ COLUMNS = (
     "threshold", "status", "reason", "source",
 )  # fmt: skip
 
-#: the seed documents (/work/shared/seeds, README "The design documents")
+#: the designs (the designs the README cites)
 TT = "TerseTalk-JSONL (000)"
 MMS = "Mediated Minimal-Signaling (001/004)"
 FMT = "Format-adaptive encoding (002)"

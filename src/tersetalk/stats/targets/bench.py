@@ -55,7 +55,7 @@ def _bench_verdict(best: pd.Series, thr: float) -> tuple[str, str]:
 def bench_rows(bench_dir: str | Path) -> list[dict]:
     """MB-1 >= 10x, MB-2 >= 5x, and >= 10x on at least one microbenchmark (Experiment 3).
 
-    The benchmark's ``seed_target`` rows are the methods the seed's claim is about. A
+    The benchmark's ``seed_target`` rows are the methods the design's claim is about. A
     method is timed in several conditions (message groups, chunk sizes, store sizes); the
     best method (by its median ratio) decides, and it is met only when the ratio's
     interquartile range clears the threshold in every condition, so that no single
@@ -76,7 +76,7 @@ def bench_rows(bench_dir: str | Path) -> list[dict]:
         cand = df[df["seed_target"].notna()] if "seed_target" in df else df.iloc[0:0]
         if cand.empty:
             rows.append(row(**base, status="inconclusive",
-                            reason=f"{mb}.csv names no method with a seed target"))  # fmt: skip
+                            reason=f"{mb}.csv names no method with a design target"))  # fmt: skip
             continue
         best = _by_method(cand).iloc[0]
         status, reason = _bench_verdict(best, thr)

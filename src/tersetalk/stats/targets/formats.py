@@ -24,7 +24,7 @@ def formats_rows(
     seed: int = 0,
 ) -> list[dict]:
     """The format study's targets: hints <= 15 tokens, mckp's saving vs compact JSON
-    (the seed measured 16%) at no accuracy loss, and lossless encodings (``budgeted``:
+    (the design measured 16%) at no accuracy loss, and lossless encodings (``budgeted``:
     formats variants with a token budget, which trade value for tokens by design and
     are left out of the lossless target)."""
     formats_dir = Path(formats_dir)
@@ -48,13 +48,13 @@ def formats_rows(
                 f"{over}/{len(tok)} hints over 15",
                 value=float(tok.max()), status="met" if over == 0 else "not met",
                 reason="every hint within 15 tokens" if over == 0
-                else f"{over} of {len(tok)} hints over 15 tokens (the seed counted cl100k_base)",
+                else f"{over} of {len(tok)} hints over 15 tokens (the design counted cl100k_base)",
             ))  # fmt: skip
     else:
         rows.append(row(**base, status="inconclusive", reason=hint))
     savings = formats_dir / "savings_by_shape.csv"
     base = dict(id="mckp_savings", seed=FMT,
-                target="mckp saves >= 16% of compact-JSON tokens (the seed's mckp_v2)",
+                target="mckp saves >= 16% of compact-JSON tokens (the design's mckp_v2)",
                 threshold=0.16,
                 source="results/formats/savings_by_shape.csv (shape all)")  # fmt: skip
     if savings.exists():
