@@ -388,44 +388,74 @@ def test_no_payload_text_reaches_any_file(tmp_path):
 # --- the tuner on what the telemetry wrote ---------------------------------------------------
 
 
-def test_tune_analyze_reads_a_folder_the_telemetry_wrote(tmp_path, capsys):
-    tel = tmp_path / "tel"
+def _two_sessions(tel: Path, pad: int) -> None:
+    """Two sessions of 15 rounds: a fresh job_logs body (``pad`` characters of trace
+    added), then one of four poll bodies in turn; between two copies of a poll body
+    come 3 other poll bodies and 4 job_logs ones."""
     for session in ("one", "two"):
         rec = T.TelemetryRecorder(T.TelemetrySettings(tel, 1.0, 5), session_id=session)
         pipe = SessionPipeline(C.parse({}))
         for i in range(15):
-            # logs: a fresh body each time, with log lines, URLs and hashes (R1 off, R2)
             log_body = json.dumps({"job": {"id": i, "trace": [
                 f"[ERROR] step {i} failed at https://ci.example.org/job/{session}{i} "
-                f"sha {i:04d}deadbeef{i:04d}"]}})  # fmt: skip
+                f"sha {i:04d}deadbeef{i:04d}" + " ok" * pad]}})  # fmt: skip
             feed(rec, pipe, "job_logs", log_body)
-            # poll: four bodies in turn; between two copies come 3 other poll bodies
-            # and 4 job_logs ones, so a repeat needs an LRU of 1 + 7 (one shared cache)
             feed(rec, pipe, "poll", json.dumps({"status": rows(6, 100 * (i % 4))}))
         rec.close()
+
+
+def test_tune_analyze_reads_a_folder_the_telemetry_wrote(tmp_path, capsys):
+    # job_logs bodies of 113 characters: under the cache's 200, so between two copies
+    # of a poll body the cache holds only the 3 other poll bodies: the default LRU of 5
+    # catches every repeat, and no knob would save a token
+    tel = tmp_path / "tel"
+    _two_sessions(tel, 0)
     out, evidence = tmp_path / "tuned.yaml", tmp_path / "evidence.csv"
     main(["formats", "tune", "analyze", "--telemetry-dir", str(tel), "--out", str(out),
           "--evidence", str(evidence)])  # fmt: skip
     printed = capsys.readouterr().out
     assert "2 endpoint(s)" in printed and "2 session summaries" in printed
-    tuned = yaml.safe_load(out.read_text())
-    assert tuned["dedup"]["enabled_per_endpoint"] == {"job_logs": False}
-    assert tuned["templates"]["endpoint_overrides"] == {"job_logs": "pipeline_deep_mckp"}
-    ev = pd.read_csv(evidence)
-    r1 = ev[(ev["rule"] == "R1") & (ev["knob"] == "dedup.lru_size")]
-    assert r1["value"].tolist() == [7.0] and tuned["dedup"]["lru_size"] == 8
-    # the same folder through the Parquet: the same proposal
+    assert "measured rules on 60 event(s)" in printed and "no change" in printed
+    assert yaml.safe_load(out.read_text()) == {"schema_version": 2}
+    assert pd.read_csv(evidence).empty
+    # the aggregates alone (no replay) follow their thresholds: R1 turns job_logs' dedup
+    # off and sizes the LRU from the all-bodies distance (7), R2 names a template
     fp = tmp_path / "fp.parquet"
     main(["formats", "telemetry", "fingerprints", "--dir", str(tel), "--out", str(fp)])
     again = tmp_path / "again.yaml"
     main(["formats", "tune", "analyze", "--fingerprints", str(fp), "--summaries-dir", str(tel),
           "--out", str(again)])  # fmt: skip
-    assert yaml.safe_load(again.read_text()) == tuned
+    aggregates = yaml.safe_load(again.read_text())
+    assert aggregates["dedup"]["enabled_per_endpoint"] == {"job_logs": False}
+    assert aggregates["dedup"]["lru_size"] == 8
+    assert aggregates["templates"]["endpoint_overrides"] == {"job_logs": "pipeline_deep_mckp"}
     capsys.readouterr()
     main(["formats", "telemetry", "show", "--dir", str(tel)])
     shown = capsys.readouterr().out.splitlines()
     assert shown[0].split()[0] == "session" and len(shown) == 3
     assert all(" 30 " in x for x in shown[1:])
+
+
+def test_tune_sizes_the_lru_from_the_repeat_distances_the_cache_sees(tmp_path, capsys):
+    # job_logs bodies over 200 characters: the cache holds them, a poll repeat comes 7
+    # distinct cached bodies after its copy, and the default LRU of 5 misses every one
+    tel = tmp_path / "tel"
+    _two_sessions(tel, 40)
+    out, evidence = tmp_path / "tuned.yaml", tmp_path / "evidence.csv"
+    main(["mcp", "tune", "analyze", "--telemetry-dir", str(tel), "--out", str(out),
+          "--evidence", str(evidence)])  # fmt: skip
+    tuned = yaml.safe_load(out.read_text())
+    assert tuned["dedup"] == {"lru_size": 8}  # nothing else saves a token
+    assert tuned["tuned"] == {"dedup.lru_size": "R3"}
+    ev = pd.read_csv(evidence)
+    assert ev["rule"].tolist() == ["R3"] and ev["statistic"].tolist() == ["repeat_distance_q95"]
+    assert ev["value"].tolist() == [8.0] and "of 22 repeats (22 beyond 5)" in ev["threshold"][0]
+    assert ev["tokens_saved"][0] > 0
+    capsys.readouterr()
+    # the proposal again from its own output: nothing left to change
+    main(["mcp", "tune", "analyze", "--telemetry-dir", str(tel), "--adaptive-config",
+          str(out), "--out", str(tmp_path / "again.yaml")])  # fmt: skip
+    assert "no change" in capsys.readouterr().out
 
 
 def test_cli_errors_are_clear(tmp_path, capsys):

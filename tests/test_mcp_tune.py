@@ -489,7 +489,8 @@ def test_analyze_writes_a_config_and_evidence_that_yaml_and_pandas_read(tmp_path
     assert data["templates"]["endpoint_overrides"] == overrides
     table = pd.read_csv(ev, keep_default_na=False)
     assert list(table.columns) == ["rule", "knob", "endpoint", "old", "new", "statistic", "value",
-                                   "threshold"]  # fmt: skip
+                                   "threshold", "tokens_saved"]  # fmt: skip
+    assert (table["tokens_saved"] == "").all()  # aggregates alone: nothing replayed
     assert sorted(table["rule"]) == ["R1", "R1", "R2", "R2", "R5"]
     row = table[table["knob"] == "dedup.enabled_per_endpoint"].iloc[0]
     assert (row["endpoint"], row["old"], row["new"], row["value"]) == (
@@ -553,3 +554,111 @@ def test_telemetry_dir_without_the_telemetry_module_says_to_pass_fingerprints(
               str(tmp_path / "x.yaml")])  # fmt: skip
     assert info.value.code == 2
     assert "pass --fingerprints" in capsys.readouterr().err
+
+
+# -- the measured rules: hand-made telemetry events replayed -------------------------------------
+
+from tersetalk.mcp import tune_replay as TR  # noqa: E402
+
+
+def event(session: str, seq: int, endpoint: str, body: int, *, chars: int = 500,
+          kind: str = "passthrough", tokens: tuple[int, int] = (100, 100),
+          fallback: str | None = None) -> dict:  # fmt: skip
+    return {"session_hash": session, "seq": seq, "endpoint_class": endpoint,
+            "content_sha_prefix": f"{body:032x}", "response_chars": chars, "kind": kind,
+            "tokens": {"o200k_base": list(tokens)}, "fallback": fallback,
+            "context_partition": 0, "sample_rate": 1.0, "shape": "nested_object",
+            "ts_ms": 1}  # fmt: skip
+
+
+def session(name: str, bodies: list[int], refs: frozenset[int] = frozenset(), **kw) -> list[dict]:
+    """Events of one session: ``bodies`` in order; the positions in ``refs`` were sent as
+    references (20 tokens)."""
+    return [event(name, i, "read", b, kind="ref" if i in refs else "passthrough",
+                  tokens=(100, 20) if i in refs else (100, 100), **kw)
+            for i, b in enumerate(bodies)]  # fmt: skip
+
+
+def test_covering_size_catches_95_percent_of_the_repeats_and_is_bounded():
+    assert TR.covering_size([]) is None
+    assert TR.covering_size([0] * 19 + [9]) == 1  # 19 of 20 need one entry
+    assert TR.covering_size([0] * 18 + [9, 9]) == 10
+    assert TR.covering_size([100] * 20) == TR.LRU_MAX == 32
+
+
+def test_the_lru_is_sized_from_repeat_distances_and_only_where_the_replay_saves():
+    # eight bodies, then the same eight again: each repeat 7 distinct bodies after its
+    # copy, all missed by an LRU of 5; a body repeated at once was a reference (20 tokens)
+    evs = session("a", [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9], frozenset({17}))
+    out, changes = T.tune(T.AdaptiveConfig(), [], [], evs)
+    assert [(c.rule, c.knob, c.old, c.new) for c in changes] == [("R3", "dedup.lru_size", 5, 8)]
+    assert changes[0].tokens_saved == 8 * (100 - 20)
+    assert out.dedup.lru_size == 8 and out.tuned == {"dedup.lru_size": "R3"}
+    assert T.tune(out, [], [], evs) == (out, [])  # idempotent
+    # repeats all within the default cache: nothing to gain, nothing changed (the old
+    # rules sized the LRU from the sessions' length or a burst statistic regardless)
+    near = session("b", [1, 2, 1, 2, 3, 3], frozenset({2, 3, 5}))
+    assert T.tune(T.AdaptiveConfig(), [], [], near) == (T.AdaptiveConfig(), [])
+
+
+def test_a_repeat_a_write_made_the_proxy_forget_stays_a_miss():
+    # a hit at distance 3 proves a cache of 4 or more: the miss at distance 1 was forgotten
+    evs = session("a", [1, 2, 3, 4, 1, 5, 4], frozenset({4}))
+    tr = TR.trace(evs)
+    elig = TR.eligibility(200, {})
+    assert TR.blocked(tr, elig) == {(0, 6)}
+    assert TR.replay(tr, 5, elig, TR.blocked(tr, elig)).hits == 1
+
+
+def test_min_body_chars_changes_only_when_the_replay_saves():
+    small = T.endpoint_stats([fingerprint("read", response_chars_p25=150.0)])
+    # bodies of 150 characters repeated: under 200 today; a reference (20 tokens) saves
+    # on a body of 100 tokens but costs on one of 10
+    for body_tokens, changed in ((100, True), (10, False)):
+        evs = [event("a", i, "read", b, chars=150, tokens=(body_tokens, body_tokens))
+               for i, b in enumerate([1, 2, 1, 2])]  # fmt: skip
+        evs.append(event("a", 9, "read", 7, kind="ref", tokens=(100, 20)))
+        out, changes = T.tune(T.AdaptiveConfig(), small, [], evs)
+        assert (out.dedup.min_body_chars == 150) is changed
+        assert [c.rule for c in changes] == (["R5"] if changed else [])
+    # the aggregates alone lower it whatever it saves (what a replay prevents)
+    assert T.tune(T.AdaptiveConfig(), small)[0].dedup.min_body_chars == 150
+
+
+def test_dedup_is_never_turned_off_and_templates_and_depth_are_left_when_measured():
+    eps = T.endpoint_stats([ISSUES, PIPELINE])
+    evs = session("a", [1, 2, 3])
+    assert T.tune(T.AdaptiveConfig(), eps, [], evs) == (T.AdaptiveConfig(), [])
+    assert {c.rule for c in T.tune(T.AdaptiveConfig(), eps)[1]} >= {"R1", "R2"}
+
+
+def test_decode_failures_and_edits_turn_a_tools_re_encoding_off():
+    evs = [
+        event("a", 0, "query", 1, kind="encoded", tokens=(100, 60)),
+        *(event("a", i, "query", 1 + i, fallback="readback") for i in (1, 2, 3)),
+        event("a", 4, "get_config", 10, kind="encoded", tokens=(80, 50)),
+        event("a", 5, "edit_file", 11, chars=20),
+        event("a", 6, "get_config", 12, kind="encoded", tokens=(80, 50)),
+        event("a", 7, "list_tables", 13),
+        event("a", 8, "str_replace", 14, chars=20),
+        event("a", 9, "list_tables", 15, kind="encoded", tokens=(90, 40)),
+    ]
+    out, changes = T.tune(T.AdaptiveConfig(), [], [], evs)
+    by = {c.endpoint: c for c in changes}
+    assert set(by) == {"query", "get_config"}
+    assert (by["query"].rule, by["query"].value, by["query"].tokens_saved) == ("R6", 0.75, -40)
+    assert (by["get_config"].rule, by["get_config"].value) == ("R7", 2.0)
+    assert out.encoding.per_endpoint == {"query": False, "get_config": False}
+    eff = T.resolve(out)
+    proxy, missing = T.to_proxy_config(eff, ProxyConfig())
+    assert proxy.tools["query"].encode is False and proxy.tools["get_config"].encode is False
+    assert "encoding.per_endpoint.query" in T.applied_knobs(eff)
+    assert not any(k.startswith("encoding") for k in missing)
+    assert eff.source("encoding.per_endpoint.query") == "rule R6"
+    assert T.tune(out, [], [], evs) == (out, [])
+
+
+def test_sessions_sampled_below_one_are_not_replayed():
+    evs = [{**e, "sample_rate": 0.5} for e in session("a", [1, 2, 3, 4, 5, 6, 1])]
+    tr = TR.trace(evs)
+    assert tr.sessions == () and tr.skipped_sessions == 1

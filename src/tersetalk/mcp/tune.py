@@ -135,6 +135,12 @@ class MckpKnobs(_Strict):
         return self
 
 
+class EncodingKnobs(_Strict):
+    #: endpoint -> its structured results re-encoded (true) or passed as they came
+    #: (false); an endpoint not named is left to the proxy's edit-safe decision
+    per_endpoint: dict[str, bool] = {}
+
+
 class TelemetryKnobs(_Strict):
     sample_rate: float = Field(1.0, ge=0.0, le=1.0)
     flush_every_n: int = Field(25, ge=1)
@@ -345,6 +351,7 @@ class AdaptiveConfig(_Strict):
     dedup: DedupKnobs = DedupKnobs()
     templates: TemplateKnobs = TemplateKnobs()
     mckp: MckpKnobs = MckpKnobs()
+    encoding: EncodingKnobs = EncodingKnobs()
     telemetry: TelemetryKnobs = TelemetryKnobs()
     profiles: Profiles = Profiles()
     #: hint type -> its rule, over (and besides) the built-in ones
@@ -465,6 +472,10 @@ def _toml(data: Mapping[str, Any], prefix: str = "") -> str:
 # --- resolution ----------------------------------------------------------------------------
 
 
+#: the knob sections of a tuner file, in the order they are resolved and shown
+SECTIONS = ("dedup", "templates", "mckp", "encoding", "telemetry")
+
+
 class SessionContext(_Strict):
     """What is known of a session when its configuration is resolved."""
 
@@ -490,6 +501,7 @@ class EffectiveConfig(_Strict):
     dedup: DedupKnobs
     templates: TemplateKnobs
     mckp: MckpKnobs
+    encoding: EncodingKnobs
     telemetry: TelemetryKnobs
     data: dict[str, DataProfile]  # in matching order (the first match wins)
     data_active: str
@@ -570,7 +582,7 @@ def resolve(config: AdaptiveConfig, context: SessionContext | None = None) -> Ef
     )
 
     sections: dict[str, BaseModel] = {}
-    for section in ("dedup", "templates", "mckp", "telemetry"):
+    for section in SECTIONS:
         model: BaseModel = getattr(config, section)
         for name in type(model).model_fields:
             knob = f"{section}.{name}"
@@ -613,6 +625,7 @@ def resolve(config: AdaptiveConfig, context: SessionContext | None = None) -> Ef
         dedup=sections["dedup"],
         templates=sections["templates"],
         mckp=sections["mckp"],
+        encoding=sections["encoding"],
         telemetry=sections["telemetry"],
         data=data,
         data_active=config.profiles.data.active,
@@ -648,7 +661,8 @@ def to_proxy_config(
     Mapped: dedup.lru_size and dedup.min_body_chars (the L0 cache),
     dedup.near_ref_enabled (hints.near_ref, if the hint policy allows near_ref for the
     model), dedup.enabled_per_endpoint (per-tool ``dedup`` overrides: an endpoint is a
-    tool name), hints.metadata (the metadata hint on or off).
+    tool name), encoding.per_endpoint (per-tool ``encode`` overrides), hints.metadata
+    (the metadata hint on or off).
     """
     set_ = {k for k, v in effective.sources.items() if v != "default"}
     dedup = base.dedup
@@ -666,6 +680,9 @@ def to_proxy_config(
     for endpoint, on in effective.dedup.enabled_per_endpoint.items():
         own = tools.get(endpoint, ToolOverride())
         tools[endpoint] = own.model_copy(update={"dedup": on})
+    for endpoint, on in effective.encoding.per_endpoint.items():
+        own = tools.get(endpoint, ToolOverride())
+        tools[endpoint] = own.model_copy(update={"encode": on})
     config = base.model_copy(update={"dedup": dedup, "hints": hints, "tools": tools})
     config = ProxyConfig.model_validate(config.model_dump())  # the result is a valid config
     missing = [k for k in NOT_IMPLEMENTED if k in set_ or any(s.startswith(k + ".") for s in set_)]
@@ -692,6 +709,7 @@ def applied_knobs(effective: EffectiveConfig) -> tuple[str, ...]:
     set_ = {k for k, v in effective.sources.items() if v != "default"}
     out = [k for k in mapped if k in set_]
     out += [f"dedup.enabled_per_endpoint.{e}" for e in effective.dedup.enabled_per_endpoint]
+    out += [f"encoding.per_endpoint.{e}" for e in effective.encoding.per_endpoint]
     return tuple(out)
 
 
@@ -796,6 +814,9 @@ class Change:
     statistic: str
     value: float
     threshold: str
+    #: the tokens the change saved in a replay of the training sessions (negative: what
+    #: a safety change costs); None: not measured (fingerprints only)
+    tokens_saved: float | None = None
 
 
 def r1_decision(dup_rate: float) -> bool | None:
@@ -917,8 +938,14 @@ def tune(
     config: AdaptiveConfig,
     endpoints: Sequence[EndpointStats],
     sessions: Sequence[SessionStats] = (),
+    events: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[AdaptiveConfig, list[Change]]:
     """Rules R1-R5 over the telemetry: the proposed config and every value it changes.
+
+    With ``events`` (the proxy's telemetry events, ``analyze --telemetry-dir``), the
+    measured rules of :func:`tune_measured` instead: every value is derived from and
+    checked against a replay of the training sessions. What follows is the rule set on
+    aggregates alone (``analyze --fingerprints``), which cannot replay anything.
 
     The LRU size: R3 sizes it from the sessions; R1 suggests, per endpoint with many
     repeats, ``min(10, 1 + round(repeat_burst_p90))``. The cache is shared by every
@@ -928,6 +955,8 @@ def tune(
     A pure function: the same inputs give the same output, and tuning the output again
     on the same telemetry changes nothing (the rules read only telemetry).
     """
+    if events is not None:
+        return tune_measured(config, endpoints, events)
     changes: list[Change] = []
     dedup, templates, mckp = config.dedup, config.templates, config.mckp
     enabled = dict(dedup.enabled_per_endpoint)
@@ -1099,3 +1128,149 @@ def tune(
         }
     )
     return out, changes
+
+
+# --- the measured rules (telemetry events: the training sessions replayed) ------------------
+
+
+def _apply(config: AdaptiveConfig, changes: Sequence[Change], **sections: Any) -> AdaptiveConfig:
+    """``config`` with ``sections`` (name -> updated knob model) and the changes' rules
+    recorded in ``tuned``."""
+    if not changes:
+        return config
+    tuned = dict(config.tuned)
+    for c in changes:
+        endpoint_keyed = c.endpoint is not None and c.knob != "dedup.lru_size"
+        tuned[f"{c.knob}.{c.endpoint}" if endpoint_keyed else c.knob] = c.rule
+    raw = dump_adaptive(config)
+    for name, model in sections.items():
+        raw[name] = model.model_dump(mode="json", exclude_unset=True)
+    raw["tuned"] = tuned
+    return parse_adaptive(raw)
+
+
+def tune_measured(
+    config: AdaptiveConfig,
+    endpoints: Sequence[EndpointStats],
+    events: Sequence[Mapping[str, Any]],
+) -> tuple[AdaptiveConfig, list[Change]]:
+    """The rules on the training sessions replayed (:mod:`tersetalk.mcp.tune_replay`).
+
+    A knob that only saves tokens changes only when the replay shows the new value
+    saves tokens on the training sessions (``tokens_saved`` > 0 in its evidence row):
+
+    - R1: dedup turned on for an endpoint where it is off and repeats are frequent
+      (``dup_rate`` >= 0.30, at least 20 calls) and the replay saves; turning dedup
+      off saves nothing, so R1 never does it here;
+    - R3: the LRU size from the repeat distances: the smallest size that catches 95%
+      of the repeats (at most the proxy's ``retrieval.keep``), if larger than the
+      current one and the replay saves (a smaller cache saves nothing);
+    - R5: ``dedup.min_body_chars`` to R5's value when the replay saves with it (the
+      LRU size then covers the repeats at the new minimum);
+    - R2 (templates) and R4 (recursion depth) are left: the proxy has no mechanism for
+      them, so no replay can show a saving.
+
+    Two safety rules turn a tool's re-encoding off (``encoding.per_endpoint``: false),
+    their evidence giving what that costs (the tokens its re-encodings saved, negated):
+
+    - R6, decode failures: at least 3 re-encodings of the tool failed to decode to what
+      the server sent, and at least half of its attempts did;
+    - R7, edit patterns: at least twice an edit tool (edit, replace, patch, apply;
+      write with a text noun) was called within 3 results after a re-encoded result of
+      the tool: the agent quotes such results back, so they should pass as they came.
+
+    A pure function; tuning its output again on the same telemetry changes nothing.
+    """
+    from tersetalk.mcp import tune_replay as R
+
+    tr = R.trace(events)
+    dedup, encoding = config.dedup, config.encoding
+    enabled = dict(dedup.enabled_per_endpoint)
+    lru, min_body = dedup.lru_size, dedup.min_body_chars
+    changes: list[Change] = []
+    block = R.blocked(tr, R.eligibility(min_body, enabled))
+
+    def cost(size: int, body: int, on: Mapping[str, bool]) -> R.Replay:
+        return R.replay(tr, size, R.eligibility(body, on), block)
+
+    # R1: dedup on where repeats are frequent and dedup is off
+    for e in sorted(endpoints, key=lambda e: e.endpoint_class):
+        if e.call_count < MIN_CALLS or enabled.get(e.endpoint_class, True):
+            continue
+        if r1_decision(e.dup_rate) is not True:
+            continue
+        on = {**enabled, e.endpoint_class: True}
+        saved = cost(lru, min_body, enabled).tokens - cost(lru, min_body, on).tokens
+        if saved > 0:
+            changes.append(Change("R1", "dedup.enabled_per_endpoint", e.endpoint_class, False,
+                                  True, "dup_rate", e.dup_rate,
+                                  f">= {DUP_ON:.2f}; call_count >= {MIN_CALLS}; the replay "
+                                  "saves tokens", float(saved)))  # fmt: skip
+            enabled = on
+
+    def lru_change(body: int) -> Change | None:
+        base = cost(lru, body, enabled)
+        size = R.covering_size(base.distances)
+        if size is None or size <= lru:
+            return None
+        saved = base.tokens - cost(size, body, enabled).tokens
+        if saved <= 0:
+            return None
+        beyond = sum(d + 1 > lru for d in base.distances)
+        return Change("R3", "dedup.lru_size", None, dedup.lru_size, size, "repeat_distance_q95",
+                      float(size), f"an LRU of x entries catches {R.COVERAGE:.0%} of "
+                      f"{len(base.distances)} repeats ({beyond} beyond {lru}); at most "
+                      f"{R.LRU_MAX}; the replay saves tokens", float(saved))  # fmt: skip
+
+    lru_step = lru_change(min_body)
+    if lru_step is not None:
+        lru = lru_step.new
+    # R5: the minimum body, kept only if the replay at the (new) LRU size saves
+    p25 = pooled_p25(endpoints)
+    if p25 is not None:
+        new = r5_min_body(p25)
+        if new != min_body:
+            saved = cost(lru, min_body, enabled).tokens - cost(lru, new, enabled).tokens
+            if saved > 0:
+                changes.append(Change("R5", "dedup.min_body_chars", None, min_body, new,
+                                      "response_chars_p25", p25, "clamp(x, 100, 500); the "
+                                      "replay saves tokens", float(saved)))  # fmt: skip
+                min_body = new
+                again = lru_change(min_body)  # more bodies cached: their repeats too
+                if again is not None and again.new > lru:
+                    lru_step, lru = again, again.new
+    if lru_step is not None:
+        changes.append(lru_step)
+
+    # R6, R7: re-encoding off for tools whose encodings fail or are quoted back
+    per = dict(encoding.per_endpoint)
+    for t in R.tool_evidence(tr):
+        if per.get(t.endpoint) is False:
+            continue
+        if t.failures >= R.MIN_FAILURES and t.failure_share >= R.FAILURE_SHARE:
+            rule, stat, value = "R6", "readback_failure_share", t.failure_share
+            threshold = (f">= {R.FAILURE_SHARE:.2f} of re-encodings and >= {R.MIN_FAILURES} "
+                         "failures")  # fmt: skip
+        elif t.edits_after >= R.MIN_EDITS:
+            rule, stat, value = "R7", "edits_after_encoded", float(t.edits_after)
+            threshold = f">= {R.MIN_EDITS} edit calls within {R.EDIT_WINDOW} results"
+        else:
+            continue
+        changes.append(Change(rule, "encoding.per_endpoint", t.endpoint, per.get(t.endpoint),
+                              False, stat, value, threshold,
+                              -float(t.tokens_saved)))  # fmt: skip
+        per[t.endpoint] = False
+
+    sections: dict[str, Any] = {}
+    d_update: dict[str, Any] = {}
+    if enabled != dedup.enabled_per_endpoint:
+        d_update["enabled_per_endpoint"] = enabled
+    if lru != dedup.lru_size:
+        d_update["lru_size"] = lru
+    if min_body != dedup.min_body_chars:
+        d_update["min_body_chars"] = min_body
+    if d_update:
+        sections["dedup"] = _with(dedup, **d_update)
+    if per != encoding.per_endpoint:
+        sections["encoding"] = _with(encoding, per_endpoint=per)
+    return _apply(config, changes, **sections), changes

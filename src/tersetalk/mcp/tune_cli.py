@@ -9,6 +9,10 @@ tersetalk mcp tune from-agent-logs ~/.claude/projects/my-project --out first.yam
 analyze applies the rules R1-R5 (per-endpoint dedup, per-endpoint templates, LRU size,
 knapsack recursion depth, minimum body size) to per-endpoint fingerprints and session
 summaries, writes the proposed schema-v2 file and one evidence row per changed value.
+With --telemetry-dir it replays the proxy's events instead: the LRU size is the one that
+catches 95% of the repeats at their observed distances, a knob that only saves tokens
+changes only where the replay saves tokens (evidence column tokens_saved), and R6/R7
+turn a tool's re-encoding off after decode failures or edits that quote it back.
 show prints the effective configuration for a session and where each value came from.
 from-agent-logs bootstraps a configuration before any telemetry exists, from a coding
 agent's session logs (Claude Code's JSONL), with the rules P1-P3 (dominant model -> llm
@@ -29,7 +33,17 @@ from typing import Any
 
 from tersetalk.cliargs import add_renamed_option
 
-EVIDENCE_COLUMNS = ("rule", "knob", "endpoint", "old", "new", "statistic", "value", "threshold")
+EVIDENCE_COLUMNS = (
+    "rule",
+    "knob",
+    "endpoint",
+    "old",
+    "new",
+    "statistic",
+    "value",
+    "threshold",
+    "tokens_saved",
+)
 
 
 def _fail(message: str) -> None:
@@ -95,6 +109,7 @@ def write_evidence(changes, path: Path) -> None:
             "statistic": c.statistic,
             "value": float(c.value),
             "threshold": c.threshold,
+            "tokens_saved": None if c.tokens_saved is None else float(c.tokens_saved),
         }
         for c in changes
     ]
@@ -107,9 +122,10 @@ def _print_changes(changes) -> None:
         print("no change: the current configuration already follows the rules")
     for c in changes:
         where = f" [{c.endpoint}]" if c.endpoint else ""
+        saved = "" if c.tokens_saved is None else f"; replay: {c.tokens_saved:+g} tokens saved"
         print(
             f"  {c.rule} {c.knob}{where}: {_cell(c.old) or '(unset)'} -> {_cell(c.new)}  "
-            f"({c.statistic} = {c.value:g}; {c.threshold})"
+            f"({c.statistic} = {c.value:g}; {c.threshold}{saved})"
         )
 
 
@@ -131,12 +147,17 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
         endpoints = endpoint_stats(
             df.to_dict("records"), str(args.fingerprints or args.telemetry_dir)
         )
+        events = None
+        if args.telemetry_dir is not None:  # the events: the measured rules replay them
+            from tersetalk.mcp.telemetry import read_events
+
+            events, _ = read_events(args.telemetry_dir, args.days)
         sessions = []
         if summaries_dir is not None:
             if not summaries_dir.is_dir():
                 _fail(f"{summaries_dir}: no such folder of session summaries")
             sessions = session_stats(read_summaries(summaries_dir, since_ms), str(summaries_dir))
-        tuned, changes = tune(current, endpoints, sessions)
+        tuned, changes = tune(current, endpoints, sessions, events)
         save_adaptive(tuned, args.out)
     except TuneError as exc:
         _fail(str(exc))
@@ -147,12 +168,23 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
         f"{len(endpoints)} endpoint(s) ({guarded} under 20 calls: R1/R2 skip them), "
         f"{len(sessions)} session summar{'y' if len(sessions) == 1 else 'ies'}"
     )
+    if events is not None:
+        print(
+            f"measured rules on {len(events)} event(s): a token knob changes only where a "
+            "replay of these sessions saves tokens (R1 on, R3 LRU from repeat distances, "
+            "R5); R6/R7 turn re-encoding off for a tool from decode failures and edits; "
+            "R2 and R4 have no mechanism in the proxy and are left"
+        )
+    else:
+        print("rules on aggregates (no events to replay): R1-R5 act on their thresholds")
     _print_changes(changes)
     print(f"wrote {args.out}" + (f" and {args.evidence}" if args.evidence else ""))
 
 
 def show_lines(effective) -> list[str]:
     """``knob = value  [source]`` for every value of an effective configuration."""
+    from tersetalk.mcp.tune import SECTIONS
+
     lines = [
         f"model_id = {effective.context.model_id or '(unknown)'}; events "
         f"{effective.context.event_count}, compactions {effective.context.compaction_count},"
@@ -175,11 +207,12 @@ def show_lines(effective) -> list[str]:
             getattr(effective.agent_profile, name),
             f"profile agent:{effective.agent}",
         )
-    for section in ("dedup", "templates", "mckp", "telemetry"):
+    for section in SECTIONS:
         model = getattr(effective, section)
         for name, value in model.model_dump(mode="json").items():
             knob = f"{section}.{name}"
-            if isinstance(value, dict) and name in ("enabled_per_endpoint", "endpoint_overrides"):
+            if isinstance(value, dict) and name in ("enabled_per_endpoint", "endpoint_overrides",
+                                                    "per_endpoint"):  # fmt: skip
                 line(knob, value)
                 for key, v in value.items():
                     line(f"{knob}.{key}", v)
