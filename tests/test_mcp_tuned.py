@@ -218,3 +218,70 @@ def test_the_cli_says_what_is_wrong(tmp_path, capsys):
               "--target", str(tmp_path), "--sessions", "0", "--telemetry-dir",
               str(tmp_path / "tel"), "--out", str(tmp_path / "o.parquet")])  # fmt: skip
     assert "at least one training" in capsys.readouterr().err
+
+
+# ---- held-out sessions with repeats from far back, and the headline per server ------------
+
+
+def test_sessions_come_back_to_reads_beyond_the_last_few():
+    # a repeat names a call; how many distinct reads came since that call was last made
+    for server in ("sqlite", "git"):
+        far = total = 0
+        for seed in range(8):
+            reads: list[tuple] = []
+            for st in TU.generate_session(server, seed, 40, "/repo"):
+                key = (st.tool, str(st.arguments))
+                if st.role == "repeat":
+                    total += 1
+                    far += reads[::-1].index(key) >= TU.RECENT
+                if st.role in ("read", "repeat"):
+                    reads = [k for k in reads if k != key] + [key]
+        assert total and 0.15 < far / total < 0.5, (server, far, total)
+
+
+def test_training_and_evaluation_refuse_each_others_seeds(tmp_path):
+    with pytest.raises(TU.TunedExperimentError, match="evaluation seeds"):
+        TU.train("fixture", fixture_server, None, [0, TU.EVAL_SEED], training_session, None,
+                 tmp_path / "tel")  # fmt: skip
+    with pytest.raises(TU.TunedExperimentError, match="training seeds"):
+        TU.evaluate("fixture", fixture_server, None, [3], evaluation_session, None,
+                    tmp_path / "none.yaml")  # fmt: skip
+    assert not (tmp_path / "tel").exists()
+
+
+def _eval_rows(server: str, tokens: dict[str, list[int]], retrieved: int = 0) -> pd.DataFrame:
+    rows = []
+    for arm, per_seed in tokens.items():
+        for i, t in enumerate(per_seed):
+            for step, tool in enumerate((LIST_STEP, "read_query")):
+                rows.append({"server": server, "split": "eval", "seed": TU.EVAL_SEED + i,
+                             "arm": arm, "step": step, "tool": tool,
+                             "tokens": t if step else 0, "hint_tokens": 0,
+                             "retrieved_tokens": retrieved if step and arm != "direct" else 0,
+                             "dedup_hit": False, "retrievals": 0, "retrievals_exact": 0,
+                             "is_error": False, "n_changes": 1, "n_applied": 1,
+                             "tuned_applied": "dedup.lru_size (rule R3)" if arm == "tuned"
+                             else ""})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_summary_gives_each_servers_saving_against_the_target():
+    df = pd.concat([
+        _eval_rows("sqlite", {"direct": [2000, 2000], "default": [1000, 1200],
+                              "tuned": [900, 1080]}),  # 10% saved
+        _eval_rows("git", {"direct": [900, 900], "default": [500, 500], "tuned": [480, 480]},
+                   retrieved=100),  # (600 - 580) / 600: 3.3% saved
+    ], ignore_index=True)  # fmt: skip
+    summary = TU.summarize(df)
+    head = TU.headline(summary).set_index("server")
+    assert (
+        head.loc["sqlite", "default_tokens"] == 1100 and head.loc["sqlite", "tuned_tokens"] == 990
+    )
+    assert head.loc["sqlite", "tuned_saving_pct"] == pytest.approx(10.0)
+    assert head.loc["git", "default_tokens"] == 600 and head.loc["git", "tuned_tokens"] == 580
+    assert head.loc["git", "tuned_saving_pct"] == pytest.approx(100 * 20 / 600)
+    assert head.loc["sqlite", "meets_target"] == True and head.loc["git", "meets_target"] == False  # noqa: E712
+    assert head.loc["sqlite", "tuned_applied"] == "dedup.lru_size (rule R3)"
+    assert (summary["target_saving_pct"] == TU.TARGET_SAVING_PCT).all()
+    # the same per-server values on every row of the server
+    assert summary.groupby("server")["tuned_saving_pct"].nunique().eq(1).all()

@@ -188,7 +188,7 @@ def _cmd_tuned_report(args: argparse.Namespace) -> None:
 
     from tersetalk.io import read_parquet, write_csv_atomic, write_parquet_atomic
 
-    from .tuned import TunedExperimentError, summarize
+    from .tuned import TARGET_SAVING_PCT, TunedExperimentError, headline, summarize
     from .tuned_plot import figure
 
     df = pd.concat([read_parquet(p, "tuned MCP experiment") for p in args.runs],
@@ -206,6 +206,16 @@ def _cmd_tuned_report(args: argparse.Namespace) -> None:
                  "%d applied", r.server, r.arm, r.tokens_per_session, 100 * r.tokens_change,
                  r.dedup_hit_rate, r.hint_tokens_per_session, r.retrievals,
                  r.retrievals_exact, r.n_changes, r.n_applied)  # fmt: skip
+    heads = headline(summary)
+    for r in heads.itertuples():
+        verdict = "meets" if r.meets_target is True else "does not meet"
+        log.info("%s: held-out sessions read %.0f tokens with the default config, %.0f tuned: "
+                 "%.1f%% saved, %s the %.0f%% target (applied: %s)", r.server,
+                 r.default_tokens, r.tuned_tokens, r.tuned_saving_pct, verdict,
+                 TARGET_SAVING_PCT, r.tuned_applied or "nothing")  # fmt: skip
+    met = int((heads["meets_target"] == True).sum())  # noqa: E712 (a nullable boolean)
+    log.info("the tuned config saves at least %.0f%% over the default on %d of %d server(s)",
+             TARGET_SAVING_PCT, met, len(heads))  # fmt: skip
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -63,8 +63,15 @@ ARMS = (DIRECT, DEFAULT, TUNED)
 TRAIN, EVAL = "train", "eval"
 #: the first evaluation seed; training seeds count up from 0 and must stay below it
 EVAL_SEED = 1000
-#: the generator's odds per step: repeat one of the last RECENT distinct reads, write
-REPEAT_P, WRITE_P, RECENT = 0.35, 0.08, 4
+#: the generator's odds per step: repeat an earlier read, write
+REPEAT_P, WRITE_P = 0.35, 0.08
+#: a repeat is one of the last RECENT distinct reads, or with FAR_P one of the reads
+#: before those, up to FAR back: agents come back to what they read a while ago (a
+#: user's own sessions through the proxy had 4 of 12 repeats beyond 5 distinct results)
+RECENT, FAR, FAR_P = 4, 16, 1 / 3
+#: the saving of the tuned config over the default one the tuner is meant to reach, per
+#: server, on the held-out sessions
+TARGET_SAVING_PCT = 5.0
 HINT_PREFIX = "> ["
 
 
@@ -130,9 +137,10 @@ def _git_write(repo: str, state: dict) -> Step:
 def generate_session(server: str, seed: int, steps: int, repo: str | None = None) -> list[Step]:
     """One session of ``steps`` steps (the first lists the tools) for ``server``, a pure
     function of (server, seed, steps, repo): per step, with probability REPEAT_P the
-    same call as one of the last RECENT distinct reads, with WRITE_P a write, otherwise
-    a read drawn from the server's read tools and arguments (which may equal an earlier
-    one: the pool is finite, as an agent's questions are)."""
+    same call as an earlier distinct read (one of the last RECENT, or with FAR_P one of
+    the FAR - RECENT before them), with WRITE_P a write, otherwise a read drawn from the
+    server's read tools and arguments (which may equal an earlier one: the pool is
+    finite, as an agent's questions are)."""
     if server not in ("sqlite", "git"):
         raise TunedExperimentError(f"no session generator for server {server!r}")
     if server == "git" and not repo:
@@ -146,7 +154,8 @@ def generate_session(server: str, seed: int, steps: int, repo: str | None = None
     while len(out) < steps:
         r = rng.random()
         if recent and r < REPEAT_P:
-            prev = rng.choice(recent[-RECENT:])
+            far = recent[-FAR:-RECENT]
+            prev = rng.choice(far if far and rng.random() < FAR_P else recent[-RECENT:])
             out.append(Step("repeat", prev.tool, prev.arguments))
         elif r < REPEAT_P + WRITE_P:
             out.append(_sqlite_write(rng, state) if server == "sqlite" else _git_write(repo, state))
@@ -264,7 +273,12 @@ def _downstream(server: str, env_dir: str | Path) -> Callable[[Path | None], lis
 def train(server: str, downstream_for: Callable[[Path | None], list[str]],
           target: Path | None, seeds: Sequence[int], steps_for: Callable[[int], Any],
           budget: int | None, telemetry_dir: Path) -> pd.DataFrame:  # fmt: skip
-    """The training sessions through the default proxy, telemetry into ``telemetry_dir``."""
+    """The training sessions through the default proxy, telemetry into ``telemetry_dir``.
+    Training seeds are below EVAL_SEED, so no evaluation session is trained on."""
+    held_out = [s for s in seeds if s >= EVAL_SEED]
+    if held_out:
+        raise TunedExperimentError(f"seeds {held_out} are evaluation seeds (>= {EVAL_SEED}); "
+                                   "train on seeds below it")  # fmt: skip
     telemetry_dir = Path(telemetry_dir).absolute()
     telemetry_dir.mkdir(parents=True, exist_ok=True)
     frames = []
@@ -305,7 +319,12 @@ def evaluate(server: str, downstream_for: Callable[[Path | None], list[str]],
              target: Path | None, seeds: Sequence[int], steps_for: Callable[[int], Any],
              budget: int | None, tuned: Path,
              evidence: Path | None = None) -> pd.DataFrame:  # fmt: skip
-    """Each evaluation session directly, with the default config and with ``--tuned``."""
+    """Each evaluation session directly, with the default config and with ``--tuned``.
+    Evaluation seeds are EVAL_SEED or above: sessions the tuner never saw."""
+    seen = [s for s in seeds if s < EVAL_SEED]
+    if seen:
+        raise TunedExperimentError(f"seeds {seen} are training seeds (< {EVAL_SEED}); "
+                                   "evaluate on held-out seeds")  # fmt: skip
     n_changes, n_applied, _ = tuner_changes(tuned, evidence)
     frames = []
     for seed in seeds:
@@ -355,7 +374,14 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per server and arm over the evaluation sessions: sessions, tool calls, o200k tokens
     the client read per session (results; retrievals apart), dedup hits and their rate
     per tool call, hint tokens per session, retrievals (and how many were exact), the
-    tuner's n_changes / n_applied, and each compared value minus the default arm's."""
+    tuner's n_changes / n_applied, and each compared value minus the default arm's.
+
+    And per server (the same on each of its rows), the headline: the tokens the model
+    reads per held-out session (results and retrievals) with the default config
+    (``default_tokens``) and with the tuned file (``tuned_tokens``), the saving of tuned
+    over default in percent (``tuned_saving_pct``: 100 * (1 - tuned / default)),
+    whether it reaches TARGET_SAVING_PCT (``meets_target``), and what the proxy said it
+    applied from the tuned file (``tuned_applied``)."""
     ev = df[df["split"] == EVAL]
     if ev.empty:
         raise TunedExperimentError("no evaluation rows: run `mcp-experiment tuned-eval` first")
@@ -385,8 +411,29 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         out[f"{col}_vs_default"] = out[col] - out["server"].map(default)
     out["tokens_change"] = out["tokens_per_session"] / out["server"].map(
         out[out["arm"] == DEFAULT].set_index("server")["tokens_per_session"]) - 1.0  # fmt: skip
+    read = out["tokens_per_session"] + out["retrieved_tokens_per_session"]
+    by_arm = {arm: read[out["arm"] == arm].set_axis(out.loc[out["arm"] == arm, "server"])
+              for arm in (DEFAULT, TUNED)}  # fmt: skip
+    out["default_tokens"] = out["server"].map(by_arm[DEFAULT]).astype(float)
+    out["tuned_tokens"] = out["server"].map(by_arm[TUNED]).astype(float)
+    out["tuned_saving_pct"] = 100.0 * (1.0 - out["tuned_tokens"] / out["default_tokens"])
+    out["target_saving_pct"] = TARGET_SAVING_PCT
+    out["meets_target"] = (out["tuned_saving_pct"] >= TARGET_SAVING_PCT - 1e-9).astype("boolean")
+    out.loc[out["tuned_saving_pct"].isna(), "meets_target"] = pd.NA
+    applied = ev[ev["arm"] == TUNED].groupby("server", sort=False)["tuned_applied"].first()
+    out["tuned_applied"] = out["server"].map(applied).fillna("").astype(str)
     cols = ["server", "arm", "sessions", "calls", "tokens_per_session", "dedup_hits",
             "dedup_hit_rate", "hint_tokens_per_session", "retrievals", "retrievals_exact",
             "retrieved_tokens_per_session", "errors", "n_changes", "n_applied",
-            *(f"{c}_vs_default" for c in COMPARED), "tokens_change"]  # fmt: skip
+            *(f"{c}_vs_default" for c in COMPARED), "tokens_change", "default_tokens",
+            "tuned_tokens", "tuned_saving_pct", "target_saving_pct", "meets_target",
+            "tuned_applied"]  # fmt: skip
     return out[cols]
+
+
+def headline(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per server: default and tuned tokens per held-out session, the saving in
+    percent and whether it meets the target (the summary's per-server columns)."""
+    cols = ["server", "default_tokens", "tuned_tokens", "tuned_saving_pct", "meets_target",
+            "tuned_applied"]  # fmt: skip
+    return summary[cols].drop_duplicates("server").reset_index(drop=True)
