@@ -33,20 +33,25 @@ def fixture_server(copy):
 
 
 def training_session(seed: int):
-    """24 reads of distinct paths (no repeat: R1 turns dedup off for `read`) and a few
-    row lists; the seed shifts the paths, so two training sessions differ."""
+    """Reads of 8 distinct paths, then the same 8 again (each repeat 7 distinct results
+    after its copy: the default LRU of 5 misses them all, one of 8 catches them), and a
+    few row lists; the seed shifts the paths, so two training sessions differ."""
+    paths = [{"path": f"t{seed}-{i}"} for i in range(8)]
     steps = [Step("list", LIST_STEP)]
-    steps += [Step("read", "read", {"path": f"t{seed}-{i}"}) for i in range(24)]
+    steps += [Step("read", "read", p) for p in paths]
+    steps += [Step("repeat", "read", p) for p in paths]
     steps += [Step("read", "rows", {"n": 5 + i}) for i in range(3)]
     return lambda copy: steps
 
 
 def evaluation_session(seed: int):
-    """Repeats of a `read` (which the default config dedups) and of a row list."""
-    a, b = {"path": f"e{seed}-a"}, {"path": f"e{seed}-b"}
-    steps = [Step("list", LIST_STEP), Step("read", "read", a), Step("repeat", "read", a),
-             Step("read", "read", b), Step("repeat", "read", a), Step("read", "rows", {"n": 8}),
-             Step("repeat", "rows", {"n": 8}), Step("read", "plain")]  # fmt: skip
+    """A `read` repeated 6 distinct results later (beyond the default LRU, within the
+    tuned one) and a row list repeated at once (within both)."""
+    a = {"path": f"e{seed}-a"}
+    steps = [Step("list", LIST_STEP), Step("read", "read", a)]
+    steps += [Step("read", "read", {"path": f"e{seed}-{i}"}) for i in range(5)]
+    steps += [Step("repeat", "read", a), Step("read", "rows", {"n": 8}),
+              Step("repeat", "rows", {"n": 8}), Step("read", "plain")]  # fmt: skip
     return lambda copy: steps
 
 
@@ -104,18 +109,19 @@ def test_the_pipeline_trains_and_evaluates_on_disjoint_seeds(pipeline):
 
 def test_the_tuned_arm_runs_with_the_tuned_file(pipeline):
     tuned = yaml.safe_load(pipeline["tuned"].read_text())
-    # the training sessions never repeat a read: R1 turns its dedup off
-    assert tuned["dedup"]["enabled_per_endpoint"] == {"read": False}
+    # the training repeats come 7 distinct results later: the LRU covering them is 8,
+    # and nothing else would save a token
+    assert tuned["dedup"] == {"lru_size": 8} and tuned["tuned"] == {"dedup.lru_size": "R3"}
     evidence = pd.read_csv(pipeline["evidence"])
-    assert "R1" in set(evidence["rule"])
+    assert evidence["rule"].tolist() == ["R3"] and evidence["tokens_saved"].iloc[0] > 0
     ev = pipeline["eval"]
-    assert (ev["n_changes"] == len(evidence)).all() and (ev["n_applied"] >= 1).all()
+    assert (ev["n_changes"] == len(evidence)).all() and (ev["n_applied"] == 1).all()
     tuned_rows, default_rows = ev[ev["arm"] == "tuned"], ev[ev["arm"] == "default"]
-    assert tuned_rows["tuned_applied"].str.contains("dedup.enabled_per_endpoint.read").all()
+    assert tuned_rows["tuned_applied"].str.contains("dedup.lru_size").all()
     assert (default_rows["tuned_applied"] == "").all()
-    # the changed knob in the rows: the repeated read is a dedup hit only by default
+    # the changed knob in the rows: the far repeat of a read is a dedup hit only tuned
     reads = lambda d: d[(d["tool"] == "read") & (d["role"] == "repeat")]  # noqa: E731
-    assert reads(default_rows)["dedup_hit"].all() and not reads(tuned_rows)["dedup_hit"].any()
+    assert not reads(default_rows)["dedup_hit"].any() and reads(tuned_rows)["dedup_hit"].all()
     # the row list keeps its dedup in both arms
     rows = lambda d: d[(d["tool"] == "rows") & (d["role"] == "repeat")]  # noqa: E731
     assert rows(default_rows)["dedup_hit"].all() and rows(tuned_rows)["dedup_hit"].all()
@@ -160,8 +166,10 @@ def test_the_summary_is_recomputed_from_the_rows(pipeline):
         diff = summary[col] - summary.loc[("fixture", "default"), col]
         assert (summary[f"{col}_vs_default"] == diff).all()
     assert summary.loc[("fixture", "direct"), "hint_tokens_per_session"] == 0
-    assert summary.loc[("fixture", "tuned"), "dedup_hits"] < summary.loc[
+    assert summary.loc[("fixture", "tuned"), "dedup_hits"] > summary.loc[
         ("fixture", "default"), "dedup_hits"]  # fmt: skip
+    head = TU.headline(TU.summarize(df)).set_index("server").loc["fixture"]
+    assert head["tuned_tokens"] < head["default_tokens"] and head["tuned_saving_pct"] > 0
     with pytest.raises(TU.TunedExperimentError, match="no evaluation rows"):
         TU.summarize(pipeline["train"])
 

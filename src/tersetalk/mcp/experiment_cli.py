@@ -208,7 +208,7 @@ def _cmd_tuned_report(args: argparse.Namespace) -> None:
                  r.retrievals_exact, r.n_changes, r.n_applied)  # fmt: skip
     heads = headline(summary)
     for r in heads.itertuples():
-        verdict = "meets" if r.meets_target is True else "does not meet"
+        verdict = "meets" if r.meets_target == True else "does not meet"  # noqa: E712
         log.info("%s: held-out sessions read %.0f tokens with the default config, %.0f tuned: "
                  "%.1f%% saved, %s the %.0f%% target (applied: %s)", r.server,
                  r.default_tokens, r.tuned_tokens, r.tuned_saving_pct, verdict,
