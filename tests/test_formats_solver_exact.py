@@ -199,14 +199,30 @@ def test_solve_is_unchanged(merge, value, fraction, method):
 @given(tie_values)
 def test_cached_blocks_and_singles_are_what_they_stand_for(value):
     node = from_python(value)
-    costs = _Costs("o200k_base")
+    eager, lazy = _Costs("o200k_base", lazy=False), _Costs("o200k_base")
     for fmt in S.BLOCKS:
-        want = render_block(node, fmt) if block_ok(node, fmt) else None
-        assert costs.block(node, fmt) == want
-        assert costs.block(node, fmt) == want  # the cached answer too
+        ok = block_ok(node, fmt)
+        want = render_block(node, fmt) if ok else None
+        assert eager.block(node, fmt) == want
+        assert eager.block(node, fmt) == want  # the cached answer too
+        # lazily, a rendering is offered before its round trip, which check() runs
+        offered = lazy.block(node, fmt)
+        if want is not None:  # a block that reads back is offered
+            assert offered == want
+        if offered is not None:
+            assert offered == render_block(node, fmt)
+            assert lazy.check(node, fmt) is ok
+        assert lazy.block(node, fmt) == want  # once checked, as the eager answer
     for name in S.ROOT_SINGLES:
-        want = S._single_text(node, name) if get_encoder(name).eligible(node) else None
-        assert costs.single(node, name) == want
+        ok = get_encoder(name).eligible(node)
+        want = S._single_text(node, name) if ok else None
+        assert eager.single(node, name) == want
+        offered = lazy.single(node, name)
+        if want is not None:
+            assert offered == want
+        if offered is not None:
+            assert lazy.check(node, "single:" + name) is ok
+        assert lazy.single(node, name) == want
 
 
 def test_chain_reads_as_its_tuple():

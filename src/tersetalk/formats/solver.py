@@ -209,15 +209,34 @@ class _Costs:
     Node-keyed entries use ``id(node)`` and keep the node itself, so an id is never
     reused while its entry lives. One instance per ``solve`` call, never shared across
     calls, so every solve's time stays its own (the knapsack experiment reports it).
+
+    **Lazy read-back** (``lazy``): a block or a root single format is offered at the
+    cost of its rendering, and its round trip (does it decode to the node?) is checked
+    only when it is in the plan the solver picks (:meth:`verify`). A block that fails
+    is then ruled out and the plan solved again. Why this gives the plan the eager
+    check gives: every option's cost is only a lower bound of its cost with the failed
+    blocks ruled out, so the plan picked with unchecked blocks, once each of its own
+    blocks reads back, is also the least-cost (lossless) or most-value (budget) plan
+    among the options that read back, and the solver's order among equal plans
+    depends on the plans' own costs alone. Checking a block per candidate cost most of
+    a large payload's time (a TOON decode per record, a Markdown parse per table).
+    After :data:`LAZY_ROUNDS` failed plans the remaining blocks are checked eagerly.
+    The greedy method starts from the lossless plan and drops units from it, so it
+    depends on every subtree's cheapest option and always checks eagerly.
     """
 
-    def __init__(self, tokenizer: str) -> None:
+    def __init__(self, tokenizer: str, lazy: bool = True) -> None:
         self.tokenizer = tokenizer
+        self.lazy = lazy
         self.text = lru_cache(maxsize=200_000)(self._count)
         self._blocks: dict[tuple[int, str], tuple[Node, str | None]] = {}
         self._singles: dict[tuple[int, str], tuple[Node, str | None]] = {}
+        #: (id(node), option) -> (node, whether its text reads back): checked ones only
+        self._checked: dict[tuple[int, str], tuple[Node, bool]] = {}
         #: frontiers of lossless solvers (no budget: they depend on the node only)
         self.lossless: dict[tuple, tuple[Node, Frontier]] = {}
+        #: round trips run (what the lazy read-back saves; tests count them)
+        self.checks = 0
 
     def _count(self, text: str) -> int:
         return count_tokens(text, self.tokenizer)
@@ -226,48 +245,130 @@ class _Costs:
         return sum(self.text(x + "\n") for x in lines)
 
     def block(self, node: Node, fmt: str) -> str | None:
-        """``render_block(node, fmt)`` where ``block_ok`` (it reads back), else None."""
+        """``render_block(node, fmt)`` where it may read back, else None: checked at
+        once (eager) or, lazily, None only once its check has failed."""
         key = (id(node), fmt)
         hit = self._blocks.get(key)
         if hit is None:
-            # block_ok's round trip, on the one rendering that is then kept
             try:
                 body: str | None = render_block(node, fmt)
-                if not same_value(parse_block(body, fmt), to_python(node)):
-                    body = None
             except Exception:  # noqa: BLE001 - fail closed, as block_ok
                 body = None
             hit = self._blocks[key] = (node, body)
+        if hit[1] is None or not self._may_read_back(node, fmt):
+            return None
         return hit[1]
 
     def single(self, node: Node, name: str) -> str | None:
-        """The root in the single-format encoder ``name`` where it is eligible, else None."""
-        key = (id(node), name)
+        """The root in the single-format encoder ``name`` where it may be eligible (its
+        shape fits; its round trip as for :meth:`block`), else None."""
+        key = (id(node), "single:" + name)
         hit = self._singles.get(key)
         if hit is None:
             from tersetalk.formats.encoders import get_encoder
 
             enc = get_encoder(name)
-            # _single_text, without encode()'s second eligibility round trip
-            text = (
-                H.encoded(name) + "\n" + enc._encode(node).rstrip("\n")
-                if enc.eligible(node)
-                else None
-            )
+            try:  # eligible()'s shape check and encoding, its round trip left to check()
+                body = enc._encode(node) if enc._shape_ok(node) else None
+            except Exception:  # noqa: BLE001 - fail closed, as eligible()
+                body = None
+            text = None if body is None else H.encoded(name) + "\n" + body.rstrip("\n")
             hit = self._singles[key] = (node, text)
+        if hit[1] is None or not self._may_read_back(node, "single:" + name):
+            return None
         return hit[1]
+
+    def _may_read_back(self, node: Node, option: str) -> bool:
+        done = self._checked.get((id(node), option))
+        if done is not None:
+            return done[1]
+        return True if self.lazy else self.check(node, option)
+
+    def check(self, node: Node, option: str) -> bool:
+        """Whether the block or single format ``option`` of ``node`` decodes to it (the
+        round trip of ``block_ok`` / ``Encoder.eligible``; any exception fails closed)."""
+        done = self._checked.get((id(node), option))
+        if done is not None:
+            return done[1]
+        self.checks += 1
+        try:
+            if option.startswith("single:"):
+                from tersetalk.formats.encoders import get_encoder
+
+                enc = get_encoder(option[len("single:") :])
+                ok = same_value(enc.decode(enc._encode(node)), to_python(node))
+            else:
+                body = self._blocks[(id(node), option)][1]
+                ok = body is not None and same_value(parse_block(body, option),
+                                                     to_python(node))  # fmt: skip
+        except Exception:  # noqa: BLE001 - fail closed
+            ok = False
+        self._checked[(id(node), option)] = (node, ok)
+        return ok
+
+    def verify(self, node: Node, plan: Plan) -> bool:
+        """Check every block and single format of ``plan`` not checked yet; True if
+        they all read back (each failure is remembered: the options then rule it out)."""
+        ok = True
+        for sub, option in _plan_blocks(node, plan):
+            if not self.check(sub, option):
+                ok = False
+        return ok
+
+    def eager(self) -> None:
+        """Check every block from now on, and forget frontiers built on unchecked ones."""
+        self.lazy = False
+        self.lossless.clear()
+
+
+#: plans picked with unchecked blocks before the solver checks every block eagerly
+LAZY_ROUNDS = 3
+
+
+def _plan_blocks(node: Node, plan: Plan):
+    """(node, option) of every block and root single format in ``plan``."""
+    opt = plan.option
+    if opt.startswith("single:") or opt in BLOCKS:
+        yield node, opt
+    elif opt in ("kv", "list", "jsonobj", "jsonarr") and plan.children:
+        items = node.items if isinstance(node, Array) else dict(node.items)  # type: ignore[union-attr]
+        for key, child in plan.children:
+            yield from _plan_blocks(items[key], child)  # type: ignore[index]
+
+
+def _checked_plan(tree: Node, costs: _Costs, pick) -> Plan | None:
+    """``pick()``'s plan once each of its blocks reads back (see :class:`_Costs`): a
+    plan with a failed block is picked again without it. None where ``pick`` finds none."""
+    for _ in range(LAZY_ROUNDS):
+        plan = pick()
+        if plan is None or not costs.lazy or costs.verify(tree, plan):
+            return plan
+        costs.lossless.clear()  # built on a block now ruled out
+    costs.eager()
+    return pick()
 
 
 # --- rendering --------------------------------------------------------------------
 
 
 def _render(
-    node: Node, plan: Plan, slot: Slot, depth: int, path: Path, out: list[str], notes: list[str]
+    node: Node,
+    plan: Plan,
+    slot: Slot,
+    depth: int,
+    path: Path,
+    out: list[str],
+    notes: list[str],
+    costs: _Costs | None = None,
 ) -> None:
     pad = INDENT * depth
     opt = plan.option
     if opt.startswith("single:"):  # the root in one single-format encoder, hint included
-        out.extend(_single_text(node, opt[len("single:") :]).split("\n"))
+        name = opt[len("single:") :]
+        # the solver's own rendering where it has checked it (the same text, its round
+        # trip not run again)
+        known = costs.single(node, name) if costs is not None and costs.check(node, opt) else None
+        out.extend((known if known is not None else _single_text(node, name)).split("\n"))
     elif opt == "inline":
         out.append(pad + _prefix(slot) + _inline_text(node, slot))
     elif opt == "truncated":
@@ -283,10 +384,12 @@ def _render(
         for key, child in plan.children:
             sub = node.items[key] if isinstance(node, Array) else dict(node.items)[key]  # type: ignore[union-attr,index]
             cslot: Slot = ("item", None) if opt == "list" else ("key", key)
-            _render(sub, child, cslot, inner, (*path, key), out, notes)
+            _render(sub, child, cslot, inner, (*path, key), out, notes, costs)
         _overflow_note(node, plan, path, notes)
     else:  # a monolithic block
-        text = render_block(node, opt)
+        text = costs.block(node, opt) if costs is not None else None
+        if text is None:
+            text = render_block(node, opt)
         if slot[0] == "root":
             out.extend(text.split("\n"))
         else:
@@ -322,11 +425,12 @@ def _json_inline(node: Node, plan: Plan, path: Path, notes: list[str]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def render(node: Node, plan: Plan) -> str:
-    """The emitted text of ``plan``: the format hint, the body, then overflow hints."""
+def render(node: Node, plan: Plan, costs: _Costs | None = None) -> str:
+    """The emitted text of ``plan``: the format hint, the body, then overflow hints
+    (``costs``: the solve's renderings, reused)."""
     out: list[str] = []
     notes: list[str] = []
-    _render(node, plan, ("root", None), 0, (), out, notes)
+    _render(node, plan, ("root", None), 0, (), out, notes, costs)
     return "\n".join(_format_hint(plan) + out + notes)
 
 
@@ -846,7 +950,7 @@ def solve(
     if min_table_rows < 1:
         raise ValueError(f"min_table_rows {min_table_rows}: give 1 (every table) or more")
     scheme = scheme or ValueScheme()
-    costs = _Costs(tokenizer)
+    costs = _Costs(tokenizer, lazy=method != "greedy")
     table = A.choose(node, costs.text) if aliases and method != "binary" else {}
     candidates: list[tuple[Node, list[str]]] = [(node, [])]
     if table:
@@ -883,9 +987,10 @@ def _solve(
     json_only = method == "binary"
     encoder = "mckp" if not json_only else "json_compact"
     if budget is None:
-        plan = _Solver(scheme, costs, float("inf"), True, json_only, min_table_rows).frontier(
-            tree, ("root", None), 0, ()
-        )[0]
+        plan = _checked_plan(tree, costs, lambda: _Solver(
+            scheme, costs, float("inf"), True, json_only, min_table_rows
+        ).frontier(tree, ("root", None), 0, ())[0])  # fmt: skip
+        assert plan is not None  # inline compact JSON is always an option
         return _encoding(tree, original, prelude, plan, costs, encoder, method, None, vtotal)
     target = budget - costs.lines(prelude)
     for _ in range(8):
@@ -894,12 +999,12 @@ def _solve(
         if method == "greedy":
             plan = _greedy(tree, scheme, costs, target, min_table_rows)
         else:
-            front = _Solver(
-                scheme, costs, float(target), False, json_only, min_table_rows
-            ).frontier(tree, ("root", None), 0, ())
-            if not front:
+            found = _checked_plan(tree, costs, lambda t=target: (_Solver(
+                scheme, costs, float(t), False, json_only, min_table_rows
+            ).frontier(tree, ("root", None), 0, ()) or [None])[-1])  # fmt: skip
+            if found is None:
                 raise BudgetError(_too_small(budget, costs.tokenizer))
-            plan = front[-1]
+            plan = found
         encoder = "mckp" if not json_only else "binary"
         enc = _encoding(tree, original, prelude, plan, costs, encoder, method, budget, vtotal)
         if enc.tokens <= budget:
@@ -937,7 +1042,7 @@ def _encoding(
     budget: int | None,
     vtotal: float,
 ) -> Encoding:
-    text = _with_prelude(render(tree, plan), prelude)
+    text = _with_prelude(render(tree, plan, costs), prelude)
     fallback = None
     if plan.lossless:
         # fail closed on the whole text too: a body line that reads as a hint (a CSV

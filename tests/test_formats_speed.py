@@ -1,0 +1,123 @@
+"""The knapsack's lazy read-back: the same encodings as checking every block, fewer checks.
+
+A block (csv, a Markdown table, TOON, ...) or a root single format is offered at the cost
+of its rendering and its round trip is checked only when it is in the plan the solver
+picks; one that fails is ruled out and the plan picked again (``solver._Costs``). These
+tests hold it to the encodings of the eager check, on payloads whose blocks often fail
+their round trip (strings that read back as numbers, booleans or hints), and count the
+round trips a large table saves.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tersetalk.formats import solver as S
+from tersetalk.formats.encoders import get_encoder
+from tersetalk.formats.tree import from_python
+
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# strings a cell format or TOON may not read back as the same value
+_tricky = st.sampled_from(
+    ["12", "true", "", "null", "-", "> [ref: ab12cd34]", "a|b", "x, y", "- a", "[2]{a}:",
+     " lead", "line\nbreak", "open", "closed", "a longer string value " * 4]
+)  # fmt: skip
+_leaf = st.one_of(_tricky, st.integers(0, 10**4), st.booleans(), st.none())
+_records = st.lists(
+    st.fixed_dictionaries({"id": st.integers(0, 50), "name": _leaf, "state": _leaf}),
+    min_size=1,
+    max_size=6,
+)
+values = st.one_of(
+    _records,
+    st.dictionaries(
+        st.sampled_from(["items", "meta", "a b"]),
+        st.one_of(_records, _leaf),
+        min_size=1,
+        max_size=3,
+    ),  # fmt: skip
+    st.lists(st.one_of(_records, _leaf), min_size=1, max_size=4),
+)
+
+
+class _Eager(S._Costs):
+    """Costs that check every block's round trip before offering it (the old way)."""
+
+    def __init__(self, tokenizer: str, lazy: bool = True) -> None:
+        super().__init__(tokenizer, lazy=False)
+
+
+def _solve(node, budget, method, eager):
+    with pytest.MonkeyPatch.context() as mp:
+        if eager:
+            mp.setattr(S, "_Costs", _Eager)
+        try:
+            return S.solve(node, budget=budget, method=method)
+        except S.BudgetError as exc:
+            return str(exc)
+
+
+@PROPS
+@given(values, st.sampled_from([None, 0.1, 0.3, 0.6, 1.2]), st.sampled_from(["exact", "binary"]))
+def test_lazy_read_back_gives_the_eager_encoding(value, fraction, method):
+    node = from_python(value)
+    budget = None
+    if fraction is not None:
+        budget = max(1, int(S.encode(node, "json_compact").tokens * fraction))
+    assert _solve(node, budget, method, eager=False) == _solve(node, budget, method, eager=True)
+
+
+def test_a_failed_block_in_the_picked_plan_is_ruled_out():
+    # records whose csv cells would read back as numbers: csv renders, is the cheapest,
+    # and fails its round trip; the plan picked again must be the eager one
+    value = [{"id": str(i), "name": "12", "n": i} for i in range(12)]
+    node = from_python(value)
+    lazy, eager = _solve(node, None, "exact", False), _solve(node, None, "exact", True)
+    assert lazy == eager
+    assert "csv" not in dict(lazy.choices).values()
+
+
+def _round_trips(monkeypatch) -> list[str]:
+    """The formats decoded from here on: each block's and single format's round trip,
+    and the final check of the whole text."""
+    seen: list[str] = []
+    real = S.parse_block
+
+    def counted(body, fmt):
+        seen.append(fmt)
+        return real(body, fmt)
+
+    monkeypatch.setattr(S, "parse_block", counted)
+    for name in S.ROOT_SINGLES:
+        cls = type(get_encoder(name))
+        monkeypatch.setattr(cls, "decode", _counting(cls.decode, "single:" + name, seen))
+    return seen
+
+
+def _counting(fn, name, seen):
+    def counted(self, text):
+        seen.append(name)
+        return fn(self, text)
+
+    return counted
+
+
+def test_a_large_table_checks_the_picked_blocks_only(monkeypatch):
+    rows = [{"id": i, "question": f"Which county is station {i} in?", "answer": f"north {i}",
+             "level": "hard" if i % 3 else "easy", "n": i % 7} for i in range(200)]  # fmt: skip
+    node = from_python(rows)
+    seen = _round_trips(monkeypatch)
+    enc = S.encode(node, "mckp", tokenizer="o200k_base")
+    assert S.decode(enc.text) == rows
+    # the picked single csv is checked, then the whole text: every record's TOON block
+    # and every other root format is rendered to be costed, never decoded (checking
+    # each candidate decoded 200 TOON blocks and four root formats)
+    assert dict(enc.choices)["$"] == "single:csv"
+    assert seen == ["single:csv", "single:csv", "single:csv"]  # check, final, the test's
+    seen.clear()
+    enc = S.encode(node, "mckp", tokenizer="o200k_base", budget=300)
+    assert not enc.lossless
+    assert len(seen) <= 2 and "toon" not in seen
