@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from router_support import scripted
 
-from tersetalk.agents.brief_content import prose_parts, quantities, question_hops, typed_parts
+from tersetalk.agents.brief_content import (
+    MAX_PROGRAM_WORK,
+    prose_parts,
+    quantities,
+    question_hops,
+    typed_parts,
+)
 from tersetalk.agents.router import (
     DEFAULT_WEIGHTS,
     SIGNALS,
@@ -176,9 +182,20 @@ def test_hops_count_the_bridges_of_a_question(question, hops):
 def test_code_and_conditions_and_numbers():
     code = typed_signals(typed_lines('["x","code","def add(a, b):\\n    return a + b"]\n'
                                      '["q","W","Write the complete function."]'))  # fmt: skip
-    assert code["code"] == 1 and code["hops"] == 0
-    prose = prose_signals("Write a Python function that returns the sum of a list.")
-    assert prose["code"] == 1
+    # a one-line job names no program work: it counts like a brief with no program
+    assert code["code"] == 0 and code["hops"] == 0
+    assert prose_signals("Write a Python function that returns the sum of a list.")["code"] == 0
+    # the kinds of work a program's description names, capped at MAX_PROGRAM_WORK
+    work = prose_signals("Write a Python function that counts the distinct words of a text.")
+    assert work["code"] == 2  # counts, distinct
+    loop = typed_signals(typed_lines(
+        '["x","code","def root(n):\\n    \\"\\"\\"Sum the digits of n again and again '
+        'until one digit is left.\\n    >>> root(99)\\n    9\\n    \\"\\"\\""]\n'
+        '["q","W","Write the complete function."]'
+    ))  # fmt: skip
+    assert loop["code"] == MAX_PROGRAM_WORK  # digits, again, until
+    # a doctest's numbers are examples, not amounts to use
+    assert loop["quantities"] == 1  # "one"
     assert quantities("In 1969, 3 astronauts flew twice; half of 12 is six.") == 5  # no year
     assert prose_signals("Question: Is it open if it rains, unless it is Sunday?")[
         "conditions"] == 2  # fmt: skip
@@ -199,6 +216,50 @@ def test_clock_and_calendar_steps_and_transfers_are_arithmetic():
         '["q","W","What will Imani feel?"]'
     ))  # fmt: skip
     assert rule["conditions"] == 2
+
+
+def test_parts_of_a_whole_are_arithmetic():
+    facts = "Facts: Mia's class has 30 pupils. Two fifths of them walk. A third of the rest ride."
+    assert prose_signals(facts)["arithmetic"] == 2
+
+
+def test_a_passages_amounts_are_steps_only_for_a_question_that_computes():
+    passage = (
+        '["x","passage","Sound travels about four times faster in water, 1,480 metres '
+        'per second, than in air."]\n'
+    )
+    reads = typed_signals(typed_lines(passage + '["q","W","does sound travel through water"]'))
+    assert reads["arithmetic"] == 0 and reads["quantities"] == 2
+    adds = typed_signals(
+        typed_lines(passage + '["q","W","is it more than twice as fast in water"]')
+    )
+    assert adds["arithmetic"] >= 1
+
+
+def test_a_relative_clause_about_nothing_particular_does_not_bridge():
+    # indefinite noun phrases in a question that names nothing: descriptions, not lookups
+    assert question_hops("Where would you find a fox that is made up?") == 0
+    assert question_hops("What is a person called who does not have immortality?") == 0
+    # *that* after a verb of saying or being opens no clause about a noun
+    assert question_hops("Where is that man buying silk from?") == 0
+    assert question_hops("James decided that competing was right; what could happen?") == 0
+    # with a name in the question, an indefinite head still bridges
+    assert question_hops("Billy Preston plays for a team that competes in what?") == 1
+
+
+def test_a_question_one_sentence_states_whole_has_no_hops():
+    facts = ('["f","The Dead Sea\'s surface lies about 430 metres below sea level."]\n'
+             '["f","It borders Jordan to the east."]\n')  # fmt: skip
+    asked = '["q","W","Is the surface of the Dead Sea more than 400 metres below sea level?"]'
+    assert question_hops("Is the surface of the Dead Sea more than 400 metres below sea level?") > 0
+    assert typed_signals(typed_lines(facts + asked))["hops"] == 0
+    # two facts to combine are never in one sentence: the bridge stays
+    bridge = (
+        '["f","The Sistine Chapel is named after Pope Sixtus IV."]\n'
+        '["f","Michelangelo painted the ceiling of the Sistine Chapel."]\n'
+        '["q","W","Who directed the film that starred the painter of the Sistine Chapel?"]'
+    )
+    assert typed_signals(typed_lines(bridge))["hops"] >= 1
 
 
 @given(st.integers(0, 10**6), st.text(min_size=1, max_size=12))

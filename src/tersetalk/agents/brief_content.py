@@ -10,23 +10,32 @@ free-form rendering (its headings, bullets, fences and numbered steps, or, for p
 without headings, its sentences). :func:`content_signals` then counts the same things in
 both, from the words, never from which part a sentence sat in:
 
-- ``hops``: bridging structure in the question — a restrictive relative clause (*the
-  woman who portrayed ...*), a participial link (*the film directed by ...*), a
-  description through another entity (*the author of ...*, *the first woman to ...*), a
-  comparison of two things (*both*, *either*, *X or Y* between names, a comparative with
-  *than*, two dates), a chain of *of the* or possessives. Each is one more lookup the
-  answer depends on (multi-hop);
+- ``hops``: bridging structure in the question — a restrictive relative clause about a
+  particular thing (*the woman who portrayed ...*; not *a fox that is made up* in a
+  question that names nothing, nor *that* after *decided* or *is*), a participial link
+  (*the film directed by ...*), a description through another entity (*the author of
+  ...*, *the first woman to ...*), a comparison of two things (*both*, *either*, *X or
+  Y* between names, a comparative with *than*, two dates), a chain of *of the* or
+  possessives. Each is one more lookup the answer depends on (multi-hop). None when one
+  sentence of the facts or context holds every content word of the question: the
+  answer is then stated whole, one lookup;
 - ``quantities``: numbers a computation could use (digits, number words, *twice*,
   *half*, *dozen*, a clock time, a day of the week), years and ordinals left out, in
-  every part;
-- ``arithmetic``: sentences (in every part) that hold a quantity and an operation word
-  (*each*, *per*, *total*, *more than*, *left*, *percent*, a transfer such as *gave*, a
-  step along a clock or calendar such as *after* or *from now*, ...): each is a step of
-  a multi-step computation, where a passage's dates and sizes alone are not;
+  every part; a program's doctest examples left out;
+- ``arithmetic``: sentences that hold a quantity and an operation word (*each*, *per*,
+  *total*, *more than*, *left*, *percent*, a transfer such as *gave*, a part of a whole
+  such as *of them* or *the rest*, a step along a clock or calendar such as *after* or
+  *from now*, ...): each is a step of a multi-step computation. A passage's or a
+  situation's sentences count only for a question that computes (holds an amount or an
+  operation): its dates and sizes alone are not steps;
 - ``conditions``: constraints to verify (*if*, *unless*, *otherwise*, *must*, *at
-  least*, *except*, *only*), in the question, facts, context and program text;
-- ``code``: program text in any part, or a request to write one (*write a function
-  that ...*): work a second pass verifies;
+  least*, *except*, *only*), in the question, facts, context and a program's
+  description;
+- ``code``: the kinds of work a program's description, or a request to write one, names
+  beyond one expression (going over parts: *each*, *runs*, *digits*; repeating:
+  *until*, *again*; ordering and counting: *sorted*, *distinct*; structure: *matching*,
+  *nested*), at most three. A one-line job (a sum, a comparison, one format, one
+  built-in) counts 0: it needs no second pass to verify;
 - ``plans``: plan steps (``p`` lines, numbered lines).
 
 By the TerseTalk design's intent, multi-hop, multi-step and verification-heavy work goes
@@ -46,9 +55,12 @@ from tersetalk.tasks.base import split_sentences
 
 __all__ = [
     "CONTENT_SIGNALS",
+    "MAX_PROGRAM_WORK",
     "BriefParts",
     "content_signals",
     "has_code",
+    "program_prose",
+    "program_work",
     "prose_parts",
     "typed_parts",
 ]
@@ -264,13 +276,57 @@ _RELATION = re.compile(
 MAX_QUESTION_CHARS = 1000
 
 
+#: the words a noun phrase may open with that pick out no particular thing (*a fox that
+#: ...*, *something which ...*): a clause about it describes, there is nothing to look up
+_INDEFINITE = frozenset(
+    "a an some any someone something somewhere somebody anyone anything anybody one you "
+    "people person place thing things".split()
+)
+#: the words a noun phrase may open with that pick out one thing
+_DEFINITE = frozenset("the this these those his her its their".split())
+#: verbs after which *that* opens what is said or known, not a clause about a noun
+_SAYING = frozenset(
+    "is was are were be been decided said says think thinks thought know knows knew "
+    "believe believes believed felt feel feels realised realized noticed saw shows "
+    "showed mean means meant hope hoped so such than now".split()
+)
+
+
+def _names_something(question: str) -> bool:
+    """Whether the question names a particular thing: a capitalised word after its first
+    word, or a number."""
+    words = re.findall(r"[\w'&.-]+", question)
+    return any(w[:1].isupper() and w != "I" for w in words[1:]) or bool(re.search(r"\d", question))
+
+
+def _bridging_clauses(question: str) -> int:
+    """Restrictive relative clauses (``_RELATIVE``) that bridge: not a *that* after a verb
+    of saying or being (*decided that ...*, *is that man ...*), and, in a question that
+    names nothing particular, not a clause about an indefinite noun phrase (*a fox that
+    is made up*, *a person who ...*): such a clause describes, there is nothing to look
+    up. In a question with names, *a team that competes in ...* still bridges."""
+    named = _names_something(question)
+    count = 0
+    for match in _RELATIVE.finditer(question):
+        before = re.findall(r"[\w'&.-]+", question[: match.start()])[-5:]
+        if not before or before[-1].lower() in _SAYING:
+            continue
+        if not named:
+            head = next((w.lower() for w in reversed(before)
+                         if w.lower() in _INDEFINITE or w.lower() in _DEFINITE), None)  # fmt: skip
+            if head is None or head in _INDEFINITE:
+                continue
+        count += 1
+    return count
+
+
 def question_hops(question: str) -> int:
     """Bridging structures in a question (the ``hops`` signal; module docstring): each
     relative clause, participial link and description through another entity, and one
     for a comparison of two things. Only the first :data:`MAX_QUESTION_CHARS` characters
     are read."""
     question = question[:MAX_QUESTION_CHARS]
-    hops = len(_RELATIVE.findall(question)) + len(_LINK.findall(question))
+    hops = _bridging_clauses(question) + len(_LINK.findall(question))
     hops += len(_DESCRIPTION.findall(question)) + len(_RELATION.findall(question))
     hops += len(_RECORD_HOLDER.findall(question))
     hops += int(bool(_COMPARISON.search(question)))
@@ -367,6 +423,11 @@ _OPERATION = _words(
     "saved",
     "owes",
     "owed",
+    # a part of a whole taken away or left (*two fifths of them*, *a third of the rest*)
+    "of them",
+    "the rest",
+    "the others",
+    "the remainder",
     # a step along a clock or a calendar
     "from now",
     "ago",
@@ -405,6 +466,89 @@ _WRITE_CODE = re.compile(
 )
 
 
+#: the work a program's description asks of it beyond one expression: going over the
+#: parts of its input (*each*, *every*, *runs*, *pairs*, *digits*), repeating (*until*,
+#: *again*), ordering and counting (*sorted*, *distinct*, *how many*), and structure to
+#: keep track of (*matching*, *nested*, *overlapping*, *wrapping*). A one-line function
+#: (a sum, a comparison, one string format, one built-in over a list) names none.
+_PROGRAM_WORK = re.compile(
+    r"\b(?:each|every|all|any|until|again|repeat(?:ed|edly|s)?|while|loop\w*|iterat\w*|"
+    r"recursi\w*|sort(?:s|ed|ing)?|order(?:ed|s)?|count(?:s|ed|ing)?(?!\s+as\b)|"
+    r"frequen\w*|distinct|unique|duplicates?|consecutive|runs?|pairs?|ranges?|merg\w*|"
+    r"overlap\w*|match(?:es|ing)|wrap(?:s|ping)?|nested|balanced|primes?|factors?|"
+    r"digits|divisible|substrings?|subsequences?|prefix(?:es)?|suffix(?:es)?|adjacent|"
+    r"number of|how many|second|kth|nth|n-th|closest|nearest|longest|shortest|"
+    r"fewer than|more than one)\b",
+    re.IGNORECASE,
+)
+#: the most kinds of program work counted (the ``code`` signal's ceiling)
+MAX_PROGRAM_WORK = 3
+#: program lines that are not its description: a doctest prompt, a signature, an import
+_PROGRAM_SYNTAX = re.compile(
+    r"^\s*(?:>>>|\.\.\.\s|def\s|class\s|import\s|from\s+[\w.]+\s+import\s|return\b|@)"
+)
+
+
+def program_prose(code: str) -> str:
+    """A program text's description: its docstrings and comments, without the doctest
+    examples (a ``>>>`` line and the output line after it), signatures and imports."""
+    kept: list[str] = []
+    after_prompt = False
+    for line in code.splitlines():
+        stripped = line.strip()
+        if _PROGRAM_SYNTAX.match(line):
+            after_prompt = stripped.startswith(">>>")
+            continue
+        if after_prompt and stripped:  # the example's expected output
+            after_prompt = False
+            continue
+        after_prompt = False
+        kept.append(stripped.lstrip("#").strip().strip('"').strip("'"))
+    return "\n".join(k for k in kept if k)
+
+
+def program_work(parts: BriefParts) -> int:
+    """The ``code`` signal: the kinds of program work (:data:`_PROGRAM_WORK`) the
+    description of a program in the brief, or a request to write one, names, at most
+    :data:`MAX_PROGRAM_WORK`. A one-line job (a sum, a comparison, one format, one
+    built-in) names none and counts 0, like a brief with no program."""
+    requests = [t for t in (*parts.question, *parts.facts) if _WRITE_CODE.search(t)]
+    if not parts.code and not requests:
+        return 0
+    prose = [program_prose(c) for c in parts.code] + requests
+    kinds = {m.group(0).lower() for text in prose for m in _PROGRAM_WORK.finditer(text)}
+    return min(len(kinds), MAX_PROGRAM_WORK)
+
+
+#: words a question's content is not read from (function words and question words)
+_FUNCTION_WORDS = frozenset(
+    "a an the of in on at to for from by with and or but not no is are was were be been "
+    "being do does did has have had it its this that these those which who whom whose what "
+    "when where why how than then there their they he she his her him as into about over "
+    "under can could will would should may might must any some all more most less very "
+    "also just only both either neither one".split()
+)
+
+
+def _content_words(text: str) -> set[str]:
+    """A text's content words, lower case, a plural's or a verb's ending cut (numbers
+    are not: a question compares them with what a sentence states)."""
+    words = re.findall(r"[a-z]+", text.lower())
+    return {re.sub(r"(?:es|s|ed|ing)$", "", w) if len(w) > 4 else w
+            for w in words if w not in _FUNCTION_WORDS}  # fmt: skip
+
+
+def _stated_whole(question: str, evidence: list[str]) -> bool:
+    """Whether one sentence of the evidence (facts, context) holds every content word of
+    the question (it has at least three): the answer is then one lookup,
+    whatever bridges the question's wording has. Two facts to combine are never in one
+    sentence."""
+    asked = _content_words(question[:MAX_QUESTION_CHARS])
+    if len(asked) < 3:
+        return False
+    return any(asked <= _content_words(s) for s in evidence)
+
+
 def quantities(text: str) -> int:
     """Numbers a computation could use in ``text`` (years left out)."""
     return sum(1 for m in _QUANTITY.finditer(text) if not _YEAR.match(m.group(0)))
@@ -413,10 +557,18 @@ def quantities(text: str) -> int:
 def content_signals(parts: BriefParts) -> dict[str, int]:
     """The router's six signals of a brief's parts (module docstring), in
     :data:`CONTENT_SIGNALS` order."""
-    texts = parts.texts()
-    sentences = [s for text in texts for s in split_sentences(text.replace("\n", " "))]
-    work = [*parts.question, *parts.facts, *parts.context, *parts.code, *parts.plans]
+    # a program counts by its description: its examples' numbers are not amounts to use
+    texts = [*parts.question, *parts.facts, *parts.context, *parts.options,
+             *(program_prose(c) for c in parts.code)]  # fmt: skip
+    evidence = [s for text in (*parts.facts, *parts.context) for s in split_sentences(text)]
+    work = [*parts.question, *parts.facts, *parts.context, *parts.plans,
+            *(program_prose(c) for c in parts.code)]  # fmt: skip
     n_quantities = sum(quantities(text) for text in texts)
+    # a passage's (or a situation's) amounts are steps only for a question that computes:
+    # one holding an amount or an operation
+    computes = any(quantities(q) or _OPERATION.search(q) for q in parts.question)
+    read = texts if computes else [t for t in texts if t not in parts.context]
+    sentences = [s for text in read for s in split_sentences(text.replace("\n", " "))]
     steps = sum(1 for s in sentences if quantities(s) and _OPERATION.search(s))
     # a question that asks to combine amounts given elsewhere (*how many legs altogether?*)
     combines = sum(
@@ -424,13 +576,10 @@ def content_signals(parts: BriefParts) -> dict[str, int]:
         if not quantities(q) and n_quantities >= 2 and _OPERATION.search(q)
     )  # fmt: skip
     return {
-        "hops": sum(question_hops(q) for q in parts.question),
+        "hops": sum(0 if _stated_whole(q, evidence) else question_hops(q) for q in parts.question),
         "quantities": n_quantities,
         "arithmetic": combines + steps,
         "conditions": sum(len(_CONDITION.findall(text)) for text in work),
-        "code": int(
-            any(has_code(t) for t in texts)
-            or any(_WRITE_CODE.search(t) for t in (*parts.question, *parts.facts))
-        ),
+        "code": program_work(parts),
         "plans": len(parts.plans),
     }

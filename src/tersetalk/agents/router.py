@@ -97,10 +97,11 @@ __all__ = [
 #: the router's signals, in the order records and figures list them
 SIGNALS: tuple[str, ...] = CONTENT_SIGNALS
 #: the default rule, by the TerseTalk design's intent (multi-hop, multi-step or
-#: verification-heavy work down the chain): a bridge in the question, a program to write
-#: or two computing sentences reach θ alone; numbers, conditions and plan steps add to them
+#: verification-heavy work down the chain): a bridge in the question, a program whose
+#: description names two kinds of work, or two computing sentences reach θ alone;
+#: numbers, conditions and plan steps add to them
 DEFAULT_WEIGHTS: dict[str, float] = {
-    "hops": 3.0, "quantities": 0.25, "arithmetic": 1.5, "conditions": 1.0, "code": 4.0,
+    "hops": 3.0, "quantities": 0.25, "arithmetic": 1.5, "conditions": 1.0, "code": 1.5,
     "plans": 1.0,
 }  # fmt: skip
 DEFAULT_THETA = 3.0
