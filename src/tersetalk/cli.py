@@ -981,7 +981,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:  # the parser lists the registered tasks: a broken task plug-in fails here
-        args = build_parser().parse_args(argv)
+        args = _parse(argv)
     except Exception as exc:
         if not _expected_error(exc):
             raise
@@ -1004,6 +1004,22 @@ def _main(argv: list[str] | None) -> int:
         print(f"tersetalk {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, parsed. ``tersetalk mcp-proxy`` is parsed by its own parser alone:
+    an MCP client waits for the proxy's initialize answer, and building every other
+    command's parser (the task registry among them) would add a tenth of a second to it."""
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] != ["mcp-proxy"]:
+        return build_parser().parse_args(argv)
+    from tersetalk.mcp.cli import add_commands
+
+    p = argparse.ArgumentParser(prog="tersetalk")
+    p.set_defaults(log_level="INFO", verbose=False)
+    add_commands(p.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    tidy_parser(p)
+    return p.parse_args(given)
 
 
 def _expected_error(exc: Exception) -> bool:

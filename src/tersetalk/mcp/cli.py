@@ -29,9 +29,9 @@ from pathlib import Path
 
 
 def _cmd(args: argparse.Namespace) -> None:
-    from tersetalk.mcp.config import ProxyConfigError, json_schema, load
-
     if args.print_schema:
+        from tersetalk.mcp.config import json_schema
+
         print(json.dumps(json_schema(), indent=2))
         return
     command = list(args.server)
@@ -41,6 +41,40 @@ def _cmd(args: argparse.Namespace) -> None:
         print("tersetalk mcp-proxy: error: give the downstream server's command after --, "
               "e.g. tersetalk mcp-proxy -- uvx mcp-server-git", file=sys.stderr)  # fmt: skip
         raise SystemExit(2)
+    if args.call_timeout <= 0:
+        print("tersetalk mcp-proxy: error: --call-timeout must be positive", file=sys.stderr)
+        raise SystemExit(2)
+    relay = None
+    if not args.explain:
+        # the downstream starts first, so its start-up overlaps the proxy's own (reading
+        # the settings, loading the pipeline); bad settings stop it again
+        from tersetalk.mcp.relay import Relay
+
+        relay = Relay(command, call_timeout_s=args.call_timeout)
+        relay.spawn()
+    try:
+        config, local = _settings(args)
+    except BaseException:
+        if relay is not None:
+            relay.abort()
+        raise
+    if relay is None:
+        _explain(command, config, args.call_timeout)
+        return
+    if relay.start_error is not None:  # the command does not exist or cannot run
+        print(f"tersetalk mcp-proxy: error: cannot start {command[0]!r}: {relay.start_error}",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    status = relay.serve(config, telemetry=args.telemetry, local_telemetry=local)
+    if status:
+        raise SystemExit(status)
+
+
+def _settings(args: argparse.Namespace):
+    """The proxy's settings (its config with the tuned file's knobs over it) and the
+    local telemetry's (None: off); a bad one is one line on stderr and exit status 2."""
+    from tersetalk.mcp.config import ProxyConfigError, load
+
     try:
         config = load(args.proxy_config)
     except ProxyConfigError as exc:
@@ -50,38 +84,26 @@ def _cmd(args: argparse.Namespace) -> None:
     if args.tuned is not None:
         config = _layer_tuned(args.tuned, config)
         knobs, knobs_set = _tuned_telemetry(args.tuned)
-    local = _local_telemetry(args.telemetry_dir, knobs, knobs_set)
-    if args.call_timeout <= 0:
-        print("tersetalk mcp-proxy: error: --call-timeout must be positive", file=sys.stderr)
-        raise SystemExit(2)
+    return config, _local_telemetry(args.telemetry_dir, knobs, knobs_set)
+
+
+def _explain(command: list[str], config, call_timeout: float) -> None:
+    """``--explain``: each tool's decision, printed (on the official SDK's client)."""
     import anyio
 
-    from tersetalk.mcp.proxy import ProxyStartError, explain, serve
+    from tersetalk.mcp.proxy import ProxyStartError, explain
 
     failed = None
-    if args.explain:
-        try:
-            lines = anyio.run(lambda: explain(command, config, call_timeout_s=args.call_timeout))
-        except* OSError as group:
-            failed = f"cannot start {command[0]!r}: {_first(group)}"
-        except* ProxyStartError as group:
-            failed = str(_first(group))
-        if failed:
-            print(f"tersetalk mcp-proxy: error: {failed}", file=sys.stderr)
-            raise SystemExit(2)
-        print("\n".join(lines))
-        return
     try:
-        anyio.run(lambda: serve(command, config, telemetry=args.telemetry,
-                                call_timeout_s=args.call_timeout,
-                                local_telemetry=local))  # fmt: skip
-    except* OSError as group:  # the command does not exist or cannot run
+        lines = anyio.run(lambda: explain(command, config, call_timeout_s=call_timeout))
+    except* OSError as group:
         failed = f"cannot start {command[0]!r}: {_first(group)}"
     except* ProxyStartError as group:
         failed = str(_first(group))
     if failed:
         print(f"tersetalk mcp-proxy: error: {failed}", file=sys.stderr)
         raise SystemExit(2)
+    print("\n".join(lines))
 
 
 def _layer_tuned(path: Path, config):
