@@ -662,3 +662,24 @@ def test_sessions_sampled_below_one_are_not_replayed():
     evs = [{**e, "sample_rate": 0.5} for e in session("a", [1, 2, 3, 4, 5, 6, 1])]
     tr = TR.trace(evs)
     assert tr.sessions == () and tr.skipped_sessions == 1
+
+
+def test_writes_are_inferred_and_repeats_across_them_do_not_size_the_lru():
+    # A is a hit after B (the cache held 2 bodies), then missed right after a call of
+    # `save`: `save` forgot it (a write). Later C comes back 6 distinct reads on, but
+    # across another `save`: no cache size catches it, so the LRU is left as it is
+    reads = [1, 2, 1, None, 1, 3, 4, 5, 6, 7, 8, 9, None, 3]
+    evs = [event("a", i, "save", 100 + i, chars=20, tokens=(5, 5)) if b is None
+           else event("a", i, "read", b, kind="ref" if i == 2 else "passthrough",
+                      tokens=(100, 20) if i == 2 else (100, 100))
+           for i, b in enumerate(reads)]  # fmt: skip
+    tr = TR.trace(evs)
+    elig = TR.eligibility(200, {})
+    assert TR.writes(tr, elig) == {"save"}
+    assert TR.covering_size(TR.replay(tr, 5, elig).distances) == 7  # without the writes
+    assert TR.replay(tr, 5, elig, forget=frozenset({"save"})).distances == (1,)
+    assert T.tune(T.AdaptiveConfig(), [], [], evs) == (T.AdaptiveConfig(), [])
+    # the same sessions without the second write: the far repeat is caught by 7 entries
+    kept = [e for e in evs if e["seq"] != 12]
+    out, changes = T.tune(T.AdaptiveConfig(), [], [], kept)
+    assert out.dedup.lru_size == 7 and "writes inferred: save" in changes[0].threshold

@@ -1164,7 +1164,10 @@ def tune_measured(
       off saves nothing, so R1 never does it here;
     - R3: the LRU size from the repeat distances: the smallest size that catches 95%
       of the repeats (at most the proxy's ``retrieval.keep``), if larger than the
-      current one and the replay saves (a smaller cache saves nothing);
+      current one and the replay saves (a smaller cache saves nothing); the replay
+      empties the cache at each call of a tool the telemetry shows to be a write
+      (:func:`tersetalk.mcp.tune_replay.writes`), so repeats no cache could catch do
+      not count;
     - R5: ``dedup.min_body_chars`` to R5's value when the replay saves with it (the
       LRU size then covers the repeats at the new minimum);
     - R2 (templates) and R4 (recursion depth) are left: the proxy has no mechanism for
@@ -1188,10 +1191,12 @@ def tune_measured(
     enabled = dict(dedup.enabled_per_endpoint)
     lru, min_body = dedup.lru_size, dedup.min_body_chars
     changes: list[Change] = []
-    block = R.blocked(tr, R.eligibility(min_body, enabled))
+    forget = R.writes(tr, R.eligibility(min_body, enabled))
+    block = R.blocked(tr, R.eligibility(min_body, enabled), forget)
+    wrote = f"; writes inferred: {', '.join(sorted(forget))}" if forget else ""
 
     def cost(size: int, body: int, on: Mapping[str, bool]) -> R.Replay:
-        return R.replay(tr, size, R.eligibility(body, on), block)
+        return R.replay(tr, size, R.eligibility(body, on), block, forget)
 
     # R1: dedup on where repeats are frequent and dedup is off
     for e in sorted(endpoints, key=lambda e: e.endpoint_class):
@@ -1220,7 +1225,7 @@ def tune_measured(
         return Change("R3", "dedup.lru_size", None, dedup.lru_size, size, "repeat_distance_q95",
                       float(size), f"an LRU of x entries catches {R.COVERAGE:.0%} of "
                       f"{len(base.distances)} repeats ({beyond} beyond {lru}); at most "
-                      f"{R.LRU_MAX}; the replay saves tokens", float(saved))  # fmt: skip
+                      f"{R.LRU_MAX}; the replay saves tokens{wrote}", float(saved))  # fmt: skip
 
     lru_step = lru_change(min_body)
     if lru_step is not None:

@@ -18,13 +18,19 @@ cache can be run again over the same sequence of bodies with other settings:
 - the **tokens** of a replay: a hit costs the reference hint's tokens (as the proxy
   sent them), a miss what the proxy sent for that body when it was not a reference.
 
-What the telemetry cannot see: which calls were writes (a write makes the proxy
-forget cached bodies it touches). A repeat the proxy did not catch although a hit of
-the same session at a larger distance proves its cache held that many bodies was
-forgotten by a write; such repeats stay misses in every replay (:func:`blocked`).
-A repeat beyond every distance the session proves is assumed catchable, so a replay's
-saving of a larger cache is an upper bound; the held-out sessions of the tuned
-experiment (:mod:`tersetalk.mcp.tuned`) measure the real one.
+What the telemetry does not say: which calls were writes (before a write runs, the
+proxy forgets the cached bodies it may change; all of them when the write names no
+resource). The replay infers them (:func:`writes`): a repeat the proxy did not catch
+although a hit of the same session at a larger distance proves its cache held that
+many bodies was forgotten by a write, so one of the tools called since its earlier
+copy is a write; a tool called between a body and a later hit on it forgot nothing.
+The tools found in the first kind of interval and never in the second are taken as
+writes that forget every cached body, and each of their calls empties the replayed
+cache. A repeat the proxy missed that no inferred write explains stays a miss in every
+replay (:func:`blocked`). A repeat beyond every distance the session proves, with no
+inferred write before it, is assumed catchable, so a replay's saving of a larger cache
+is an upper bound; the held-out sessions of the tuned experiment
+(:mod:`tersetalk.mcp.tuned`) measure the real one.
 
 Sessions written at a sample rate below 1 have gaps and are not replayed (counted).
 """
@@ -144,13 +150,14 @@ def eligibility(min_body_chars: int, enabled: Mapping[str, bool],
     return lambda e: e.chars >= min_body_chars and enabled.get(e.endpoint, default)
 
 
-def _distances(session: Sequence[Event], eligible: Eligible) -> list[int | None]:
+def _distances(session: Sequence[Event], eligible: Eligible,
+               forget: frozenset[str] = frozenset()) -> list[int | None]:  # fmt: skip
     """Per event, its repeat distance among the eligible bodies (None: not eligible or
-    the first of its body in the partition)."""
+    the first of its body in the partition, or since a call of a tool in ``forget``)."""
     stack: OrderedDict[str, None] = OrderedDict()
     partition, out = None, []
     for e in session:
-        if e.partition != partition:
+        if e.partition != partition or e.endpoint in forget:
             partition = e.partition
             stack.clear()
         if not eligible(e):
@@ -170,18 +177,46 @@ def _distances(session: Sequence[Event], eligible: Eligible) -> list[int | None]
     return out
 
 
-def blocked(tr: Trace, eligible: Eligible) -> frozenset[tuple[int, int]]:
+def _missed(session: Sequence[Event], dist: Sequence[int | None]) -> list[int]:
+    """The repeats the proxy did not catch although a hit of the session at a distance
+    as large or larger proves its cache held that many bodies."""
+    hits = [d for d, e in zip(dist, session, strict=True) if d is not None and e.was_ref]
+    proven = max(hits, default=-1)  # the cache held at least proven + 1 bodies
+    return [i for i, (d, e) in enumerate(zip(dist, session, strict=True))
+            if d is not None and not e.was_ref and d <= proven]  # fmt: skip
+
+
+def writes(tr: Trace, eligible: Eligible) -> frozenset[str]:
+    """The tools taken as writes: called between a body and a repeat of it the proxy
+    missed (:func:`_missed`), never between a body and a hit on it."""
+    suspects: set[str] = set()
+    cleared: set[str] = set()
+    for session in tr.sessions:
+        dist = _distances(session, eligible)
+        missed = set(_missed(session, dist))
+        last: dict[tuple[int, str], int] = {}
+        for j, (d, e) in enumerate(zip(dist, session, strict=True)):
+            key = (e.partition, e.digest)
+            if d is not None and key in last:
+                between = {x.endpoint for x in session[last[key] + 1 : j]}
+                if e.was_ref:
+                    cleared |= between
+                elif j in missed:
+                    suspects |= between
+            if eligible(e):
+                last[key] = j
+    return frozenset(suspects - cleared)
+
+
+def blocked(tr: Trace, eligible: Eligible,
+            forget: frozenset[str] = frozenset()) -> frozenset[tuple[int, int]]:  # fmt: skip
     """(session, event) of repeats the proxy did not catch although its cache held more
     bodies than their distance (a hit of the same session at that distance or beyond
-    proves it): a write made the proxy forget them. Misses in every replay."""
+    proves it), and that no call of a tool in ``forget`` explains. Misses in every
+    replay."""
     out = set()
     for s, session in enumerate(tr.sessions):
-        dist = _distances(session, eligible)
-        hits = [d for d, e in zip(dist, session, strict=True) if d is not None and e.was_ref]
-        proven = max(hits, default=-1)  # the cache held at least proven + 1 bodies
-        for i, (d, e) in enumerate(zip(dist, session, strict=True)):
-            if d is not None and not e.was_ref and d <= proven:
-                out.add((s, i))
+        out |= {(s, i) for i in _missed(session, _distances(session, eligible, forget))}
     return frozenset(out)
 
 
@@ -193,12 +228,15 @@ class Replay:
 
 
 def replay(tr: Trace, lru_size: int, eligible: Eligible,
-           block: frozenset[tuple[int, int]] = frozenset()) -> Replay:  # fmt: skip
-    """The L0 cache of ``lru_size`` entries over the training sessions."""
+           block: frozenset[tuple[int, int]] = frozenset(),
+           forget: frozenset[str] = frozenset()) -> Replay:  # fmt: skip
+    """The L0 cache of ``lru_size`` entries over the training sessions, emptied at each
+    call of a tool in ``forget`` (the inferred writes)."""
     tokens = hits = 0
     distances = []
     for s, session in enumerate(tr.sessions):
-        for i, (d, e) in enumerate(zip(_distances(session, eligible), session, strict=True)):
+        dist = _distances(session, eligible, forget)
+        for i, (d, e) in enumerate(zip(dist, session, strict=True)):
             if d is not None and (s, i) not in block:
                 distances.append(d)
                 if d + 1 <= lru_size:
