@@ -124,109 +124,172 @@ class SnakemakeLog:
         return min(starts) if starts else None
 
 
-def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
-    """Parse a Snakemake log's text (the main log in ``.snakemake/log/`` or the console
-    output); ``path``, when given, names it (its start time is in the file name)."""
-    path = str(path)
-    jobs: list[Job] = []
-    open_jobs: dict[int, Job] = {}
+@dataclass
+class _LogReader:
+    """What one pass over a log's lines has gathered so far, and where it stands: inside a
+    ``Job stats:`` table, inside a job's header block (``current``) or inside an ``Error in
+    rule`` block (``error_rule``). Each line goes to :meth:`feed`."""
+
+    jobs: list[Job] = field(default_factory=list)
+    open_jobs: dict[int, Job] = field(default_factory=dict)  # started, not yet ended
     last: datetime | None = None
     first: datetime | None = None
     header_date: datetime | None = None
     cores: int | None = None
     nodes: str | None = None
-    complete = False
-    done = total = 0
-    planned: dict[str, int] = {}
-    in_stats = False
+    complete: bool = False
+    done: int = 0
+    total: int = 0
+    planned: dict[str, int] = field(default_factory=dict)
+    in_stats: bool = False
     current: Job | None = None  # the job whose header fields are being read
     error_rule: str | None = None  # an "Error in rule X:" block waiting for its jobid
-    failures: list[Failure] = []
+    failures: list[Failure] = field(default_factory=list)
 
-    def close(jobid: int, status: str) -> None:
-        job = open_jobs.pop(jobid, None)
-        if job is None:  # its start is not in this log: nothing to time
+    def feed(self, line: str) -> None:
+        """Read one line of the log."""
+        if self._read_stats(line):
             return
-        job.end, job.status = last, status
+        rest = self._read_stamps(line)
+        if rest is None:
+            return
+        if (self.current is not None or self.error_rule is not None) and self._read_block(rest):
+            return
+        if not self._read_job_event(rest):
+            self._read_summary(rest)
 
-    for line in text.splitlines():
+    def _close(self, jobid: int, status: str) -> None:
+        """End a started job at the last time seen; a job whose start is not in this log
+        has nothing to time and is left alone."""
+        job = self.open_jobs.pop(jobid, None)
+        if job is None:
+            return
+        job.end, job.status = self.last, status
+
+    def _read_stats(self, line: str) -> bool:
+        """Read a line of a ``Job stats:`` table (a new table replaces the last one's
+        counts); False for a line outside one."""
         if line.startswith("Job stats:"):
-            in_stats, planned = True, {}
-            continue
-        if in_stats:
-            if not line.strip():
-                in_stats = False
-            elif (m := _PLANNED.match(line)) and m.group(1) not in ("job", "total"):
-                planned[m.group(1)] = int(m.group(2))
-            continue
+            self.in_stats, self.planned = True, {}
+            return True
+        if not self.in_stats:
+            return False
+        if not line.strip():
+            self.in_stats = False
+        elif (m := _PLANNED.match(line)) and m.group(1) not in ("job", "total"):
+            self.planned[m.group(1)] = int(m.group(2))
+        return True
+
+    def _read_stamps(self, line: str) -> str | None:
+        """Note the time of the line's last stamp and return the text after it; None when
+        only a stamp is on the line, which ends the job header being read."""
         stamps = _STAMP.findall(line)
-        if stamps:
-            last = _stamp(stamps[-1]) or last
-            first = first or last
-            line = _STAMP.split(line)[-1]
-            if not line.strip():
-                current = None
-                continue
-        if current is not None or error_rule is not None:
-            m = _FIELD.match(line)
-            if m:
-                name, value = m.group(1), m.group(2).strip()
-                if error_rule is not None:
-                    if name == "jobid" and value.isdigit():
-                        close(int(value), "failed")
-                        failures[-1].jobid = int(value)
-                    elif name == "log":
-                        value = value.removesuffix(_CHECK_LOG.strip()).strip()
-                        failures[-1].logs = [v.strip() for v in value.split(",") if v.strip()]
-                    continue
-                if name == "jobid" and value.isdigit():
-                    current.jobid = int(value)
-                    open_jobs[current.jobid] = current  # a retry (--retries) opens it again
-                elif name == "output":
-                    current.outputs = [o.strip() for o in value.split(",") if o.strip()]
-                elif name == "threads" and value.isdigit():
-                    current.threads = int(value)
-                elif name == "wildcards":
-                    current.wildcards = value
-                continue
-            if line.startswith(" ") and not _JOB.match(line):
-                continue  # another field (input, reason, resources, ...)
-            current, error_rule = None, None
+        if not stamps:
+            return line
+        self.last = _stamp(stamps[-1]) or self.last
+        self.first = self.first or self.last
+        rest = _STAMP.split(line)[-1]
+        if not rest.strip():
+            self.current = None
+            return None
+        return rest
+
+    def _read_block(self, line: str) -> bool:
+        """Read a line inside a job's header or an error block: True for one of its fields
+        or another indented line; otherwise the block is over and False."""
+        m = _FIELD.match(line)
+        if m:
+            name, value = m.group(1), m.group(2).strip()
+            if self.error_rule is not None:
+                self._read_error_field(name, value)
+            elif self.current is not None:
+                self._read_job_field(self.current, name, value)
+            return True
+        if line.startswith(" ") and not _JOB.match(line):
+            return True  # another field (input, reason, resources, ...)
+        self.current, self.error_rule = None, None
+        return False
+
+    def _read_error_field(self, name: str, value: str) -> None:
+        """An error block's ``jobid:`` (the failed job) or ``log:`` (its log files)."""
+        if name == "jobid" and value.isdigit():
+            self._close(int(value), "failed")
+            self.failures[-1].jobid = int(value)
+        elif name == "log":
+            value = value.removesuffix(_CHECK_LOG.strip()).strip()
+            self.failures[-1].logs = [v.strip() for v in value.split(",") if v.strip()]
+
+    def _read_job_field(self, job: Job, name: str, value: str) -> None:
+        """A job header's ``jobid:``, ``output:``, ``threads:`` or ``wildcards:``."""
+        if name == "jobid" and value.isdigit():
+            job.jobid = int(value)
+            self.open_jobs[job.jobid] = job  # a retry (--retries) opens it again
+        elif name == "output":
+            job.outputs = [o.strip() for o in value.split(",") if o.strip()]
+        elif name == "threads" and value.isdigit():
+            job.threads = int(value)
+        elif name == "wildcards":
+            job.wildcards = value
+
+    def _read_job_event(self, line: str) -> bool:
+        """A job's start (its header), end (``Finished``) or failure (``Error in rule``);
+        False for any other line."""
         m = _JOB.match(line)
         if m:
-            current = Job(rule=m.group(2), start=last, local=bool(m.group(1)))
-            jobs.append(current)
-            continue
+            self.current = Job(rule=m.group(2), start=self.last, local=bool(m.group(1)))
+            self.jobs.append(self.current)
+            return True
         m = _FINISHED.search(line) or _FINISHED_OLD.search(line)
         if m:
-            close(int(m.group(1)), "finished")
-            continue
+            self._close(int(m.group(1)), "finished")
+            return True
         m = _ERROR.search(line)
         if m:
             jobid = int(m.group(2)) if m.group(2) else None
-            failures.append(Failure(m.group(1), jobid))
+            self.failures.append(Failure(m.group(1), jobid))
             if jobid is not None:
-                close(jobid, "failed")
-            error_rule = m.group(1)  # its fields follow: the jobid (when not inline), logs
-            continue
+                self._close(jobid, "failed")
+            self.error_rule = m.group(1)  # its fields follow: the jobid (when not inline), logs
+            return True
+        return False
+
+    def _read_summary(self, line: str) -> None:
+        """The invocation's own lines: progress, cores or nodes, the header's date, and
+        whether it is over."""
         if m := _STEPS.match(line):
-            done, total = int(m.group(1)), int(m.group(2))
+            self.done, self.total = int(m.group(1)), int(m.group(2))
         elif m := _CORES.match(line):
-            cores = int(m.group(1))
+            self.cores = int(m.group(1))
         elif m := _NODES.match(line):
-            nodes = m.group(1)
+            self.nodes = m.group(1)
         elif m := _DATE.match(line):
-            header_date = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
+            self.header_date = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
         elif _DONE.match(line):
-            complete = True
+            self.complete = True
+
+
+def _log_start(
+    path: str, header_date: datetime | None, jobs: list[Job]
+) -> tuple[datetime | None, str]:
+    """When the invocation started and how that is known: the log file's name, else the
+    header's ``Date:``, else the first job's start (Snakemake's startup then left out)."""
     start = log_name_time(Path(path).name) if path else None
     if start is not None:
-        source = f"the log file's name ({Path(path).name})"
-    elif header_date is not None:
-        start, source = header_date, "the log's header (Date:)"
-    else:
-        starts = [j.start for j in jobs if j.start is not None]
-        start = min(starts) if starts else None
-        source = "the log's first job (no start recorded: Snakemake's startup is left out)"
-    return SnakemakeLog(path, start, source, cores, nodes, jobs, complete, last, first,
-                        done, total, planned, failures)  # fmt: skip
+        return start, f"the log file's name ({Path(path).name})"
+    if header_date is not None:
+        return header_date, "the log's header (Date:)"
+    starts = [j.start for j in jobs if j.start is not None]
+    start = min(starts) if starts else None
+    return start, "the log's first job (no start recorded: Snakemake's startup is left out)"
+
+
+def parse_log(text: str, path: str | Path = "") -> SnakemakeLog:
+    """Parse a Snakemake log's text (the main log in ``.snakemake/log/`` or the console
+    output); ``path``, when given, names it (its start time is in the file name)."""
+    path = str(path)
+    r = _LogReader()
+    for line in text.splitlines():
+        r.feed(line)
+    start, source = _log_start(path, r.header_date, r.jobs)
+    return SnakemakeLog(path, start, source, r.cores, r.nodes, r.jobs, r.complete, r.last,
+                        r.first, r.done, r.total, r.planned, r.failures)  # fmt: skip
