@@ -832,78 +832,73 @@ def _per_job_examples(run: PlannedRun) -> int:
     return 1 if run.sequential else max(1, math.ceil(run.examples / run.jobs))
 
 
-def targets(args: argparse.Namespace, config: dict, measured: list[Measured]) -> list[Target]:
-    """The named targets: the measured machine (these cores, with the measured model), the
-    configured model on these cores (scaled by parameters, or the given tok/s), one GPU
-    server, and a SLURM cluster of GPU nodes."""
+def _cpu_layout(args: argparse.Namespace, config: dict) -> tuple[int, int, int]:
+    """These cores (``--cores``, else the machine's), the threads of one model job
+    (models.threads, else half the cores) and how many model jobs then run at once."""
     cores = args.cores or os.cpu_count() or 1
     threads = config["models"].get("threads") or max(1, cores // 2)
-    cpu_slots = max(1, cores // threads)
-    specs = [m.spec for m in measured if m.spec]
-    measured_model = _one({(s.get("models") or {}).get("model") for s in specs}) or "measured"
-    backend = _one({(s.get("models") or {}).get("backend") for s in specs}) or "backend unrecorded"
-    planned_model = config["models"].get("model")
-    given_tps = args.prompt_tps is not None and args.gen_tps is not None
-    out = []
-    if not measured and not given_tps:  # a fresh clone: no CPU rates to project with
-        tp = None
-        planned_model = measured_model
-    else:
-        try:
-            tp = measured_throughput(measured)
-        except PlanError:
-            if not given_tps or planned_model == measured_model:
-                raise
-            tp = None  # the planned model's own rates are given: the measured ones are not needed
-    if tp is not None:
-        out.append(
-            Target(
-                f"cpu:{measured_model}",
-                tp,
-                cpu_slots,
-                1,
-                f"{cores} cores, {cpu_slots} model jobs at once ({threads} thread(s) each; "
-                f"models.threads or half the cores), one call at a time per job; "
-                f"{measured_model} ({backend}) as measured: {tp.prompt_tps:.0f} prompt tok/s, "
-                f"{tp.gen_tps:.0f} generated tok/s per job (time to first token and the rest "
-                f"of {tp.calls} streamed calls), schema-constrained calls "
-                f"x{tp.structured_factor:.2f} (their measured seconds over their tokens' time)",
-            )
+    return cores, threads, max(1, cores // threads)
+
+
+def _measured_rates(measured: list[Measured], needed: bool) -> Throughput | None:
+    """The measured machine's throughput; when it cannot be told from the run records and
+    is not ``needed`` (the planned model's own rates are given), None instead of the error."""
+    try:
+        return measured_throughput(measured)
+    except PlanError:
+        if needed:
+            raise
+        return None
+
+
+def _measured_cpu_target(
+    tp: Throughput, model: str, backend: str, cores: int, threads: int, slots: int
+) -> Target:
+    """The measured machine as it ran: these cores, with the measured model's rates."""
+    return Target(
+        f"cpu:{model}",
+        tp,
+        slots,
+        1,
+        f"{cores} cores, {slots} model jobs at once ({threads} thread(s) each; "
+        f"models.threads or half the cores), one call at a time per job; "
+        f"{model} ({backend}) as measured: {tp.prompt_tps:.0f} prompt tok/s, "
+        f"{tp.gen_tps:.0f} generated tok/s per job (time to first token and the rest "
+        f"of {tp.calls} streamed calls), schema-constrained calls "
+        f"x{tp.structured_factor:.2f} (their measured seconds over their tokens' time)",
+    )
+
+
+def _planned_cpu_rates(
+    args: argparse.Namespace, tp: Throughput | None, measured_model: str, planned_model: str
+) -> tuple[Throughput, str]:
+    """The configured model's throughput on these cores and how it was found: the given
+    tok/s, else the measured rates scaled by the ratio of the two models' parameters."""
+    if args.prompt_tps is not None and args.gen_tps is not None:
+        factor = tp.structured_factor if tp else 1.0
+        how = f"given: {args.prompt_tps:g} prompt tok/s, {args.gen_tps:g} generated tok/s per job"
+        return Throughput(args.prompt_tps, args.gen_tps, factor), how
+    mine = model_params(measured_model, args.measured_params)
+    theirs = model_params(planned_model, args.target_params)
+    if not mine or not theirs:
+        raise PlanError(
+            f"the parameter count of {measured_model if not mine else planned_model!r} "
+            "is not known: give --measured-params and --target-params (e.g. 135e6 "
+            "and 7.24e9), or the planned model's --prompt-tps and --gen-tps"
         )
-    if planned_model != measured_model:
-        if given_tps:
-            factor = tp.structured_factor if tp else 1.0
-            scaled = Throughput(args.prompt_tps, args.gen_tps, factor)
-            how = (
-                f"given: {args.prompt_tps:g} prompt tok/s, {args.gen_tps:g} generated tok/s per job"
-            )
-        else:
-            mine = model_params(measured_model, args.measured_params)
-            theirs = model_params(planned_model, args.target_params)
-            if not mine or not theirs:
-                raise PlanError(
-                    f"the parameter count of {measured_model if not mine else planned_model!r} "
-                    "is not known: give --measured-params and --target-params (e.g. 135e6 "
-                    "and 7.24e9), or the planned model's --prompt-tps and --gen-tps"
-                )
-            ratio = mine / theirs
-            scaled = Throughput(tp.prompt_tps * ratio, tp.gen_tps * ratio, tp.structured_factor)
-            how = (
-                f"throughput inversely proportional to parameters ({mine / 1e9:.3g}B measured, "
-                f"{theirs / 1e9:.3g}B planned): {scaled.prompt_tps:.2f} prompt tok/s, "
-                f"{scaled.gen_tps:.2f} generated tok/s per job"
-            )
-        out.append(
-            Target(
-                f"cpu:{planned_model}",
-                scaled,
-                cpu_slots,
-                1,
-                f"{cores} cores, {cpu_slots} model jobs at once ({threads} thread(s) each), "
-                f"{planned_model} on CPU; {how}; schema-constrained calls "
-                f"x{scaled.structured_factor:.2f} as measured",
-            )
-        )
+    ratio = mine / theirs
+    scaled = Throughput(tp.prompt_tps * ratio, tp.gen_tps * ratio, tp.structured_factor)
+    how = (
+        f"throughput inversely proportional to parameters ({mine / 1e9:.3g}B measured, "
+        f"{theirs / 1e9:.3g}B planned): {scaled.prompt_tps:.2f} prompt tok/s, "
+        f"{scaled.gen_tps:.2f} generated tok/s per job"
+    )
+    return scaled, how
+
+
+def _gpu_targets(args: argparse.Namespace, config: dict) -> list[Target]:
+    """One GPU model server and a SLURM cluster of such nodes, at the given (or assumed)
+    GPU rates, each job keeping models.max_concurrency examples in flight."""
     per_job = config["models"].get("max_concurrency") or 1
     streams = args.gpu_streams or per_job
     gpu = Throughput(args.gpu_prompt_tps, args.gpu_gen_tps)
@@ -921,8 +916,8 @@ def targets(args: argparse.Namespace, config: dict, measured: list[Measured]) ->
         f"each job keeps models.max_concurrency={per_job} examples in flight; "
         "schema-constrained calls at the same rates"
     )
-    out.append(Target("gpu-server", gpu, streams, per_job, f"one model server, {gpu_how}"))
-    out.append(
+    return [
+        Target("gpu-server", gpu, streams, per_job, f"one model server, {gpu_how}"),
         Target(
             f"slurm:{args.nodes}-nodes",
             gpu,
@@ -930,9 +925,42 @@ def targets(args: argparse.Namespace, config: dict, measured: list[Measured]) ->
             per_job,
             f"{args.nodes} GPU nodes, each a model server as gpu-server, behind one base_url "
             f"(a least-busy proxy); jobs spread over the nodes; {gpu_how}",
+        ),
+    ]
+
+
+def targets(args: argparse.Namespace, config: dict, measured: list[Measured]) -> list[Target]:
+    """The named targets: the measured machine (these cores, with the measured model), the
+    configured model on these cores (scaled by parameters, or the given tok/s), one GPU
+    server, and a SLURM cluster of GPU nodes."""
+    cores, threads, cpu_slots = _cpu_layout(args, config)
+    specs = [m.spec for m in measured if m.spec]
+    measured_model = _one({(s.get("models") or {}).get("model") for s in specs}) or "measured"
+    backend = _one({(s.get("models") or {}).get("backend") for s in specs}) or "backend unrecorded"
+    planned_model = config["models"].get("model")
+    given_tps = args.prompt_tps is not None and args.gen_tps is not None
+    out = []
+    if not measured and not given_tps:  # a fresh clone: no CPU rates to project with
+        tp = None
+        planned_model = measured_model
+    else:
+        tp = _measured_rates(measured, needed=not given_tps or planned_model == measured_model)
+    if tp is not None:
+        out.append(_measured_cpu_target(tp, measured_model, backend, cores, threads, cpu_slots))
+    if planned_model != measured_model:
+        scaled, how = _planned_cpu_rates(args, tp, measured_model, planned_model)
+        out.append(
+            Target(
+                f"cpu:{planned_model}",
+                scaled,
+                cpu_slots,
+                1,
+                f"{cores} cores, {cpu_slots} model jobs at once ({threads} thread(s) each), "
+                f"{planned_model} on CPU; {how}; schema-constrained calls "
+                f"x{scaled.structured_factor:.2f} as measured",
+            )
         )
-    )
-    return out
+    return out + _gpu_targets(args, config)
 
 
 # ---- output --------------------------------------------------------------------------------
