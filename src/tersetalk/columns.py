@@ -175,9 +175,11 @@ FILES: dict[str, FileKind] = {
         FileKind("compare", ("results/compare/models.csv",),
                  "tersetalk.sensitivity.comparison_table (tersetalk models compare)",
                  "one (model, task, run)"),
-        FileKind("mcp", ("results/mcp/<server>.parquet", "results/mcp/summary.csv"),
-                 "tersetalk.mcp.experiment (tersetalk mcp-experiment)",
-                 "one arm and step (summary: per server, arm and tool)"),
+        FileKind("mcp", ("results/mcp/<server>.parquet", "results/mcp/summary.csv",
+                         "results/mcp/tuned.parquet", "results/mcp/tuned_summary.csv"),
+                 "tersetalk.mcp.experiment, tersetalk.mcp.tuned (tersetalk mcp-experiment)",
+                 "one arm and step (summary: per server, arm and tool; tuned summary: per "
+                 "server and arm)"),
         FileKind("audit", ("results/audit/audit.csv", "results/audit/summary.csv"),
                  "tersetalk.metrics.audit (tersetalk audit)",
                  "one token-overhead class per run and direction"),
@@ -1189,6 +1191,37 @@ _OTHER: list[Column] = [
         ("t_pipeline_ratio_median", "float64", "ratio", "median"),
         ("t_client_overhead_ratio_median", "float64", "ratio", "median"),
         ("saving", "float64", "ratio", "1 - tokens / direct_tokens"),
+    ]],
+    # ---- MCP tuned against default (results/mcp/tuned.parquet, tuned_summary.csv)
+    *[_E(n, t, u, m, ("mcp",)) for n, t, u, m in [
+        ("split", "string", "", "train (the sessions the tuner reads) or eval (held out)"),
+        ("seed", "int64", "", "the session's seed: training below 1000, evaluation 1000 on"),
+        ("hint_lines", "int64", "lines", "hint lines ('> [...]') in the result"),
+        ("hint_tokens", "int64", "tokens (o200k)", "the hint lines' tokens"),
+        ("tuned_applied", "string", "", "what the proxy said it applied from the tuned file "
+         "(knob and rule); empty for the other arms (summary: the tuned arm's)"),
+        ("n_changes", "Int64", "values", "values the tuner changed (its evidence rows)"),
+        ("n_applied", "Int64", "values", "of those, the ones the proxy has a mechanism for"),
+        ("sessions", "int64", "sessions", "evaluation sessions"),
+        ("tokens_per_session", "float64", "tokens (o200k)", "tokens of the results the client "
+         "read per session (retrievals apart)"),
+        ("dedup_hit_rate", "float64", "ratio 0-1", "dedup hits per tool call"),
+        ("hint_tokens_per_session", "float64", "tokens (o200k)", "hint lines' tokens per "
+         "session"),
+        ("retrieved_tokens_per_session", "float64", "tokens (o200k)", "tokens retrieved with "
+         "tersetalk_get per session"),
+        ("<column>_vs_default", "float64", "as the column", "the arm's value minus the default "
+         "arm's"),
+        ("tokens_change", "float64", "ratio", "tokens_per_session / the default arm's - 1"),
+        ("default_tokens", "float64", "tokens (o200k)", "per server: tokens the model reads "
+         "per held-out session (results and retrievals) with the default config"),
+        ("tuned_tokens", "float64", "tokens (o200k)", "per server: the same with the tuned "
+         "file"),
+        ("tuned_saving_pct", "float64", "%", "per server: 100 * (1 - tuned_tokens / "
+         "default_tokens)"),
+        ("target_saving_pct", "float64", "%", "the saving the tuner should reach (5)"),
+        ("meets_target", "boolean", "flag", "per server: tuned_saving_pct >= "
+         "target_saving_pct"),
     ]],
     # ---- token audit
     *[_E(n, t, u, m, ("audit",)) for n, t, u, m in [
