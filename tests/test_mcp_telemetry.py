@@ -1,4 +1,4 @@
-"""Issue 34, deliverable 1: the proxy's local telemetry (tersetalk.mcp.telemetry).
+"""The proxy's local telemetry (tersetalk.mcp.telemetry).
 
 Events without payload text, deterministic sampling, buffered writes, the session
 roll-up, per-endpoint fingerprints with known answers, the window, malformed lines, the

@@ -1,4 +1,4 @@
-"""Issue 34, deliverables 2 and 3: the rule-based tuner (R1-R5), schema v2 with its
+"""The rule-based tuner (R1-R5, and R1-R7 measured on replayed telemetry), schema v2 with its
 profile axes and hint policy, the resolution into one effective configuration, the
 ``tersetalk formats tune`` commands and ``mcp-proxy --tuned``.
 
@@ -155,7 +155,7 @@ def test_r1_over_a_grid_of_dup_rates_turns_dedup_on_once_and_for_good(start):
 
 
 @given(st.floats(0, 1), st.floats(0, 1))
-def test_r1_thresholds_as_the_seed_writes_them(a, b):
+def test_r1_thresholds_as_the_design_writes_them(a, b):
     assert T.r1_decision(0.30) is True and T.r1_decision(0.05) is False
     assert T.r1_decision(0.06) is None and T.r1_decision(0.29) is None
     assert all(2 <= T.r1_lru(x) <= 10 for x in (1.0, 6.6, 40.0))
@@ -364,7 +364,7 @@ def test_toml_and_yaml_say_the_same(tmp_path):
         (2000, 2, 0.1, "default", 5),
     ],
 )
-def test_the_agent_classifier_of_the_seed(events, compactions, share, agent, depth):
+def test_the_agent_classifier_of_the_design(events, compactions, share, agent, depth):
     ctx = T.SessionContext(event_count=events, compaction_count=compactions, read_share=share)
     eff = T.resolve(T.AdaptiveConfig(), ctx)
     assert (eff.agent, eff.mckp.recursion_depth) == (agent, depth)

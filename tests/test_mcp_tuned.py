@@ -1,4 +1,4 @@
-"""Issue 34, deliverable 5: the tuned configuration against the default one.
+"""The tuned configuration against the default one, on held-out sessions.
 
 The pipeline (training sessions with telemetry, the real tuner, evaluation sessions
 directly, with the default config and with ``--tuned``) runs here through the real
