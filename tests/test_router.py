@@ -218,6 +218,11 @@ def test_clock_and_calendar_steps_and_transfers_are_arithmetic():
     assert rule["conditions"] == 2
 
 
+def test_an_amount_told_as_a_difference_is_a_step():
+    facts = "Facts: Leo is 4 years older than his sister. In 3 years their ages add up to 30."
+    assert prose_signals(facts)["arithmetic"] == 2
+
+
 def test_parts_of_a_whole_are_arithmetic():
     facts = "Facts: Mia's class has 30 pupils. Two fifths of them walk. A third of the rest ride."
     assert prose_signals(facts)["arithmetic"] == 2
@@ -230,6 +235,11 @@ def test_a_passages_amounts_are_steps_only_for_a_question_that_computes():
     )
     reads = typed_signals(typed_lines(passage + '["q","W","does sound travel through water"]'))
     assert reads["arithmetic"] == 0 and reads["quantities"] == 2
+    # a number in the question is read, not computed with
+    number = typed_signals(
+        typed_lines(passage + '["q","W","does sound cover 1,480 metres in water"]')
+    )
+    assert number["arithmetic"] == 0
     adds = typed_signals(
         typed_lines(passage + '["q","W","is it more than twice as fast in water"]')
     )
@@ -253,6 +263,11 @@ def test_a_question_one_sentence_states_whole_has_no_hops():
     asked = '["q","W","Is the surface of the Dead Sea more than 400 metres below sea level?"]'
     assert question_hops("Is the surface of the Dead Sea more than 400 metres below sea level?") > 0
     assert typed_signals(typed_lines(facts + asked))["hops"] == 0
+    currency = (
+        '["f","The yen is the currency of Japan."]\n["q","W","What is the currency of Japan?"]'
+    )
+    assert question_hops("What is the currency of Japan?") == 1
+    assert typed_signals(typed_lines(currency))["hops"] == 0
     # two facts to combine are never in one sentence: the bridge stays
     bridge = (
         '["f","The Sistine Chapel is named after Pope Sixtus IV."]\n'

@@ -17,17 +17,17 @@ both, from the words, never from which part a sentence sat in:
   ...*, *the first woman to ...*), a comparison of two things (*both*, *either*, *X or
   Y* between names, a comparative with *than*, two dates), a chain of *of the* or
   possessives. Each is one more lookup the answer depends on (multi-hop). None when one
-  sentence of the facts or context holds every content word of the question: the
-  answer is then stated whole, one lookup;
+  sentence of the facts or context holds every content word of the question (two or
+  more): the answer is then stated whole, one lookup;
 - ``quantities``: numbers a computation could use (digits, number words, *twice*,
   *half*, *dozen*, a clock time, a day of the week), years and ordinals left out, in
   every part; a program's doctest examples left out;
 - ``arithmetic``: sentences that hold a quantity and an operation word (*each*, *per*,
-  *total*, *more than*, *left*, *percent*, a transfer such as *gave*, a part of a whole
-  such as *of them* or *the rest*, a step along a clock or calendar such as *after* or
-  *from now*, ...): each is a step of a multi-step computation. A passage's or a
-  situation's sentences count only for a question that computes (holds an amount or an
-  operation): its dates and sizes alone are not steps;
+  *total*, *more than*, *older than*, *left*, *percent*, a transfer such as *gave*, a
+  part of a whole such as *of them* or *the rest*, a step along a clock or calendar such
+  as *after* or *from now*, ...): each is a step of a multi-step computation. A
+  passage's or a situation's sentences count only for a question that computes (holds
+  an operation word): its dates and sizes alone are not steps;
 - ``conditions``: constraints to verify (*if*, *unless*, *otherwise*, *must*, *at
   least*, *except*, *only*), in the question, facts, context and a program's
   description;
@@ -365,6 +365,8 @@ _OPERATION = _words(
     "half",
     "more than",
     "less than",
+    # an amount told as a difference from another (*4 years older than his sister*)
+    "(?:old|young|tall|short|long|heavi|light|cheap|fast|slow|bigg|small|larg|high|low)er than",
     "fewer",
     "left",
     "remain",
@@ -540,11 +542,11 @@ def _content_words(text: str) -> set[str]:
 
 def _stated_whole(question: str, evidence: list[str]) -> bool:
     """Whether one sentence of the evidence (facts, context) holds every content word of
-    the question (it has at least three): the answer is then one lookup,
+    the question (it has at least two): the answer is then one lookup,
     whatever bridges the question's wording has. Two facts to combine are never in one
     sentence."""
     asked = _content_words(question[:MAX_QUESTION_CHARS])
-    if len(asked) < 3:
+    if len(asked) < 2:
         return False
     return any(asked <= _content_words(s) for s in evidence)
 
@@ -564,9 +566,9 @@ def content_signals(parts: BriefParts) -> dict[str, int]:
     work = [*parts.question, *parts.facts, *parts.context, *parts.plans,
             *(program_prose(c) for c in parts.code)]  # fmt: skip
     n_quantities = sum(quantities(text) for text in texts)
-    # a passage's (or a situation's) amounts are steps only for a question that computes:
-    # one holding an amount or an operation
-    computes = any(quantities(q) or _OPERATION.search(q) for q in parts.question)
+    # a passage's (or a situation's) amounts are steps only for a question that computes
+    # (one with an operation word; *does the heart have four chambers* reads a number)
+    computes = any(_OPERATION.search(q) for q in parts.question)
     read = texts if computes else [t for t in texts if t not in parts.context]
     sentences = [s for text in read for s in split_sentences(text.replace("\n", " "))]
     steps = sum(1 for s in sentences if quantities(s) and _OPERATION.search(s))
