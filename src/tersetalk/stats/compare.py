@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -98,114 +99,29 @@ def compare_runs(
     """
     if not comparisons:
         raise StatsError("no comparisons given")
+    boot = {"n_resamples": n_resamples, "seed": seed}
     rows: list[dict[str, Any]] = []
     for pair in comparisons:
         if len(pair) != 2:
             raise StatsError(f"a comparison is a (treatment, control) pair, got {pair!r}")
         treat_label, ctrl_label = pair
-        needed = [accuracy_col, tokens_col]
-        treat = _run_frame(metrics_by_run, treat_label, needed, key)
-        ctrl = _run_frame(metrics_by_run, ctrl_label, needed, key)
-        has_err = {
-            side: error_col is not None and error_col in frame
-            for side, frame in (("t", treat), ("c", ctrl))
-        }
-        use_errors = has_err["t"] and has_err["c"]
-
-        cols_t = [key, *needed, *([error_col] if has_err["t"] else [])]
-        cols_c = [key, *needed, *([error_col] if has_err["c"] else [])]
-        merged = treat[cols_t].merge(
-            ctrl[cols_c], on=key, how="inner", suffixes=("_t", "_c"), validate="one_to_one"
+        paired = _pair_runs(
+            metrics_by_run,
+            treat_label,
+            ctrl_label,
+            key=key,
+            needed=[accuracy_col, tokens_col],
+            error_col=error_col,
         )
-        if has_err["t"] != has_err["c"]:  # the one error column kept its plain name
-            side = "t" if has_err["t"] else "c"
-            merged = merged.rename(columns={error_col: f"{error_col}_{side}"})
-        merged = merged.sort_values(key, kind="stable").reset_index(drop=True)
-        only_t = treat[key][~treat[key].isin(ctrl[key])]
-        only_c = ctrl[key][~ctrl[key].isin(treat[key])]
-        if merged.empty:
-            raise StatsError(
-                f"{treat_label!r} and {ctrl_label!r} share no {key!r}: zero paired examples"
-            )
-        acc: dict[str, np.ndarray] = {}
-        n_err: dict[str, int] = {}
-        for side, label in (("t", treat_label), ("c", ctrl_label)):
-            arr = pd.to_numeric(merged[f"{accuracy_col}_{side}"], errors="coerce").to_numpy(
-                dtype=float
-            )
-            err = (
-                _is_error(merged[f"{error_col}_{side}"])
-                if has_err[side]
-                else np.zeros(len(merged), dtype=bool)
-            )
-            arr = np.where(err, 0.0, arr)  # an error is a wrong answer
-            if not np.all(np.isfinite(arr)):
-                raise StatsError(f"run {label!r}: {accuracy_col!r} has missing values")
-            acc[side], n_err[side] = arr, int(err.sum())
-        acc_t, acc_c = acc["t"], acc["c"]
+        acc_t, err_t = _accuracy_scores(paired, "t", treat_label, accuracy_col, error_col)
+        acc_c, err_c = _accuracy_scores(paired, "c", ctrl_label, accuracy_col, error_col)
 
-        row: dict[str, Any] = {
-            "treatment": treat_label,
-            "control": ctrl_label,
-            "n_treatment": len(treat),
-            "n_control": len(ctrl),
-            "n_paired": len(merged),
-            "n_only_treatment": len(only_t),
-            "n_only_control": len(only_c),
-            "only_treatment": _ids(only_t),
-            "only_control": _ids(only_c),
-        }
-        boot = {"n_resamples": n_resamples, "seed": seed}
+        row = _join_columns(paired, treat_label, ctrl_label)
         row.update(noninferiority(acc_t, acc_c, margin=margin, alpha=alpha, **boot).as_dict())
-        if is_binary(acc_t, acc_c):
-            low, high = paired_difference_interval(
-                acc_t, acc_c, confidence, method="tango", continuity=CONTINUITY
-            )
-            row.update(diff_ci_low=low, diff_ci_high=high,
-                       diff_ci_method=f"Tango score interval, continuity correction "
-                       f"{CONTINUITY:g}")  # fmt: skip
-            for side, arr in (("treatment", acc_t), ("control", acc_c)):
-                ci_low, ci_high = wilson(float(arr.mean()), arr.size, confidence, continuity=True)
-                row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci_low, ci_high
-            row["accuracy_ci_method"] = "Wilson score interval, continuity-corrected"
-        else:
-            low, high = conservative_mean_interval(acc_t - acc_c, confidence, **boot)
-            row.update(diff_ci_low=low, diff_ci_high=high,
-                       diff_ci_method="the wider of the t and studentized bootstrap "
-                       "intervals")  # fmt: skip
-            for side, arr in (("treatment", acc_t), ("control", acc_c)):
-                ci_low, ci_high = conservative_mean_interval(arr, confidence, **boot)
-                row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci_low, ci_high
-            row["accuracy_ci_method"] = "the wider of the t and studentized bootstrap intervals"
-        row.update(n_errors_as_wrong_treatment=n_err["t"], n_errors_as_wrong_control=n_err["c"])
-
-        ok = np.ones(len(merged), dtype=bool)
-        if use_errors:
-            ok = ~(_is_error(merged[f"{error_col}_t"]) | _is_error(merged[f"{error_col}_c"]))
-        tok_t = merged.loc[ok, f"{tokens_col}_t"].to_numpy(dtype=float)
-        tok_c = merged.loc[ok, f"{tokens_col}_c"].to_numpy(dtype=float)
-        if ok.any():
-            tokens = token_reduction_tests(tok_t, tok_c)
-        else:
-            tokens = dict.fromkeys(_TOKEN_KEYS, float("nan"))
-            tokens.update(
-                n=0,
-                n_relative=0,
-                alternative="two-sided",
-                wilcoxon_zero_method="wilcox",
-                note="no paired example without an error",
-            )
-        row.update({f"tokens_{k}": tokens[k] for k in _TOKEN_KEYS})
-        low = high = float("nan")
-        if ok.any() and tok_c.mean() > 0:
-            rel = paired_bootstrap(
-                tok_t, tok_c, statistic="relative_reduction", confidence=confidence, **boot
-            )
-            low, high = rel.ci_low, rel.ci_high
+        row.update(_accuracy_intervals(acc_t, acc_c, confidence, boot))
+        row.update(n_errors_as_wrong_treatment=err_t, n_errors_as_wrong_control=err_c)
+        row.update(_token_columns(paired, tokens_col, error_col, confidence, boot))
         row.update(
-            tokens_relative_reduction_ci_low=low,
-            tokens_relative_reduction_ci_high=high,
-            tokens_n_errors_excluded=int((~ok).sum()),
             confidence=float(confidence),
             key=key,
             accuracy_col=accuracy_col,
@@ -213,6 +129,160 @@ def compare_runs(
         )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class _Paired:
+    """Two runs inner-joined on the key (columns suffixed ``_t`` / ``_c``, sorted by the
+    key), with what was left out of the join and which side carries an error column."""
+
+    merged: pd.DataFrame
+    only_t: pd.Series
+    only_c: pd.Series
+    n_treatment: int
+    n_control: int
+    has_err: dict[str, bool]
+
+
+def _pair_runs(
+    metrics_by_run: Mapping[str, pd.DataFrame],
+    treat_label: str,
+    ctrl_label: str,
+    *,
+    key: str,
+    needed: Sequence[str],
+    error_col: str | None,
+) -> _Paired:
+    """Join the two runs on ``key`` (one to one), sorted by ``key`` so the result does not
+    depend on row order; an error column present on one side only keeps that side's
+    suffix, so later steps find it by the same name either way."""
+    treat = _run_frame(metrics_by_run, treat_label, needed, key)
+    ctrl = _run_frame(metrics_by_run, ctrl_label, needed, key)
+    has_err = {
+        side: error_col is not None and error_col in frame
+        for side, frame in (("t", treat), ("c", ctrl))
+    }
+    cols_t = [key, *needed, *([error_col] if has_err["t"] else [])]
+    cols_c = [key, *needed, *([error_col] if has_err["c"] else [])]
+    merged = treat[cols_t].merge(
+        ctrl[cols_c], on=key, how="inner", suffixes=("_t", "_c"), validate="one_to_one"
+    )
+    if has_err["t"] != has_err["c"]:  # the one error column kept its plain name
+        side = "t" if has_err["t"] else "c"
+        merged = merged.rename(columns={error_col: f"{error_col}_{side}"})
+    merged = merged.sort_values(key, kind="stable").reset_index(drop=True)
+    only_t = treat[key][~treat[key].isin(ctrl[key])]
+    only_c = ctrl[key][~ctrl[key].isin(treat[key])]
+    if merged.empty:
+        raise StatsError(
+            f"{treat_label!r} and {ctrl_label!r} share no {key!r}: zero paired examples"
+        )
+    return _Paired(merged, only_t, only_c, len(treat), len(ctrl), has_err)
+
+
+def _join_columns(paired: _Paired, treat_label: str, ctrl_label: str) -> dict[str, Any]:
+    """The two runs' names and sizes, how many examples paired, and which were left out."""
+    return {
+        "treatment": treat_label,
+        "control": ctrl_label,
+        "n_treatment": paired.n_treatment,
+        "n_control": paired.n_control,
+        "n_paired": len(paired.merged),
+        "n_only_treatment": len(paired.only_t),
+        "n_only_control": len(paired.only_c),
+        "only_treatment": _ids(paired.only_t),
+        "only_control": _ids(paired.only_c),
+    }
+
+
+def _accuracy_scores(
+    paired: _Paired, side: str, label: str, accuracy_col: str, error_col: str | None
+) -> tuple[np.ndarray, int]:
+    """One side's accuracy over the pairs, an error row scoring 0 whatever it was given,
+    and the number of such rows; a missing score that is no error stops the comparison."""
+    merged = paired.merged
+    arr = pd.to_numeric(merged[f"{accuracy_col}_{side}"], errors="coerce").to_numpy(dtype=float)
+    err = (
+        _is_error(merged[f"{error_col}_{side}"])
+        if paired.has_err[side]
+        else np.zeros(len(merged), dtype=bool)
+    )
+    arr = np.where(err, 0.0, arr)  # an error is a wrong answer
+    if not np.all(np.isfinite(arr)):
+        raise StatsError(f"run {label!r}: {accuracy_col!r} has missing values")
+    return arr, int(err.sum())
+
+
+def _accuracy_intervals(
+    acc_t: np.ndarray, acc_c: np.ndarray, confidence: float, boot: dict[str, int]
+) -> dict[str, Any]:
+    """Two-sided intervals of the accuracy difference and of each side's accuracy:
+    Tango's score interval and Wilson's for binary scores, the conservative t /
+    studentized bootstrap interval otherwise (with the name of the method used)."""
+    row: dict[str, Any] = {}
+    if is_binary(acc_t, acc_c):
+        low, high = paired_difference_interval(
+            acc_t, acc_c, confidence, method="tango", continuity=CONTINUITY
+        )
+        row.update(diff_ci_low=low, diff_ci_high=high,
+                   diff_ci_method=f"Tango score interval, continuity correction "
+                   f"{CONTINUITY:g}")  # fmt: skip
+        for side, arr in (("treatment", acc_t), ("control", acc_c)):
+            ci_low, ci_high = wilson(float(arr.mean()), arr.size, confidence, continuity=True)
+            row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci_low, ci_high
+        row["accuracy_ci_method"] = "Wilson score interval, continuity-corrected"
+    else:
+        low, high = conservative_mean_interval(acc_t - acc_c, confidence, **boot)
+        row.update(diff_ci_low=low, diff_ci_high=high,
+                   diff_ci_method="the wider of the t and studentized bootstrap "
+                   "intervals")  # fmt: skip
+        for side, arr in (("treatment", acc_t), ("control", acc_c)):
+            ci_low, ci_high = conservative_mean_interval(arr, confidence, **boot)
+            row[f"accuracy_{side}_ci_low"], row[f"accuracy_{side}_ci_high"] = ci_low, ci_high
+        row["accuracy_ci_method"] = "the wider of the t and studentized bootstrap intervals"
+    return row
+
+
+def _token_columns(
+    paired: _Paired,
+    tokens_col: str,
+    error_col: str | None,
+    confidence: float,
+    boot: dict[str, int],
+) -> dict[str, Any]:
+    """The paired token tests (prefixed ``tokens_``) on the pairs where neither side has
+    an error (when both runs have an error column), the bootstrap interval of the
+    relative reduction, and how many pairs the errors left out."""
+    merged = paired.merged
+    ok = np.ones(len(merged), dtype=bool)
+    if paired.has_err["t"] and paired.has_err["c"]:
+        ok = ~(_is_error(merged[f"{error_col}_t"]) | _is_error(merged[f"{error_col}_c"]))
+    tok_t = merged.loc[ok, f"{tokens_col}_t"].to_numpy(dtype=float)
+    tok_c = merged.loc[ok, f"{tokens_col}_c"].to_numpy(dtype=float)
+    if ok.any():
+        tokens = token_reduction_tests(tok_t, tok_c)
+    else:
+        tokens = dict.fromkeys(_TOKEN_KEYS, float("nan"))
+        tokens.update(
+            n=0,
+            n_relative=0,
+            alternative="two-sided",
+            wilcoxon_zero_method="wilcox",
+            note="no paired example without an error",
+        )
+    row = {f"tokens_{k}": tokens[k] for k in _TOKEN_KEYS}
+    low = high = float("nan")
+    if ok.any() and tok_c.mean() > 0:
+        rel = paired_bootstrap(
+            tok_t, tok_c, statistic="relative_reduction", confidence=confidence, **boot
+        )
+        low, high = rel.ci_low, rel.ci_high
+    row.update(
+        tokens_relative_reduction_ci_low=low,
+        tokens_relative_reduction_ci_high=high,
+        tokens_n_errors_excluded=int((~ok).sum()),
+    )
+    return row
 
 
 def run_intervals(
