@@ -121,3 +121,30 @@ def test_a_large_table_checks_the_picked_blocks_only(monkeypatch):
     enc = S.encode(node, "mckp", tokenizer="o200k_base", budget=300)
     assert not enc.lossless
     assert len(seen) <= 2 and "toon" not in seen
+
+
+_cell = st.sampled_from(
+    ["a", "`x|y`", "a \\| b", "**b**", "[l](u)", "<b>", "`", "\\", "*", "12", " ", "é"]
+)
+_table = st.lists(st.lists(_cell, min_size=2, max_size=2), min_size=1, max_size=4).map(
+    lambda rows: "\n".join(["| h | k |", "|---|:-:|", *(f"| {a} | {b} |" for a, b in rows)])
+)
+_doc = st.lists(
+    st.one_of(_table, st.sampled_from(["Prose *with* `code`.", "", "> quote | pipe", "- item"])),
+    min_size=1,
+    max_size=5,
+).map("\n".join)
+
+
+@PROPS
+@given(_doc)
+def test_table_spans_read_by_blocks_alone_are_the_full_parse(doc):
+    # the inline pass the block parser leaves out fills tokens table_spans never reads
+    import tersetalk.formats.markdown as M
+    from tersetalk.formats.tree import markdown_parser
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "_block_parser", markdown_parser)
+        want = M.table_spans(doc)
+    assert M.table_spans(doc) == want
+    assert M._block_parser() is M._block_parser()  # built once

@@ -237,9 +237,60 @@ class _Costs:
         self.lossless: dict[tuple, tuple[Node, Frontier]] = {}
         #: round trips run (what the lazy read-back saves; tests count them)
         self.checks = 0
+        #: id(node) -> (node, compact JSON, inline text): each rendered once per solve
+        self._inline: dict[int, tuple[Node, str, str]] = {}
+        #: (id(scheme), id(node), path or None) -> (node, total value)
+        self._values: dict[tuple, tuple[Node, float]] = {}
+        self._aliases: dict[int, tuple[Node, list[tuple[Node, list[str]]]]] = {}
+
+    def compact(self, node: Node) -> str:
+        """``compact_json(to_python(node))``, once per node."""
+        return self._texts(node)[1]
+
+    def inline(self, node: Node, slot: Slot) -> str:
+        """``_inline_text(node, slot)``, its JSON and bare forms once per node."""
+        if slot[0] in ("root", "json"):
+            return self._texts(node)[1]
+        text = self._texts(node)[2]
+        if slot[0] == "item" and _ITEM_HEADER.match("- " + text):
+            return self._texts(node)[1]
+        return text
+
+    def _texts(self, node: Node) -> tuple[Node, str, str]:
+        hit = self._inline.get(id(node))
+        if hit is None:
+            whole = compact_json(to_python(node))
+            bare = inline(node) if isinstance(node, Scalar) else whole
+            hit = self._inline[id(node)] = (node, whole, bare)
+        return hit
+
+    def value(self, node: Node, scheme: ValueScheme, path: Path) -> float:
+        """``total_value(node, scheme, path)``, each subtree's summed once (the same
+        sums in the same order; a uniform scheme's value does not depend on the path)."""
+        key = (id(scheme), id(node), path if scheme.name != "uniform" else None)
+        hit = self._values.get(key)
+        if hit is None:
+            if isinstance(node, Object):
+                v = sum(self.value(c, scheme, (*path, k)) for k, c in node.items)
+            elif isinstance(node, Array):
+                v = sum(self.value(c, scheme, (*path, i)) for i, c in enumerate(node.items))
+            else:
+                v = 0
+            hit = self._values[key] = (node, v or scheme.leaf(path))
+        return hit[1]
 
     def _count(self, text: str) -> int:
         return count_tokens(text, self.tokenizer)
+
+    def aliased(self, node: Node) -> list[tuple[Node, list[str]]]:
+        """``node`` with its string-prefix aliases applied and their hint lines, or
+        nothing where no alias saves tokens (chosen once per node)."""
+        hit = self._aliases.get(id(node))
+        if hit is None:
+            table = A.choose(node, self.text)
+            out = [(A.apply(node, table), A.hint_lines(table))] if table else []
+            hit = self._aliases[id(node)] = (node, out)
+        return hit[1]
 
     def lines(self, lines: Sequence[str]) -> int:
         return sum(self.text(x + "\n") for x in lines)
@@ -320,6 +371,9 @@ class _Costs:
         self.lazy = False
         self.lossless.clear()
 
+
+#: what :func:`solve` computes for a node, to share between solves of it (``cache=``)
+SolveCache = _Costs
 
 #: plans picked with unchecked blocks before the solver checks every block eagerly
 LAZY_ROUNDS = 3
@@ -481,7 +535,7 @@ class _Solver:
     _memo: dict[tuple, Frontier] = field(default_factory=dict)
 
     def value(self, node: Node, path: Path) -> float:
-        return total_value(node, self.scheme, path)
+        return self.costs.value(node, self.scheme, path)
 
     # the options of one node at one position ----------------------------------------
 
@@ -507,9 +561,9 @@ class _Solver:
         points: list[Plan] = []
         # inline: compact JSON or the bare scalar (a JSON piece has no line of its own)
         if slot[0] == "json":
-            points.append(Plan("inline", self.costs.text(compact_json(to_python(node))), value))
+            points.append(Plan("inline", self.costs.text(self.costs.compact(node)), value))
         else:
-            text = pad + _prefix(slot) + _inline_text(node, slot)
+            text = pad + _prefix(slot) + self.costs.inline(node, slot)
             points.append(Plan("inline", self.costs.lines([text]), value))
         if isinstance(node, Scalar) and isinstance(node.value, str) and not self.lossless_only:
             n = len(node.value)
@@ -931,6 +985,7 @@ def solve(
     scheme: ValueScheme | None = None,
     aliases: bool = True,
     min_table_rows: int = MIN_TABLE_ROWS,
+    cache: SolveCache | None = None,
 ) -> Encoding:
     """The chosen encoding of a JSON tree: cheapest lossless without a budget, else the
     most value within ``budget`` tokens by ``method`` (exact | greedy | binary).
@@ -940,6 +995,12 @@ def solve(
     and the better of the two is returned: more value kept, then fewer tokens.
     ``min_table_rows``: tables with fewer rows are not chosen (:func:`table_rows_ok`;
     1 allows every table).
+
+    ``cache`` (a :class:`SolveCache` of the same tokenizer) carries what one solve
+    computed into the next of the same node (renderings, token counts, round trips,
+    lossless frontiers, the alias table): the proxy solves a result lossless and then
+    under a budget. The encoding is the same with or without it. The greedy method
+    keeps a cache of its own (it checks every block eagerly).
     """
     if not is_json(node):
         raise TreeError("the solver takes a JSON tree; Markdown goes through encode_markdown()")
@@ -950,11 +1011,14 @@ def solve(
     if min_table_rows < 1:
         raise ValueError(f"min_table_rows {min_table_rows}: give 1 (every table) or more")
     scheme = scheme or ValueScheme()
-    costs = _Costs(tokenizer, lazy=method != "greedy")
-    table = A.choose(node, costs.text) if aliases and method != "binary" else {}
+    if cache is not None and cache.tokenizer != tokenizer:
+        raise ValueError(f"the solve cache counts {cache.tokenizer} tokens, not {tokenizer}")
+    costs = cache if cache is not None and method != "greedy" else None
+    if costs is None:
+        costs = _Costs(tokenizer, lazy=method != "greedy")
     candidates: list[tuple[Node, list[str]]] = [(node, [])]
-    if table:
-        candidates.append((A.apply(node, table), A.hint_lines(table)))
+    if aliases and method != "binary":
+        candidates += costs.aliased(node)
     found: list[Encoding] = []
     error: BudgetError | None = None
     for tree, prelude in candidates:
@@ -1172,6 +1236,7 @@ def encode(
     method: str = "exact",
     scheme: ValueScheme | None = None,
     min_table_rows: int = MIN_TABLE_ROWS,
+    cache: SolveCache | None = None,
 ) -> Encoding:
     """A payload in one encoder: ``mckp`` (the knapsack, with string-prefix aliases
     where they save tokens), ``mckp_plain`` (the knapsack's per-subtree formats alone)
@@ -1184,7 +1249,8 @@ def encode(
 
     if encoder in MCKP:
         enc = solve(node, budget=budget, method=method, tokenizer=tokenizer, scheme=scheme,
-                    aliases=encoder == "mckp", min_table_rows=min_table_rows)  # fmt: skip
+                    aliases=encoder == "mckp", min_table_rows=min_table_rows,
+                    cache=cache)  # fmt: skip
         return replace(enc, encoder=encoder) if enc.encoder == "mckp" else enc
     if budget is not None:
         raise ValueError(f"--budget applies to the mckp encoder only, not {encoder!r}")

@@ -20,10 +20,10 @@ For every ``tools/call`` result text, in order:
    with tables is re-encoded by the knapsack (:func:`tersetalk.formats.solver.encode`)
    under the tool's budget: lossless by default; a budget elides whole subtrees, and
    each overflow hint names the ``tersetalk_get`` call that returns exactly what was
-   left out. A page of a larger set (an object with a ``total_count``-like number
-   above the length of its one array) gets a metadata hint. Text that is none of
-   these, or whose encoding is not smaller, passes through byte-identical. A Markdown
-   text is re-encoded only where it decodes back to the same bytes
+   left out. A page of a larger set (an object with a
+   ``total_count``-like number above the length of its one array) gets a metadata
+   hint. Text that is none of these, or whose encoding is not smaller, passes through
+   byte-identical. A Markdown text is re-encoded only where it decodes back to the same bytes
    (:func:`tersetalk.formats.markdown.decode_markdown`); a table that would not (ragged
    rows, a ``|`` in a code span, a diff) is kept as it came, and ``fallback`` says so.
    A tool whose results a client may quote back (a file read, a diff:
@@ -93,6 +93,23 @@ FALLBACK_KINDS = (
 READBACK_KINDS = ("readback", "markdown_readback")
 #: keys that give the size of the whole set a page of results was taken from
 TOTAL_KEYS = ("total_count", "totalCount", "total", "count", "total_results", "totalResults")
+
+
+class _Counts:
+    """Token counts of the texts of one result, each counted once (a 100 KB text takes
+    milliseconds); ``known`` may be given counts made elsewhere (the solver's)."""
+
+    def __init__(self, tokenizer: str, known: dict[str, int]) -> None:
+        self.tokenizer = tokenizer
+        self.known = known
+        #: the downstream's text (the first one counted)
+        self.original = next(iter(known))
+
+    def __call__(self, text: str) -> int:
+        n = self.known.get(text)
+        if n is None:
+            n = self.known[text] = count_tokens(text, self.tokenizer)
+        return n
 
 
 class RetrievalError(ValueError):
@@ -323,17 +340,17 @@ class SessionPipeline:
         if dedup:
             self.cache.misses += 1
         raw_tokens = count_tokens(text, tok)
+        tokens = _Counts(tok, {text: raw_tokens})  # a large text is counted once
 
         def done(sent: str, kind: str, source: str, hints: tuple[str, ...] = (),
                  ref: str | None = None, lossless: bool = True,
                  fallback: str | None = None) -> Processed:  # fmt: skip
-            sent_tokens = raw_tokens if sent == text else count_tokens(sent, tok)
-            return Processed(sent, kind, source, len(text), raw_tokens, sent_tokens, hints, ref,
+            return Processed(sent, kind, source, len(text), raw_tokens, tokens(sent), hints, ref,
                              lossless, fallback, time.perf_counter() - t0)  # fmt: skip
 
         resources = self.resources(tool, arguments)
         remember = partial(self._remember, key, ref, tool, resources, raw_tokens, dedup, text)
-        source, value = _structured(text, cfg.max_result_chars)
+        source, value, parsed = _structured(text, cfg.max_result_chars)
         if dedup and cfg.hints.near_ref and source in ("json", "literal"):
             near = self._near_ref(tool, value, text, ref)
             if near is not None:
@@ -346,12 +363,13 @@ class SessionPipeline:
             remember(text, value, True)
             return replace(done(text, "passthrough", source, ref=ref), verbatim=True)
         if source == "markdown":
-            sent, hints, lossless, fallback = self._markdown(text, cfg.tokenizer)
+            sent, hints, lossless, fallback = self._markdown(text, tokens, parsed)
         else:
-            sent, hints, lossless, fallback = self._encode(tool, arguments, value, ref)
+            sent, hints, lossless, fallback = self._encode(tool, arguments, value, ref, parsed,
+                                                           tokens)  # fmt: skip
         if sent is not None and not _utf8(sent):  # a lone surrogate the JSON escaped
             sent, fallback = None, "the encoding holds a lone surrogate; sent as it came"
-        if sent is None or (lossless and count_tokens(sent, tok) >= raw_tokens):
+        if sent is None or (lossless and tokens(sent) >= raw_tokens):
             remember(text, value, True)
             return done(text, "passthrough", source, ref=ref, fallback=fallback)
         remember(sent, value, True)
@@ -383,11 +401,13 @@ class SessionPipeline:
     # --- encoders -----------------------------------------------------------------
 
     @staticmethod
-    def _markdown(text: str, tokenizer: str) -> tuple[str | None, tuple[str, ...], bool,
-                                                      str | None]:  # fmt: skip
+    def _markdown(text: str, tokens: _Counts, spans: Any) -> tuple[str | None, tuple[str, ...],
+                                                                   bool, str | None]:  # fmt: skip
         from tersetalk.formats.markdown import decode_markdown, encode_markdown
 
-        m = encode_markdown(text, "mckp", tokenizer=tokenizer)
+        m = encode_markdown(text, "mckp", tokenizer=tokens.tokenizer, spans=spans,
+                            source_tokens=tokens(text))  # fmt: skip
+        tokens.known[m.text] = m.tokens
         if not m.replaced:
             if m.declined_why or m.declined:
                 why = m.declined_why or f"{m.declined} table(s) would not decode to the same text"
@@ -401,15 +421,28 @@ class SessionPipeline:
             return None, (), True, f"markdown re-encoding does not read back ({why[:120]})"
         return m.text, ("encoded",), True, None
 
-    def _encode(self, tool: str, arguments: dict[str, Any] | None, value: Any,
-                ref: str) -> tuple[str | None, tuple[str, ...], bool, str | None]:  # fmt: skip
+    def _encode(self, tool: str, arguments: dict[str, Any] | None, value: Any, ref: str,
+                node: Any, tokens: _Counts) -> tuple[str | None, tuple[str, ...], bool,
+                                                     str | None]:  # fmt: skip
+        """The text to send for a structured result (None: the downstream's text), its
+        hint families, whether it is lossless, and the fallback."""
+        from tersetalk.formats.solver import SolveCache
+
+        cfg = self.config
+        node = from_python(value) if node is None else node
+        meta = self._metadata(tool, arguments, value) if cfg.hints.metadata else None
+        return self._encode_within(node, value, ref, meta, cfg.budget_for(tool),
+                                   SolveCache(cfg.tokenizer), tokens)  # fmt: skip
+
+    def _encode_within(self, node: Any, value: Any, ref: str, meta: str | None,
+                       budget: int | None, cache: Any, tokens: _Counts,
+                       ) -> tuple[str | None, tuple[str, ...], bool, str | None]:  # fmt: skip
+        """The knapsack's text for ``node`` within ``budget`` (None: lossless), its
+        overflow hints naming ``tersetalk_get``, read back where it is lossless."""
         from tersetalk.formats.solver import BudgetError, decode, encode
 
         cfg = self.config
-        node = from_python(value)
-        budget = cfg.budget_for(tool)
-        meta = self._metadata(tool, arguments, value) if cfg.hints.metadata else None
-        extra = count_tokens(meta + "\n", cfg.tokenizer) if meta else 0
+        extra = tokens(meta + "\n") if meta else 0
         fallback = None
         enc, text = None, ""
         target = None if budget is None else budget - extra
@@ -417,21 +450,23 @@ class SessionPipeline:
             if target is not None and target <= 0:
                 break
             try:
-                enc = encode(node, "mckp", budget=target, tokenizer=cfg.tokenizer)
+                enc = encode(node, "mckp", budget=target, tokenizer=cfg.tokenizer, cache=cache)
             except BudgetError:
                 enc = None
                 break
             text = _retrieval_hints(enc.text, ref, value)
+            if text == enc.text:
+                tokens.known[text] = enc.tokens  # the solver counted it
             if target is None:
                 break
-            over = count_tokens(text, cfg.tokenizer) + extra - budget
+            over = tokens(text) + extra - budget
             if over <= 0:
                 break
             target -= over
             enc = None
         if enc is None:  # nothing within the budget keeps the root: send it all
             fallback = f"budget {budget}: no encoding with its hints fits; sent lossless"
-            enc = encode(node, "mckp", tokenizer=cfg.tokenizer)
+            enc = encode(node, "mckp", tokenizer=cfg.tokenizer, cache=cache)
             text = enc.text
         if enc.fallback:
             fallback = enc.fallback
@@ -577,8 +612,10 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def _structured(text: str, max_chars: int) -> tuple[str, Any]:
-    """(source, value): JSON, a Python literal, Markdown with tables, or plain text."""
+def _structured(text: str, max_chars: int) -> tuple[str, Any, Any]:
+    """(source, value, parsed): JSON, a Python literal, Markdown with tables, or plain
+    text; ``parsed`` is what was read on the way and need not be read again (JSON's
+    tree, Markdown's table spans; None otherwise)."""
     stripped = text.lstrip(" \t\r\n")[:1]
     if stripped in ("{", "["):
         try:
@@ -586,21 +623,22 @@ def _structured(text: str, max_chars: int) -> tuple[str, Any]:
         except TreeError:
             pass
         else:
-            return "json", to_python(node)
+            return "json", to_python(node), node
         value = parse_literal(text, max_chars=max_chars)
         if value is not None:
             try:
-                from_python(value)
+                node = from_python(value)
             except TreeError:
-                return "text", None
-            return "literal", value
-        return "text", None
+                return "text", None, None
+            return "literal", value, node
+        return "text", None, None
     if "|" in text:
         from tersetalk.formats.markdown import table_spans
 
-        if table_spans(text):
-            return "markdown", None
-    return "text", None
+        spans = table_spans(text)
+        if spans:
+            return "markdown", None, spans
+    return "text", None, None
 
 
 _PATH_TOKEN = re.compile(
