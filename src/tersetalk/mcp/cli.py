@@ -46,12 +46,14 @@ def _cmd(args: argparse.Namespace) -> None:
         raise SystemExit(2)
     relay = None
     if not args.explain:
-        # the downstream starts first, so its start-up overlaps the proxy's own (reading
-        # the settings, loading the pipeline); bad settings stop it again
+        # the downstream starts first and answers the client's initialize through the
+        # relay; the settings are read and the pipeline loaded after (bad settings stop
+        # the downstream again)
         from tersetalk.mcp.relay import Relay
 
         relay = Relay(command, call_timeout_s=args.call_timeout)
         relay.spawn()
+        relay.wait_answered()  # the client's initialize first, then the proxy's own work
     try:
         config, local = _settings(args)
     except BaseException:

@@ -2,9 +2,10 @@
 
 MCP's stdio transport is one JSON-RPC message per line. :class:`Relay` starts the
 downstream server as the first thing it does, then moves lines: from the client to the
-server and back, each as it came, while the proxy's own settings, the session pipeline
-and the tokenizer load beside it. So the client's ``initialize`` is answered as soon as
-the server answers it, not after the proxy's imports.
+server and back, each as it came. The proxy's own settings, the session pipeline and the
+tokenizer load once the server answered ``initialize`` (:meth:`Relay.wait_answered`), so
+the client's ``initialize`` is answered as soon as the server answers it: neither after
+the proxy's imports nor slowed by them on a busy CPU.
 
 The relay runs on threads, each with one job, and imports nothing beyond the standard
 library until the session pipeline is needed:
@@ -12,9 +13,10 @@ library until the session pipeline is needed:
 - *client*: reads the client's lines; requests are forwarded and remembered (method,
   deadline) until answered, ``tools/call`` go through *session* first;
 - *downstream*: reads the server's lines (bytes that are not UTF-8 become U+FFFD,
-  counted per line); an answer to a remembered request is matched by its id, the ones
-  the proxy rewrites (``tools/list``, ``tools/call``) go through *session*, the rest
-  (and every request and notification of the server) pass to the client at once;
+  counted per line); an answer to a remembered request is matched by its id: the
+  ``initialize`` and ``tools/list`` answers get what the proxy adds, ``tools/call``
+  results go through *session*, the rest (and every request and notification of the
+  server) pass to the client at once;
 - *session*: everything that touches the session pipeline, one at a time in arrival
   order: a call's ``before_call`` (writes forget what they may change) before it is sent,
   a result's re-encoding, ``tersetalk_get``, a compaction boundary;
@@ -39,7 +41,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from queue import SimpleQueue
 from types import SimpleNamespace
@@ -70,39 +71,43 @@ if TYPE_CHECKING:
 
 #: the prefix of the ids of the proxy's own requests to the downstream
 OWN_ID = "tersetalk-proxy/"
+#: the longest the proxy waits for the downstream's initialize answer before it loads its
+#: settings and the session pipeline anyway (seconds; see Relay.wait_answered)
+INIT_WAIT_S = 2.0
 #: how long a downstream gets to exit after the client closed the session and the proxy
 #: closed the server's stdin, then after SIGTERM (seconds)
 STOP_WAIT_S = 1.0
 
 
-@dataclass
 class _Call:
     """A tools/call on its way: what its result and its log line need."""
 
-    name: str
-    args: dict[str, Any]
-    invalidated: int
-    t0: float = field(default_factory=time.perf_counter)
+    __slots__ = ("args", "invalidated", "name", "t0")
+
+    def __init__(self, name: str, args: dict[str, Any], invalidated: int) -> None:
+        self.name, self.args, self.invalidated = name, args, invalidated
+        self.t0 = time.perf_counter()
 
 
-@dataclass
 class _Pending:
-    """A request sent downstream and not yet answered."""
+    """A request sent downstream and not yet answered; ``own``: the proxy's own request
+    (its answer is the proxy's)."""
 
-    id: Any
-    method: str
-    deadline: float
-    call: _Call | None = None
-    own: bool = False  # the proxy's own request: its answer is the proxy's
+    __slots__ = ("call", "deadline", "id", "method", "own")
+
+    def __init__(self, rid: Any, method: str, deadline: float, call: _Call | None = None,
+                 own: bool = False) -> None:  # fmt: skip
+        self.id, self.method, self.deadline, self.call, self.own = rid, method, deadline, call, own
 
 
-@dataclass
 class _Fault:
     """A fault of the downstream connection, answered as ``INTERNAL_ERROR``; ``kind``
     (timeout, closed, failed) is what the logs keep of it."""
 
-    kind: str
-    message: str
+    __slots__ = ("kind", "message")
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind, self.message = kind, message
 
 
 def _key(rid: Any) -> str:
@@ -156,9 +161,10 @@ class Relay:
         self._jobs: SimpleQueue[Callable[[], None]] = SimpleQueue()
         self._setup = threading.Event()  # set when serve() has the pipeline, or abort()
         self._ok = False
+        self._answered = threading.Event()  # initialize answered, or the downstream gone
         self._listed = threading.Event()  # the downstream's tools were listed
         self._list_asked = False
-        self._own_tools: list[dict[str, Any]] = []
+        self._unnoted: list[dict[str, Any]] = []  # tools listed, not yet in the pipeline
         self._own_ids = itertools.count(1)
         self._finished = threading.Event()
         self._logs_closed = False
@@ -186,6 +192,15 @@ class Relay:
         for target in (self._from_client, self._from_downstream, self._deadlines,
                        self._session, self._watch_exit):  # fmt: skip
             threading.Thread(target=target, name=f"relay{target.__name__}", daemon=True).start()
+
+    def wait_answered(self, limit_s: float = INIT_WAIT_S) -> None:
+        """Wait until the downstream answered initialize (or exited or closed its stdout),
+        at most ``limit_s``. The proxy's own start-up work (its settings, the session
+        pipeline, the tokenizer: about half a second of CPU) comes after it, so it never
+        competes with the downstream's start for the CPU while the client waits; the first
+        tool call, which needs it, comes later (tools/list does not wait for it)."""
+        if self.proc is not None:
+            self._answered.wait(limit_s)
 
     def abort(self) -> None:
         """The proxy will not serve (its settings are bad): stop the downstream."""
@@ -294,6 +309,7 @@ class Relay:
         the proxy exits (with the start error's status if it never answered initialize)."""
         assert self.proc is not None
         code = self.proc.wait()
+        self._answered.set()
         self._setup.wait()
         if not self._ok or self.closing:
             return  # the caller reports the bad settings / the session ended normally
@@ -491,6 +507,7 @@ class Relay:
                 self._answer(msg, line, replaced)
             else:  # the server's request or notification (or a batch): the client's
                 self._up(line)
+        self._answered.set()
         self._gone(self._closed())
 
     def _answer(self, msg: dict[str, Any], line: bytes, replaced: int) -> None:
@@ -507,8 +524,9 @@ class Relay:
             self._own_listing(msg)
         elif pending.method == "initialize":
             self._up(self._initialize_answer(msg, line))
+            self._answered.set()
         elif pending.method == "tools/list":
-            self._jobs.put(partial(self._tools_listed, msg, line))
+            self._up(self._tools_listed(msg, line))
         elif pending.call is not None:
             self._jobs.put(partial(self._called, pending.call, msg, line, replaced))
         else:
@@ -553,7 +571,7 @@ class Relay:
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
             self._listed.set()  # an error: the calls are decided by the tools' names
             return
-        self._own_tools += [t for t in result["tools"] if isinstance(t, dict)]
+        self._learn(result["tools"])
         cursor = result.get("nextCursor")
         if cursor is not None:
             self._ask_tools(cursor)
@@ -592,24 +610,33 @@ class Relay:
                 description=description if isinstance(description, str) else None,
             ))  # fmt: skip
 
-    def _tools_listed(self, msg: dict[str, Any], line: bytes) -> None:
-        """A page of the server's tools, for the client: noted for the edit-safe
-        decisions, and ``tersetalk_get`` added on the last page."""
+    def _learn(self, tools: list[Any]) -> None:
+        """Tools the downstream listed, for the session to note (see _drain)."""
+        with self._state:
+            self._unnoted += [t for t in tools if isinstance(t, dict)]
+
+    def _drain(self) -> None:
+        """The tools listed so far into the pipeline (the session's thread)."""
+        with self._state:
+            tools, self._unnoted = self._unnoted, []
+        self._note_tools(tools)
+
+    def _tools_listed(self, msg: dict[str, Any], line: bytes) -> bytes:
+        """A page of the server's tools as the client gets it: ``tersetalk_get`` added
+        on the last page; the tools are kept for the edit-safe decisions."""
         result = msg.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            self._up(line)  # an error, or nothing the proxy can add to
-            return
+            return line  # an error, or nothing the proxy can add to
         tools = result["tools"]
         if any(isinstance(t, dict) and t.get("name") == RETRIEVAL_TOOL for t in tools):
-            self._up(_error(msg["id"], INTERNAL_ERROR, f"the downstream server has its own "
-                            f"tool {RETRIEVAL_TOOL!r}; the proxy cannot add it"))  # fmt: skip
-            return
-        self._note_tools(tools)
+            return _error(msg["id"], INTERNAL_ERROR, f"the downstream server has its own "
+                          f"tool {RETRIEVAL_TOOL!r}; the proxy cannot add it")  # fmt: skip
+        self._learn(tools)
         self._listed.set()
-        if result.get("nextCursor") is None:
-            tools.append(retrieval_tool())
-            line = _dump(msg)
-        self._up(line)
+        if result.get("nextCursor") is not None:
+            return line
+        tools.append(retrieval_tool())
+        return _dump(msg)
 
     def _ensure_listed(self) -> None:
         """The tools' names, descriptions and annotations are known before a call is
@@ -618,11 +645,8 @@ class Relay:
         if not self._listed.is_set() and not self._list_asked:
             self._list_asked = True
             self._ask_tools()
-        if not self._listed.wait(self.timeout_s):
-            return
-        if self._own_tools:
-            tools, self._own_tools = self._own_tools, []
-            self._note_tools(tools)
+        self._listed.wait(self.timeout_s)
+        self._drain()
 
     def _call(self, msg: dict[str, Any], line: bytes) -> None:
         """A tools/call from the client: ``tersetalk_get`` answered here, any other one
@@ -656,6 +680,7 @@ class Relay:
         from tersetalk.mcp.proxy import _row
 
         downstream_s = time.perf_counter() - call.t0
+        self._drain()  # a listing that came while the call was out
         shape = {"args": arg_sizes(call.args), "invalidated": call.invalidated}
         counted = {"undecodable_bytes": replaced} if replaced else {}
         result = msg.get("result")
