@@ -338,16 +338,6 @@ def noninferiority(
     seed=seed)``, so ``lower_bound_bootstrap`` equals that call's ``ci_low`` at
     ``confidence = 1 - 2 * alpha`` (reported beside the deciding bound).
     """
-    from scipy import stats as sps
-
-    from tersetalk.stats.intervals import wilson
-    from tersetalk.stats.paired_proportions import (
-        newcombe_interval,
-        paired_table,
-        tango_interval,
-        tango_score,
-    )
-
     t, c = as_pair(treatment, control)
     margin = float(margin)
     if not np.isfinite(margin) or margin < 0:
@@ -365,47 +355,13 @@ def noninferiority(
     p_boot = float(np.mean(dist <= -margin))
     lower_t, p_t, note, upper_t = _t_parts(diff, margin, alpha)
     binary = is_binary(t, c)
-    two_sided = 1.0 - 2.0 * alpha
-    extra: dict = {}
     if binary:
-        table = paired_table(t, c)
-        lower, upper = tango_interval(table.b, table.c, n, two_sided, CONTINUITY)
-        tango = tango_interval(table.b, table.c, n, two_sided)
-        newcombe = newcombe_interval(*table, confidence=two_sided)
-        z_ni = tango_score(table.b, table.c, n, -margin, CONTINUITY)
-        control_lower = wilson(float(c.mean()), n, two_sided, continuity=True)[0]
-        extra = dict(
-            control_lower_wilson=wilson(float(c.mean()), n, two_sided)[0],
-            p_score=float(sps.norm.sf(z_ni)),
-            lower_bound_tango=tango[0],
-            upper_bound_tango=tango[1],
-            lower_bound_newcombe=newcombe[0],
-            upper_bound_newcombe=newcombe[1],
-        )
-        method = (
-            f"{BINARY_METHOD} (Tango 1998), one-sided bounds at {1 - alpha:.4g} (two-sided "
-            f"{two_sided:.4g} interval); floor rule: the control's one-sided continuity-"
-            f"corrected Wilson lower bound must exceed {margin:g}; Newcombe's method 10, "
-            f"Tango without correction, "
-            f"the paired percentile bootstrap ({n_resamples} resamples, numpy PCG64 seed "
-            f"{seed}) and a one-sample t-test of T - C against -{margin:g} reported alongside"
-        )
+        bounds = _binary_bounds(t, c, margin, alpha, n_resamples=n_resamples, seed=seed)
     else:
-        stud = studentized_bounds(diff, alpha, n_resamples=n_resamples, seed=seed)
-        lower, upper = _conservative((lower_t, upper_t), stud)
-        c_t = _t_parts(c, margin, alpha)
-        c_stud = studentized_bounds(c, alpha, n_resamples=n_resamples, seed=seed)
-        control_lower = _conservative((c_t[0], c_t[3]), c_stud)[0]
-        extra = dict(lower_bound_studentized=stud[0], upper_bound_studentized=stud[1])
-        method = (
-            f"{CONTINUOUS_METHOD}, one-sided bounds at {1 - alpha:.4g} (the lower bound the "
-            f"smaller, the upper the larger of the t bound with n - 1 degrees of freedom and "
-            f"the equal-tailed and symmetric bootstrap-t bounds over {n_resamples} paired "
-            f"resamples, numpy PCG64 seed "
-            f"{seed}); floor rule: the control mean's lower bound by the same rule must "
-            f"exceed {margin:g}; n >= n_min; the paired percentile bootstrap and a one-sample "
-            f"t-test of T - C against -{margin:g} (alternative 'greater') reported alongside"
+        bounds = _continuous_bounds(
+            diff, c, (lower_t, upper_t), margin, alpha, n_resamples=n_resamples, seed=seed
         )
+    lower, upper, control_lower = bounds.lower, bounds.upper, bounds.control_lower
     verdict, reason, decided_by, n_min = ni_verdict(
         lower=lower, upper=upper, margin=margin, alpha=alpha, n=n, binary=binary,
         control_lower=control_lower, floor=margin,
@@ -422,7 +378,7 @@ def noninferiority(
         n_resamples=n_resamples,
         seed=seed,
         non_inferior=verdict == "non-inferior",
-        method=method,
+        method=bounds.method,
         mean_treatment=float(t.mean()),
         mean_control=float(c.mean()),
         note=note,
@@ -441,5 +397,92 @@ def noninferiority(
         lower_bound_bootstrap=boot_lower,
         upper_bound_bootstrap=boot_upper,
         upper_bound_t=upper_t,
-        **extra,
+        **bounds.extra,
     )
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """What decides a verdict: the one-sided bounds of the mean difference, the control's
+    lower bound for the floor rule, the method's description, and the NIResult fields
+    only this kind of outcome reports (``extra``)."""
+
+    lower: float
+    upper: float
+    control_lower: float
+    method: str
+    extra: dict
+
+
+def _binary_bounds(
+    t: np.ndarray, c: np.ndarray, margin: float, alpha: float, *, n_resamples: int, seed: int
+) -> _Bounds:
+    """Rule 2 of the module docstring: Tango's corrected score interval decides, the
+    control's continuity-corrected Wilson bound meets the floor, and Newcombe's and the
+    uncorrected Tango interval are reported beside them."""
+    from scipy import stats as sps
+
+    from tersetalk.stats.intervals import wilson
+    from tersetalk.stats.paired_proportions import (
+        newcombe_interval,
+        paired_table,
+        tango_interval,
+        tango_score,
+    )
+
+    n = int(t.size)
+    two_sided = 1.0 - 2.0 * alpha
+    table = paired_table(t, c)
+    lower, upper = tango_interval(table.b, table.c, n, two_sided, CONTINUITY)
+    tango = tango_interval(table.b, table.c, n, two_sided)
+    newcombe = newcombe_interval(*table, confidence=two_sided)
+    z_ni = tango_score(table.b, table.c, n, -margin, CONTINUITY)
+    control_lower = wilson(float(c.mean()), n, two_sided, continuity=True)[0]
+    extra = dict(
+        control_lower_wilson=wilson(float(c.mean()), n, two_sided)[0],
+        p_score=float(sps.norm.sf(z_ni)),
+        lower_bound_tango=tango[0],
+        upper_bound_tango=tango[1],
+        lower_bound_newcombe=newcombe[0],
+        upper_bound_newcombe=newcombe[1],
+    )
+    method = (
+        f"{BINARY_METHOD} (Tango 1998), one-sided bounds at {1 - alpha:.4g} (two-sided "
+        f"{two_sided:.4g} interval); floor rule: the control's one-sided continuity-"
+        f"corrected Wilson lower bound must exceed {margin:g}; Newcombe's method 10, "
+        f"Tango without correction, "
+        f"the paired percentile bootstrap ({n_resamples} resamples, numpy PCG64 seed "
+        f"{seed}) and a one-sample t-test of T - C against -{margin:g} reported alongside"
+    )
+    return _Bounds(lower, upper, control_lower, method, extra)
+
+
+def _continuous_bounds(
+    diff: np.ndarray,
+    c: np.ndarray,
+    t_bounds: tuple[float, float],
+    margin: float,
+    alpha: float,
+    *,
+    n_resamples: int,
+    seed: int,
+) -> _Bounds:
+    """Rule 3 of the module docstring: the more conservative of the t bounds
+    (``t_bounds``, of ``diff``) and the studentized bootstrap bounds decides, and the
+    control's mean is held to the floor by the same rule."""
+    stud = studentized_bounds(diff, alpha, n_resamples=n_resamples, seed=seed)
+    lower, upper = _conservative(t_bounds, stud)
+    c_t = _t_parts(c, margin, alpha)
+    c_stud = studentized_bounds(c, alpha, n_resamples=n_resamples, seed=seed)
+    control_lower = _conservative((c_t[0], c_t[3]), c_stud)[0]
+    extra = dict(lower_bound_studentized=stud[0], upper_bound_studentized=stud[1])
+    method = (
+        f"{CONTINUOUS_METHOD}, one-sided bounds at {1 - alpha:.4g} (the lower bound the "
+        f"smaller, the upper the larger of the t bound with n - 1 degrees of freedom and "
+        f"the equal-tailed and symmetric bootstrap-t bounds over {n_resamples} paired "
+        f"resamples, numpy PCG64 seed "
+        f"{seed}); floor rule: the control mean's lower bound by the same rule must "
+        f"exceed {margin:g}; n >= n_min; the paired percentile bootstrap and a one-sample "
+        f"t-test of T - C against -{margin:g} (alternative 'greater') reported alongside"
+    )
+    return _Bounds(lower, upper, control_lower, method, extra)
