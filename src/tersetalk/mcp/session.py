@@ -20,7 +20,7 @@ For every ``tools/call`` result text, in order:
    with tables is re-encoded by the knapsack (:func:`tersetalk.formats.solver.encode`)
    under the tool's budget: lossless by default; a budget elides whole subtrees, and
    each overflow hint names the ``tersetalk_get`` call that returns exactly what was
-   left out. A page of a larger set (an object with a
+   left out, under the budget rule below. A page of a larger set (an object with a
    ``total_count``-like number above the length of its one array) gets a metadata
    hint. Text that is none of these, or whose encoding is not smaller, passes through
    byte-identical. A Markdown text is re-encoded only where it decodes back to the same bytes
@@ -29,6 +29,22 @@ For every ``tools/call`` result text, in order:
    A tool whose results a client may quote back (a file read, a diff:
    :mod:`tersetalk.mcp.editsafe`) is not re-encoded unless the config opts in; its
    results pass byte-exact (``verbatim``), dedup still applies.
+
+**The budget rule: budget mode never costs a session more than lossless.** For each
+result under a budget, the proxy counts what lossless mode would send for it (the
+knapsack's lossless text where that is smaller than the downstream's, else the
+downstream's text: ``L``). If ``L`` is within the budget, that is what goes. Otherwise
+the result is encoded within the budget and the proxy counts, besides the text, every
+``tersetalk_get`` answer a reader needs to get all that it leaves out (each overflow
+hint's call, and the further pages of an answer over ``page_tokens``: what
+:meth:`SessionPipeline.retrieve` returns for them); if the two add up to more than
+``L``, what lossless sends goes instead, with a ``budget`` fallback giving both counts.
+So per result, and over any session, the tokens sent plus the tokens a reader fetches
+to get everything are at most those lossless mode sends. In practice a result that
+leaves anything out rarely passes: its hint lines and the compact JSON the calls return
+cost more than the knapsack's lossless encoding of the same parts, so a budget saves
+tokens where the lossless text fits it or where its rest costs less to fetch than to
+send.
 
 A body's reference is the first 8 hex digits of its SHA-256, or all 64 when another
 body of the session was already given those 8 (a server can make two texts share 8
@@ -425,14 +441,38 @@ class SessionPipeline:
                 node: Any, tokens: _Counts) -> tuple[str | None, tuple[str, ...], bool,
                                                      str | None]:  # fmt: skip
         """The text to send for a structured result (None: the downstream's text), its
-        hint families, whether it is lossless, and the fallback."""
+        hint families, whether it is lossless, and the fallback.
+
+        Under a budget, what lossless would send goes instead when it fits the budget, or
+        when the budgeted text and fetching everything it leaves out would cost more
+        tokens than it (the budget rule of the module docstring)."""
         from tersetalk.formats.solver import SolveCache
 
         cfg = self.config
         node = from_python(value) if node is None else node
+        budget = cfg.budget_for(tool)
         meta = self._metadata(tool, arguments, value) if cfg.hints.metadata else None
-        return self._encode_within(node, value, ref, meta, cfg.budget_for(tool),
-                                   SolveCache(cfg.tokenizer), tokens)  # fmt: skip
+        cache = SolveCache(cfg.tokenizer)  # the lossless and the budgeted solve share it
+        whole = self._encode_within(node, value, ref, meta, None, cache, tokens)
+        if budget is None:
+            return whole
+        # what lossless sends: its text where that is smaller, else the downstream's
+        raw = tokens(tokens.original)
+        lossless_cost = raw if whole[0] is None else min(tokens(whole[0]), raw)
+        if lossless_cost <= budget:
+            return whole
+        part = self._encode_within(node, value, ref, meta, budget, cache, tokens)
+        text, _hints, lossless, fallback = part
+        if text is None:  # it did not read back: as lossless sends it
+            return whole
+        if fallback is not None and fallback.startswith("budget "):
+            return (*whole[:3], fallback)
+        cost = tokens(text) + (0 if lossless else self._rest_tokens(text, value, tokens))
+        if cost > lossless_cost:
+            what = "it" if lossless else "it and fetching what it leaves out"
+            return (*whole[:3], f"budget {budget}: sending {what} costs {cost} tokens, more "
+                                f"than lossless ({lossless_cost}); sent lossless")  # fmt: skip
+        return part
 
     def _encode_within(self, node: Any, value: Any, ref: str, meta: str | None,
                        budget: int | None, cache: Any, tokens: _Counts,
@@ -484,6 +524,27 @@ class SessionPipeline:
             if not ok:  # fail closed: never send a lossless text that reads back otherwise
                 return None, (), True, f"the encoding does not read back ({why[:120]})"
         return text, tuple(hints), enc.lossless, fallback
+
+    def _rest_tokens(self, text: str, value: Any, tokens: _Counts) -> int:
+        """The tokens of every ``tersetalk_get`` answer a reader of ``text`` needs to get
+        all it leaves out: each overflow hint's call, and the further pages of an answer
+        over ``page_tokens`` (what :meth:`retrieve` would return for them)."""
+        limit = self.config.page_tokens
+        total = 0
+        for line in text.split("\n"):
+            m = _RETRIEVAL_CALL.match(line)
+            if not m:
+                continue
+            args = json.loads(m.group(1))
+            answer = self._part(args["ref"], _Stored("", "", value, True), args["path"],
+                                args.get("keys"))  # fmt: skip
+            n = tokens(answer)
+            if limit is not None and n > limit:
+                pages = split_pages(answer, limit, tokens.tokenizer)
+                n = sum(tokens(_with_page_line(pages, k, args, limit))
+                        for k in range(1, len(pages) + 1))  # fmt: skip
+            total += n
+        return total
 
     def _metadata(self, tool: str, arguments: dict[str, Any] | None, value: Any) -> str | None:
         """The metadata hint of a page of a larger set, or None if ``value`` is not one."""
@@ -747,6 +808,10 @@ def _retrieval_hints(text: str, ref: str, value: Any) -> str:
         lines[i] = f"{head}. call {RETRIEVAL_TOOL} {compact_json(args)}]"
     return "\n".join(lines)
 
+
+#: an overflow hint as the proxy writes it: its ``tersetalk_get`` arguments
+_RETRIEVAL_CALL = re.compile(r"^> \[\+\d+ more (?:items|keys|chars) of .*\. call "
+                             + RETRIEVAL_TOOL + r" (\{.*\})\]$")  # fmt: skip
 
 #: tokens kept free on every page for its page line
 PAGE_LINE_TOKENS = 80
