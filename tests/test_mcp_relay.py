@@ -218,3 +218,26 @@ def test_a_call_before_any_listing_is_decided_from_the_tools_the_proxy_listed(tm
     # the proxy's own listing (both pages, ids of its own namespace) came before the call
     assert len(own) == 2 and all(m.startswith("tersetalk-proxy/") for m in own)
     assert got.index(("tools/list", own[1])) < got.index(("tools/call", 2))
+
+
+def test_a_compaction_boundary_by_notification_or_sigusr1_ends_the_references(tmp_path):
+    import signal
+
+    pipe, _ = _start(tmp_path)
+    _initialized(pipe)
+
+    def call(mid: int) -> str:
+        pipe.request(mid, "tools/call", {"name": "rows", "arguments": {}})
+        return pipe.answer(mid)["result"]["content"][0]["text"]
+
+    assert not call(2).startswith("> [ref: ")
+    assert call(3).startswith("> [ref: ")  # the same text again: a reference
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/tersetalk/compact"})
+    assert not call(4).startswith("> [ref: ")  # the earlier copy may be gone from context
+    assert call(5).startswith("> [ref: ")
+    pipe.proc.send_signal(signal.SIGUSR1)
+    pipe.request(6, "ping")  # a round trip: the signal's handler has run by its answer
+    assert pipe.answer(6)["result"] == {}
+    assert not call(7).startswith("> [ref: ")
+    status, err = pipe.close()
+    assert status == 0, err

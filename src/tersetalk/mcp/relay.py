@@ -192,6 +192,10 @@ class Relay:
         for target in (self._from_client, self._from_downstream, self._deadlines,
                        self._session, self._watch_exit):  # fmt: skip
             threading.Thread(target=target, name=f"relay{target.__name__}", daemon=True).start()
+        try:  # a compaction boundary waits in the session's queue until the pipeline is
+            signal.signal(signal.SIGUSR1, lambda *_: self._jobs.put(self._compact))
+        except (ValueError, AttributeError, OSError):  # not the main thread, or no SIGUSR1
+            pass
 
     def wait_answered(self, limit_s: float = INIT_WAIT_S) -> None:
         """Wait until the downstream answered initialize (or exited or closed its stdout),
@@ -222,12 +226,11 @@ class Relay:
             self.pipeline = SessionPipeline(config)
             self._local_settings = local_telemetry
             self._ok = True
+        except BaseException:  # it cannot serve (an install without a package): say why
+            self.abort()
+            raise
         finally:
             self._setup.set()
-        try:
-            signal.signal(signal.SIGUSR1, lambda *_: self._jobs.put(self._compact))
-        except (ValueError, AttributeError, OSError):  # not the main thread, or no SIGUSR1
-            pass
         try:
             while not self._finished.wait(1.0):
                 pass
@@ -251,10 +254,13 @@ class Relay:
             proc.stdin.close()  # type: ignore[union-attr]
         except OSError:
             pass
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        for sig in (None, signal.SIGTERM, getattr(signal, "SIGKILL", signal.SIGTERM)):
             if sig is not None:
                 try:
-                    os.killpg(proc.pid, sig)
+                    if hasattr(os, "killpg"):
+                        os.killpg(proc.pid, sig)
+                    else:  # no process groups here: the process alone
+                        proc.send_signal(sig)
                 except OSError:  # gone already
                     pass
             try:
@@ -469,6 +475,7 @@ class Relay:
 
     def _client_closed(self) -> None:
         """The client closed the session: the logs are closed, the downstream stopped."""
+        self._answered.set()  # no initialize to wait for any more
         self._setup.wait()
         if not self._ok:
             return  # the settings were bad: the caller says so and exits
