@@ -220,17 +220,7 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 
 
 def add_commands(subparsers) -> None:
-    from .defaults import (
-        DEFAULT_CHUNK_SIZES,
-        DEFAULT_MAX_REAL,
-        DEFAULT_MEMORY_SIZES,
-        DEFAULT_MIN_BATCH_NS,
-        DEFAULT_PER_SIZE,
-        DEFAULT_SIZES,
-        DEFAULT_STREAM_BYTES,
-        DEFAULT_WARMUP,
-    )
-
+    """``tersetalk bench`` and its steps: corpus, run, plot, events, concurrency."""
     b = subparsers.add_parser(
         "bench",
         help="microbenchmarks MB-1..4 (parsing, stream framing, wire formats, M# store), "
@@ -239,6 +229,23 @@ def add_commands(subparsers) -> None:
         "wire formats. Build a corpus, run each benchmark, then draw the figure.",
     )  # fmt: skip
     sub = b.add_subparsers(dest="bench_command", required=True, metavar="STEP")
+
+    _add_corpus_parser(sub)
+    _add_run_parser(sub)
+    _add_plot_parser(sub)
+
+    from .events import add_parser as add_events_parser
+
+    add_events_parser(sub)  # `bench events`: runs with the dashboard's events on vs off
+
+    from .concurrency import add_parser as add_concurrency_parser
+
+    add_concurrency_parser(sub)  # `bench concurrency`: examples/s at max_concurrency levels
+
+
+def _add_corpus_parser(sub) -> None:
+    """``bench corpus``: the messages to benchmark (real runs and a synthetic sweep)."""
+    from .defaults import DEFAULT_MAX_REAL, DEFAULT_PER_SIZE, DEFAULT_SIZES
 
     c = sub.add_parser("corpus", help="messages to benchmark: real runs + a synthetic sweep",
                        description="Reduce the messages of run files to their typed fields and "
@@ -262,6 +269,17 @@ def add_commands(subparsers) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of the sweep and sample (default: 0)")
     c.add_argument("--out", required=True, help="corpus Parquet to write")
     c.set_defaults(func=_cmd_corpus)
+
+
+def _add_run_parser(sub) -> None:
+    """``bench run``: time one benchmark (MB-1 to MB-5) and write its result Parquet."""
+    from .defaults import (
+        DEFAULT_CHUNK_SIZES,
+        DEFAULT_MEMORY_SIZES,
+        DEFAULT_MIN_BATCH_NS,
+        DEFAULT_STREAM_BYTES,
+        DEFAULT_WARMUP,
+    )
 
     r = sub.add_parser("run", help="run one benchmark on a corpus",
                        description="Time one benchmark (medians over interleaved repeats, ratio "
@@ -309,6 +327,9 @@ def add_commands(subparsers) -> None:
                    help="MB-5 single calls timed for p50/p99 (default: 1000)")  # fmt: skip
     r.set_defaults(func=_cmd_run)
 
+
+def _add_plot_parser(sub) -> None:
+    """``bench plot``: the microbenchmark figure from the result Parquets."""
     p = sub.add_parser(
         "plot",
         help="the microbenchmark figure (PDF and PNG)",
@@ -320,11 +341,3 @@ def add_commands(subparsers) -> None:
     p.add_argument("--mb4", help="MB-4 result Parquet (adds the memory store's panel)")
     p.add_argument("--out-stem", required=True, help="output path without extension")
     p.set_defaults(func=_cmd_plot)
-
-    from .events import add_parser as add_events_parser
-
-    add_events_parser(sub)  # `bench events`: runs with the dashboard's events on vs off
-
-    from .concurrency import add_parser as add_concurrency_parser
-
-    add_concurrency_parser(sub)  # `bench concurrency`: examples/s at max_concurrency levels
