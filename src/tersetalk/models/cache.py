@@ -42,19 +42,19 @@ built, so building one contacts no server.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pydantic
+
+from tersetalk.io import write_atomic
 
 from ._common import replace_lone_surrogates
 from .base import (
@@ -75,18 +75,6 @@ from .fingerprint import (
 __all__ = ["CACHE_FORMAT", "CachedClient", "address_identity", "cache_identity"]
 
 log = logging.getLogger(__name__)
-
-
-def _umask() -> int:
-    """This process's umask, read without changing it (``os.umask`` sets it process-wide,
-    a race with other threads); 0o022 when the kernel does not say."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 #: Bumped when the key material or the entry layout changes, so old entries miss.
@@ -304,20 +292,14 @@ class CachedClient(ModelClient):
         else:
             entry["result"] = outcome.to_dict()
         data = json.dumps(entry, ensure_ascii=False, indent=1)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:12]}.", suffix=".tmp")
-        try:
-            # mkstemp makes the file owner-only; an entry gets the mode any new file gets
-            # here (0o666 less the umask), so a cache shared by a group stays readable
-            os.fchmod(fd, 0o666 & ~_umask())
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+
+        def write(tmp: Path) -> None:  # flushed to disk before the rename: a crash
+            with open(tmp, "w", encoding="utf-8") as fh:  # keeps a whole entry or none
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+
+        write_atomic(path, write)
 
     def _cached(
         self,
