@@ -87,10 +87,26 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     # constrained layout keeps the suptitle and the legends under the panels clear of
     # the panels' titles (tight_layout placed the suptitle over them)
     fig, axes = plt.subplots(n_rows, 2, figsize=(15, 17.5 * n_rows / 3), layout="constrained")
-    limit_cols = ("ratio_vs_limit", "ratio_vs_limit_lo", "ratio_vs_limit_hi")
+    _mb1_panels(axes[0][0], axes[1][0], mb1)
+    _mb2_panels(axes[0][1], axes[1][1], mb2)
+    _mb3_panels(axes[2][0], axes[2][1], mb3)
+    if mb4 is not None:
+        _mb4_panels(axes[3][0], axes[3][1], mb4)
+    fig.suptitle(_environment_title(mb1), fontsize=12)
+    fig.get_layout_engine().set(h_pad=0.12, w_pad=0.15)
+    from tersetalk.plotting import save_figure
 
-    # (a) MB-1
-    ax = axes[0][0]
+    return save_figure(fig, out_stem, dpi=150)
+
+
+#: the columns of a ratio to the limit (median, low and high end of its error bar)
+_LIMIT_COLS = ("ratio_vs_limit", "ratio_vs_limit_lo", "ratio_vs_limit_hi")
+
+
+def _mb1_panels(ax_speed, ax_limit, mb1: pd.DataFrame) -> None:
+    """(a) each extractor's speedup over the regex per corpus group; (c) the same
+    extractors against the limit (raw orjson over whole messages)."""
+    ax = ax_speed
     groups = group_order(mb1["group"])
     labels = [_group_label(g, mb1[mb1["group"] == g]) for g in groups]
     methods = [m for m in dict.fromkeys(mb1["method"]) if not _is_base(mb1, m)]
@@ -103,20 +119,23 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_ylabel(f"speedup over {base} (median)")
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 
-    # (c) MB-1 against the limit
-    ax = axes[1][0]
+    # (c) against the limit
+    ax = ax_limit
     limit = str(mb1["limit"].iloc[0])
     shown = [m for m in methods if m != limit]
     _speedup_panel(ax, mb1, groups, labels, "group", shown, colors, LIMIT_TARGET,
                    f"the protocol's target for the parsers ({LIMIT_TARGET:g} of the limit)",
-                   limit_cols, "-.")  # fmt: skip
+                   _LIMIT_COLS, "-.")  # fmt: skip
     ax.set_title(f"(c) MB-1 against the limit ({limit})", loc="left")
     ax.set_xlabel("corpus group (mean free-form bytes per message)")
     ax.set_ylabel(f"{limit} median / method median")
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 
-    # (b) MB-2
-    ax = axes[0][1]
+
+def _mb2_panels(ax_speed, ax_limit, mb2: pd.DataFrame) -> None:
+    """(b) each framer's speedup over sentence detection per chunk size; (d) the same
+    framers against the limit (newline framing plus orjson per line)."""
+    ax = ax_speed
     sizes = sorted(mb2["chunk_size"].unique())
     methods = [m for m in dict.fromkeys(mb2["method"]) if not _is_base(mb2, m)]
     colors = dict(zip(methods, sns.color_palette("colorblind", len(methods)), strict=True))
@@ -130,27 +149,30 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_ylabel(f"speedup over {base} (median)")
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
 
-    # (d) MB-2 against the limit
-    ax = axes[1][1]
+    # (d) against the limit
+    ax = ax_limit
     limit = str(mb2["limit"].iloc[0])
     shown = [m for m in methods if m != limit]
     _speedup_panel(ax, mb2, sizes, [str(s) for s in sizes], "chunk_size", shown, colors,
                    LIMIT_TARGET,
                    f"the protocol's target for the strict reader ({LIMIT_TARGET:g} of the limit)",
-                   limit_cols, "-.")  # fmt: skip
+                   _LIMIT_COLS, "-.")  # fmt: skip
     ax.set_title(f"(d) MB-2 against the limit ({limit})", loc="left")
     ax.set_xlabel(f"chunk size (bytes); stream of {n_bytes / 1024:.0f} KB")
     ax.set_ylabel(f"{limit} median / method median")
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
 
-    # (e, f) MB-3 on one group
+
+def _mb3_panels(ax_bytes, ax_time, mb3: pd.DataFrame) -> None:
+    """(e) bytes on wire and (f) encode/decode time per message, per codec, on the real
+    messages (or the middle synthetic size when there are none)."""
     groups3 = group_order(mb3["group"])
     group = REAL_GROUP if REAL_GROUP in groups3 else groups3[len(groups3) // 2]
     sub = mb3[mb3["group"] == group]
     codecs = list(dict.fromkeys(sub["codec"]))
     n_msgs = int(sub["n_messages"].iloc[0])
     enc = sub[sub["operation"] == "encode"].set_index("codec").reindex(codecs)
-    ax = axes[2][0]
+    ax = ax_bytes
     palette = sns.color_palette("colorblind", len(codecs))
     ax.barh(codecs, enc["bytes_per_message"], color=palette)
     base_bytes = float(enc.loc[mb3["baseline"].iloc[0], "bytes_per_message"])
@@ -163,7 +185,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_title(f"(e) MB-3 bytes on wire, {group} group ({n_msgs} messages)", loc="left")
     ax.set_xlabel("bytes per message (label: relative to free-form text)")
 
-    ax = axes[2][1]
+    ax = ax_time
     t = sub.assign(us=sub["ns_per_message"] / 1e3)
     sns.barplot(data=t, y="codec", x="us", hue="operation", order=codecs, ax=ax,
                 palette=["#4C72B0", "#DD8452"], orient="h")  # fmt: skip
@@ -174,22 +196,18 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
     ax.set_ylabel("")
     ax.legend(title=None, fontsize=10, loc="lower right")
 
-    if mb4 is not None:
-        _mb4_panels(axes[3][0], axes[3][1], mb4)
 
+def _environment_title(mb1: pd.DataFrame) -> str:
+    """The figure's title: the machine, repeats, load and library versions the timings
+    were taken with (from MB-1's environment columns)."""
     env = mb1.iloc[0]
-    fig.suptitle(
+    return (
         f"TerseTalk microbenchmarks — {env['env_cpu']}, {env['env_cpus_usable']} CPUs, "
         f"{int(env['repeats'])} repeats, load avg {env['env_loadavg_1m']}\n"
         f"{env['env_python']}, orjson {env['env_orjson']}, msgspec {env.get('env_msgspec', '?')}, "
         f"msgpack {env['env_msgpack']}, "
-        f"protobuf {env['env_protobuf']} ({env['env_protobuf_backend']})",
-        fontsize=12,
+        f"protobuf {env['env_protobuf']} ({env['env_protobuf_backend']})"
     )
-    fig.get_layout_engine().set(h_pad=0.12, w_pad=0.15)
-    from tersetalk.plotting import save_figure
-
-    return save_figure(fig, out_stem, dpi=150)
 
 
 def _mb4_panels(ax_ratio, ax_ns, mb4: pd.DataFrame) -> None:
