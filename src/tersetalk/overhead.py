@@ -261,112 +261,108 @@ def _fmt_time(t: datetime | None) -> str:
     return "unknown" if t is None else t.isoformat(sep=" ", timespec="seconds")
 
 
-def overhead_rows(
-    log: SnakemakeLog | None,
-    *,
-    cache_dir: str | Path | None = None,
-    lingua_cache_dir: str | Path | None = None,
-    now: datetime | None = None,
-    backend: str = "llamacpp",
-    max_concurrency: int | None = None,
-    model_threads: int | None = None,
-    model_slots_override: int | None = None,
-    rule: str = RULE,
-    running: bool = False,
-    why_no_log: str = "no Snakemake log found",
-) -> list[dict]:
-    """The rows of the overhead table for the invocation ``log`` describes. ``running``:
-    this report is a job of that invocation, which ends now (``now``, default the clock);
-    otherwise the log's last timestamp is its end."""
-    now = now or datetime.now()
-    rows: list[dict] = []
-    if log is None:
-        why = (
-            f"unavailable: {why_no_log} (a run on a cluster or in another folder leaves none here)"
-        )
-        for metric, unit in (("wall_s", "s"), ("job_s", "s"), ("jobs", "jobs")):
-            rows.append(_row(metric, None, unit, why))
-        return rows
+def _no_log_rows(why_no_log: str) -> list[dict]:
+    """The table without a log: its headline rows, empty, each saying why."""
+    why = f"unavailable: {why_no_log} (a run on a cluster or in another folder leaves none here)"
+    return [
+        _row(metric, None, unit, why)
+        for metric, unit in (("wall_s", "s"), ("job_s", "s"), ("jobs", "jobs"))
+    ]
 
-    # ---- wall time
-    name = Path(log.path).name or "the log"
+
+def _wall_time(
+    log: SnakemakeLog, name: str, now: datetime, running: bool, rule: str
+) -> tuple[float | None, str]:
+    """The invocation's wall time and its source: from the log's start to now when this
+    report is a job of an invocation still going, else to the log's last timestamp."""
     if log.start is None:
-        wall, wall_src = None, f"unavailable: {name} records no start"
-    elif running and not log.complete:
-        wall = (now - log.start).total_seconds()
-        wall_src = (
+        return None, f"unavailable: {name} records no start"
+    if running and not log.complete:
+        return (now - log.start).total_seconds(), (
             f"Snakemake log {name}: from its start ({_fmt_time(log.start)}, {log.start_source}) "
             f"to this report ({_fmt_time(now)}), written by the '{rule}' job at the end of "
             "that invocation"
         )
-    elif log.last is not None:
-        wall = (log.last - log.start).total_seconds()
-        how = (
-            "the invocation is over"
-            if log.complete
-            else "the log ends without Snakemake's closing line: interrupted, or still running"
-        )
-        wall_src = (
-            f"Snakemake log {name}: from its start ({_fmt_time(log.start)}, {log.start_source}) "
-            f"to its last timestamp ({_fmt_time(log.last)}; {how})"
-        )
-    else:
-        wall, wall_src = None, f"unavailable: {name} has no timestamp"
-    rows.append(_row("wall_s", wall, "s", wall_src))
-    first = log.first_job_start
-    if log.start is not None and first is not None and log.start_source.startswith("the log"):
-        rows.append(
-            _row(
-                "startup_s",
-                max(0.0, (first - log.start).total_seconds()),
-                "s",
-                f"Snakemake log {name}: from its start to its first job (parsing, DAG)",
-            )
-        )
-
-    # ---- model calls
-    made_jobs = [j for j in log.jobs if not (j.rule == rule and j.status == "running")]
-    runs = run_files(made_jobs)
-    records = record_calls(runs)
-    model_jobs = list({id(j): j for j in runs.values()}.values())
-    rec_src = (
-        f"run records: the calls column of the {records.files} run files written by this "
-        f"invocation's jobs (from the log's output: lines)"
+    if log.last is None:
+        return None, f"unavailable: {name} has no timestamp"
+    how = (
+        "the invocation is over"
+        if log.complete
+        else "the log ends without Snakemake's closing line: interrupted, or still running"
     )
-    if records.missing:
-        rec_src += f"; unreadable: {', '.join(records.missing[:3])}"
-    since = log.start.timestamp() if log.start is not None else None
+    return (log.last - log.start).total_seconds(), (
+        f"Snakemake log {name}: from its start ({_fmt_time(log.start)}, {log.start_source}) "
+        f"to its last timestamp ({_fmt_time(log.last)}; {how})"
+    )
+
+
+def _startup_rows(log: SnakemakeLog, name: str) -> list[dict]:
+    """``startup_s``, Snakemake's time before its first job, when the log knows its own
+    start (from its file name or header), not only its first job's."""
+    first = log.first_job_start
+    if log.start is None or first is None or not log.start_source.startswith("the log"):
+        return []
+    return [
+        _row(
+            "startup_s",
+            max(0.0, (first - log.start).total_seconds()),
+            "s",
+            f"Snakemake log {name}: from its start to its first job (parsing, DAG)",
+        )
+    ]
+
+
+@dataclass
+class _CallsMade:
+    """The model calls this invocation made, as counted by the best source at hand."""
+
+    seconds: float
+    calls: int
+    source: str
+    untimed: int
+    untimed_source: str
+
+
+def _calls_made(
+    records: Calls, rec_src: str, cache_dir: str | Path | None, since: float | None, now: datetime
+) -> _CallsMade:
+    """The calls made, from the call-cache entries written during the invocation (every
+    model call goes through the cache), else from the run records, saying why."""
     cache: Calls | None = None
     if cache_dir is not None and since is not None and Path(cache_dir).is_dir():
         cache = cache_calls(cache_dir, since, now.timestamp())
     if cache is not None:
-        model_s, model_n = cache.made_s, cache.made
-        model_src = (
+        return _CallsMade(
+            cache.made_s,
+            cache.made,
             f"call cache {cache_dir}: total_s of the {cache.files} entries written during "
-            "this invocation (every model call of the workflow goes through the cache)"
-        )
-        untimed, untimed_src = (
+            "this invocation (every model call of the workflow goes through the cache)",
             cache.untimed,
-            (
-                f"call cache {cache_dir}: entries of this invocation without a time (structured "
-                "calls whose answer failed: stored without their timing; not in model_call_s)"
-            ),
+            f"call cache {cache_dir}: entries of this invocation without a time (structured "
+            "calls whose answer failed: stored without their timing; not in model_call_s)",
         )
-    else:
-        model_s, model_n = records.made_s, records.made
-        why = (
-            "no call cache given"
-            if cache_dir is None
-            else f"call cache {cache_dir} not found"
-            if since is not None
-            else "the log has no start"
-        )
-        model_src = f"{rec_src} ({why}: calls outside run records are not counted)"
-        untimed, untimed_src = records.untimed, f"{rec_src}: calls without a time"
-    rows += [
-        _row("model_call_s", model_s, "s", model_src),
-        _row("model_calls", model_n, "calls", model_src),
-        _row("model_calls_untimed", untimed, "calls", untimed_src),
+    why = (
+        "no call cache given"
+        if cache_dir is None
+        else f"call cache {cache_dir} not found"
+        if since is not None
+        else "the log has no start"
+    )
+    return _CallsMade(
+        records.made_s,
+        records.made,
+        f"{rec_src} ({why}: calls outside run records are not counted)",
+        records.untimed,
+        f"{rec_src}: calls without a time",
+    )
+
+
+def _model_call_rows(made: _CallsMade, records: Calls, rec_src: str) -> list[dict]:
+    """The rows of the calls made, and of the run records' own counts: made and cached."""
+    return [
+        _row("model_call_s", made.seconds, "s", made.source),
+        _row("model_calls", made.calls, "calls", made.source),
+        _row("model_calls_untimed", made.untimed, "calls", made.untimed_source),
         _row("model_call_s_records", records.made_s, "s", rec_src + ", calls with cache_hit false"),
         _row("model_calls_records", records.made, "calls", rec_src + ", cache_hit false"),
         _row(
@@ -379,62 +375,73 @@ def overhead_rows(
         _row("cached_calls", records.cached, "calls", rec_src + ", cache_hit true"),
     ]
 
-    # ---- the floor
-    slots, slots_src = model_slots(
-        log,
-        model_jobs,
-        backend=backend,
-        max_concurrency=max_concurrency,
-        model_threads=model_threads,
-        override=model_slots_override,
-    )
-    rows.append(_row("model_slots", slots, "slots", slots_src))
+
+def _floor_rows(
+    slots: int | None, slots_src: str, model_s: float, wall: float | None
+) -> list[dict]:
+    """The model slots, the floor (model seconds over slots) and wall over floor."""
     floor = None if slots is None else model_s / slots
-    rows.append(
+    ratio, ratio_src = _ratio(wall, floor, "model_floor_s")
+    return [
+        _row("model_slots", slots, "slots", slots_src),
         _row(
             "model_floor_s",
             floor,
             "s",
             "model_call_s / model_slots" if floor is not None else f"model_slots {slots_src}",
-        )
+        ),
+        _row("wall_over_floor", ratio, "ratio", ratio_src),
+    ]
+
+
+def _compressor_rows(
+    lingua_cache_dir: str | Path,
+    since: float,
+    now: datetime,
+    slots: int | None,
+    model_s: float,
+    wall: float | None,
+) -> list[dict]:
+    """LLMLingua's compressor, a model the systems under test run besides the calls: its
+    seconds during the invocation and the floor that counts them too."""
+    lingua = cache_calls(lingua_cache_dir, since, now.timestamp(), field="seconds")
+    src = (
+        f"LLMLingua cache {lingua_cache_dir}: seconds of the {lingua.files} compressions "
+        "computed during this invocation (the compressor model's forward passes; its "
+        "loading is not in it)"
     )
-    ratio, ratio_src = _ratio(wall, floor, "model_floor_s")
-    rows.append(_row("wall_over_floor", ratio, "ratio", ratio_src))
+    both = None if slots is None else (model_s + lingua.made_s) / slots
+    ratio, ratio_src = _ratio(wall, both, "model_and_compressor_floor_s")
+    return [
+        _row("compressor_s", lingua.made_s, "s", src),
+        _row("compressions", lingua.made, "compressions", src),
+        _row(
+            "model_and_compressor_floor_s",
+            both,
+            "s",
+            "(model_call_s + compressor_s) / model_slots: the floor counting every model "
+            "the systems run (the call model and LLMLingua's compressor, one thread each)",
+        ),
+        _row("wall_over_model_and_compressor_floor", ratio, "ratio", ratio_src),
+    ]
 
-    # ---- LLMLingua's compressor: a model the systems under test run, besides the calls
-    if lingua_cache_dir is not None and since is not None and Path(lingua_cache_dir).is_dir():
-        lingua = cache_calls(lingua_cache_dir, since, now.timestamp(), field="seconds")
-        src = (
-            f"LLMLingua cache {lingua_cache_dir}: seconds of the {lingua.files} compressions "
-            "computed during this invocation (the compressor model's forward passes; its "
-            "loading is not in it)"
-        )
-        both = None if slots is None else (model_s + lingua.made_s) / slots
-        ratio, ratio_src = _ratio(wall, both, "model_and_compressor_floor_s")
-        rows += [
-            _row("compressor_s", lingua.made_s, "s", src),
-            _row("compressions", lingua.made, "compressions", src),
-            _row(
-                "model_and_compressor_floor_s",
-                both,
-                "s",
-                "(model_call_s + compressor_s) / model_slots: the floor counting every model "
-                "the systems run (the call model and LLMLingua's compressor, one thread each)",
-            ),
-            _row("wall_over_model_and_compressor_floor", ratio, "ratio", ratio_src),
-        ]
 
-    # ---- job-seconds per rule
-    job_src = (
+def _job_source(name: str) -> str:
+    """Where a job's seconds come from: its start and end stamps in the log."""
+    return (
         f"Snakemake log {name}: from a job's start (its rule header) to its 'Finished jobid' "
         "(1 s resolution)"
     )
+
+
+def _job_rows(
+    made_jobs: list[Job], name: str, rule: str, model_s: float, job_src: str
+) -> list[dict]:
+    """The job-seconds of the whole invocation (jobs timed, failed, still running) and
+    the share the model calls took of them."""
     done = [j for j in made_jobs if j.seconds is not None]
-    per_rule: dict[str, list[Job]] = {}
-    for job in done:
-        per_rule.setdefault(job.rule, []).append(job)
     total_s = sum(j.seconds or 0.0 for j in done)
-    rows += [
+    rows = [
         _row("jobs", len(done), "jobs", job_src + "; finished and failed jobs"),
         _row("jobs_failed", sum(j.status == "failed" for j in done), "jobs", job_src),
         _row(
@@ -458,7 +465,16 @@ def overhead_rows(
             "job_s - model_call_s: the workflow's own work (imports, loads, scoring, plots)",
         ),
     ]
-    rows.append(_idle_row(log, running, now, name))
+    return rows
+
+
+def _per_rule_rows(made_jobs: list[Job], job_src: str) -> list[dict]:
+    """Per rule, in name order: its timed jobs, their seconds and mean, and the failed."""
+    per_rule: dict[str, list[Job]] = {}
+    for job in made_jobs:
+        if job.seconds is not None:
+            per_rule.setdefault(job.rule, []).append(job)
+    rows = []
     for rule_name in sorted(per_rule):
         jobs = per_rule[rule_name]
         seconds = [j.seconds or 0.0 for j in jobs]
@@ -470,6 +486,63 @@ def overhead_rows(
         failed = sum(j.status == "failed" for j in jobs)
         if failed:
             rows.append(_row("jobs_failed", failed, "jobs", job_src, rule_name))
+    return rows
+
+
+def overhead_rows(
+    log: SnakemakeLog | None,
+    *,
+    cache_dir: str | Path | None = None,
+    lingua_cache_dir: str | Path | None = None,
+    now: datetime | None = None,
+    backend: str = "llamacpp",
+    max_concurrency: int | None = None,
+    model_threads: int | None = None,
+    model_slots_override: int | None = None,
+    rule: str = RULE,
+    running: bool = False,
+    why_no_log: str = "no Snakemake log found",
+) -> list[dict]:
+    """The rows of the overhead table for the invocation ``log`` describes. ``running``:
+    this report is a job of that invocation, which ends now (``now``, default the clock);
+    otherwise the log's last timestamp is its end."""
+    now = now or datetime.now()
+    if log is None:
+        return _no_log_rows(why_no_log)
+    name = Path(log.path).name or "the log"
+    wall, wall_src = _wall_time(log, name, now, running, rule)
+    rows = [_row("wall_s", wall, "s", wall_src), *_startup_rows(log, name)]
+
+    # the jobs measured: every one but this report's own, still running
+    made_jobs = [j for j in log.jobs if not (j.rule == rule and j.status == "running")]
+    runs = run_files(made_jobs)
+    records = record_calls(runs)
+    rec_src = (
+        f"run records: the calls column of the {records.files} run files written by this "
+        f"invocation's jobs (from the log's output: lines)"
+    )
+    if records.missing:
+        rec_src += f"; unreadable: {', '.join(records.missing[:3])}"
+    since = log.start.timestamp() if log.start is not None else None
+    made = _calls_made(records, rec_src, cache_dir, since, now)
+    rows += _model_call_rows(made, records, rec_src)
+
+    slots, slots_src = model_slots(
+        log,
+        list({id(j): j for j in runs.values()}.values()),  # the jobs that wrote run records
+        backend=backend,
+        max_concurrency=max_concurrency,
+        model_threads=model_threads,
+        override=model_slots_override,
+    )
+    rows += _floor_rows(slots, slots_src, made.seconds, wall)
+    if lingua_cache_dir is not None and since is not None and Path(lingua_cache_dir).is_dir():
+        rows += _compressor_rows(lingua_cache_dir, since, now, slots, made.seconds, wall)
+
+    job_src = _job_source(name)
+    rows += _job_rows(made_jobs, name, rule, made.seconds, job_src)
+    rows.append(_idle_row(log, running, now, name))
+    rows += _per_rule_rows(made_jobs, job_src)
     return rows
 
 
