@@ -835,7 +835,7 @@ _OTHER: list[Column] = [
         ("ci_high", "float64", "0-1", "95% Wilson interval of the agreement, upper end"),
     ]],
     _E("subset", "string", "", "all, crossing (label differs from the format's task label "
-       "group), not crossing, format <task>, or batch <b> (batch 4: written after the "
+       "group), not crossing, format <task>, or batch <b> (batch 5: written after the "
        "signals' last revision, by an author who never saw the router)", ("topology_heldout",)),
     *[_E(n, t, u, m, ("topology_heldout_loo",)) for n, t, u, m in [
         ("held_out", "string", "", "the task left out (heldout_loto.csv)"),
