@@ -190,25 +190,47 @@ def report(
     outcome columns and of the protocol advantage); ``margin``: the non-inferiority test
     against the fixed runs. Error rows count as wrong answers throughout.
     """
-    from tersetalk.plots.topology import (
-        ablations_figure,
-        selection_by_task,
-        theta_sweep_figure,
-        tokens_vs_accuracy,
-    )
-
-    if not runs:
-        raise ValueError("no run files given")
-    df = pd.concat([pd.read_parquet(p) for p in runs], ignore_index=True)
-    unknown = sorted(set(df["system"]) - set(ROUTER_OF))
-    if unknown:
-        raise ValueError(f"not routed systems: {unknown}; expected runs of {sorted(ROUTER_OF)}")
+    df = _read_runs(runs)
     tables, figures = Path(tables), Path(figures)
     tables.mkdir(parents=True, exist_ok=True)
     model = ", ".join(sorted(set(df["backend"].astype(str) + ":" + df["model"].astype(str))))
     boot = dict(n_resamples=n_resamples, seed=seed)
 
     oracles = outcome_oracles(df)
+    table, six, by_task, ablations = _policy_tables(df, oracles, tables, margin=margin, **boot)
+    sweep, loto = _sweep_tables(df, thetas, oracles, tables)
+    summary = _summary(df, table, oracles, loto, model, thetas, margin=margin, **boot)
+    if router_yaml is not None:
+        summary["fitted_router"] = fitted_router(router_yaml)
+    if loto_fitted is not None:
+        frame = loto_fitted if isinstance(loto_fitted, pd.DataFrame) else pd.read_csv(loto_fitted)
+        summary["leave_one_task_out_fitted"] = loto_summary(frame)
+    summary = _clean(summary)
+    text = json.dumps(summary, indent=2, sort_keys=True, allow_nan=True)
+    (tables / "summary.json").write_text(text + "\n")
+
+    _draw_figures(by_task, six, sweep, ablations, model, figures)
+    log.info("topology report: %d rows from %d runs -> %s, %s", len(df), len(runs), tables,
+             figures)  # fmt: skip
+    return summary
+
+
+def _read_runs(runs: list[str | Path]) -> pd.DataFrame:
+    """The run files as one frame; every system in them must be a routed one."""
+    if not runs:
+        raise ValueError("no run files given")
+    df = pd.concat([pd.read_parquet(p) for p in runs], ignore_index=True)
+    unknown = sorted(set(df["system"]) - set(ROUTER_OF))
+    if unknown:
+        raise ValueError(f"not routed systems: {unknown}; expected runs of {sorted(ROUTER_OF)}")
+    return df
+
+
+def _policy_tables(
+    df: pd.DataFrame, oracles: dict, tables: Path, *, margin: float, **boot
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Write and return the policy table (compared with the fixed runs), the six
+    policies, the per-task table and the ablations; write the outcome oracle."""
     table = policy_table(df, oracles=oracles, **boot)
     table = paired_to_fixed(df, compare_to_fixed(table, df), margin=margin, **boot)
     table.to_csv(tables / "policies.csv", index=False)
@@ -223,7 +245,14 @@ def report(
     ablations = ablation_table(table)
     ablations = ablations.assign(router=ablations["system"].map(ROUTER_OF))
     ablations.to_csv(tables / "ablations.csv", index=False)
+    return table, six, by_task, ablations
 
+
+def _sweep_tables(
+    df: pd.DataFrame, thetas: tuple[float, ...], oracles: dict, tables: Path
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Write and return the θ sweep and the leave-one-task-out replay of every system's
+    ``adaptive`` run (its recorded signals; no model call)."""
     sweeps, lotos = [], []
     for sys_name in sorted(set(df["system"])):
         rows = _sweep_rows(df, sys_name)
@@ -234,13 +263,28 @@ def report(
     sweep.to_csv(tables / "theta_sweep.csv", index=False)
     loto = pd.concat(lotos, ignore_index=True)
     loto.to_csv(tables / "leave_one_task_out.csv", index=False)
+    return sweep, loto
 
+
+def _summary(
+    df: pd.DataFrame,
+    table: pd.DataFrame,
+    oracles: dict,
+    loto: pd.DataFrame,
+    model: str,
+    thetas: tuple[float, ...],
+    *,
+    margin: float,
+    **boot,
+) -> dict:
+    """summary.json's blocks that the runs alone decide (the fitted router's blocks are
+    added by the caller when given)."""
     adaptive = table[table["variant"] == "adaptive"].set_index("system")
     best = {}
     for sys_name in sorted(set(df["system"])):
         if set(fixed_variants(df, sys_name)) == set(FIXED):
             best[sys_name] = fixed_comparison(df, sys_name)
-    summary = {
+    return {
         "model": model,
         "n_rows": len(df),
         "errors": int(table["errors"].sum()),
@@ -256,14 +300,24 @@ def report(
         "thetas": list(thetas),
         "bootstrap": {**boot, "margin": margin},
     }
-    if router_yaml is not None:
-        summary["fitted_router"] = fitted_router(router_yaml)
-    if loto_fitted is not None:
-        frame = loto_fitted if isinstance(loto_fitted, pd.DataFrame) else pd.read_csv(loto_fitted)
-        summary["leave_one_task_out_fitted"] = loto_summary(frame)
-    summary = _clean(summary)
-    text = json.dumps(summary, indent=2, sort_keys=True, allow_nan=True)
-    (tables / "summary.json").write_text(text + "\n")
+
+
+def _draw_figures(
+    by_task: pd.DataFrame,
+    six: pd.DataFrame,
+    sweep: pd.DataFrame,
+    ablations: pd.DataFrame,
+    model: str,
+    figures: Path,
+) -> None:
+    """The study's four figures: selection by task (the six policies only), tokens
+    against accuracy, the θ sweep over all tasks, and the ablations."""
+    from tersetalk.plots.topology import (
+        ablations_figure,
+        selection_by_task,
+        theta_sweep_figure,
+        tokens_vs_accuracy,
+    )
 
     labels = {(s, v): label for label, s, v in SIX_POLICIES}
     per_task = by_task.assign(
@@ -275,9 +329,6 @@ def report(
     tokens_vs_accuracy(six, model, figures / "topology_tokens_accuracy")
     theta_sweep_figure(sweep[sweep["task"] == "all"], model, figures / "topology_theta")
     ablations_figure(ablations, model, figures / "topology_ablations")
-    log.info("topology report: %d rows from %d runs -> %s, %s", len(df), len(runs), tables,
-             figures)  # fmt: skip
-    return summary
 
 
 def _cmd(args: argparse.Namespace) -> None:
