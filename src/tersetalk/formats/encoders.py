@@ -78,8 +78,25 @@ def cell_survives(node: Node) -> bool:
         return False
 
 
+#: the last node :func:`_records` answered for, and its answer, as one tuple (read and
+#: replaced whole, so threads never pair one node with another's answer): a format's
+#: shape check and its encoding ask it of the same node in turn, and each pass reads
+#: every cell (the node is held, so it is never another node at the same address)
+_LAST_RECORDS: tuple[Any, tuple[str, ...] | None] = (None, None)
+
+
 def _records(node: Node) -> tuple[str, ...] | None:
     """The common keys of a non-empty array of flat objects with identical keys."""
+    global _LAST_RECORDS
+    last = _LAST_RECORDS
+    if last[0] is node:
+        return last[1]
+    keys = _records_of(node)
+    _LAST_RECORDS = (node, keys)
+    return keys
+
+
+def _records_of(node: Node) -> tuple[str, ...] | None:
     keys = records_keys(node)
     if keys is None:
         return None

@@ -524,6 +524,24 @@ def _pareto(points: list[Plan], budget: float) -> Frontier:
     return out
 
 
+def _block_formats(node: Node) -> tuple[str, ...]:
+    """The blocks (of :data:`BLOCKS`, in its order) offered for ``node``: ``text`` for a
+    string with a line break, tables for an array of records (path tables where the
+    records nest or their keys differ: plain csv is the same table otherwise), TOON
+    for any container."""
+    if isinstance(node, Scalar):
+        return ("text",) if isinstance(node.value, str) and "\n" in node.value else ()
+    records = records_keys(node) is not None
+    nests = PT.nests(node)
+    return tuple(
+        fmt
+        for fmt in BLOCKS
+        if fmt != "text"
+        and (records or fmt not in ("csv", "markdown_table"))
+        and (nests or fmt not in PATH_TABLES)
+    )
+
+
 @dataclass
 class _Solver:
     scheme: ValueScheme
@@ -579,17 +597,7 @@ class _Solver:
                     )
                     points.append(Plan("truncated", cost + hint, value * kept / n, kept_chars=kept))
         if not json_ctx:
-            for fmt in BLOCKS:
-                if fmt == "text" and not (
-                    isinstance(node, Scalar) and isinstance(node.value, str) and "\n" in node.value
-                ):
-                    continue
-                if fmt in ("csv", "markdown_table") and records_keys(node) is None:
-                    continue
-                if fmt in PATH_TABLES and not PT.nests(node):
-                    continue  # records with the same flat keys: csv is the same table
-                if isinstance(node, Scalar) and fmt != "text":
-                    continue
+            for fmt in _block_formats(node):
                 body = self.costs.block(node, fmt)
                 if body is None:
                     continue
@@ -636,23 +644,16 @@ class _Solver:
         else:  # {...}: braces and commas (keys carried by the children), on the slot's line
             base = 1 + self._line_head(slot, depth)
         if self.lossless_only:  # nothing is dropped: the cheapest point, every key kept
-            front = [Plan(opt, base, 0.0)]
+            # each key's cheapest option (the first of equal cost), summed in key order
+            cost, value, kids = base, 0.0, []
             for k, child in node.items:
                 cf = self._object_child(child, k, inner, (*path, k), opt)
-                front = _cheapest(
-                    [
-                        Plan(
-                            opt,
-                            a.cost + c.cost,
-                            a.value + c.value,
-                            (*a.children, (k, c)),
-                            a.dropped,
-                        )  # fmt: skip
-                        for a in front
-                        for c in cf
-                    ]
-                )
-            return [p for p in front if p.children]
+                if not cf:
+                    return []
+                c = min(cf, key=_cost)
+                cost, value = cost + c.cost, value + c.value
+                kids.append((k, c))
+            return [Plan(opt, cost, value, tuple(kids))] if kids else []
         # accumulator: frontiers for "no key dropped" and "some key dropped", as partial
         # plans (cost, value, link), link = (previous link, key, child plan or None when
         # the key is dropped); full plans are built once, for the survivors of the last key
@@ -722,27 +723,24 @@ class _Solver:
             self.scheme, self.costs, float("inf"), True, self.json_only, self.min_table_rows
         )
         out: list[Plan] = []
-        acc = Plan(opt, base, 0.0)
+        # the plan of the items so far, summed in item order
+        cost, value, kids = base, 0.0, []
         for i, item in enumerate(node.items):
             if not self.lossless_only:
                 # keep items 0..i-1; an overflow hint names the rest
-                out.append(
-                    replace(
-                        acc,
-                        cost=acc.cost + self.costs.lines([H.overflow_items(path, i, n)]),
-                        missing=n - i,
-                    )
-                )
+                hint = self.costs.lines([H.overflow_items(path, i, n)])
+                out.append(Plan(opt, cost + hint, value, tuple(kids), missing=n - i))
             if opt == "list":
                 c = whole.frontier(item, ("item", None), inner, (*path, i))[0]
             else:
                 c = whole._json_child(item, (*path, i))[0]
-                c = replace(c, cost=c.cost + 1)
-            acc = Plan(opt, acc.cost + c.cost, acc.value + c.value, (*acc.children, (i, c)))
-            if acc.cost > self.budget:
+                c = _recost(c, c.cost + 1)
+            cost, value = cost + c.cost, value + c.value
+            kids.append((i, c))
+            if cost > self.budget:
                 break
         else:
-            out.append(acc)
+            out.append(Plan(opt, cost, value, tuple(kids)))
         return out
 
 
@@ -753,6 +751,10 @@ _VECTOR_MIN = 256
 
 #: a plan being built: (cost, value, link), link = (previous link, key, child or None)
 _Partial = tuple[Any, float, Any]
+
+
+def _cost(p: Plan) -> float:
+    return p.cost
 
 
 def _recost(p: Plan, cost: float) -> Plan:
