@@ -145,28 +145,11 @@ def create_app(
         live = LiveMediator(default_live_config(), hub.threadsafe)
     else:
         live = make_live(hub.threadsafe)
+    served = _Served(settings, hub, index, tailer, jobs, labels, recent, live)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        hub.bind(asyncio.get_running_loop())
-        task = None
-        if tailer is not None:
-            # what is already on disk is the starting state, not news for the browser
-            for state, ev in await asyncio.to_thread(tailer.poll):
-                recent.append({**ev, "key": state.key})
-            if jobs is not None:
-                await asyncio.to_thread(jobs.poll)
-            task = asyncio.create_task(_follow(tailer, hub, recent, settings.poll_s, jobs))
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            live.close()
-
-    app = FastAPI(title="tersetalk dashboard", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="tersetalk dashboard", lifespan=_lifespan(served), docs_url=None, redoc_url=None
+    )
     app.state.hub, app.state.live, app.state.tailer, app.state.index = hub, live, tailer, index
     app.add_middleware(
         HostGuard,
@@ -175,16 +158,76 @@ def create_app(
     )
     static = _static_dir()
     app.mount("/static", StaticFiles(directory=static), name="static")
+    # registered in this order: the order of the routes in the app and its schema
+    _add_page_routes(app, static, settings)
+    _add_live_routes(app, served)
+    _add_results_routes(app, served)
+    _add_file_route(app, settings)
+    _add_error_handlers(app)
+    _add_websocket(app, served)
+    return app
 
-    def workflow_snapshot() -> dict[str, Any]:
+
+@dataclass
+class _Served:
+    """What the routes and the app's lifespan share: the settings, the hub, the results
+    index, the workflow's tailers and what they have seen, and the live mediator."""
+
+    settings: DashboardSettings
+    hub: Hub
+    index: ResultsIndex
+    tailer: EventTailer | None
+    jobs: SnakemakeLog | None
+    labels: dict[str, Any]
+    recent: deque
+    live: LiveMediator
+
+    def workflow_snapshot(self) -> dict[str, Any]:
+        """The workflow view's state: the attached runs, recent events, Snakemake's jobs
+        and the study's labels."""
         return {
-            "attached": str(settings.attach) if settings.attach is not None else None,
-            "runs": tailer.states() if tailer is not None else [],
-            "recent": sorted(recent, key=lambda e: e.get("t") or 0),
-            "jobs": jobs.state() if jobs is not None else None,
-            "calibration": labels["calibration"],
-            "sensitivity": labels["sensitivity"],
+            "attached": str(self.settings.attach) if self.settings.attach is not None else None,
+            "runs": self.tailer.states() if self.tailer is not None else [],
+            "recent": sorted(self.recent, key=lambda e: e.get("t") or 0),
+            "jobs": self.jobs.state() if self.jobs is not None else None,
+            "calibration": self.labels["calibration"],
+            "sensitivity": self.labels["sensitivity"],
         }
+
+
+def _lifespan(served: _Served) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager]:
+    """The app's lifespan: bind the hub to the server's loop, read what the attached
+    folder already holds, follow it in a background task, and on shutdown stop the task
+    and close the live mediator."""
+    tailer, jobs, recent = served.tailer, served.jobs, served.recent
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        served.hub.bind(asyncio.get_running_loop())
+        task = None
+        if tailer is not None:
+            # what is already on disk is the starting state, not news for the browser
+            for state, ev in await asyncio.to_thread(tailer.poll):
+                recent.append({**ev, "key": state.key})
+            if jobs is not None:
+                await asyncio.to_thread(jobs.poll)
+            task = asyncio.create_task(
+                _follow(tailer, served.hub, recent, served.settings.poll_s, jobs)
+            )
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            served.live.close()
+
+    return lifespan
+
+
+def _add_page_routes(app: FastAPI, static: Path, settings: DashboardSettings) -> None:
+    """The page, its icon, and ``/api/info`` (the version and what is served)."""
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -206,32 +249,50 @@ def create_app(
             **settings.extra,
         }
 
+
+def _add_live_routes(app: FastAPI, served: _Served) -> None:
+    """The live view: the mediator's state, and a message to queue for it."""
+    live = served.live
+
     @app.get("/api/live")
     def live_state() -> dict[str, Any]:
         return live.snapshot()
 
     @app.post("/api/live/message", status_code=202)
     async def live_message(request: Request) -> dict[str, Any]:
-        if not _same_origin(request.headers):
-            raise HTTPException(403, "cross-origin requests are refused")
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            raise HTTPException(415, 'send JSON (Content-Type: application/json): {"message": ...}')
-        try:  # bounded: a crafted deep body is a 400, not a RecursionError's 500
-            body = load_json_text(await request.body(), "the request body")
-        except InputFileError as exc:
-            raise HTTPException(400, f'send JSON: {{"message": "..."}}; {exc}') from None
-        except ValueError:
-            raise HTTPException(400, 'send JSON: {"message": "..."}') from None
-        message = body.get("message") if isinstance(body, dict) else None
-        if not isinstance(message, str) or not message.strip():
-            raise HTTPException(400, "the message is empty: write what Agent A says")
-        if len(message) > MAX_MESSAGE_CHARS:
-            raise HTTPException(413, f"the message is over {MAX_MESSAGE_CHARS} characters")
-        return {"message_id": live.submit(message), "queued": True}
+        return {"message_id": live.submit(await _posted_message(request)), "queued": True}
+
+
+async def _posted_message(request: Request) -> str:
+    """The message of a live POST, or the HTTP error that says what is wrong with the
+    request: another origin (403), not JSON (415), a bad body (400), no message (400),
+    one too long (413)."""
+    if not _same_origin(request.headers):
+        raise HTTPException(403, "cross-origin requests are refused")
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise HTTPException(415, 'send JSON (Content-Type: application/json): {"message": ...}')
+    try:  # bounded: a crafted deep body is a 400, not a RecursionError's 500
+        body = load_json_text(await request.body(), "the request body")
+    except InputFileError as exc:
+        raise HTTPException(400, f'send JSON: {{"message": "..."}}; {exc}') from None
+    except ValueError:
+        raise HTTPException(400, 'send JSON: {"message": "..."}') from None
+    message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        raise HTTPException(400, "the message is empty: write what Agent A says")
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise HTTPException(413, f"the message is over {MAX_MESSAGE_CHARS} characters")
+    return message
+
+
+def _add_results_routes(app: FastAPI, served: _Served) -> None:
+    """The workflow's progress, and its results read through the results index (each
+    of one ``model``, the default one when not named)."""
+    index = served.index
 
     @app.get("/api/progress")
     def workflow() -> dict[str, Any]:
-        return workflow_snapshot()
+        return served.workflow_snapshot()
 
     @app.get("/api/models")
     def models() -> dict[str, Any]:
@@ -269,6 +330,11 @@ def create_app(
     def figures(model: str | None = None) -> list[dict[str, str]]:
         return index.figure_list(model)
 
+
+def _add_file_route(app: FastAPI, settings: DashboardSettings) -> None:
+    """``/files/{results|figures}/<path>``: a file from inside those two folders and
+    nowhere else, HTML, SVG and XML files as downloads."""
+
     @app.get("/files/{which}/{path:path}")
     def files(which: str, path: str) -> FileResponse:
         roots = {"results": settings.results, "figures": settings.figures}
@@ -284,6 +350,11 @@ def create_app(
             return FileResponse(target, filename=target.name, content_disposition_type="attachment")
         return FileResponse(target)
 
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Errors as JSON ``{"error": ...}``: an unknown model is a 404, an HTTP error keeps
+    its status."""
+
     @app.exception_handler(UnknownModel)
     async def unknown_model(request: Request, exc: UnknownModel) -> JSONResponse:
         return JSONResponse({"error": str(exc.args[0])}, status_code=404)
@@ -291,6 +362,15 @@ def create_app(
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+
+def _add_websocket(app: FastAPI, served: _Served) -> None:
+    """``/ws``: a snapshot on connect (and on a resync), then the hub's messages until
+    the client goes away; a client from another site's page is refused."""
+    hub, live = served.hub, served.live
+
+    def snapshot() -> dict[str, Any]:
+        return {"type": "snapshot", "live": live.snapshot(), "progress": served.workflow_snapshot()}
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
@@ -301,12 +381,7 @@ def create_app(
         q = hub.subscribe()
         receiver: asyncio.Task | None = None
         try:
-            await websocket.send_text(
-                json.dumps(
-                    {"type": "snapshot", "live": live.snapshot(), "progress": workflow_snapshot()},
-                    default=str,
-                )
-            )
+            await websocket.send_text(json.dumps(snapshot(), default=str))
             receiver = asyncio.create_task(_drain(websocket))
             while True:
                 getter = asyncio.create_task(q.get())
@@ -318,11 +393,7 @@ def create_app(
                     break
                 msg = getter.result()
                 if msg.get("type") == "resync":
-                    msg = {
-                        "type": "snapshot",
-                        "live": live.snapshot(),
-                        "progress": workflow_snapshot(),
-                    }
+                    msg = snapshot()
                 await websocket.send_text(json.dumps(msg, default=str))
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass  # a client that vanished mid-send: nothing else depends on it
@@ -330,8 +401,6 @@ def create_app(
             hub.unsubscribe(q)
             if receiver is not None:
                 receiver.cancel()
-
-    return app
 
 
 def _same_origin(headers) -> bool:
