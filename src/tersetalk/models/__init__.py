@@ -155,6 +155,23 @@ def max_in_flight(cfg: dict[str, Any]) -> int:
     return n
 
 
+def _server_options(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``models`` keys every client of a model server takes (the OpenAI-compatible and
+    the Ollama backends alike), with their defaults: one mapping for both."""
+    deadline_s = cfg.get("deadline_s")
+    return {
+        "timeout_s": float(cfg.get("timeout_s", 60.0)),
+        "max_retries": int(cfg.get("max_retries", 3)),
+        "max_wait_s": float(cfg.get("max_wait_s", 120.0)),
+        "stream": bool(cfg.get("stream", True)),
+        "structured_format": cfg.get("structured_format", "auto"),
+        "tokenizer_gguf": cfg.get("tokenizer_gguf"),
+        "tokenizer_spec": cfg.get("tokenizer"),
+        "deadline_s": None if deadline_s is None else float(deadline_s),
+        "api_key_env": cfg.get("api_key_env"),
+    }
+
+
 def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> ModelClient:
     """Build the model client described by the ``models`` config section.
 
@@ -165,9 +182,6 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
 
     backend = cfg.get("backend", "llamacpp")
     check_backend(cfg)
-    timeout_s = float(cfg.get("timeout_s", 60.0))
-    deadline_s = cfg.get("deadline_s")
-    deadline_s = None if deadline_s is None else float(deadline_s)
     if backend in ("openai", "ollama"):
         check_base_url(cfg.get("base_url"))
     client: ModelClient
@@ -198,15 +212,7 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
             base_url=cfg["base_url"],
             model=cfg["model"],
             api_key=api_key_from_env(cfg) or "not-needed",
-            timeout_s=timeout_s,
-            max_retries=int(cfg.get("max_retries", 3)),
-            max_wait_s=float(cfg.get("max_wait_s", 120.0)),
-            stream=bool(cfg.get("stream", True)),
-            structured_format=cfg.get("structured_format", "auto"),
-            tokenizer_gguf=cfg.get("tokenizer_gguf"),
-            tokenizer_spec=cfg.get("tokenizer"),
-            deadline_s=deadline_s,
-            api_key_env=cfg.get("api_key_env"),
+            **_server_options(cfg),
         )
     elif backend == "ollama":
         from .ollama_backend import DEFAULT_OLLAMA_HOST, OllamaClient
@@ -218,16 +224,8 @@ def make_client(cfg: dict[str, Any], cache_dir: Path | str | None = None) -> Mod
         client = OllamaClient(
             model=cfg["model"],
             host=cfg.get("base_url") or DEFAULT_OLLAMA_HOST,
-            timeout_s=timeout_s,
-            max_retries=int(cfg.get("max_retries", 3)),
-            max_wait_s=float(cfg.get("max_wait_s", 120.0)),
-            stream=bool(cfg.get("stream", True)),
-            structured_format=cfg.get("structured_format", "auto"),
-            tokenizer_gguf=cfg.get("tokenizer_gguf"),
-            tokenizer_spec=cfg.get("tokenizer"),
-            deadline_s=deadline_s,
             api_key=api_key_from_env(cfg),
-            api_key_env=cfg.get("api_key_env"),
+            **_server_options(cfg),
         )
     else:
         raise ModelError(
