@@ -210,7 +210,9 @@ def _assemble(
     ``wrapped`` comes from orjson (plain lists, exact ``str``). A wrapper that does not
     hold exactly one value raises ValueError (or TypeError) in the unpacking, a tag
     that is no string matches no key or raises TypeError (unhashable): all of them
-    mean "not a line" here, as does any other shape, type or value.
+    mean "not a line" here, as does any other shape, type or value. Each branch is one
+    kind of line with its check in the guard, so a line that fails the check (an unknown
+    role or verdict, a bad reference) falls through to the final "not a line".
     """
     out: list[LineBase] = []
     append = out.append
@@ -233,21 +235,15 @@ def _assemble(
                     line = new(FactLine)
                     set_dict(line, {"tag": "f", "text": x, "ref": None})
                     given = {"text"}
-                elif tag == "r":
-                    if x not in roles:
-                        return None
+                elif tag == "r" and x in roles:
                     line = new(RoleLine)
                     set_dict(line, {"tag": "r", "role": x})
                     given = {"role"}
-                elif tag == "v":
-                    if x not in _VERDICTS:
-                        return None
+                elif tag == "v" and x in _VERDICTS:
                     line = new(VerdictLine)
                     set_dict(line, {"tag": "v", "verdict": x})
                     given = {"verdict"}
-                elif tag == "d":
-                    if not ref_ok(x):
-                        return None
+                elif tag == "d" and ref_ok(x):
                     line = new(DeltaLine)
                     set_dict(line, {"tag": "d", "ref": x})
                     given = {"ref"}
@@ -257,15 +253,11 @@ def _assemble(
                 tag, x, y = a
                 if x.__class__ is not str or y.__class__ is not str:
                     return None
-                if tag == "q":
-                    if x not in roles:
-                        return None
+                if tag == "q" and x in roles:
                     line = new(QuestionLine)
                     set_dict(line, {"tag": "q", "to": x, "text": y})
                     given = {"to", "text"}
-                elif tag == "f":
-                    if not ref_ok(y):
-                        return None
+                elif tag == "f" and ref_ok(y):
                     line = new(FactLine)
                     set_dict(line, {"tag": "f", "text": x, "ref": y})
                     given = {"text", "ref"}
