@@ -58,8 +58,10 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pandas as pd
 from tqdm import tqdm
@@ -507,42 +509,34 @@ def run(
                     events=events)  # fmt: skip
 
 
-def _run(
-    spec: dict,
-    sample_path: str | Path,
-    out: str | Path,
-    *,
-    limit: int | None,
-    client: ModelClient | None,
-    progress: bool,
-    events: bool | None,
-) -> pd.DataFrame:
-    out = Path(out)
+def _read_examples(spec: dict, sample_path: str | Path, limit: int | None) -> list[dict]:
+    """The sample's examples (the first ``limit`` of them), once the task is known to be
+    scorable here: a task that cannot be stops before the first example."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive number of examples, got {limit!r}")
     examples = read_sample(sample_path, task=spec["task"])
-    try:  # a task that cannot be scored here stops before the first example
+    try:
         preflight(spec["task"], spec.get("task_options"))
     except SandboxUnavailableError as exc:
         raise ConfigError(str(exc)) from None
     if limit is not None:
         examples = examples[:limit]
-    if spec.get("calibration_file"):
-        spec = resolve_calibrated(spec)
-    digest = results_hash(spec)
+    return examples
+
+
+def _examples_in_flight(spec: dict) -> int:
+    """How many examples run at once; a setting the backend cannot take is a config error."""
     try:
-        n_flight = max_in_flight(spec["models"])
+        return max_in_flight(spec["models"])
     except ModelError as exc:
         raise ConfigError(str(exc)) from None
-    ckpt = checkpoint_path(out)
-    done = read_checkpoint(ckpt, digest)
-    if done:
-        log.info(
-            "resuming: %d of %d examples already finished in %s", len(done), len(examples), ckpt
-        )
-    client = client or client_from_spec(spec)
+
+
+def _run_context(spec: dict, client: ModelClient, out: Path, resumed: bool) -> RunContext:
+    """What every example of the run shares: the client, the generation settings, the
+    variant's and the task's options."""
     gen, critic_gen = generation_configs(spec)
-    ctx = RunContext(
+    return RunContext(
         task=spec["task"],
         client=client,
         gen=gen,
@@ -552,111 +546,137 @@ def _run(
         max_revisions=spec["pipeline"]["max_revisions"],
         # side files of a system go next to the run file (the mediator's trace); on a
         # resumed run they are appended to, on a fresh one started over
-        shared={"run_out": out, "run_resumed": bool(done)},
+        shared={"run_out": out, "run_resumed": resumed},
     )
-    fingerprint = model_fingerprint(client)  # what the model is: asked or hashed once, here
+
+
+def _log_run_start(
+    spec: dict, client: ModelClient, n_examples: int, digest: str, n_flight: int
+) -> None:
+    """Say which run this is, on which model (its fingerprint: asked or hashed once, here)
+    and spec; learn where the token counts come from before the first record."""
+    fingerprint = model_fingerprint(client)
     _learn_tokens_source(client)
     log.info(
         "run %s/%s/%s: %d examples, model %s, fingerprint %s (%s), spec %s, %d in flight",
         spec["task"],
         spec["system"],
         spec["variant"],
-        len(examples),
+        n_examples,
         json.dumps(client.describe()),
         fingerprint.value,
         fingerprint.source,
         digest,
         n_flight,
     )
-    ckpt.parent.mkdir(parents=True, exist_ok=True)
-    drop_partial_line(ckpt)  # never append onto a line torn by a kill
-    todo = [ex for ex in examples if ex["example_id"] not in done]
-    bar = tqdm(
-        total=len(examples),
-        initial=len(examples) - len(todo),
-        disable=not progress,
-        desc=f"{spec['task']}/{spec['system']}/{spec['variant']}",
-        unit="ex",
-    )
-    failed: list[tuple[str, str]] = []  # (example id, cause) of passing server faults
-    pub = open_publisher(out, spec, events)
-    if pub.enabled:
-        pub.run_started(n_examples=len(examples), n_done=len(done),
-                        model=str(client.describe().get("model", "")))  # fmt: skip
-    try:
-        with publishing(pub), open(ckpt, "ab") as fh:
-            writer = CheckpointWriter(fh, ckpt)
+
+
+@dataclass
+class _Outcomes:
+    """Where the examples' outcomes go as they come back, on the calling thread: a record
+    to the checkpoint and ``done``; a passing fault to ``failed`` (not checkpointed, so
+    the next run retries it); each to the progress bar and the publisher."""
+
+    writer: CheckpointWriter
+    done: dict[str, dict]
+    failed: list[tuple[str, str]]  # (example id, cause) of passing server faults
+    pub: Any
+    bar: Any
+
+    def keep(self, ex: dict, outcome: dict | Exception) -> None:
+        """Keep one example's outcome; raise what stops the run."""
+        if isinstance(outcome, Exception):
+            if stopping_fault(outcome) is not None or not (
+                is_transient(outcome) or isinstance(outcome, SandboxFault)
+            ):
+                raise outcome
+            log.error("example %s: %s; not checkpointed, retried on the next run",
+                      ex["example_id"], outcome)  # fmt: skip
+            self.failed.append((ex["example_id"], f"{type(outcome).__name__}: {outcome}"))
+            self.pub.example_failed(ex["example_id"], self.failed[-1][1])
+            self.bar.update(1)
+            return
+        self.writer.append(_checkpoint_line(ex["example_id"], outcome))
+        self.done[ex["example_id"]] = outcome
+        self.pub.example_finished(outcome)
+        self.bar.update(1)
+
+
+def _run_in_turn(todo: list[dict], run_example: Callable[[dict], dict], kept: _Outcomes) -> None:
+    """One example at a time, on this thread: the live message hook sees every message."""
+    for ex in todo:
+        kept.pub.example_started(ex)
+        try:
+            outcome: dict | Exception = run_example(ex)
+        except Exception as exc:  # noqa: BLE001 - keep() decides
+            outcome = exc
+        kept.keep(ex, outcome)
+
+
+def _run_in_flight(
+    todo: list[dict], run_example: Callable[[dict], dict], kept: _Outcomes, n_flight: int
+) -> None:
+    """``n_flight`` examples at once on worker threads, each kept here as it comes back.
+    An error that stops the run starts no further example; the ones in flight are awaited
+    and kept, then the first such error is raised."""
+    stopping: Exception | None = None
+    with InFlight(run_example, todo, n_flight) as fl:
+        for ex, outcome in fl:
+            kept.pub.example_started(ex)
             try:
+                kept.keep(ex, outcome)
+            except Exception as exc:  # noqa: BLE001 - keep what is in flight
+                if stopping is None:
+                    stopping = exc
+                    fl.stop()  # start nothing new; the running ones come back
+    if stopping is not None:
+        raise stopping
 
-                def finish(ex: dict, outcome: dict | Exception) -> None:
-                    """Keep one example's outcome (on this thread); raise what stops the run."""
-                    if isinstance(outcome, Exception):
-                        if stopping_fault(outcome) is not None or not (
-                            is_transient(outcome) or isinstance(outcome, SandboxFault)
-                        ):
-                            raise outcome
-                        log.error("example %s: %s; not checkpointed, retried on the next run",
-                                  ex["example_id"], outcome)  # fmt: skip
-                        failed.append((ex["example_id"], f"{type(outcome).__name__}: {outcome}"))
-                        pub.example_failed(ex["example_id"], failed[-1][1])
-                        bar.update(1)
-                        return
-                    writer.append(_checkpoint_line(ex["example_id"], outcome))
-                    done[ex["example_id"]] = outcome
-                    pub.example_finished(outcome)
-                    bar.update(1)
 
-                if n_flight == 1:  # on this thread: the live message hook sees every message
-                    for ex in todo:
-                        pub.example_started(ex)
-                        try:
-                            outcome: dict | Exception = run_one(ex, spec, ctx, digest)
-                        except Exception as exc:  # noqa: BLE001 - finish() decides
-                            outcome = exc
-                        finish(ex, outcome)
-                else:
-                    stopping: Exception | None = None
-                    with InFlight(lambda ex: run_one(ex, spec, ctx, digest), todo, n_flight) as fl:
-                        for ex, outcome in fl:
-                            pub.example_started(ex)
-                            try:
-                                finish(ex, outcome)
-                            except Exception as exc:  # noqa: BLE001 - keep what is in flight
-                                if stopping is None:
-                                    stopping = exc
-                                    fl.stop()  # start nothing new; the running ones come back
-                    if stopping is not None:
-                        raise stopping
-            except BaseException:  # what is written is still synced; the error is raised
-                with contextlib.suppress(RecordWriteError):
-                    writer.close()
-                raise
-            writer.close()  # every finished example on disk before the run file
-    except BaseException as exc:  # a stopped run says so before it goes (Ctrl-C included)
-        pub.run_finished("failed", error=f"{type(exc).__name__}: {exc}"[:2000], n_done=len(done))
-        pub.close()
-        raise
-    bar.close()
-    if failed:
-        pub.run_finished("incomplete", n_done=len(done), n_failed=len(failed))
-        pub.close()
-        first_id, first_cause = failed[0]
-        raise RunIncompleteError(
-            f"{len(failed)} of {len(examples)} examples failed for a passing reason: the "
-            "model server did not answer properly, or the code sandbox could not run "
-            f"(first: example {first_id}: {first_cause[:600]}). The other "
-            f"{len(done)} are checkpointed in {ckpt}; run the same command again (or "
-            "`snakemake` again) to retry only the failed ones. No run file was written"
-        )
-    layout = system(spec["system"]).layout
-    df = records_frame([done[ex["example_id"]] for ex in examples], layout)
-    n_err = int(df["error"].notna().sum())
+def _run_examples(
+    todo: list[dict], run_example: Callable[[dict], dict], kept: _Outcomes, n_flight: int
+) -> None:
+    """Run the examples not yet done and keep their outcomes; every finished one is on
+    disk when this returns, and what was written is synced when it raises (the run's own
+    error is raised then, not a failed fsync)."""
     try:
-        _refuse_if_too_many_errors(df, spec, ckpt, done)
-    except TooManyErrorsError as exc:
-        pub.run_finished("failed", error=str(exc)[:2000], n_done=len(done))
-        pub.close()
+        if n_flight == 1:
+            _run_in_turn(todo, run_example, kept)
+        else:
+            _run_in_flight(todo, run_example, kept, n_flight)
+    except BaseException:
+        with contextlib.suppress(RecordWriteError):
+            kept.writer.close()
         raise
+    kept.writer.close()  # every finished example on disk before the run file
+
+
+def _raise_incomplete(
+    failed: list[tuple[str, str]], n_examples: int, n_done: int, ckpt: Path
+) -> NoReturn:
+    """Refuse a run some of whose examples failed for a passing reason: a rerun retries
+    only them."""
+    first_id, first_cause = failed[0]
+    raise RunIncompleteError(
+        f"{len(failed)} of {n_examples} examples failed for a passing reason: the "
+        "model server did not answer properly, or the code sandbox could not run "
+        f"(first: example {first_id}: {first_cause[:600]}). The other "
+        f"{n_done} are checkpointed in {ckpt}; run the same command again (or "
+        "`snakemake` again) to retry only the failed ones. No run file was written"
+    )
+
+
+def _write_run_file(
+    df: pd.DataFrame,
+    n_err: int,
+    out: Path,
+    spec: dict,
+    digest: str,
+    client: ModelClient,
+    ckpt: Path,
+) -> None:
+    """Write the run file atomically, then drop the checkpoint and the error rows an
+    earlier refused try set aside (they are redone now)."""
     desc = client.describe()
     log.info(
         "finished: %d records, %d errors; cache hits %s, misses %s (%s)",
@@ -668,7 +688,74 @@ def _run(
     )
     write_parquet_atomic(df, out, run_metadata(spec, digest, client))
     ckpt.unlink(missing_ok=True)
-    errors_path(ckpt).unlink(missing_ok=True)  # a refused earlier try's rows: redone now
+    errors_path(ckpt).unlink(missing_ok=True)
+
+
+def _run(
+    spec: dict,
+    sample_path: str | Path,
+    out: str | Path,
+    *,
+    limit: int | None,
+    client: ModelClient | None,
+    progress: bool,
+    events: bool | None,
+) -> pd.DataFrame:
+    """:func:`run` inside its memos: resume from the checkpoint, run the rest, write the
+    run file; the publisher hears how the run ends, however it ends."""
+    out = Path(out)
+    examples = _read_examples(spec, sample_path, limit)
+    if spec.get("calibration_file"):
+        spec = resolve_calibrated(spec)
+    digest = results_hash(spec)
+    n_flight = _examples_in_flight(spec)
+    ckpt = checkpoint_path(out)
+    done = read_checkpoint(ckpt, digest)
+    if done:
+        log.info(
+            "resuming: %d of %d examples already finished in %s", len(done), len(examples), ckpt
+        )
+    client = client or client_from_spec(spec)
+    ctx = _run_context(spec, client, out, resumed=bool(done))
+    _log_run_start(spec, client, len(examples), digest, n_flight)
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    drop_partial_line(ckpt)  # never append onto a line torn by a kill
+    todo = [ex for ex in examples if ex["example_id"] not in done]
+    bar = tqdm(
+        total=len(examples),
+        initial=len(examples) - len(todo),
+        disable=not progress,
+        desc=f"{spec['task']}/{spec['system']}/{spec['variant']}",
+        unit="ex",
+    )
+    failed: list[tuple[str, str]] = []
+    pub = open_publisher(out, spec, events)
+    if pub.enabled:
+        pub.run_started(n_examples=len(examples), n_done=len(done),
+                        model=str(client.describe().get("model", "")))  # fmt: skip
+    try:
+        with publishing(pub), open(ckpt, "ab") as fh:
+            kept = _Outcomes(CheckpointWriter(fh, ckpt), done, failed, pub, bar)
+            _run_examples(todo, lambda ex: run_one(ex, spec, ctx, digest), kept, n_flight)
+    except BaseException as exc:  # a stopped run says so before it goes (Ctrl-C included)
+        pub.run_finished("failed", error=f"{type(exc).__name__}: {exc}"[:2000], n_done=len(done))
+        pub.close()
+        raise
+    bar.close()
+    if failed:
+        pub.run_finished("incomplete", n_done=len(done), n_failed=len(failed))
+        pub.close()
+        _raise_incomplete(failed, len(examples), len(done), ckpt)
+    layout = system(spec["system"]).layout
+    df = records_frame([done[ex["example_id"]] for ex in examples], layout)
+    n_err = int(df["error"].notna().sum())
+    try:
+        _refuse_if_too_many_errors(df, spec, ckpt, done)
+    except TooManyErrorsError as exc:
+        pub.run_finished("failed", error=str(exc)[:2000], n_done=len(done))
+        pub.close()
+        raise
+    _write_run_file(df, n_err, out, spec, digest, client, ckpt)
     pub.run_finished("finished", n_done=len(df), n_errors=n_err, out=str(out))
     pub.close()
     return df
