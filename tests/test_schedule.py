@@ -151,8 +151,10 @@ def test_statistics_ask_only_the_planned_comparisons():
 
 
 def _dry_run(repo, *args):
+    """The jobs a fresh checkout would run (--forceall: whatever results this checkout
+    already holds, as after a run of the workflow here, no job is left out)."""
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", *args],
+        [sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", "--cores", "2", *args],
         cwd=repo, capture_output=True, text=True,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -272,7 +274,7 @@ def _jobs(out):
 def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     """Results in reading order: every job upstream of rule plot outranks every job that
     is not, so Snakemake starts none of the ablation runs while a headline job is ready."""
-    jobs = _jobs(_dry_run(repo, "--forceall"))
+    jobs = _jobs(_dry_run(repo))
     producer = {f: i for i, (_, outs, _, _) in enumerate(jobs) for f in outs}
     (plot,) = [i for i, job in enumerate(jobs) if job[0] == "plot"]
     upstream, todo = set(), [plot]
