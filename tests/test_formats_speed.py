@@ -148,3 +148,31 @@ def test_table_spans_read_by_blocks_alone_are_the_full_parse(doc):
         want = M.table_spans(doc)
     assert M.table_spans(doc) == want
     assert M._block_parser() is M._block_parser()  # built once
+
+
+_json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(),
+)
+
+
+@PROPS
+@given(st.one_of(_json_scalars, st.lists(_json_scalars, max_size=3)))
+def test_compact_json_writes_a_scalar_as_json_dumps_does_without_the_encoder(value):
+    import json
+
+    from tersetalk.formats import container as C
+
+    class _Only:  # the encoder is for containers (and NaN, infinity) alone
+        def encode(self, v):
+            assert isinstance(v, list) or (isinstance(v, float) and v != v or v in (
+                float("inf"), float("-inf")))  # fmt: skip
+            return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(C, "_COMPACT", _Only())
+        got = C.compact_json(value)
+    assert got == json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from typing import Any
 
@@ -78,9 +79,22 @@ _ITEM_HEADER = re.compile(r"^- \(([a-z_]+)\):$")
 #: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``'s encoder, built
 #: once (the solver renders every subtree: a new encoder per call was a tenth of its time)
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_STRING = json.encoder.encode_basestring  # what that encoder writes for a str
+_CONSTANTS = {None: "null", True: "true", False: "false"}
 
 
 def compact_json(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``; a scalar is
+    written the way that encoder writes it, without building its iterator."""
+    kind = type(value)
+    if kind is str:
+        return _STRING(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if kind is bool or value is None:
+        return _CONSTANTS[value]
     return _COMPACT.encode(value)
 
 

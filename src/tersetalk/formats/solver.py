@@ -260,7 +260,9 @@ class _Costs:
         hit = self._inline.get(id(node))
         if hit is None:
             whole = compact_json(to_python(node))
-            bare = inline(node) if isinstance(node, Scalar) else whole
+            # inline() is compact JSON but for a string that reads back bare
+            text = isinstance(node, Scalar) and isinstance(node.value, str)
+            bare = inline(node) if text else whole
             hit = self._inline[id(node)] = (node, whole, bare)
         return hit
 
