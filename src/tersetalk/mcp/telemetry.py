@@ -486,7 +486,29 @@ class TelemetryRecorder:
             raise TelemetryError("this telemetry session is closed; start a new recorder")
         t0 = time.perf_counter()
         self.seq += 1
-        p = processed
+        counted = self._count(endpoint, text, processed, context_partition)
+        if counted is None:
+            return None
+        if not sampled(self.session_hash, self.seq, self.settings.sample_rate):
+            return None
+        self.sampled_events += 1
+        digest, distance = counted
+        event = self._event(endpoint, text, processed, digest, distance, part, context_partition)
+        event["timings"] = {
+            "pipeline_s": processed.pipeline_s,
+            "downstream_s": downstream_s,
+            "describe_s": time.perf_counter() - t0,
+        }
+        self.buffer.append(json.dumps(event, ensure_ascii=True, sort_keys=True) + "\n")
+        if len(self.buffer) >= self.settings.flush_every_n:
+            self.flush()
+        return event
+
+    def _count(
+        self, endpoint: str, text: str, p: Any, context_partition: int
+    ) -> tuple[str, int | None] | None:
+        """Count one result in the summary and the dup statistics: its digest and its
+        repeat distance, or None for a text the pipeline did not read (``too_long``)."""
         self._max_partition = max(self._max_partition, context_partition)
         self._totals["events"] += 1
         self._totals["response_chars"] += len(text)
@@ -507,10 +529,20 @@ class TelemetryRecorder:
         tok[0] += p.raw_tokens
         tok[1] += p.sent_tokens
         self._hints.update(p.hints)
-        rate = self.settings.sample_rate
-        if not sampled(self.session_hash, self.seq, rate):
-            return None
-        self.sampled_events += 1
+        return digest, distance
+
+    def _event(
+        self,
+        endpoint: str,
+        text: str,
+        p: Any,
+        digest: str,
+        distance: int | None,
+        part: int,
+        context_partition: int,
+    ) -> dict[str, Any]:
+        """A sampled result's event (:meth:`record`'s docstring lists its fields), its
+        timings left to the caller."""
         shape = describe(text)
         tokens = {self.tokenizer: [p.raw_tokens, p.sent_tokens]}
         if self.settings.tokenizers:
@@ -519,8 +551,7 @@ class TelemetryRecorder:
             for name in self.settings.tokenizers:
                 if name not in tokens:
                     tokens[name] = [count_tokens(text, name), count_tokens(p.text, name)]
-        layer = {"ref": "L0", "near-ref": "L0", "encoded": "L2"}.get(p.kind, "none")
-        event = {
+        return {
             "v": EVENT_SCHEMA,
             "session_hash": self.session_hash,
             "seq": self.seq,
@@ -529,7 +560,7 @@ class TelemetryRecorder:
             "endpoint_class": endpoint,
             "server": self.server,
             "kind": p.kind,
-            "layer": layer,
+            "layer": {"ref": "L0", "near-ref": "L0", "encoded": "L2"}.get(p.kind, "none"),
             "source": p.source,
             "shape": shape["shape"],
             "inner_formats": shape["inner_formats"],
@@ -547,17 +578,8 @@ class TelemetryRecorder:
             "context_partition": context_partition,
             "lossless": bool(p.lossless),
             "fallback": fallback_kind(p.fallback),
-            "sample_rate": rate,
-            "timings": {
-                "pipeline_s": p.pipeline_s,
-                "downstream_s": downstream_s,
-                "describe_s": time.perf_counter() - t0,
-            },
+            "sample_rate": self.settings.sample_rate,
         }
-        self.buffer.append(json.dumps(event, ensure_ascii=True, sort_keys=True) + "\n")
-        if len(self.buffer) >= self.settings.flush_every_n:
-            self.flush()
-        return event
 
     def note(self, what: str) -> None:
         """Count a call that has no result text to describe (``error``, ``retrieval``)."""
