@@ -98,3 +98,38 @@ def test_a_failing_fsync_stops_the_run_with_the_checkpoint_named(setup, monkeypa
     assert not out.exists()
     # what was written is kept for the rerun
     assert checkpoint_path(out).read_bytes().count(b"\n") >= 1
+
+
+def test_a_run_stopped_midway_syncs_what_it_wrote_and_ends_its_writer(setup, monkeypatch):
+    spec, sample_path, out = setup
+    gate = threading.Event()
+    real_fsync = os.fsync
+    calls = {"n": 0}
+
+    def slow_fsync(fd: int) -> None:
+        gate.wait(60)  # behind until the run is stopped: only the close can wait for it
+        real_fsync(fd)
+
+    def model(messages):
+        calls["n"] += 1
+        if calls["n"] > 2:  # the second example: the first is written, its sync held
+            gate.set()
+            raise KeyboardInterrupt
+        return fake_model(messages)
+
+    monkeypatch.setattr(CheckpointWriter, "fsync", staticmethod(slow_fsync))
+    writers: list[CheckpointWriter] = []
+    real_init = CheckpointWriter.__init__
+
+    def keep(self, fh, path):
+        real_init(self, fh, path)
+        writers.append(self)
+
+    monkeypatch.setattr(CheckpointWriter, "__init__", keep)
+    with pytest.raises(KeyboardInterrupt):
+        run(spec, sample_path, out, client=ScriptedClient(model), progress=False)
+    # the stop waited for the writer: the finished example is on disk, its thread is over
+    (writer,) = writers
+    assert writer.synced == 1
+    assert not writer._thread.is_alive()
+    assert checkpoint_path(out).read_bytes().count(b"\n") == 1
