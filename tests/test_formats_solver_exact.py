@@ -42,7 +42,7 @@ class _ReferenceSolver(_Solver):
             self._memo[memo] = self._frontier(node, slot, depth, path)
         return self._memo[memo]
 
-    def _composite_array(self, node, slot, depth, path, opt):
+    def _composite_array(self, node, slot, depth, path, opt, limit=float("inf")):
         # its lossless item solver must be a reference one too
         original = S._Solver
         S._Solver = _ReferenceSolver
@@ -51,7 +51,7 @@ class _ReferenceSolver(_Solver):
         finally:
             S._Solver = original
 
-    def _composite_object(self, node, slot, depth, path, opt):
+    def _composite_object(self, node, slot, depth, path, opt, limit=float("inf")):
         inner = depth if slot[0] == "root" else depth + 1
         if opt == "kv":
             base = (

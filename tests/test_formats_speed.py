@@ -176,3 +176,52 @@ def test_compact_json_writes_a_scalar_as_json_dumps_does_without_the_encoder(val
         mp.setattr(C, "_COMPACT", _Only())
         got = C.compact_json(value)
     assert got == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _no_early_exit(mp) -> list[float]:
+    """Every composite solved to its last child (the limit ignored); the limits given."""
+    limits: list[float] = []
+    for name in ("_composite_object", "_composite_array"):
+        real = getattr(S._Solver, name)
+
+        def whole(self, node, slot, depth, path, opt, limit=float("inf"), _real=real):
+            limits.append(limit)
+            return _real(self, node, slot, depth, path, opt)
+
+        mp.setattr(S._Solver, name, whole)
+    return limits
+
+
+@PROPS
+@given(values, st.sampled_from([None, 0.3, 0.8]))
+def test_leaving_out_a_dearer_composite_early_gives_the_same_encoding(value, fraction):
+    node = from_python(value)
+    budget = None
+    if fraction is not None:
+        budget = max(1, int(S.encode(node, "json_compact").tokens * fraction))
+    got = _solve(node, budget, "exact", eager=False)
+    with pytest.MonkeyPatch.context() as mp:
+        limits = _no_early_exit(mp)
+        want = _solve(node, budget, "exact", eager=False)
+    assert got == want
+    if budget is None and limits:  # lossless: a composite is bounded by an option found
+        assert max(limits) < float("inf")
+
+
+def test_a_table_solves_only_the_records_its_composites_need(monkeypatch):
+    rows = [{"id": i, "question": f"Which county is station {i} in?", "answer": f"north {i}",
+             "level": "hard" if i % 3 else "easy", "n": i % 7} for i in range(200)]  # fmt: skip
+    node = from_python(rows)
+    solved: list[int] = []
+    real = S._Solver._composite_object
+
+    def counted(self, node, slot, depth, path, opt, limit=float("inf")):
+        solved.append(path[0])
+        return real(self, node, slot, depth, path, opt, limit)
+
+    monkeypatch.setattr(S._Solver, "_composite_object", counted)
+    enc = S.encode(node, "mckp_plain", tokenizer="o200k_base")
+    assert dict(enc.choices)["$"] == "single:csv"
+    # a record written as its own lines costs more than its csv row: the list of records
+    # passes the csv's cost before the last record, and the rest are not solved
+    assert len(set(solved)) < len(rows) * 3 // 4

@@ -611,21 +611,43 @@ class _Solver:
                     else [pad + _header(slot, fmt), *indent_lines(body, depth + 1)]
                 )
                 points.append(Plan(fmt, self.costs.lines(lines), value))
-        if isinstance(node, Object) and node.items:
-            points += self._composite_object(node, slot, depth, path, "jsonobj")
-            if not json_ctx and all(key_ok(k) for k, _ in node.items):
-                points += self._composite_object(node, slot, depth, path, "kv")
-        if isinstance(node, Array) and node.items:
-            points += self._composite_array(node, slot, depth, path, "jsonarr")
-            if not json_ctx:
-                points += self._composite_array(node, slot, depth, path, "list")
+        singles: list[Plan] = []  # offered last, found before the composites (below)
         if slot[0] == "root" and not json_ctx:
             for name in ROOT_SINGLES:
                 text = self.costs.single(node, name)
                 if text is not None:
                     if not table_rows_ok(node, name, text, self.min_table_rows):
                         continue
-                    points.append(Plan(f"single:{name}", self.costs.lines(text.split("\n")), value))
+                    singles.append(Plan(f"single:{name}", self.costs.lines(text.split("\n")),
+                                        value))  # fmt: skip
+
+        # Lossless, the cheapest option is taken: a composite whose children so far
+        # already cost more than an option found is left out before its last child (its
+        # cost only grows), which spares the children's solves (the records of a table).
+        # The cost compared is the one the root adds its format hint to (below).
+        def extra(option: str) -> int:
+            if slot[0] != "root":
+                return 0
+            return self.costs.lines(_format_hint(Plan(option, 0, 0.0))) - 1
+
+        best = float("inf")
+        if self.lossless_only:
+            best = min((p.cost + extra(p.option) for p in (*points, *singles)), default=best)
+        composites: list[tuple[str, Any]] = []
+        if isinstance(node, Object) and node.items:
+            composites.append(("jsonobj", self._composite_object))
+            if not json_ctx and all(key_ok(k) for k, _ in node.items):
+                composites.append(("kv", self._composite_object))
+        if isinstance(node, Array) and node.items:
+            composites.append(("jsonarr", self._composite_array))
+            if not json_ctx:
+                composites.append(("list", self._composite_array))
+        for option, build in composites:
+            found = build(node, slot, depth, path, option, best - extra(option))
+            points += found
+            if self.lossless_only and found:
+                best = min(best, min(p.cost for p in found) + extra(option))
+        points += singles
         if slot[0] == "root":  # the format hint counts; the text's last line has no newline
             points = [
                 replace(p, cost=p.cost + self.costs.lines(_format_hint(p)) - 1) for p in points
@@ -636,8 +658,10 @@ class _Solver:
         return _pareto(points, self.budget)
 
     def _composite_object(
-        self, node: Object, slot: Slot, depth: int, path: Path, opt: str
-    ) -> list[Plan]:
+        self, node: Object, slot: Slot, depth: int, path: Path, opt: str,
+        limit: float = float("inf"),
+    ) -> list[Plan]:  # fmt: skip
+        """The ``opt`` composite's plans (lossless: none once its cost passes ``limit``)."""
         inner = depth if slot[0] == "root" else depth + 1
         if opt == "kv":
             base = (
@@ -654,6 +678,8 @@ class _Solver:
                     return []
                 c = min(cf, key=_cost)
                 cost, value = cost + c.cost, value + c.value
+                if cost > limit:
+                    return []
                 kids.append((k, c))
             return [Plan(opt, cost, value, tuple(kids))] if kids else []
         # accumulator: frontiers for "no key dropped" and "some key dropped", as partial
@@ -704,9 +730,11 @@ class _Solver:
         return self.frontier(node, ("json", None), 0, path)
 
     def _composite_array(
-        self, node: Array, slot: Slot, depth: int, path: Path, opt: str
-    ) -> list[Plan]:
-        """A prefix of the items, each item whole in its cheapest lossless option.
+        self, node: Array, slot: Slot, depth: int, path: Path, opt: str,
+        limit: float = float("inf"),
+    ) -> list[Plan]:  # fmt: skip
+        """A prefix of the items, each item whole in its cheapest lossless option
+        (lossless: none once the cost passes ``limit``).
 
         Why whole items: an overflow hint can say "the items from k on" exactly, while
         holes inside items would each need a hint; it also keeps the frontier small.
@@ -738,6 +766,8 @@ class _Solver:
                 c = whole._json_child(item, (*path, i))[0]
                 c = _recost(c, c.cost + 1)
             cost, value = cost + c.cost, value + c.value
+            if self.lossless_only and cost > limit:
+                return []
             kids.append((i, c))
             if cost > self.budget:
                 break
