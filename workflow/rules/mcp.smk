@@ -17,8 +17,10 @@
 #   results/mcp/mb5.{parquet,csv}  hashing, dedup and encoding against bare hashlib
 #   figures/mcp.{png,pdf}
 # Tuned against default (target `mcp_tuned`; `mcp` takes its summary and figure among
-# its inputs, so `snakemake mcp` measures it too): seeded sessions of the sqlite and git
-# servers split by seed (training 0..n-1, held-out evaluation 1000..), training through
+# its inputs, so `snakemake mcp` measures it too): seeded sessions of the sqlite server
+# (on the database) and of the git server (a coding agent on results/mcp/data/project_repo,
+# a package of 28 files and 36 commits) split by seed (training 0..n-1, held-out
+# evaluation 1000..; repeats at Zipf-distributed stack distances), training through
 # the default proxy with local telemetry, `tersetalk mcp tune analyze` on it (the LRU
 # size from the repeats' distances; a token knob changed only where a replay of the
 # training sessions saves tokens), evaluation directly, default and --tuned. It is a
@@ -120,6 +122,21 @@ rule mcp_repository:
         "tersetalk mcp-experiment repository --out {output} > {log} 2>&1"
 
 
+# the tuned experiment's git server serves this one: a coding agent's project
+rule mcp_project_repository:
+    output:
+        directory("results/mcp/data/project_repo"),
+    log:
+        "results/logs/mcp/project_repository.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=500,
+        runtime=5,
+    shell:
+        "tersetalk mcp-experiment repository --project --out {output} > {log} 2>&1"
+
+
 rule mcp_run:
     input:
         env="results/mcp/envs/{server}.json",
@@ -197,7 +214,7 @@ rule mcp_bench:
 rule mcp_tuned_train:
     input:
         env="results/mcp/envs/{server}.json",
-        target=mcp_target,
+        target=mcp_tuned_target,
     output:
         parquet="results/mcp/tuned/{server}/train.parquet",
         telemetry=directory("results/mcp/tuned/{server}/telemetry"),
@@ -244,7 +261,7 @@ rule mcp_tuned_analyze:
 rule mcp_tuned_eval:
     input:
         env="results/mcp/envs/{server}.json",
-        target=mcp_target,
+        target=mcp_tuned_target,
         tuned="results/mcp/tuned/{server}/tuned.yaml",
         evidence="results/mcp/tuned/{server}/evidence.csv",
     output:

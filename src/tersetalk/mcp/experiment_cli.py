@@ -95,9 +95,9 @@ def _cmd_database(args: argparse.Namespace) -> None:
 
 
 def _cmd_repository(args: argparse.Namespace) -> None:
-    from .servers import create_repository
+    from .servers import create_project_repository, create_repository
 
-    create_repository(args.out)
+    (create_project_repository if args.project else create_repository)(args.out)
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
@@ -242,6 +242,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     r = s.add_parser("repository", help="a throwaway git repository with a few commits")
     r.add_argument("--out", required=True, type=Path)
+    r.add_argument("--project", action="store_true",
+                   help="the tuned experiment's project instead: a Python package of 28 "
+                   "files and 36 commits of real diffs, one edit left uncommitted")  # fmt: skip
     r.set_defaults(func=_cmd_repository)
 
     x = s.add_parser("run", help="the scripted session, direct and through the proxy")

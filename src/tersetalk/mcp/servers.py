@@ -23,6 +23,7 @@ token count of the git server's answers) are the same on every machine.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -417,8 +418,10 @@ PENDING = {
 }
 
 
-def _git(repo: Path, *args: str) -> str:
+def _git(repo: Path, *args: str, date: str | None = None) -> str:
     env = {**os.environ, **GIT_ENV}
+    if date is not None:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
                           text=True, env=env).stdout  # fmt: skip
 
@@ -451,3 +454,244 @@ def create_repository(out: str | Path) -> dict:
         raise
     log.info("wrote %s: %d commits, HEAD %s", out, len(_COMMITS), head[:12])
     return {"path": str(out), "commits": len(_COMMITS), "head": head}
+
+
+# ---- the project repository of the tuned experiment ------------------------------------
+#
+# The repository above is the smallest that gives each git tool something to show; a
+# coding agent's sessions run against a project with history. This one is a small Python
+# package (PROJECT_PACKAGE) grown over a few dozen commits: a layout commit, one commit
+# per module (the module and its tests), then a fixed plan of changes (functions added
+# with their tests and their line in the README and __init__, default limits raised,
+# guards for empty input, docs, releases with a changelog entry), each a real diff of
+# one to four files. Everything is a pure function of the tables below, so its hashes
+# and every answer of the git server are the same on every machine.
+
+PROJECT_PACKAGE = "textkit"
+_PROJECT_MODULES = ("tokenize", "normalize", "counter", "stats", "filters", "report",
+                    "cache", "config", "loader", "cli")  # fmt: skip
+_VERBS = ("split", "merge", "rank", "trim", "group", "pick", "score", "fold", "scan", "strip",
+          "match", "join")  # fmt: skip
+_NOUNS = ("words", "lines", "tokens", "pairs", "runs", "terms", "spans", "fields")
+_EXPRS = ("item.strip()", "item.lower()", "item.casefold().strip()", "item.strip(PUNCT)",
+          "' '.join(item.split())", "item.replace('\\t', ' ')",
+          "item.rstrip('\\n')")  # fmt: skip
+#: the commits after each module's first: (kind, module index); the kinds are add (a
+#: function, its test, its README line and export), limit (a default raised), guard
+#: (empty input returns at once), expr (what an item becomes), docs, release
+_PROJECT_PLAN = (("add", 2), ("limit", 0), ("add", 3), ("guard", 2), ("docs", 2),
+                 ("add", 0), ("expr", 3), ("release", 0), ("add", 5), ("limit", 2),
+                 ("add", 1), ("guard", 5), ("add", 7), ("docs", 5), ("expr", 0),
+                 ("add", 2), ("limit", 3), ("release", 0), ("add", 4), ("guard", 1),
+                 ("add", 8), ("expr", 2), ("docs", 0), ("add", 6), ("release", 0))  # fmt: skip
+
+
+@dataclass
+class _Func:
+    name: str
+    expr: str
+    limit: int
+    guard: bool
+
+    def render(self) -> str:
+        verb, noun = self.name.split("_", 1)
+        lines = [f"def {self.name}(items: Iterable[str], *, limit: int = {self.limit}) "
+                 "-> list[str]:",
+                 f'    """{verb.capitalize()} the {noun} of ``items``: at most ``limit`` of '
+                 'them, empty ones dropped."""']  # fmt: skip
+        if self.guard:
+            lines += ["    if not items:", "        return []"]
+        lines += ["    out: list[str] = []", "    for item in items:",
+                  f"        value = {self.expr}", "        if not value:",
+                  "            continue", "        out.append(value)",
+                  "        if len(out) >= limit:", "            break",
+                  "    return out"]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+    def test(self, module: str) -> str:
+        return (f"def test_{self.name}():\n"
+                f'    got = {module}.{self.name}(["  Alpha ", "", "beta\\n", "Gamma"], limit=2)\n'
+                "    assert len(got) <= 2\n"
+                f"    assert {module}.{self.name}([], limit=3) == []\n")  # fmt: skip
+
+
+class _Project:
+    """The package's files as they stand, rendered from its functions."""
+
+    def __init__(self) -> None:
+        self.funcs: dict[str, list[_Func]] = {}
+        self.version = (0, 1, 0)
+        self.changelog: list[str] = []
+        self.usage: list[str] = []
+        self.n = 0
+
+    def new_func(self) -> _Func:
+        i = self.n
+        self.n += 1
+        name = f"{_VERBS[i % len(_VERBS)]}_{_NOUNS[(i * 5 + i // len(_VERBS)) % len(_NOUNS)]}"
+        return _Func(name, _EXPRS[i % len(_EXPRS)], 10 + 5 * (i % 4), i % 3 == 0)
+
+    def module(self, m: str) -> str:
+        head = (f'"""{m.capitalize()} helpers of {PROJECT_PACKAGE}: each takes an iterable '
+                'of strings and returns a list."""\n\nfrom __future__ import annotations\n\n'
+                "from collections.abc import Iterable\n\n"
+                'PUNCT = ".,;:!?\\"\'()[]"\n\n\n')  # fmt: skip
+        return head + "\n\n".join(f.render() for f in self.funcs[m])
+
+    def tests(self, m: str) -> str:
+        return (f"from {PROJECT_PACKAGE} import {m}\n\n\n"
+                + "\n\n".join(f.test(m) for f in self.funcs[m]))  # fmt: skip
+
+    def init(self) -> str:
+        names = sorted((f.name, m) for m, fs in self.funcs.items() for f in fs)
+        imports = "".join(f"from .{m} import {n}\n" for n, m in names)
+        return (f'"""{PROJECT_PACKAGE}: small text helpers."""\n\n{imports}\n'
+                f'__version__ = "{".".join(map(str, self.version))}"\n__all__ = [\n'
+                + "".join(f'    "{n}",\n' for n, _ in names) + "]\n")  # fmt: skip
+
+    def readme(self) -> str:
+        rows = "".join(f"| `{m}.{f.name}` | at most {f.limit} {f.name.split('_', 1)[1]} |\n"
+                       for m, fs in self.funcs.items() for f in fs)  # fmt: skip
+        return (f"# {PROJECT_PACKAGE}\n\nSmall helpers for lists of strings: tokenizing, "
+                "normalizing, counting and reporting.\n\n    pip install -e .\n    "
+                f"python -m {PROJECT_PACKAGE}.cli FILE...\n\n## Functions\n\n"
+                "| function | returns |\n|---|---|\n" + rows)  # fmt: skip
+
+    def pyproject(self) -> str:
+        return ("[build-system]\nrequires = [\"setuptools>=68\"]\n"
+                "build-backend = \"setuptools.build_meta\"\n\n[project]\n"
+                f'name = "{PROJECT_PACKAGE}"\nversion = "{".".join(map(str, self.version))}"\n'
+                'requires-python = ">=3.10"\ndescription = "Small text helpers"\n\n'
+                "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n")  # fmt: skip
+
+    def files_for(self, m: str) -> dict[str, str]:
+        return {f"src/{PROJECT_PACKAGE}/{m}.py": self.module(m),
+                f"tests/test_{m}.py": self.tests(m)}  # fmt: skip
+
+
+def _project_commits() -> list[tuple[str, dict[str, str]]]:
+    """The project's commits, (message, {path: new content}), in order."""
+    p = _Project()
+    commits: list[tuple[str, dict[str, str]]] = []
+    p.usage = ["# Usage\n", f"Every helper of {PROJECT_PACKAGE} takes an iterable of strings "
+               "and a keyword-only `limit`.\n"]  # fmt: skip
+    commits.append(("Start the package: layout, build file, README", {
+        "pyproject.toml": p.pyproject(), ".gitignore": "__pycache__/\n*.egg-info/\n.venv/\n",
+        "Makefile": "test:\n\tpython -m pytest -q\n\nlint:\n\truff check src tests\n",
+        "docs/design.md": (f"# Design\n\n{PROJECT_PACKAGE} keeps each helper pure: a list "
+                           "in, a list out, no state between calls.\n\nLimits are keyword-"
+                           "only so that a call says how much it wants.\n"),
+        "docs/usage.md": "\n".join(p.usage), "README.md": p.readme(), "CHANGELOG.md":
+        "# Changelog\n", f"src/{PROJECT_PACKAGE}/__init__.py": p.init()}))  # fmt: skip
+    for m in _PROJECT_MODULES:
+        p.funcs[m] = [p.new_func(), p.new_func()]
+        commits.append((f"Add the {m} module", {**p.files_for(m), "README.md": p.readme(),
+                        f"src/{PROJECT_PACKAGE}/__init__.py": p.init()}))  # fmt: skip
+    for step, (kind, k) in enumerate(_PROJECT_PLAN):
+        m = _PROJECT_MODULES[k]
+        fs = p.funcs[m]
+        f = fs[step % len(fs)]
+        if kind == "add":
+            f = p.new_func()
+            fs.append(f)
+            msg = f"Add {m}.{f.name}"
+            files = {**p.files_for(m), "README.md": p.readme(),
+                     f"src/{PROJECT_PACKAGE}/__init__.py": p.init()}  # fmt: skip
+        elif kind == "limit":
+            f.limit += 15
+            msg, files = f"Raise the default limit of {m}.{f.name} to {f.limit}", {
+                **p.files_for(m), "README.md": p.readme()}  # fmt: skip
+        elif kind == "guard":
+            f.guard = not f.guard
+            what = "return early on empty input" if f.guard else "drop the early return"
+            msg = f"{m}.{f.name}: {what}"
+            files = p.files_for(m)
+        elif kind == "expr":
+            f.expr = _EXPRS[(_EXPRS.index(f.expr) + 3) % len(_EXPRS)]
+            msg, files = f"{m}.{f.name}: each item becomes {f.expr}", p.files_for(m)
+        elif kind == "docs":
+            p.usage.append(f"\n## {m}\n\n" + "".join(
+                f"- `{g.name}(items, limit={g.limit})`: {g.name.split('_', 1)[1]} of the items\n"
+                for g in fs))  # fmt: skip
+            msg, files = f"Document the {m} module", {"docs/usage.md": "\n".join(p.usage)}
+        else:
+            p.version = (0, p.version[1] + 1, 0)
+            v = ".".join(map(str, p.version))
+            p.changelog.insert(0, f"\n## {v}\n\n" + "".join(
+                f"- {c[0]}\n" for c in commits[-6:] if not c[0].startswith("Release")))  # fmt: skip
+            msg = f"Release {v}"
+            files = {"pyproject.toml": p.pyproject(), "CHANGELOG.md":
+                     "# Changelog\n" + "".join(p.changelog),
+                     f"src/{PROJECT_PACKAGE}/__init__.py": p.init()}  # fmt: skip
+        commits.append((msg, files))
+    return commits
+
+
+#: the project's uncommitted edit (the sessions' write steps stage and unstage it)
+PROJECT_PENDING_MODULE = "counter"
+
+
+def _project_pending() -> dict[str, str]:
+    path = f"src/{PROJECT_PACKAGE}/{PROJECT_PENDING_MODULE}.py"
+    extra = _Func("count_blanks", "item.strip()", 25, True).render()
+    return {path: _final_files()[path] + "\n\n" + extra}
+
+
+#: how many commits the project has: the layout, one per module, the plan's
+PROJECT_COMMITS = 1 + len(_PROJECT_MODULES) + len(_PROJECT_PLAN)
+
+
+@functools.cache
+def _final_files() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for _, files in _project_commits():
+        out.update(files)
+    return out
+
+
+def project_files() -> list[str]:
+    """The project's tracked files at HEAD, sorted."""
+    return sorted(_final_files())
+
+
+def project_pending_files() -> list[str]:
+    """The paths of the project's uncommitted edit (what a session's git_add stages)."""
+    return sorted(_project_pending())
+
+
+def create_project_repository(out: str | Path) -> dict:
+    """The tuned experiment's project: a small Python package with a few dozen commits
+    of real diffs (fixed author and dates) and one uncommitted edit. Built beside
+    ``out`` and renamed into place."""
+    commits, pending = _project_commits(), _project_pending()
+    if len(commits) != PROJECT_COMMITS:
+        raise ServerEnvError(f"the project plan made {len(commits)} commits, not {PROJECT_COMMITS}")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tmp.chmod(0o755)
+        _git(tmp, "init", "--quiet", "--initial-branch=main")
+        _git(tmp, "config", "user.name", GIT_ENV["GIT_AUTHOR_NAME"])
+        _git(tmp, "config", "user.email", GIT_ENV["GIT_AUTHOR_EMAIL"])
+        _git(tmp, "config", "commit.gpgsign", "false")
+        start = int(GIT_ENV["GIT_AUTHOR_DATE"].split()[0])
+        for i, (message, files) in enumerate(commits):
+            for name, content in files.items():
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / name).write_text(content, encoding="utf-8")
+            _git(tmp, "add", *files)
+            # a commit every 5 hours 17 minutes: the log shows a history, not one instant
+            _git(tmp, "commit", "--quiet", "-m", message, date=f"{start + i * 19020} +0000")
+        for name, content in pending.items():
+            (tmp / name).write_text(content, encoding="utf-8")
+        head = _git(tmp, "rev-parse", "HEAD").strip()
+        n_files = len(_git(tmp, "ls-files").split())
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("wrote %s: %d commits, %d files, HEAD %s", out, len(commits), n_files, head[:12])
+    return {"path": str(out), "commits": len(commits), "files": n_files, "head": head}

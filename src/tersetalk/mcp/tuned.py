@@ -54,7 +54,7 @@ from .experiment import (
     read_telemetry,
     run_session,
 )
-from .servers import GIT_ENV, PENDING, launch_command
+from .servers import GIT_ENV, PROJECT_COMMITS, launch_command, project_files, project_pending_files
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,17 @@ ARMS = (DIRECT, DEFAULT, TUNED)
 TRAIN, EVAL = "train", "eval"
 #: the first evaluation seed; training seeds count up from 0 and must stay below it
 EVAL_SEED = 1000
-#: the generator's odds per step: repeat an earlier read, write
-REPEAT_P, WRITE_P = 0.35, 0.08
-#: a repeat is one of the last RECENT distinct reads, or with FAR_P one of the reads
-#: before those, up to FAR back: agents come back to what they read a while ago (a
-#: user's own sessions through the proxy had 4 of 12 repeats beyond 5 distinct results)
-RECENT, FAR, FAR_P = 4, 16, 1 / 3
+#: the generator's odds per step: come back to an earlier read; write (per server: a
+#: coding agent stages its edit now and then, a data agent updates rows more often)
+REPEAT_P = 0.35
+WRITE_P = {"sqlite": 0.08, "git": 0.04}
+#: how far back a repeat goes: its stack distance d (1 = the last distinct read, 2 = the
+#: one before, ...) is drawn with P(d) proportional to 1/d**REPEAT_ZIPF_S for d up to FAR
+#: (or the distinct reads so far): recent reads come back most, older ones with a heavy
+#: tail, the reuse-distance shape of program and agent traces. With s = 1 and FAR = 16,
+#: 32% of repeats go beyond the last 5 distinct reads (a user's own sessions through the
+#: proxy had 4 of 12 there) and 38% beyond the last RECENT = 4
+REPEAT_ZIPF_S, FAR, RECENT = 1.0, 16, 4
 #: the saving of the tuned config over the default one the tuner is meant to reach, per
 #: server, on the held-out sessions
 TARGET_SAVING_PCT = 5.0
@@ -114,34 +119,71 @@ def _sqlite_write(rng: random.Random, state: dict) -> Step:
     return Step("write", "write_query", {"query": query})
 
 
-def _git_read(rng: random.Random, repo: str) -> Step:
-    r, base = rng.random(), {"repo_path": repo}
-    if r < 0.2:
+#: a coding agent's fresh reads of the project (the rest: status and the working diffs)
+GIT_READ_ODDS = (("file", 0.45), ("commit", 0.15), ("diff", 0.10), ("log", 0.10),
+                 ("status", 0.10))  # fmt: skip
+
+
+def _zipf_pick(rng: random.Random, n: int, s: float = 1.0) -> int:
+    """An index in 0..n-1 with P(i) proportional to 1/(i+1)**s."""
+    weights = [1.0 / (i + 1) ** s for i in range(n)]
+    return rng.choices(range(n), weights=weights)[0]
+
+
+def _git_read(rng: random.Random, repo: str, focus: list[str]) -> Step:
+    """A coding agent's read of the project: a file at HEAD (the files of its task first:
+    ``focus`` is the session's own order of the tracked files, picked with Zipf weights),
+    a commit (recent ones first), a diff against a recent revision, the log, the status,
+    or the working tree's diffs."""
+    base, r = {"repo_path": repo}, rng.random()
+    kind = next((k for k, p in _cumulative(GIT_READ_ODDS) if r < p), "worktree")
+    if kind == "file":
+        return Step(
+            "read", "git_show", {**base, "revision": f"HEAD:{focus[_zipf_pick(rng, len(focus))]}"}
+        )
+    if kind == "commit":
+        k = min(int(rng.expovariate(1 / 4)), PROJECT_COMMITS - 1)
+        return Step("read", "git_show", {**base, "revision": f"HEAD~{k}" if k else "HEAD"})
+    if kind == "diff":
+        return Step("read", "git_diff", {**base, "target": f"HEAD~{rng.randint(1, 6)}"})
+    if kind == "log":
+        return Step("read", "git_log", {**base, "max_count": rng.choice([5, 10, 20])})
+    if kind == "status":
         return Step("read", "git_status", base)
-    if r < 0.5:
-        return Step("read", "git_log", {**base, "max_count": rng.choice([3, 5, 10])})
-    if r < 0.8:
-        revision = rng.choice(["HEAD", "HEAD~1", "HEAD~2", "HEAD~3"])
-        return Step("read", "git_show", {**base, "revision": revision})
     return Step("read", rng.choice(["git_diff_unstaged", "git_diff_staged"]), base)
+
+
+def _cumulative(odds: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    out, total = [], 0.0
+    for kind, p in odds:
+        total += p
+        out.append((kind, total))
+    return out
 
 
 def _git_write(repo: str, state: dict) -> Step:
     # stage the pending edit, or unstage it: a write that can be repeated forever
     state["staged"] = not state.get("staged", False)
     if state["staged"]:
-        return Step("write", "git_add", {"repo_path": repo, "files": sorted(PENDING)})
+        return Step("write", "git_add", {"repo_path": repo, "files": project_pending_files()})
     return Step("write", "git_reset", {"repo_path": repo})
+
+
+def repeat_distance(rng: random.Random, available: int) -> int:
+    """A repeat's stack distance: 1..min(FAR, available), P(d) ~ 1/d**REPEAT_ZIPF_S."""
+    return 1 + _zipf_pick(rng, min(FAR, available), REPEAT_ZIPF_S)
 
 
 def generate_session(server: str, seed: int, steps: int, repo: str | None = None) -> list[Step]:
     """One session of ``steps`` steps (the first lists the tools) for ``server``, a pure
     function of (server, seed, steps, repo): per step, with probability REPEAT_P the
-    same call as an earlier distinct read (one of the last RECENT, or with FAR_P one of
-    the FAR - RECENT before them), with WRITE_P a write, otherwise a read drawn from the
+    same call as an earlier distinct read at a stack distance drawn by
+    :func:`repeat_distance`, with WRITE_P[server] a write, otherwise a read drawn from the
     server's read tools and arguments (which may equal an earlier one: the pool is
-    finite, as an agent's questions are)."""
-    if server not in ("sqlite", "git"):
+    finite, as an agent's questions are). A git session starts as a coding agent's
+    does, with the status and the log, and then reads files, commits and diffs of the
+    project repository (:func:`tersetalk.mcp.servers.create_project_repository`)."""
+    if server not in WRITE_P:
         raise TunedExperimentError(f"no session generator for server {server!r}")
     if server == "git" and not repo:
         raise TunedExperimentError("a git session needs the repository's path")
@@ -151,16 +193,30 @@ def generate_session(server: str, seed: int, steps: int, repo: str | None = None
     out = [Step("list", LIST_STEP)]
     recent: list[Step] = []
     state: dict[str, Any] = {}
+    opening: list[Step] = []
+    focus: list[str] = []
+    if server == "git":
+        base = {"repo_path": repo}
+        opening = [
+            Step("read", "git_status", base),
+            Step("read", "git_log", {**base, "max_count": 10}),
+        ]
+        focus = project_files()
+        rng.shuffle(focus)
     while len(out) < steps:
         r = rng.random()
-        if recent and r < REPEAT_P:
-            far = recent[-FAR:-RECENT]
-            prev = rng.choice(far if far and rng.random() < FAR_P else recent[-RECENT:])
+        if opening:
+            step = opening.pop(0)
+            recent = [s for s in recent if s != step] + [step]
+            out.append(step)
+        elif recent and r < REPEAT_P:
+            prev = recent[-repeat_distance(rng, len(recent))]
+            recent = [s for s in recent if s != prev] + [prev]
             out.append(Step("repeat", prev.tool, prev.arguments))
-        elif r < REPEAT_P + WRITE_P:
+        elif r < REPEAT_P + WRITE_P[server]:
             out.append(_sqlite_write(rng, state) if server == "sqlite" else _git_write(repo, state))
         else:
-            step = _sqlite_read(rng) if server == "sqlite" else _git_read(rng, repo or "")
+            step = _sqlite_read(rng) if server == "sqlite" else _git_read(rng, repo or "", focus)
             recent = [s for s in recent if s != step] + [step]
             out.append(step)
     return out

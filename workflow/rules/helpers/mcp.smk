@@ -30,6 +30,14 @@ def mcp_target(wildcards):
     return []
 
 
+def mcp_tuned_target(wildcards):
+    """What the tuned experiment's server serves: the database, or for git the project
+    repository (a package with a few dozen commits: a coding agent's history to read)."""
+    if wildcards.server == "git":
+        return ["results/mcp/data/project_repo"]
+    return mcp_target(wildcards)
+
+
 def mcp_tuned_servers():
     """The servers of mcp.servers the tuned experiment has a session generator for."""
     return [s for s in config["mcp"]["servers"] if s in MCP_PY_SERVERS]
