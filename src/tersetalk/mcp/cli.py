@@ -145,6 +145,8 @@ def _tuned_telemetry(path: Path):
 
 def _local_telemetry(folder: Path | None, knobs, knobs_set: bool):
     """The local telemetry's settings (None: off), said on stderr when asked for."""
+    if folder is None and not knobs_set:
+        return None  # off, as resolve_settings says, without loading it (the first call waits)
     from tersetalk.mcp.telemetry import TelemetryError, resolve_settings
 
     try:
