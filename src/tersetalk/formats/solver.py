@@ -300,6 +300,13 @@ class _Costs:
     def block(self, node: Node, fmt: str) -> str | None:
         """``render_block(node, fmt)`` where it may read back, else None: checked at
         once (eager) or, lazily, None only once its check has failed."""
+        body = self._rendered(node, fmt)
+        if body is None or not self._may_read_back(node, fmt):
+            return None
+        return body
+
+    def _rendered(self, node: Node, fmt: str) -> str | None:
+        """``render_block(node, fmt)``, once per node (None where it raises)."""
         key = (id(node), fmt)
         hit = self._blocks.get(key)
         if hit is None:
@@ -308,8 +315,6 @@ class _Costs:
             except Exception:  # noqa: BLE001 - fail closed, as block_ok
                 body = None
             hit = self._blocks[key] = (node, body)
-        if hit[1] is None or not self._may_read_back(node, fmt):
-            return None
         return hit[1]
 
     def single(self, node: Node, name: str) -> str | None:
@@ -322,7 +327,12 @@ class _Costs:
 
             enc = get_encoder(name)
             try:  # eligible()'s shape check and encoding, its round trip left to check()
-                body = enc._encode(node) if enc._shape_ok(node) else None
+                if not enc._shape_ok(node):
+                    body = None
+                elif name == "toon":  # the TOON encoder writes the TOON block's text
+                    body = self._rendered(node, "toon")
+                else:
+                    body = enc._encode(node)
             except Exception:  # noqa: BLE001 - fail closed, as eligible()
                 body = None
             text = None if body is None else H.encoded(name) + "\n" + body.rstrip("\n")
