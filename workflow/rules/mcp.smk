@@ -25,8 +25,8 @@
 # size from the repeats' distances; a token knob changed only where a replay of the
 # training sessions saves tokens), evaluation directly, default and --tuned. It is a
 # target of its own as well so that the tuner can be judged without the other servers'
-# runs; in CI it rides on `mcp` (4 + 4 sessions of 40 steps per server: about a minute
-# per server on 2 cores).
+# runs; in CI it rides on `mcp` (6 + 6 sessions of 40 steps per server: about 2.5
+# minutes for both on one core).
 #   results/mcp/tuned/<server>/{train.parquet,telemetry/,tuned.yaml,evidence.csv,eval.parquet}
 #   results/mcp/tuned.parquet       one row per server, split, seed, arm and step
 #   results/mcp/tuned_summary.csv   per server and arm: tokens/session, dedup hit rate,
