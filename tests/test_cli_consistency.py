@@ -22,8 +22,8 @@ import yaml
 from fake_openai_server import FakeServer
 
 import tersetalk
-from tersetalk.cli import build_parser, load_workflow_config, main, plain_text
-from tersetalk.config import load_config
+from tersetalk.cli import build_parser, main, plain_text
+from tersetalk.config import load_config, load_workflow_config
 
 
 def _parsers(parser: argparse.ArgumentParser):

@@ -390,7 +390,7 @@ def test_deeply_nested_json_options_are_refused_naming_the_option(tmp_path, caps
 
 
 def test_json_options_nested_up_to_the_bound_are_still_read(capsys):
-    from tersetalk.cli import _json_option
+    from tersetalk.config import json_option as _json_option
 
     value = _json_option('{"a":' * 99 + "[1]" + "}" * 99, "--x", dict, "{}")
     for _ in range(99):

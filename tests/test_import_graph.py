@@ -214,9 +214,22 @@ def test_type_only_imports_are_seen_when_asked(tmp_path):
 def test_the_graph_sees_function_level_and_relative_imports(graph):
     # `tersetalk run` imports the runner inside its handler, the bench CLI imports
     # its modules relatively: a scanner that missed either would pass vacuously
-    assert "tersetalk.runner" in graph["tersetalk.cli"]
+    assert "tersetalk.runner" in graph["tersetalk.cli.pipeline"]
     assert "tersetalk.bench.corpus" in graph["tersetalk.bench.cli"]
     assert len(graph) > 50
+
+
+def test_nothing_imports_the_command_line(typed_graph):
+    # the CLI stands above everything: a module that imported it (for its config loader,
+    # say) would stand on every command's parser and handler
+    users = sorted(
+        f"{module} -> {name}"
+        for module, imported in typed_graph.items()
+        if not module.startswith("tersetalk.cli") and module != "tersetalk.__main__"
+        for name in imported
+        if name == "tersetalk.cli" or name.startswith("tersetalk.cli.")
+    )
+    assert not users, "modules that import the command line:\n  " + "\n  ".join(users)
 
 
 def test_cycle_finder_finds_a_cycle_and_ignores_a_chain():

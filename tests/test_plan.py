@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tersetalk import plan
-from tersetalk.cli import load_workflow_config
+from tersetalk.config import load_workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,12 +15,14 @@ import hashlib
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tersetalk.cliargs import DEFAULT_CONFIG
 from tersetalk.configio import ConfigError, UnknownNameError, read_yaml
 from tersetalk.paths import calibration_file, model_key
 
@@ -657,3 +659,96 @@ def with_model(config: dict, model: str) -> dict:
             f"model {model!r} is not in sensitivity.models (listed: {sorted(models)})"
         )
     return {**config, "models": models[model]}
+
+
+def load_workflow_config(paths: Sequence[str | Path] = ()) -> dict:
+    """The workflow config a subcommand's ``--config`` names, validated.
+
+    Layered as Snakemake layers ``--configfile`` over the Snakefile's ``configfile:``:
+    the default config (:data:`DEFAULT_CONFIG`, when the working directory has one),
+    then each given file merged over it in order, then the schema's defaults for what
+    none of them sets. So a file holding only ``n_eval: 3`` changes only ``n_eval``.
+    Why one function: every subcommand that takes ``--config`` reads it the same way,
+    and a file means what it means to ``snakemake --configfile``.
+    """
+    layers = [Path(p) for p in paths]
+    default = Path(DEFAULT_CONFIG)
+    if default.is_file():
+        if not (layers and layers[0].resolve() == default.resolve()):
+            layers.insert(0, default)
+        return load_config(*layers)
+    try:
+        return load_config(*layers)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc}\n(there is no {DEFAULT_CONFIG} under {Path.cwd()} for --config to be "
+            "layered over: run from the workflow's folder, or give --config files that "
+            "together set every required key)"
+        ) from None
+
+
+def json_option(text: str, option: str, kind: type, example: str) -> Any:
+    """The JSON value of a command-line option, or a ConfigError naming the option.
+
+    Why not ``json.loads`` alone: a shell-quoting slip or a wrong shape would end in a
+    traceback; this says which option, what is wrong and what to pass.
+    """
+    from tersetalk.io import load_json_text
+
+    try:
+        value = load_json_text(text, option, ConfigError)
+    except ConfigError as exc:  # nested too deep
+        raise ConfigError(f"{exc}; pass {example}") from None
+    except ValueError as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ConfigError(
+            f"{option} is not valid JSON ({reason}; got {text[:80]!r}); pass {example}, "
+            "quoted for the shell"
+        ) from None
+    if not isinstance(value, kind):
+        raise ConfigError(
+            f"{option} must be a JSON {JSON_KINDS[kind]}, got {json_kind(value)}; pass {example}"
+        )
+    return value
+
+
+JSON_KINDS = {dict: "object", list: "array", str: "string", int: "integer"}
+
+
+def json_kind(value: object) -> str:
+    """The JSON name of a decoded value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, float):
+        return "number"
+    return JSON_KINDS.get(type(value), type(value).__name__)
+
+
+#: the keys of a run spec (what :func:`tersetalk.config.run_spec` writes) and their types
+_SPEC_KEYS: dict[str, type] = {"task": str, "system": str, "variant": str,
+                               "variant_settings": dict, "seed": int, "models": dict,
+                               "generation": dict, "pipeline": dict, "task_options": dict,
+                               "cache_dir": str}  # fmt: skip
+_SPEC_OPTIONAL_KEYS: dict[str, type] = {"calibration_file": str, "sensitivity_model": str}
+
+
+def spec_from_json(text: str) -> dict:
+    """The run spec of ``--spec-json``, its keys, their types and its config sections'
+    values (:func:`tersetalk.config.check_run_spec`) checked before the run."""
+    example = "the run spec Snakemake passes (a JSON object, see config.run_spec)"
+    spec = json_option(text, "--spec-json", dict, example)
+    missing = [k for k in _SPEC_KEYS if k not in spec]
+    if missing:
+        raise ConfigError(f"--spec-json lacks key(s) {', '.join(missing)}; pass {example}")
+    for key, kind in {**_SPEC_KEYS, **_SPEC_OPTIONAL_KEYS}.items():
+        if key in spec and (
+            not isinstance(spec[key], kind) or (kind is int and isinstance(spec[key], bool))
+        ):
+            raise ConfigError(
+                f"--spec-json key {key!r} must be a JSON {JSON_KINDS[kind]}, got "
+                f"{json_kind(spec[key])}; pass {example}"
+            )
+    check_run_spec(spec, "--spec-json")
+    return spec

@@ -1111,8 +1111,7 @@ def render(runs: list[PlannedRun], summary, projections: list[Projection], heade
 
 def make_plan(args: argparse.Namespace):
     """(runs, projections, summary, header) for the parsed arguments."""
-    from tersetalk.cli import load_workflow_config
-    from tersetalk.config import results_key
+    from tersetalk.config import load_workflow_config, results_key
 
     config = load_workflow_config(args.config)
     if args.measured:

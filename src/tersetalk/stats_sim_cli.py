@@ -46,7 +46,7 @@ def _read_config(args: argparse.Namespace) -> dict:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--config-json is not JSON: {exc}") from None
     else:
-        from tersetalk.cli import load_workflow_config
+        from tersetalk.config import load_workflow_config
 
         config = load_workflow_config(args.config)
     if not isinstance(config, dict):

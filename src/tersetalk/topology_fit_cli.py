@@ -37,12 +37,17 @@ def signals_spec(args: argparse.Namespace) -> dict:
     """The run spec the briefs are written under: ``--spec-json`` (what the workflow
     passes) or the topology study's config (``--config``) for ``--system``/``--variant``
     on the sample's task."""
-    from tersetalk.cli import _spec_from_json, load_workflow_config
-    from tersetalk.config import ConfigError, run_spec, topology_config
+    from tersetalk.config import (
+        ConfigError,
+        load_workflow_config,
+        run_spec,
+        spec_from_json,
+        topology_config,
+    )
     from tersetalk.tasks.loading import read_sample
 
     if args.spec_json:
-        spec = _spec_from_json(args.spec_json)
+        spec = spec_from_json(args.spec_json)
     else:
         if not args.system:
             raise ConfigError("give --system and --variant (or --spec-json)")
@@ -152,8 +157,7 @@ def _cmd_selection(args: argparse.Namespace) -> None:
 
 def _cmd_route(args: argparse.Namespace) -> None:
     from tersetalk.agents.router import decide, load_fitted
-    from tersetalk.cli import load_workflow_config
-    from tersetalk.config import ConfigError, run_spec, topology_config
+    from tersetalk.config import ConfigError, load_workflow_config, run_spec, topology_config
     from tersetalk.tasks.registry import topology_labels
     from tersetalk.topology_signals import brief_signals
 
