@@ -10,6 +10,7 @@ gives identical arms. The real servers' run is the workflow's (`snakemake mcp_tu
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -352,7 +353,7 @@ def test_the_repeat_distance_follows_the_stated_zipf_law():
 def test_a_repeat_is_the_read_at_the_drawn_stack_distance():
     # replay each session's reads as an LRU stack: a repeat's distance is at most FAR, and
     # the near ones are the most frequent
-    for server in ("sqlite", "git"):
+    for server in ("sqlite", "git", "memory"):
         dist: Counter = Counter()
         for seed in range(10):
             stack: list[tuple] = []
@@ -394,3 +395,39 @@ def test_a_git_session_is_a_coding_agent_on_the_project():
     assert top > 0.5 * sum(files.values())
     # writes are rare: a few per cent of the steps
     assert 0 < writes / n < 0.08
+
+
+def test_the_memory_graph_is_what_the_memory_server_reads(tmp_path):
+    out = tmp_path / "graph.jsonl"
+    main(["mcp-experiment", "graph", "--out", str(out)])
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    entities = [x for x in lines if x["type"] == "entity"]
+    relations = [x for x in lines if x["type"] == "relation"]
+    assert [e["name"] for e in entities] == S.memory_entity_names()
+    assert len(entities) >= 25 and len(relations) >= 40
+    assert all(3 <= len(e["observations"]) <= 5 for e in entities)
+    names = set(S.memory_entity_names())
+    assert all(r["from"] in names and r["to"] in names for r in relations)
+    S.build_memory_graph(tmp_path / "again.jsonl")
+    assert (tmp_path / "again.jsonl").read_bytes() == out.read_bytes()
+
+
+def test_a_memory_session_recalls_then_searches_opens_and_notes():
+    tools, writes, n = Counter(), [], 0
+    names = set(S.memory_entity_names())
+    for seed in range(20):
+        steps = TU.generate_session("memory", seed, 40)
+        assert steps[1].tool == "read_graph"  # it recalls its memory first
+        for st in steps:
+            n += 1
+            tools[st.tool] += 1
+            if st.tool == "open_nodes":
+                assert 1 <= len(st.arguments["names"]) <= 3
+                assert set(st.arguments["names"]) <= names
+            if st.role == "write":
+                (obs,) = st.arguments["observations"]
+                assert obs["entityName"] in names
+                writes.append(obs["contents"][0])
+    assert tools["search_nodes"] > tools["read_graph"] and tools["open_nodes"] > 0
+    assert 0 < len(writes) / n < 0.1
+    assert TU.generate_session("memory", 3, 40) == TU.generate_session("memory", 3, 40)

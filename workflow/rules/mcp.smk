@@ -18,15 +18,17 @@
 #   figures/mcp.{png,pdf}
 # Tuned against default (target `mcp_tuned`; `mcp` takes its summary and figure among
 # its inputs, so `snakemake mcp` measures it too): seeded sessions of the sqlite server
-# (on the database) and of the git server (a coding agent on results/mcp/data/project_repo,
-# a package of 28 files and 36 commits) split by seed (training 0..n-1, held-out
+# (on the database), the git server (a coding agent on results/mcp/data/project_repo, a
+# package of 28 files and 36 commits) and the memory server (an assistant recalling from
+# results/mcp/data/memory_graph.jsonl, 28 entities and 49 relations about that project)
+# split by seed (training 0..n-1, held-out
 # evaluation 1000..; repeats at Zipf-distributed stack distances), training through
 # the default proxy with local telemetry, `tersetalk mcp tune analyze` on it (the LRU
 # size from the repeats' distances; a token knob changed only where a replay of the
 # training sessions saves tokens), evaluation directly, default and --tuned. It is a
 # target of its own as well so that the tuner can be judged without the other servers'
-# runs; in CI it rides on `mcp` (6 + 6 sessions of 40 steps per server: about 2.5
-# minutes for both on one core).
+# runs; in CI it rides on `mcp` (6 + 6 sessions of 40 steps per server: about 3
+# minutes for the three on one core).
 #   results/mcp/tuned/<server>/{train.parquet,telemetry/,tuned.yaml,evidence.csv,eval.parquet}
 #   results/mcp/tuned.parquet       one row per server, split, seed, arm and step
 #   results/mcp/tuned_summary.csv   per server and arm: tokens/session, dedup hit rate,
@@ -137,6 +139,21 @@ rule mcp_project_repository:
         "tersetalk mcp-experiment repository --project --out {output} > {log} 2>&1"
 
 
+# the tuned experiment's memory server reads (a copy of) this graph
+rule mcp_memory_graph:
+    output:
+        "results/mcp/data/memory_graph.jsonl",
+    log:
+        "results/logs/mcp/memory_graph.log",
+    conda:
+        ENV
+    resources:
+        mem_mb=500,
+        runtime=5,
+    shell:
+        "tersetalk mcp-experiment graph --out {output} > {log} 2>&1"
+
+
 rule mcp_run:
     input:
         env="results/mcp/envs/{server}.json",
@@ -221,7 +238,7 @@ rule mcp_tuned_train:
     log:
         "results/logs/mcp/tuned_train_{server}.log",
     wildcard_constraints:
-        server="sqlite|git",
+        server="|".join(MCP_TUNED_SERVERS),
     conda:
         ENV
     resources:
@@ -247,7 +264,7 @@ rule mcp_tuned_analyze:
     log:
         "results/logs/mcp/tuned_analyze_{server}.log",
     wildcard_constraints:
-        server="sqlite|git",
+        server="|".join(MCP_TUNED_SERVERS),
     conda:
         ENV
     resources:
@@ -269,7 +286,7 @@ rule mcp_tuned_eval:
     log:
         "results/logs/mcp/tuned_eval_{server}.log",
     wildcard_constraints:
-        server="sqlite|git",
+        server="|".join(MCP_TUNED_SERVERS),
     conda:
         ENV
     resources:

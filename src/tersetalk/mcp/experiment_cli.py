@@ -100,6 +100,12 @@ def _cmd_repository(args: argparse.Namespace) -> None:
     (create_project_repository if args.project else create_repository)(args.out)
 
 
+def _cmd_graph(args: argparse.Namespace) -> None:
+    from .servers import build_memory_graph
+
+    build_memory_graph(args.out)
+
+
 def _cmd_run(args: argparse.Namespace) -> None:
     from tersetalk.io import write_parquet_atomic
 
@@ -247,6 +253,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    "files and 36 commits of real diffs, one edit left uncommitted")  # fmt: skip
     r.set_defaults(func=_cmd_repository)
 
+    g = s.add_parser("graph", help="the tuned experiment's knowledge graph for the memory "
+                     "server (JSON lines: 28 entities, 49 relations)")  # fmt: skip
+    g.add_argument("--out", required=True, type=Path)
+    g.set_defaults(func=_cmd_graph)
+
     x = s.add_parser("run", help="the scripted session, direct and through the proxy")
     x.add_argument("--server", required=True, choices=SERVER_CHOICES)
     x.add_argument("--env-info", required=True, type=Path, help="JSON from `env`")
@@ -264,11 +275,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=_cmd_report)
 
     def session_options(q: argparse.ArgumentParser, which: str) -> None:
-        q.add_argument("--server", required=True, choices=["sqlite", "git"],
+        q.add_argument("--server", required=True, choices=["sqlite", "git", "memory"],
                        help="the real MCP server (its venv from `env`)")  # fmt: skip
         q.add_argument("--env-info", required=True, type=Path, help="JSON from `env`")
         q.add_argument("--target", required=True, type=Path,
-                       help="the database file or repository (copied per session)")  # fmt: skip
+                       help="the database file, repository or memory graph file (copied "
+                       "per session)")  # fmt: skip
         q.add_argument("--sessions", type=int, default=3,
                        help=f"{which} sessions, one per seed (default %(default)s)")  # fmt: skip
         q.add_argument("--steps", type=int, default=30,

@@ -695,3 +695,78 @@ def create_project_repository(out: str | Path) -> dict:
         raise
     log.info("wrote %s: %d commits, %d files, HEAD %s", out, len(commits), n_files, head[:12])
     return {"path": str(out), "commits": len(commits), "files": n_files, "head": head}
+
+
+# ---- the memory server's knowledge graph of the tuned experiment ------------------------
+#
+# What an assistant's memory holds after some weeks on the project above: the people,
+# the package's modules, decisions and open tasks, and how they relate (28
+# entities with 3 to 5 observations each and 49 relations, the JSON lines the
+# reference memory server reads). A pure function of the tables below.
+
+_PEOPLE = (("Ada_Moreau", "maintainer", "reviews on Tuesdays", "prefers small commits"),
+           ("Ben_Okafor", "contributor", "writes the tests first", "works from Lagos"),
+           ("Chen_Wei", "contributor", "owns the release notes", "asks for benchmarks"),
+           ("Dana_Kowalski", "designer of the CLI", "likes long options", "on leave in May"),
+           ("Eli_Navarro", "user at a newsroom", "runs textkit on wire stories",
+            "reported the empty-input bug"),
+           ("Fay_Lindqvist", "maintainer", "keeps the docs",
+            "answers issues within a day"))  # fmt: skip
+_TOPICS = ("limits", "empty input", "unicode", "speed", "packaging", "docs", "tests", "CLI")
+
+
+def _memory_entities() -> tuple[list[dict], list[dict]]:
+    people = [p[0] for p in _PEOPLE]
+    entities = [{"name": p[0], "entityType": "person",
+                 "observations": [f"role: {p[1]}", *p[2:],
+                                  f"cares about {_TOPICS[i % len(_TOPICS)]}"]}
+                for i, p in enumerate(_PEOPLE)]  # fmt: skip
+    relations = []
+    for i, m in enumerate(_PROJECT_MODULES):
+        owner = people[i % len(people)]
+        name = f"{PROJECT_PACKAGE}.{m}"
+        entities.append({"name": name, "entityType": "module", "observations": [
+            f"source in src/{PROJECT_PACKAGE}/{m}.py, tests in tests/test_{m}.py",
+            f"owned by {owner}", f"{2 + i % 3} public functions, all take a keyword-only limit",
+            f"last touched in release 0.{1 + i % 4}.0"]})  # fmt: skip
+        relations.append({"from": owner, "to": name, "relationType": "owns"})
+        if i:
+            dep = f"{PROJECT_PACKAGE}.{_PROJECT_MODULES[(i * 3) % i]}"
+            relations.append({"from": name, "to": dep, "relationType": "imports"})
+    for k in range(12):
+        topic, who = _TOPICS[k % len(_TOPICS)], people[(k * 5) % len(people)]
+        module = f"{PROJECT_PACKAGE}.{_PROJECT_MODULES[(k * 7) % len(_PROJECT_MODULES)]}"
+        kind = "decision" if k % 3 else "task"
+        name = f"{kind}_{k:02d}_{topic.replace(' ', '_')}"
+        entities.append({"name": name, "entityType": kind, "observations": [
+            f"about {topic} in {module}", f"raised by {who} in week {3 + k}",
+            "agreed: keep the helpers pure" if kind == "decision" else "open: needs a test",
+            f"see CHANGELOG 0.{1 + k % 4}.0" if kind == "decision"
+            else "blocked on review"]})  # fmt: skip
+        relations += [{"from": name, "to": module, "relationType": "concerns"},
+                      {"from": who, "to": name, "relationType": "raised"}]  # fmt: skip
+    for i, p in enumerate(people):
+        relations.append({"from": p, "to": people[(i + 1) % len(people)],
+                          "relationType": "reviews for"})  # fmt: skip
+    return entities, relations
+
+
+def memory_entity_names() -> list[str]:
+    """The names of the graph's entities, in file order."""
+    return [e["name"] for e in _memory_entities()[0]]
+
+
+def build_memory_graph(out: str | Path) -> dict:
+    """The tuned experiment's knowledge graph: the JSON lines of the reference memory
+    server (one entity or relation per line). Written atomically."""
+    entities, relations = _memory_entities()
+    lines = [json.dumps({"type": "entity", **e}) for e in entities]
+    lines += [json.dumps({"type": "relation", **r}) for r in relations]
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+    os.replace(tmp, out)
+    log.info("wrote %s: %d entities, %d relations", out, len(entities), len(relations))
+    return {"path": str(out), "entities": len(entities), "relations": len(relations)}

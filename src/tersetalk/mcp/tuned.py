@@ -54,7 +54,14 @@ from .experiment import (
     read_telemetry,
     run_session,
 )
-from .servers import GIT_ENV, PROJECT_COMMITS, launch_command, project_files, project_pending_files
+from .servers import (
+    GIT_ENV,
+    PROJECT_COMMITS,
+    launch_command,
+    memory_entity_names,
+    project_files,
+    project_pending_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +73,7 @@ EVAL_SEED = 1000
 #: the generator's odds per step: come back to an earlier read; write (per server: a
 #: coding agent stages its edit now and then, a data agent updates rows more often)
 REPEAT_P = 0.35
-WRITE_P = {"sqlite": 0.08, "git": 0.04}
+WRITE_P = {"sqlite": 0.08, "git": 0.04, "memory": 0.06}
 #: how far back a repeat goes: its stack distance d (1 = the last distinct read, 2 = the
 #: one before, ...) is drawn with P(d) proportional to 1/d**REPEAT_ZIPF_S for d up to FAR
 #: (or the distinct reads so far): recent reads come back most, older ones with a heavy
@@ -169,6 +176,33 @@ def _git_write(repo: str, state: dict) -> Step:
     return Step("write", "git_reset", {"repo_path": repo})
 
 
+#: what an assistant searches its memory for (search_nodes matches names, types and
+#: observations, case-insensitively)
+MEMORY_QUERIES = ("limit", "empty", "unicode", "release", "maintainer", "review", "CLI",
+                  "tests", "decision", "task", "Ada", "Ben", "Chen", "counter", "tokenize",
+                  "blocked", "newsroom", "docs")  # fmt: skip
+
+
+def _memory_read(rng: random.Random, names: list[str], queries: list[str]) -> Step:
+    """An assistant's read of its memory: a search (its session's topics first), the
+    nodes it names (its session's entities first, 1 to 3 at once), or the whole graph."""
+    r = rng.random()
+    if r < 0.5:
+        return Step("read", "search_nodes", {"query": queries[_zipf_pick(rng, len(queries))]})
+    if r < 0.9:
+        picked = {names[_zipf_pick(rng, len(names))] for _ in range(rng.randint(1, 3))}
+        return Step("read", "open_nodes", {"names": sorted(picked)})
+    return Step("read", "read_graph")
+
+
+def _memory_write(rng: random.Random, names: list[str], state: dict) -> Step:
+    state["notes"] = state.get("notes", 0) + 1
+    entity = names[_zipf_pick(rng, len(names))]
+    note = f"session note {state['notes']}: checked against the code"
+    return Step("write", "add_observations",
+                {"observations": [{"entityName": entity, "contents": [note]}]})  # fmt: skip
+
+
 def repeat_distance(rng: random.Random, available: int) -> int:
     """A repeat's stack distance: 1..min(FAR, available), P(d) ~ 1/d**REPEAT_ZIPF_S."""
     return 1 + _zipf_pick(rng, min(FAR, available), REPEAT_ZIPF_S)
@@ -195,6 +229,12 @@ def generate_session(server: str, seed: int, steps: int, repo: str | None = None
     state: dict[str, Any] = {}
     opening: list[Step] = []
     focus: list[str] = []
+    queries: list[str] = []
+    if server == "memory":  # it recalls first, as the server's own usage note asks
+        opening = [Step("read", "read_graph")]
+        focus, queries = memory_entity_names(), list(MEMORY_QUERIES)
+        rng.shuffle(focus)
+        rng.shuffle(queries)
     if server == "git":
         base = {"repo_path": repo}
         opening = [
@@ -214,9 +254,19 @@ def generate_session(server: str, seed: int, steps: int, repo: str | None = None
             recent = [s for s in recent if s != prev] + [prev]
             out.append(Step("repeat", prev.tool, prev.arguments))
         elif r < REPEAT_P + WRITE_P[server]:
-            out.append(_sqlite_write(rng, state) if server == "sqlite" else _git_write(repo, state))
+            if server == "sqlite":
+                out.append(_sqlite_write(rng, state))
+            elif server == "git":
+                out.append(_git_write(repo, state))
+            else:
+                out.append(_memory_write(rng, focus, state))
         else:
-            step = _sqlite_read(rng) if server == "sqlite" else _git_read(rng, repo or "", focus)
+            if server == "sqlite":
+                step = _sqlite_read(rng)
+            elif server == "git":
+                step = _git_read(rng, repo or "", focus)
+            else:
+                step = _memory_read(rng, focus, queries)
             recent = [s for s in recent if s != step] + [step]
             out.append(step)
     return out

@@ -11,6 +11,8 @@ MCP_TOOLRESPONSES = os.path.join(config["formats"]["data_dir"], "json.jsonl")
 MCP_PY_SERVERS = ["sqlite", "git"]
 MCP_NPM_SERVERS = ["filesystem", "memory", "everything"]
 MCP_SERVER_PATTERN = "|".join(MCP_PY_SERVERS + MCP_NPM_SERVERS)
+#: the servers of the tuned experiment (rules mcp_tuned_*)
+MCP_TUNED_SERVERS = ["sqlite", "git", "memory"]
 
 
 def mcp_requirements(wildcards):
@@ -31,16 +33,19 @@ def mcp_target(wildcards):
 
 
 def mcp_tuned_target(wildcards):
-    """What the tuned experiment's server serves: the database, or for git the project
-    repository (a package with a few dozen commits: a coding agent's history to read)."""
+    """What the tuned experiment's server serves: the database, for git the project
+    repository (a package with a few dozen commits: a coding agent's history to read),
+    for memory a knowledge graph about that project (each arm writes to its own copy)."""
     if wildcards.server == "git":
         return ["results/mcp/data/project_repo"]
+    if wildcards.server == "memory":
+        return ["results/mcp/data/memory_graph.jsonl"]
     return mcp_target(wildcards)
 
 
 def mcp_tuned_servers():
     """The servers of mcp.servers the tuned experiment has a session generator for."""
-    return [s for s in config["mcp"]["servers"] if s in MCP_PY_SERVERS]
+    return [s for s in config["mcp"]["servers"] if s in MCP_TUNED_SERVERS]
 
 
 def mcp_budgets():
