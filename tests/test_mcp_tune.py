@@ -664,6 +664,24 @@ def test_sessions_sampled_below_one_are_not_replayed():
     assert tr.sessions == () and tr.skipped_sessions == 1
 
 
+def test_the_lru_is_sized_by_the_tokens_its_repeats_save_not_by_their_count():
+    # a large result (2,000 tokens) comes back once, 19 distinct small results later;
+    # the 19 small ones each come back at once (references already). By count, one entry
+    # catches 19 of the 20 repeats: no change. By tokens, the far repeat is nearly all a
+    # cache can save, and 20 entries catch it
+    evs = [event("a", 0, "read", 1, tokens=(2000, 2000))]
+    for body in range(2, 21):
+        evs.append(event("a", len(evs), "read", body))
+        evs.append(event("a", len(evs), "read", body, kind="ref", tokens=(100, 20)))
+    evs.append(event("a", len(evs), "read", 1, tokens=(2000, 2000)))
+    distances = TR.replay(TR.trace(evs), 5, TR.eligibility(200, {})).distances
+    assert TR.covering_size(distances) == 1
+    out, changes = T.tune(T.AdaptiveConfig(), [], [], evs)
+    assert [(c.rule, c.new) for c in changes] == [("R3", 20)]
+    assert changes[0].tokens_saved == 2000 - 20
+    assert TR.saving_size(100, {6: 100, 7: 100}) == (None, 0)  # nothing saved, no size
+
+
 def test_writes_are_inferred_and_repeats_across_them_do_not_size_the_lru():
     # A is a hit after B (the cache held 2 bodies), then missed right after a call of
     # `save`: `save` forgot it (a write). Later C comes back 6 distinct reads on, but

@@ -62,7 +62,7 @@ def evaluation_session(seed: int):
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    """Train on seed 0, tune with `tersetalk formats tune analyze`, evaluate seed 1000."""
+    """Train on seed 0, tune with `tersetalk formats tune analyze`, evaluate seed EVAL_SEED."""
     tmp = tmp_path_factory.mktemp("tuned")
     train_seeds, eval_seeds = TU.split_seeds(1, 1)
     tel = tmp / "tel"
@@ -80,7 +80,7 @@ def pipeline(tmp_path_factory):
 
 def test_the_split_is_disjoint_and_the_sessions_differ():
     train, ev = TU.split_seeds(4, 4)
-    assert train == [0, 1, 2, 3] and ev == [1000, 1001, 1002, 1003]
+    assert train == [0, 1, 2, 3] and ev == [2000, 2001, 2002, 2003]
     assert not set(train) & set(ev)
     for server in ("sqlite", "git"):
         sessions = {s: TU.generate_session(server, s, 40, "/repo") for s in train + ev}
@@ -95,8 +95,8 @@ def test_the_split_is_disjoint_and_the_sessions_differ():
         assert any(st.role == "write" for v in sessions.values() for st in v)
     with pytest.raises(TU.TunedExperimentError, match="at least one training"):
         TU.split_seeds(0, 3)
-    with pytest.raises(TU.TunedExperimentError, match="at most 1000"):
-        TU.split_seeds(1001, 1)
+    with pytest.raises(TU.TunedExperimentError, match="at most 2000"):
+        TU.split_seeds(2001, 1)
     with pytest.raises(TU.TunedExperimentError, match="repository"):
         TU.generate_session("git", 0, 10)
 

@@ -22,7 +22,7 @@
 # package of 28 files and 36 commits) and the memory server (an assistant recalling from
 # results/mcp/data/memory_graph.jsonl, 28 entities and 49 relations about that project)
 # split by seed (training 0..n-1, held-out
-# evaluation 1000..; repeats at Zipf-distributed stack distances), training through
+# evaluation 2000..; repeats at Zipf-distributed stack distances), training through
 # the default proxy with local telemetry, `tersetalk mcp tune analyze` on it (the LRU
 # size from the repeats' distances; a token knob changed only where a replay of the
 # training sessions saves tokens), evaluation directly, default and --tuned. It is a

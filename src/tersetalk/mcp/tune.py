@@ -1162,10 +1162,12 @@ def tune_measured(
     - R1: dedup turned on for an endpoint where it is off and repeats are frequent
       (``dup_rate`` >= 0.30, at least 20 calls) and the replay saves; turning dedup
       off saves nothing, so R1 never does it here;
-    - R3: the LRU size from the repeat distances: the smallest size that catches 95%
-      of the repeats (at most the proxy's ``retrieval.keep``), if larger than the
-      current one and the replay saves (a smaller cache saves nothing); the replay
-      empties the cache at each call of a tool the telemetry shows to be a write
+    - R3: the LRU size from the repeats, weighted by what they cost: the smallest size
+      whose replay saves 95% of the tokens the largest size (the proxy's
+      ``retrieval.keep``) saves, if larger than the current one and the replay saves (a
+      smaller cache saves nothing). By tokens, not by count: a few far repeats of large
+      results (a whole graph, a long log) can be most of what a cache saves. The
+      replay empties the cache at each call of a tool the telemetry shows to be a write
       (:func:`tersetalk.mcp.tune_replay.writes`), so repeats no cache could catch do
       not count;
     - R5: ``dedup.min_body_chars`` to R5's value when the replay saves with it (the
@@ -1215,17 +1217,19 @@ def tune_measured(
 
     def lru_change(body: int) -> Change | None:
         base = cost(lru, body, enabled)
-        size = R.covering_size(base.distances)
-        if size is None or size <= lru:
+        if not base.distances:
             return None
-        saved = base.tokens - cost(size, body, enabled).tokens
-        if saved <= 0:
+        size, saved = R.saving_size(base.tokens, {
+            s: cost(s, body, enabled).tokens for s in range(lru + 1, R.LRU_MAX + 1)
+        })  # fmt: skip
+        if size is None:
             return None
         beyond = sum(d + 1 > lru for d in base.distances)
-        return Change("R3", "dedup.lru_size", None, dedup.lru_size, size, "repeat_distance_q95",
-                      float(size), f"an LRU of x entries catches {R.COVERAGE:.0%} of "
-                      f"{len(base.distances)} repeats ({beyond} beyond {lru}); at most "
-                      f"{R.LRU_MAX}; the replay saves tokens{wrote}", float(saved))  # fmt: skip
+        return Change("R3", "dedup.lru_size", None, dedup.lru_size, size, "replayed_saving_q95",
+                      float(size), f"an LRU of x entries saves {R.COVERAGE:.0%} of the tokens "
+                      f"the largest ({R.LRU_MAX}) saves on the replayed repeats "
+                      f"({len(base.distances)}, {beyond} beyond {lru}){wrote}",
+                      float(saved))  # fmt: skip
 
     lru_step = lru_change(min_body)
     if lru_step is not None:

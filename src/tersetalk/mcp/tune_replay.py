@@ -12,9 +12,10 @@ cache can be run again over the same sequence of bodies with other settings:
 - the **repeat distance** of a result is the number of distinct cacheable bodies
   (long enough, from a tool with dedup on) used since the earlier copy of the same
   body: an LRU of ``distance + 1`` entries or more catches it. The LRU size the tuner
-  proposes is the smallest one covering :data:`COVERAGE` of the repeats, at most
-  :data:`LRU_MAX` (the proxy's default ``retrieval.keep``: a reference is only given
-  while the store still holds the body);
+  proposes (:func:`saving_size`) is the smallest one whose replay saves
+  :data:`COVERAGE` of the tokens the largest, :data:`LRU_MAX` (the proxy's default
+  ``retrieval.keep``: a reference is only given while the store still holds the body),
+  saves; :func:`covering_size` gives the size by the repeats' count, for comparison;
 - the **tokens** of a replay: a hit costs the reference hint's tokens (as the proxy
   sent them), a miss what the proxy sent for that body when it was not a reference.
 
@@ -256,6 +257,21 @@ def covering_size(distances: Sequence[int], coverage: float = COVERAGE,
     need = sorted(d + 1 for d in distances)
     k = max(1, math.ceil(coverage * len(need) - 1e-9))
     return min(bound, need[k - 1])
+
+
+def saving_size(
+    tokens_now: int, tokens_at: Mapping[int, int], coverage: float = COVERAGE
+) -> tuple[int | None, int]:
+    """The smallest LRU size (a key of ``tokens_at``: size -> the replay's tokens) that
+    saves ``coverage`` of what the best size saves against ``tokens_now``, and what it
+    saves; ``(None, 0)`` when no size saves anything."""
+    if not tokens_at:
+        return None, 0
+    best = tokens_now - min(tokens_at.values())
+    if best <= 0:
+        return None, 0
+    size = min(s for s, t in tokens_at.items() if tokens_now - t >= coverage * best - 1e-9)
+    return size, tokens_now - tokens_at[size]
 
 
 def is_edit_tool(name: str) -> bool:
