@@ -152,7 +152,7 @@ def test_pages_that_share_8_hex_digits_keep_their_own_references(tmp_path):
         got = [_text(await s.call_tool("tersetalk_get", _get_args(t))) for t in sent]
         return sent, got
 
-    (sent, got), log = run(tmp_path, body, "budget: 150\n")
+    (sent, got), log = run(tmp_path, body, "budget: 150\nbudget_within_lossless: false\n")
     refs = [_get_args(t)["ref"] for t in sent]
     assert refs[1][:8] == refs[0]
     assert [len(r) for r in refs] == [8, 64] and [r["refs"] for r in log[:2]] == [[x] for x in refs]
@@ -176,7 +176,8 @@ def test_a_near_reference_never_names_its_own_result(tmp_path):
 
 
 def test_the_pipeline_never_gives_one_reference_to_two_bodies():
-    p = S.SessionPipeline(C.parse({"budget": 150, "hints": {"near_ref": True}}))
+    cfg = {"budget": 150, "budget_within_lossless": False, "hints": {"near_ref": True}}
+    p = S.SessionPipeline(C.parse(cfg))
     a, b = (p.process("page", {}, page(n)) for n in COLLIDING_PAGES)
     assert (len(a.ref), len(b.ref)) == (8, 64) and a.ref == b.ref[:8]
     for n, out in zip(COLLIDING_PAGES, (a, b), strict=True):

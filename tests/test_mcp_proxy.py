@@ -301,7 +301,7 @@ _HINT = re.compile(
 def test_budget_elides_and_each_overflow_call_returns_exactly_the_elided_part(budget):
     value = {"repo": "octo/x", "description": "d" * 300, "items": rows(40),
              "owner": {"login": "octo", "id": 1}}  # fmt: skip
-    p = pipeline(budget=budget)
+    p = pipeline(budget=budget, budget_within_lossless=False)  # a cap: it elides
     out = p.process("t", {}, json.dumps(value))
     assert out.sent_tokens <= budget and not out.lossless
     calls = [m for line in out.text.splitlines() if (m := _HINT.match(line))]
@@ -390,7 +390,8 @@ def test_proxy_end_to_end_over_stdio(tmp_path):
     from mcp.shared.exceptions import MCPError
 
     cfg = tmp_path / "proxy.yaml"
-    cfg.write_text("dedup:\n  write_tools: [write]\ntools:\n  rows: {budget: 200}\n")
+    cfg.write_text("budget_within_lossless: false\ndedup:\n  write_tools: [write]\ntools:\n"
+                   "  rows: {budget: 200}\n")  # fmt: skip
     tel = tmp_path / "calls.jsonl"
     seen: dict = {}
 

@@ -131,7 +131,10 @@ def test_sqlite_budget_elides_and_retrieval_returns_the_rest(tmp_path):
             got = _t(await p.call_tool("tersetalk_get", json.loads(m.group(4))))
             out["calls"].append((m.groups(), got))
 
-    out = anyio.run(_drive, command, script, tmp_path, "budget: 600\n")
+    # a cap (budget_within_lossless off): it elides whatever fetching the rest costs
+    out = anyio.run(
+        _drive, command, script, tmp_path, "budget: 600\nbudget_within_lossless: false\n"
+    )
     rows = parse_literal(out["direct"])
     assert out["calls"], out["budgeted"][-400:]
     for (n, what, at, _args), got in out["calls"]:

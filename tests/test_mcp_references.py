@@ -23,7 +23,8 @@ def _hint_lines(text: str) -> list[str]:
 
 
 def test_each_hint_names_the_call_that_returns_what_it_points_at():
-    p = SessionPipeline(C.parse({"budget": 120, "hints": {"near_ref": True}}))
+    cfg = {"budget": 120, "budget_within_lossless": False, "hints": {"near_ref": True}}
+    p = SessionPipeline(C.parse(cfg))
     first = p.process("list", {}, _rows(40))  # elided for the budget
     again = p.process("list", {}, _rows(40))  # a byte-identical repeat
     near = p.process("list", {}, _rows(40, "stale"))  # one scalar changed

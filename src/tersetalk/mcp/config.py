@@ -112,6 +112,11 @@ class ToolOverride(_Strict):
 
 class ProxyConfig(_Strict):
     budget: int | None = Field(None, ge=1)
+    #: budget mode never costs a session more than lossless (session.py: the budget
+    #: rule): a budgeted text goes only when it and fetching all it leaves out cost at
+    #: most what lossless sends. False: the budget caps every result, and fetching what
+    #: it leaves out may cost more than lossless would have sent
+    budget_within_lossless: bool = True
     tokenizer: str = "o200k_base"
     max_result_chars: int = Field(1_000_000, ge=1)
     #: a result (or a tersetalk_get answer) over this many tokens is sent a page at a time,

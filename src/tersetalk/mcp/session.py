@@ -44,7 +44,9 @@ to get everything are at most those lossless mode sends. In practice a result th
 leaves anything out rarely passes: its hint lines and the compact JSON the calls return
 cost more than the knapsack's lossless encoding of the same parts, so a budget saves
 tokens where the lossless text fits it or where its rest costs less to fetch than to
-send.
+send. With ``budget_within_lossless: false`` the budget is a cap instead: every result
+is encoded within it, and a reader that fetches all that was left out may pay more than
+lossless would have sent.
 
 A body's reference is the first 8 hex digits of its SHA-256, or all 64 when another
 body of the session was already given those 8 (a server can make two texts share 8
@@ -471,6 +473,8 @@ class SessionPipeline:
             return whole
         if fallback is not None and fallback.startswith("budget "):
             return (*whole[:3], fallback)
+        if not cfg.budget_within_lossless:  # a cap, whatever fetching the rest costs
+            return part
         cost = tokens(text) + (0 if lossless else self._rest_tokens(text, value, tokens))
         if cost > lossless_cost:
             what = "it" if lossless else "it and fetching what it leaves out"
