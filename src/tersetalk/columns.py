@@ -1078,6 +1078,7 @@ _OTHER: list[Column] = [
         ("ratio_vs_sha256_lo", "float64", "x", "its CI, low"),
         ("ratio_vs_sha256_hi", "float64", "x", "its CI, high"),
         ("p50_ns", "float64", "ns", "median per call"),
+        ("p95_ns", "float64", "ns", "95th percentile"),
         ("p99_ns", "float64", "ns", "99th percentile"),
         ("calls_sampled", "int64", "calls", "calls sampled"),
         ("seed_limit_stat", "string", "", "statistic the design's limit is on"),
