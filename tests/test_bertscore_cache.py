@@ -1,4 +1,4 @@
-"""Issue 33: BERTScore's results kept between processes (``tersetalk score --cache-dir``).
+"""BERTScore's results kept between processes (``tersetalk score --cache-dir``).
 
 A forced rerun scores the same texts again; with the cache it reads the scores back bit
 for bit and never imports torch. The first call in each test is the real encoder; the

@@ -1,4 +1,4 @@
-"""Issue 32, deliverable 7: the CLI behaves one way across its subcommands.
+"""The CLI behaves one way across its subcommands.
 
 Plain help text, a user-facing error for a missing subcommand, one meaning of
 ``--config`` (a workflow config layered over config/config.yaml, as

@@ -1,4 +1,4 @@
-"""Issue 33, deliverable 2: a job imports what it uses.
+"""A job imports what it uses.
 
 ``tersetalk --help``, ``sample``, ``aggregate``, ``formats encode`` and ``run`` (a
 non-BERTScore config, against a fake OpenAI-compatible server) run in a fresh

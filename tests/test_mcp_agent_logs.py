@@ -1,4 +1,4 @@
-"""Issue 34, deliverable 4: ``tersetalk formats tune from-agent-logs``.
+"""``tersetalk formats tune from-agent-logs``.
 
 The shipped sample (tests/data/agent_logs/sample-session.jsonl) is made up and written so
 that every count below is known by construction: 12 assistant turns (11 by the Sonnet

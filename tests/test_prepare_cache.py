@@ -1,4 +1,4 @@
-"""Issue 33: the compressor's preparation is kept under the cache and restored from there.
+"""The compressor's preparation is kept under the cache and restored from there.
 
 ``prepare_compressor(..., cache_dir=)`` keeps a verified preparation under
 ``<cache_dir>/compressor/<key>/`` and restores a missing folder from it (hardlinks, else

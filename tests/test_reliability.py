@@ -1,4 +1,4 @@
-"""Issue 12: a hostile server and a careless user get clear errors, never an empty
+"""A hostile server and a careless user get clear errors, never an empty
 success, a raw traceback or a stored secret.
 
 The server tests talk to a real HTTP server on loopback (``fake_openai_server``); the

@@ -1,4 +1,4 @@
-"""Issue 33, deliverable 3: ``tersetalk score`` scores several runs of a task in one process.
+"""``tersetalk score`` scores several runs of a task in one process.
 
 Repeated ``--run``, ``--out-records`` and ``--out`` are paired in order; the sentence
 encoder is loaded once for all of them, and their BERTScore is one call of it. What a

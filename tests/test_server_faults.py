@@ -1,4 +1,4 @@
-"""Issue 28, part 3: what a broken or hostile model server, or a damaged call cache,
+"""What a broken or hostile model server, or a damaged call cache,
 does to a run. Each fault is a clear error, a retried transient fault, or an answer
 kept; never a run that looks finished but is silently empty, a call held open for
 ever, unbounded memory, a lost answer, a stored secret or a raw traceback.

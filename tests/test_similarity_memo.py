@@ -1,4 +1,4 @@
-"""Issue 33: the judges' sentence similarities kept between processes
+"""The judges' sentence similarities kept between processes
 (``models.embedding.similarity_memo``, opened by the runner per run spec).
 
 A rerun of a mediator or MSP run asks the same similarities; with the memo it reads them

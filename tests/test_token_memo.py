@@ -1,4 +1,4 @@
-"""Issue 33: a run's tiktoken counts kept between processes (``tokens.count_memo``).
+"""A run's tiktoken counts kept between processes (``tokens.count_memo``).
 
 A rerun of a spec counts the same texts; with the memo it reads the counts back and never
 builds the encodings. The counts must be exactly tiktoken's, whatever the memo holds.

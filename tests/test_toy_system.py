@@ -1,4 +1,4 @@
-"""Issue 13: a new system is one new file.
+"""A new system is one new file.
 
 A toy codec that upper-cases prose is written to a temporary folder (nothing in the
 repository changes), named in ``TERSETALK_SYSTEMS``, and then runs through the

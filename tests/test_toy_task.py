@@ -1,4 +1,4 @@
-"""Issue 29: a new task is one new file.
+"""A new task is one new file.
 
 A toy task (arithmetic questions in a tiny JSONL shipped beside its module, with its own
 scorer) is written to a temporary folder (nothing in the repository changes), named in

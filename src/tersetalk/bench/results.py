@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 #: What the design hoped for: JSONL field extraction 10x faster than regex on free
 #: text (MB-1) and newline framing 5x faster than sentence detection (MB-2).
 SEED_TARGETS = {"mb1": 10.0, "mb2": 5.0}
-#: Issue 19: the protocol's validating parsers should run at least at this share of
+#: the protocol's validating parsers should run at least at this share of
 #: the limit (raw orjson over whole messages for MB-1; newline framing plus orjson
 #: per line for MB-2), measured side by side in the same run.
 LIMIT_TARGET = 0.5

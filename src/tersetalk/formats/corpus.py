@@ -4,8 +4,8 @@
 request and shape label; ``markdown.jsonl`` 29 Markdown documents holding 139 GFM
 tables. See that folder's README for provenance and licences.
 
-``data/mastodon/json.jsonl`` is the held-out set of the nested-record encoders (issue
-30): 134 Mastodon API response bodies (nested objects in arrays, HTML strings,
+``data/mastodon/json.jsonl`` is the held-out set of the nested-record encoders:
+134 Mastodon API response bodies (nested objects in arrays, HTML strings,
 optional keys) recorded by Mastodon.py's test suite; its checksum is registered in
 :data:`SHA256` and checked whenever it is loaded.
 """

@@ -1,6 +1,6 @@
 """Where a message's tokens go: payload against protocol overhead, line by line.
 
-Issue 14 asks why the TerseTalk brief is not shorter than the prose brief at equal
+The audit asks why the TerseTalk brief is not shorter than the prose brief at equal
 information, and where the Worker's and Critic's replies spend their tokens. This
 module re-tokenises every message of one or more run files and splits each line's
 tokens into the **payload** (the text values that carry the example's information)
