@@ -329,6 +329,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ts = p.add_subparsers(dest="tune_command", required=True, metavar="COMMAND")
+    _add_analyze(ts)
+    _add_show(ts)
+    _add_from_agent_logs(ts)
+
+
+def _add_analyze(ts: argparse._SubParsersAction) -> None:
+    """``tersetalk mcp tune analyze``."""
     a = ts.add_parser(
         "analyze",
         help="apply R1-R5 to fingerprints and session summaries; write the proposed config",
@@ -389,6 +396,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     a.set_defaults(func=_cmd_analyze)
 
+
+def _add_show(ts: argparse._SubParsersAction) -> None:
+    """``tersetalk mcp tune show``."""
     s = ts.add_parser(
         "show",
         help="the effective configuration of a session, and where each value came from",
@@ -427,6 +437,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     s.set_defaults(func=_cmd_show)
 
+
+def _add_from_agent_logs(ts: argparse._SubParsersAction) -> None:
+    """``tersetalk mcp tune from-agent-logs``."""
     g = ts.add_parser(
         "from-agent-logs",
         help="bootstrap a config from a coding agent's session logs (rules P1-P3)",
