@@ -383,7 +383,7 @@ def test_the_command_end_to_end(tmp_path, capsys):
     T.resolve(T.load_adaptive(out))
     rows = list(csv.DictReader(evidence.open()))
     assert list(rows[0]) == ["rule", "knob", "endpoint", "old", "new", "statistic", "value",
-                             "threshold"]  # fmt: skip
+                             "threshold", "tokens_saved"]  # fmt: skip
     assert [r["rule"] for r in rows] == ["P1", "P2", "P3", "P3", "P3"]
     # its own output as the base: no change, the same bytes
     again = tmp_path / "again.yaml"
