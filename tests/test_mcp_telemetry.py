@@ -448,8 +448,8 @@ def test_tune_sizes_the_lru_from_the_repeat_distances_the_cache_sees(tmp_path, c
     assert tuned["dedup"] == {"lru_size": 8}  # nothing else saves a token
     assert tuned["tuned"] == {"dedup.lru_size": "R3"}
     ev = pd.read_csv(evidence)
-    assert ev["rule"].tolist() == ["R3"] and ev["statistic"].tolist() == ["repeat_distance_q95"]
-    assert ev["value"].tolist() == [8.0] and "of 22 repeats (22 beyond 5)" in ev["threshold"][0]
+    assert ev["rule"].tolist() == ["R3"] and ev["statistic"].tolist() == ["replayed_saving_q95"]
+    assert ev["value"].tolist() == [8.0] and "repeats (22, 22 beyond 5)" in ev["threshold"][0]
     assert ev["tokens_saved"][0] > 0
     capsys.readouterr()
     # the proposal again from its own output: nothing left to change

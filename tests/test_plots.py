@@ -61,9 +61,12 @@ def test_plot_ablations_draws_what_plot_ablation_draws_one_by_one(tmp_path, monk
     import numpy as np
 
     from tersetalk import cli
+    from tersetalk.cli import figures
 
     reads = []
-    monkeypatch.setattr(cli, "_ablation_inputs", lambda s, r: reads.append(s) or (_summary(), None))
+    monkeypatch.setattr(
+        figures, "_ablation_inputs", lambda s, r: reads.append(s) or (_summary(), None)
+    )
     values = {"caps_baseline": "schema", "enforce_json": "json", "enforce_posthoc": "posthoc"}
     specs = {
         name: {"system": "tersetalk", "setting": setting, "variants": list(values),
