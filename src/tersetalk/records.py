@@ -1,7 +1,7 @@
 """One record per (example, task, system, variant, seed): the row every file is made of.
 
 Columns fall in two groups. Deterministic columns depend only on the config,
-the seed and the model, so two runs with the same seed agree on them exactly
+the random seed and the model, so two runs with the same random seed agree on them exactly
 (:func:`deterministic_columns`). Timing and cache columns (prefixed ``t_`` or listed
 in TIMING_COLUMNS) describe one particular execution and are expected to differ.
 

@@ -172,7 +172,7 @@ def decide(
 
 
 def random_route(seed: int, example_id: str) -> str:
-    """The random policy's fair coin for one example, from the seed and the example id."""
+    """The random policy's fair coin for one example, from the random seed and the example id."""
     return "chain" if _unit(seed, example_id, "random").random() < 0.5 else "star"
 
 

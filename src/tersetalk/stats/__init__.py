@@ -1,7 +1,7 @@
 """Statistics on paired runs: bootstrap intervals, non-inferiority, token tests, Pareto, LaTeX.
 
 Everything is deterministic given the data (in their order), the resample
-count and the seed; ``compare_runs`` sorts the paired examples by key first.
+count and the random seed; ``compare_runs`` sorts the paired examples by key first.
 """
 
 from tersetalk.stats._common import StatsError

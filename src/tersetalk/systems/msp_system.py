@@ -93,7 +93,7 @@ def timing_counters_of(res) -> dict[str, float]:
 
     Named ``t_*`` so :func:`tersetalk.records.build_record` files them under
     ``counters_timing``, apart from the deterministic ``counters`` (a cache hit
-    or a busy machine changes them; the seed does not fix them).
+    or a busy machine changes them; the random seed does not fix them).
     """
     m = res.metrics
     return {
