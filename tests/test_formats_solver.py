@@ -485,3 +485,53 @@ def test_lossless_mckp_writes_no_one_row_table(value):
         node, ("root", None), 0, ()
     )[0]
     assert _table_rows_respected(node, plan), plan
+
+
+# --- the sampled search (what the MCP proxy uses on long results) --------------------
+
+
+def _records(n: int, dear: int = 0) -> list[dict]:
+    """``n`` records of the same keys; the first ``dear`` carry a long list each, which
+    makes a table of them dear (a JSON cell per record) but not every other layout."""
+    rows = []
+    for i in range(n):
+        row = {"id": i, "name": f"item {i}", "ok": i % 3 == 0}
+        if i < dear:
+            row["tags"] = [f"t{j}" for j in range(40)]
+        rows.append(row)
+    return rows
+
+
+def _frontier_calls(monkeypatch, value, **kw) -> tuple[str, int]:
+    from tersetalk.formats import solver as S
+
+    calls = 0
+    real = S._Solver._frontier
+
+    def counted(self, *args):
+        nonlocal calls
+        calls += 1
+        return real(self, *args)
+
+    monkeypatch.setattr(S._Solver, "_frontier", counted)
+    enc = encode(from_python(value), "mckp", **kw)
+    assert same_value(decode(enc.text), value)
+    return enc.text, calls
+
+
+def test_the_sampled_search_gives_up_a_long_list_early_and_finds_the_same_table(monkeypatch):
+    value = _records(300)
+    exact, exact_calls = _frontier_calls(monkeypatch, value)
+    sampled, sampled_calls = _frontier_calls(monkeypatch, value, sample=16)
+    assert sampled == exact and "csv" in exact.splitlines()[0]
+    # the exact search solves most records in each item-by-item layout before it passes
+    # the table; the sampled one stops after 16 of them
+    assert sampled_calls < exact_calls / 3
+
+
+def test_the_sampled_search_leaves_short_lists_exact_and_refuses_a_bad_sample(monkeypatch):
+    # up to twice the sample, every item is solved as in the exact search
+    short = _records(32)
+    assert _frontier_calls(monkeypatch, short, sample=16) == _frontier_calls(monkeypatch, short)
+    with pytest.raises(ValueError, match="sample 0"):
+        encode(from_python([1, 2]), "mckp", sample=0)

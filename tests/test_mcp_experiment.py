@@ -120,6 +120,7 @@ def _frame(server: str, tokens: list[int], direct: list[int]) -> pd.DataFrame:
         "t_pipeline_ratio": [None] * n + [0.5] * n, "t_client_overhead_ratio": [0.0] * 2 * n,
         "t_added_ms": [0.0] * n + [float(10 * (i + 1)) for i in range(n)],
         "t_initialize_added_ms": [0.0] * n + [40.0] * n,
+        "t_first_call_at_once_added_ms": [0.0] * n + [250.0] * n,
     })  # fmt: skip
 
 
@@ -134,7 +135,9 @@ def test_summary_totals_each_session_and_computes_the_saving():
     assert row["t_added_ms_p50"] == pytest.approx(15.0)
     assert row["t_added_ms_p95"] == pytest.approx(19.5)
     assert row["t_initialize_added_ms"] == pytest.approx(40.0)
+    assert row["t_first_call_at_once_added_ms"] == pytest.approx(250.0)
     assert pd.isna(s.loc[("s", "direct", "(session)"), "t_added_ms_p50"])
+    assert pd.isna(s.loc[("s", "direct", "(session)"), "t_first_call_at_once_added_ms"])
 
 
 def test_the_summary_weights_every_servers_sessions_by_their_tokens():

@@ -1162,9 +1162,12 @@ _OTHER: list[Column] = [
          "exact or inexact: the lossless arm's re-encoded result, decoded as the client "
          "would, against the direct result; empty where not checked"),
         ("t_added_ms", "float64", "ms", "the client's round trip through the proxy minus the "
-         "direct one, same step"),
+         "direct one, same step (the client pauses 1 s after listing the tools)"),
         ("t_initialize_added_ms", "float64", "ms", "initialize (launch to answer) through the "
-         "proxy minus direct (summary: the median)"),
+         "proxy minus direct: medians over the start-up launches (3 per arm)"),
+        ("t_first_call_at_once_added_ms", "float64", "ms", "the session's first tool call made "
+         "the moment the tools are listed, through the proxy minus direct: medians over the "
+         "start-up launches (the proxy's own start-up, if not done, is in it)"),
         ("saving_cl100k", "float64", "ratio", "1 - tokens_cl100k / direct_tokens_cl100k"),
         ("round_trips_exact", "int64", "results", "lossless re-encodings that decode exactly"),
         ("round_trips_inexact", "int64", "results", "lossless re-encodings that do not"),

@@ -562,6 +562,10 @@ class _Solver:
     lossless_only: bool
     json_only: bool = False
     min_table_rows: int = MIN_TABLE_ROWS
+    #: lossless: a composite of more than twice this many items is given up once its
+    #: first ``sample`` items, extrapolated, cost more than an option found (None: the
+    #: exact search, every item solved until the sum passes it); see :func:`solve`
+    sample: int | None = None
     _memo: dict[tuple, Frontier] = field(default_factory=dict)
 
     def value(self, node: Node, path: Path) -> float:
@@ -572,8 +576,8 @@ class _Solver:
     def frontier(self, node: Node, slot: Slot, depth: int, path: Path) -> Frontier:
         if self.lossless_only and self.budget == float("inf"):
             # every lossless solver of this solve() agrees on a node's frontier: share it
-            key = (id(self.scheme), self.json_only, self.min_table_rows, id(node), path, slot,
-                   depth)  # fmt: skip
+            key = (id(self.scheme), self.json_only, self.min_table_rows, self.sample, id(node),
+                   path, slot, depth)  # fmt: skip
             hit = self.costs.lossless.get(key)
             if hit is None:
                 hit = self.costs.lossless[key] = (node, self._frontier(node, slot, depth, path))
@@ -760,8 +764,11 @@ class _Solver:
             base = 1 + self._line_head(slot, depth)
         n = len(node.items)
         whole = _Solver(
-            self.scheme, self.costs, float("inf"), True, self.json_only, self.min_table_rows
-        )
+            self.scheme, self.costs, float("inf"), True, self.json_only, self.min_table_rows,
+            self.sample,
+        )  # fmt: skip
+        # the sampled search's check, after the sample's last item (-1: none)
+        check_at = self.sample - 1 if self.sample and n > 2 * self.sample else -1
         out: list[Plan] = []
         # the plan of the items so far, summed in item order
         cost, value, kids = base, 0.0, []
@@ -778,6 +785,8 @@ class _Solver:
             cost, value = cost + c.cost, value + c.value
             if self.lossless_only and cost > limit:
                 return []
+            if i == check_at and self.lossless_only and base + (cost - base) * n / (i + 1) > limit:
+                return []  # the sample, extrapolated to every item, passes the limit
             kids.append((i, c))
             if cost > self.budget:
                 break
@@ -1030,6 +1039,7 @@ def solve(
     aliases: bool = True,
     min_table_rows: int = MIN_TABLE_ROWS,
     cache: SolveCache | None = None,
+    sample: int | None = None,
 ) -> Encoding:
     """The chosen encoding of a JSON tree: cheapest lossless without a budget, else the
     most value within ``budget`` tokens by ``method`` (exact | greedy | binary).
@@ -1045,6 +1055,14 @@ def solve(
     lossless frontiers, the alias table): the proxy solves a result lossless and then
     under a budget. The encoding is the same with or without it. The greedy method
     keeps a cache of its own (it checks every block eagerly).
+
+    ``sample`` (lossless only; None: the exact search): a list of more than twice this
+    many items, laid out item by item, is given up once its first ``sample`` items,
+    extrapolated to all of them, cost more than an option already found (a table of
+    the same items, say). The exact search solves items until their sum passes that
+    option, most of a long list. What is sent stays lossless either way; the sampled
+    search may miss a cheaper layout where the first items are much dearer than the
+    rest. The MCP proxy uses it to bound its latency on long results.
     """
     if not is_json(node):
         raise TreeError("the solver takes a JSON tree; Markdown goes through encode_markdown()")
@@ -1054,6 +1072,8 @@ def solve(
         raise BudgetError(f"budget {budget}: give a positive number of tokens")
     if min_table_rows < 1:
         raise ValueError(f"min_table_rows {min_table_rows}: give 1 (every table) or more")
+    if sample is not None and sample < 1:
+        raise ValueError(f"sample {sample}: give a number of items (1 or more) or None")
     scheme = scheme or ValueScheme()
     if cache is not None and cache.tokenizer != tokenizer:
         raise ValueError(f"the solve cache counts {cache.tokenizer} tokens, not {tokenizer}")
@@ -1067,7 +1087,8 @@ def solve(
     error: BudgetError | None = None
     for tree, prelude in candidates:
         try:
-            enc = _solve(tree, node, prelude, budget, method, costs, scheme, min_table_rows)
+            enc = _solve(tree, node, prelude, budget, method, costs, scheme, min_table_rows,
+                         sample)  # fmt: skip
         except BudgetError as exc:
             error = exc
             continue
@@ -1088,6 +1109,7 @@ def _solve(
     costs: _Costs,
     scheme: ValueScheme,
     min_table_rows: int = MIN_TABLE_ROWS,
+    sample: int | None = None,
 ) -> Encoding:
     """``solve`` on ``tree`` (``original`` with its aliases applied, or itself), the
     ``prelude`` hint lines before the body and counted against the budget."""
@@ -1096,7 +1118,7 @@ def _solve(
     encoder = "mckp" if not json_only else "json_compact"
     if budget is None:
         plan = _checked_plan(tree, costs, lambda: _Solver(
-            scheme, costs, float("inf"), True, json_only, min_table_rows
+            scheme, costs, float("inf"), True, json_only, min_table_rows, sample
         ).frontier(tree, ("root", None), 0, ())[0])  # fmt: skip
         assert plan is not None  # inline compact JSON is always an option
         return _encoding(tree, original, prelude, plan, costs, encoder, method, None, vtotal)
@@ -1281,10 +1303,12 @@ def encode(
     scheme: ValueScheme | None = None,
     min_table_rows: int = MIN_TABLE_ROWS,
     cache: SolveCache | None = None,
+    sample: int | None = None,
 ) -> Encoding:
     """A payload in one encoder: ``mckp`` (the knapsack, with string-prefix aliases
     where they save tokens), ``mckp_plain`` (the knapsack's per-subtree formats alone)
-    or one of the single formats.
+    or one of the single formats (``sample``: the knapsack's sampled search, see
+    :func:`solve`).
 
     Single formats are all-or-nothing: a format that cannot carry the payload
     losslessly raises ValueError naming the ones that can (no silent fallback).
@@ -1294,7 +1318,7 @@ def encode(
     if encoder in MCKP:
         enc = solve(node, budget=budget, method=method, tokenizer=tokenizer, scheme=scheme,
                     aliases=encoder == "mckp", min_table_rows=min_table_rows,
-                    cache=cache)  # fmt: skip
+                    cache=cache, sample=sample)  # fmt: skip
         return replace(enc, encoder=encoder) if enc.encoder == "mckp" else enc
     if budget is not None:
         raise ValueError(f"--budget applies to the mckp encoder only, not {encoder!r}")

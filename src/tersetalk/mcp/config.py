@@ -124,6 +124,10 @@ class ProxyConfig(_Strict):
     page_tokens: int | None = Field(25_000, ge=200)
     #: the results of a tool a client may quote back (file reads, diffs) pass byte-exact
     edit_safe: bool = True
+    #: the knapsack's sampled search (tersetalk.formats.solver.solve): a list of more
+    #: than twice this many items is given up once this many, extrapolated, cost more
+    #: than a whole format such as a table; None: the exact search (slower on long lists)
+    search_sample: int | None = Field(16, ge=1)
     hints: Hints = Hints()
     dedup: Dedup = Dedup()
     retrieval: Retrieval = Retrieval()

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -242,7 +243,8 @@ def _tools_text(tools: Any) -> str:
 
 
 async def _session(command: Sequence[str], steps: Sequence[Step], retrieve: bool,
-                   cwd: str) -> list[dict]:  # fmt: skip
+                   cwd: str, pause_s: float = 0.0) -> list[dict]:  # fmt: skip
+    import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -276,18 +278,22 @@ async def _session(command: Sequence[str], steps: Sequence[Step], retrieve: bool
                                                       "is_error": bool(got.is_error),
                                                       "t_s": time.perf_counter() - t1})  # fmt: skip
                     out.append(row)
+                    if step.tool == LIST_STEP and pause_s:
+                        await anyio.sleep(pause_s)
     return out
 
 
 def run_session(command: Sequence[str], steps: Sequence[Step], *, retrieve: bool = False,
-                cwd: str | Path | None = None) -> list[dict]:  # fmt: skip
+                cwd: str | Path | None = None, pause_s: float = 0.0) -> list[dict]:  # fmt: skip
     """Replay ``steps`` against the MCP server ``command`` starts; one dict per step
-    (text, is_error, client time, retrieval calls made for its overflow hints)."""
+    (text, is_error, client time, retrieval calls made for its overflow hints).
+    ``pause_s``: the client waits this long after it listed the tools, as a client
+    whose model reads the list before it calls a tool."""
     import anyio
 
     cwd = str(cwd or tempfile.gettempdir())
     try:
-        return anyio.run(_session, list(command), list(steps), retrieve, cwd)
+        return anyio.run(_session, list(command), list(steps), retrieve, cwd, pause_s)
     except Exception as exc:
         err = Path(cwd, "stderr.log")
         tail = err.read_text(encoding="utf-8", errors="replace")[-2000:] if err.exists() else ""
@@ -295,6 +301,38 @@ def run_session(command: Sequence[str], steps: Sequence[Step], *, retrieve: bool
             f"session with {command[:3]}... failed: {type(exc).__name__}: {exc}\n"
             f"server stderr:\n{tail}"
         ) from exc
+
+
+async def _startup(command: Sequence[str], step: Step, cwd: str) -> tuple[float, float]:
+    """One launch: initialize (from the launch), then the tool list and ``step`` at once,
+    as a client that calls a tool the moment it can; (initialize s, the call's s)."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd,
+                                   env={**GIT_ENV, **env})  # fmt: skip
+    with open(os.path.join(cwd, "stderr.log"), "w", encoding="utf-8") as errlog:
+        started = time.perf_counter()
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                initialized = time.perf_counter() - started
+                await session.list_tools()
+                t0 = time.perf_counter()
+                await session.call_tool(step.tool, step.arguments)
+                return initialized, time.perf_counter() - t0
+
+
+def startup_times(command: Sequence[str], step: Step, cwd: str | Path) -> tuple[float, float]:
+    """:func:`_startup` run once (``cwd``: the launch's folder, its data a fresh copy)."""
+    import anyio
+
+    try:
+        return anyio.run(_startup, list(command), step, str(cwd))
+    except Exception as exc:
+        raise ExperimentError(f"start-up launch of {command[:3]}... failed: "
+                              f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
 
 
 def proxy_command(config: Path, telemetry: Path, downstream: Sequence[str],
@@ -374,52 +412,82 @@ def _fresh_target(server: str, target: Path | None, workdir: Path) -> Path | Non
     return dest
 
 
-def run_server(server: str, env_dir: str | Path, target: str | Path | None,
-               budgets: Sequence[int | None],
-               telemetry_dir: str | Path | None = None) -> pd.DataFrame:  # fmt: skip
-    """Every arm of one server's session: direct, then through the proxy per budget
-    (each proxied arm writing local telemetry into ``telemetry_dir`` if given)."""
+#: the client's pause after listing the tools in the scripted sessions (s): a client's
+#: model reads the list before it calls a tool; the start-up launches do not pause
+PAUSE_S = 1.0
+#: launches per arm that time initialize and a tool called at once (medians are kept)
+STARTUP_LAUNCHES = 3
+
+
+def _arm_command(server: str, env_dir: str | Path, work: Path, target: Path | None,
+                 arm: str, budget: int | None, local: Path | None,
+                 ) -> tuple[list[str], Path | None, list[Step]]:  # fmt: skip
+    """An arm's launch in its folder ``work`` (a fresh copy of the data inside it): the
+    command, the proxy's telemetry file (None: direct) and the script of steps."""
     import yaml
 
+    copy = _fresh_target(server, target, work)
+    # the script names the data by its path: the same for every arm (a stable name
+    # inside each arm's own folder would differ per arm and per run)
+    steps = script_for(server, None if copy is None else str(copy))
+    # fixed git identity and dates for the server itself, whoever starts it
+    env = [f"{k}={v}" for k, v in sorted(GIT_ENV.items())]
+    downstream = ["env", *env, *launch_command(server, env_dir, copy)]
+    if arm == DIRECT:
+        return downstream, None, steps
+    cfg = work / "proxy.yaml"
+    cfg.write_text(yaml.safe_dump(proxy_config(budget), sort_keys=False))
+    telemetry = work / "telemetry.jsonl"
+    return proxy_command(cfg, telemetry, downstream, local), telemetry, steps
+
+
+def run_server(server: str, env_dir: str | Path, target: str | Path | None,
+               budgets: Sequence[int | None], telemetry_dir: str | Path | None = None,
+               *, pause_s: float = PAUSE_S, launches: int = STARTUP_LAUNCHES,
+               ) -> pd.DataFrame:  # fmt: skip
+    """Every arm of one server's session: direct, then through the proxy per budget
+    (each proxied arm writing local telemetry into ``telemetry_dir`` if given), then
+    ``launches`` start-up launches per arm, the arms in turn (see :func:`startup_times`)."""
     target = None if target is None else Path(target).absolute()
     local = None if telemetry_dir is None else Path(telemetry_dir).absolute()
-    frames = []
-    direct: list[dict] | None = None
-    steps_of: dict[str, list[Step]] = {}
-    for arm, budget in [(DIRECT, None), *((arm_name(b), b) for b in budgets)]:
+    arms = [(DIRECT, None), *((arm_name(b), b) for b in budgets)]
+    runs: dict[str, tuple[list[Step], list[dict], list[dict], str]] = {}
+    for arm, budget in arms:
         with tempfile.TemporaryDirectory(prefix=f"tersetalk-mcp-{server}-{arm}-") as tmp:
             work = Path(tmp)
-            copy = _fresh_target(server, target, work)
-            # the script names the data by its path: the same for every arm (a stable
-            # name inside each arm's own folder would differ per arm and per run)
-            steps = script_for(server, None if copy is None else str(copy))
-            steps_of[arm] = steps
-            # fixed git identity and dates for the server itself, whoever starts it
-            env = [f"{k}={v}" for k, v in sorted(GIT_ENV.items())]
-            downstream = ["env", *env, *launch_command(server, env_dir, copy)]
-            if arm == DIRECT:
-                command, telemetry = downstream, None
-            else:
-                cfg = work / "proxy.yaml"
-                cfg.write_text(yaml.safe_dump(proxy_config(budget), sort_keys=False))
-                telemetry = work / "telemetry.jsonl"
-                command = proxy_command(cfg, telemetry, downstream, local)
+            command, telemetry, steps = _arm_command(server, env_dir, work, target, arm,
+                                                     budget, local)  # fmt: skip
             log.info("%s/%s: %d steps via %s", server, arm, len(steps), " ".join(command[:4]))
             t0 = time.perf_counter()
-            got = run_session(command, steps, retrieve=arm != DIRECT, cwd=work)
+            got = run_session(command, steps, retrieve=arm != DIRECT, cwd=work,
+                              pause_s=pause_s)  # fmt: skip
             tel = read_telemetry(telemetry) if telemetry else []
             log.info("%s/%s: done in %.1f s (%d telemetry lines)", server, arm,
                      time.perf_counter() - t0, len(tel))  # fmt: skip
-            if arm == DIRECT:
-                direct = got
-            frames.append(_rows(server, arm, budget, steps, got, tel, direct or got,
-                                str(work)))  # fmt: skip
-    df = pd.concat(frames, ignore_index=True)
-    return df
+            runs[arm] = (steps, got, tel, str(work))
+    startup: dict[str, list[tuple[float, float]]] = {arm: [] for arm, _ in arms}
+    for _ in range(launches):
+        for arm, budget in arms:
+            with tempfile.TemporaryDirectory(prefix=f"tersetalk-mcp-{server}-start-") as tmp:
+                command, _, steps = _arm_command(server, env_dir, Path(tmp), target, arm,
+                                                 budget, None)  # fmt: skip
+                first = next(s for s in steps if s.tool != LIST_STEP)
+                startup[arm].append(startup_times(command, first, tmp))
+    medians = {arm: (float(statistics.median([t[0] for t in ts])) if ts else float("nan"),
+                     float(statistics.median([t[1] for t in ts])) if ts else float("nan"))
+               for arm, ts in startup.items()}  # fmt: skip
+    direct = runs[DIRECT][1]
+    frames = [_rows(server, arm, budget, *runs[arm][:3], direct, runs[arm][3],
+                    medians[arm], medians[DIRECT])
+              for arm, budget in arms]  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
 
 
 def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: list[dict],
-          telemetry: list[dict], direct: list[dict], workdir: str) -> pd.DataFrame:  # fmt: skip
+          telemetry: list[dict], direct: list[dict], workdir: str,
+          startup: tuple[float, float] = (float("nan"), float("nan")),
+          direct_startup: tuple[float, float] = (float("nan"), float("nan")),
+          ) -> pd.DataFrame:  # fmt: skip
     # the proxy logs one line per tools/call, retrieval calls included, in call order
     calls = iter(telemetry)
     rows = []
@@ -470,10 +538,10 @@ def _rows(server: str, arm: str, budget: int | None, steps: list[Step], got: lis
     df["t_client_direct_s"] = [d["t_client_s"] for d in direct]
     df["t_client_overhead_ratio"] = df["t_client_s"] / df["t_client_direct_s"] - 1.0
     df["t_added_ms"] = 1000.0 * (df["t_client_s"] - df["t_client_direct_s"])
-    # the session's initialize (launch to answer) through the proxy less direct, ms
-    df["t_initialize_added_ms"] = [1000.0 * (r.get("t_initialize_s", float("nan"))
-                                             - d.get("t_initialize_s", float("nan")))
-                                   for r, d in zip(got, direct, strict=True)]  # fmt: skip
+    # the start-up launches' medians through the proxy less direct, ms: initialize
+    # (launch to answer) and a tool called the moment the tools are listed
+    df["t_initialize_added_ms"] = 1000.0 * (startup[0] - direct_startup[0])
+    df["t_first_call_at_once_added_ms"] = 1000.0 * (startup[1] - direct_startup[1])
     return df
 
 
@@ -537,6 +605,7 @@ SUMMARY = {
     "t_added_ms_p50": ("t_added_ms", _p50),
     "t_added_ms_p95": ("t_added_ms", _p95),
     "t_initialize_added_ms": ("t_initialize_added_ms", "median"),
+    "t_first_call_at_once_added_ms": ("t_first_call_at_once_added_ms", "median"),
 }
 
 #: the summary's server name for every server's sessions taken together
@@ -549,8 +618,9 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     o200k and cl100k tokens with and without the proxy, lossless re-encodings checked on
     the client's side (exact, inexact), dedup hits, invalidations, retrieval round trips
     (how many were exact, and the tokens they would add), median latency ratios and the
-    latency the proxy adds per call as the client sees it (ms, p50 and p95) and to the
-    session's initialize (median over its sessions)."""
+    latency the proxy adds per call as the client sees it (ms, p50 and p95; the client
+    pauses after listing the tools, see :data:`PAUSE_S`), and from the start-up launches
+    what it adds to initialize and to a tool called at once (medians)."""
     per_tool = df.groupby(["server", "arm", "tool"], sort=False).agg(**SUMMARY).reset_index()
     total = df.groupby(["server", "arm"], sort=False).agg(**SUMMARY).reset_index()
     total.insert(2, "tool", "(session)")
@@ -563,5 +633,6 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         out["direct_tokens_cl100k"] > 0
     )
     direct = out["arm"] == DIRECT  # the direct arm adds nothing: no latency to report
-    out.loc[direct, ["t_added_ms_p50", "t_added_ms_p95", "t_initialize_added_ms"]] = float("nan")
+    out.loc[direct, ["t_added_ms_p50", "t_added_ms_p95", "t_initialize_added_ms",
+                     "t_first_call_at_once_added_ms"]] = float("nan")  # fmt: skip
     return out

@@ -498,7 +498,8 @@ class SessionPipeline:
             if target is not None and target <= 0:
                 break
             try:
-                enc = encode(node, "mckp", budget=target, tokenizer=cfg.tokenizer, cache=cache)
+                enc = encode(node, "mckp", budget=target, tokenizer=cfg.tokenizer, cache=cache,
+                             sample=cfg.search_sample if target is None else None)  # fmt: skip
             except BudgetError:
                 enc = None
                 break
@@ -514,7 +515,8 @@ class SessionPipeline:
             enc = None
         if enc is None:  # nothing within the budget keeps the root: send it all
             fallback = f"budget {budget}: no encoding with its hints fits; sent lossless"
-            enc = encode(node, "mckp", tokenizer=cfg.tokenizer, cache=cache)
+            enc = encode(node, "mckp", tokenizer=cfg.tokenizer, cache=cache,
+                         sample=cfg.search_sample)  # fmt: skip
             text = enc.text
         if enc.fallback:
             fallback = enc.fallback
