@@ -473,7 +473,7 @@ rule overhead:
 @pytest.mark.integration
 def test_a_real_snakemake_run_and_its_forced_rerun(tmp_path):
     (tmp_path / "Snakefile").write_text(SNAKEFILE.replace("PYTHON", sys.executable))
-    env = {**os.environ, "PYTHONPATH": str(Path(overhead.__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(overhead.__file__).parents[2])}
 
     def snakemake(*extra):
         res = subprocess.run(
