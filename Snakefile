@@ -38,9 +38,9 @@ rule all:
 
 # Each job sends its command's output to its log, so Snakemake's error block says only
 # "message: None": say each failed job's reason (its command's one-line error) where the
-# run stops (tersetalk.joberrors).
+# run stops (tersetalk.pipeline.joberrors).
 onerror:
-    from tersetalk.joberrors import explain
+    from tersetalk.pipeline.joberrors import explain
 
     for line in explain(log):
         logger.error(line)

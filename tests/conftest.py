@@ -49,7 +49,7 @@ def repo() -> Path:
 
 @pytest.fixture
 def base_config() -> dict:
-    from tersetalk.config import load_config
+    from tersetalk.pipeline.config import load_config
 
     return load_config(REPO / "config" / "config.yaml")
 
@@ -60,8 +60,8 @@ def prepared(request, tmp_path_factory) -> Path:
     when it is prepared, else one kept in pytest's cache folder (about 30-50 s the first
     time on a machine, a manifest check after). Test workers prepare it under a lock, so
     the second waits for the first's folder instead of replacing it while it is used."""
+    from tersetalk.core.io import exclusive
     from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared, prepare_compressor
-    from tersetalk.io import exclusive
 
     workflow_copy = REPO / DEFAULT_COMPRESSOR_DIR
     if is_prepared(workflow_copy):

@@ -1,7 +1,7 @@
 """A small results folder for the dashboard's tests, written by the real runner.
 
 Two systems (``freeform`` and ``mediator`` with the deterministic truncating
-compressor) run the same two HotpotQA examples through :func:`tersetalk.runner.run`
+compressor) run the same two HotpotQA examples through :func:`tersetalk.pipeline.runner.run`
 with the scripted double, so the Parquet files have exactly the layout a workflow
 run writes; the summary comes from the real metrics code and the figure is a real
 PNG. Nothing here is a number anyone reports: it is what the browser displays.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from tersetalk.config import run_spec, validate_config
 from tersetalk.mediator import parse_mediator_config
+from tersetalk.pipeline.config import run_spec, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 #: where the test clients say the dashboard is (it refuses TestClient's "testserver" Host)
@@ -57,7 +57,7 @@ def build_results(base_config: dict, root: Path) -> Path:
 
     from tersetalk.metrics.summary import run_metrics
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import run
+    from tersetalk.pipeline.runner import run
     from tersetalk.tasks.loading import load_records, sample
 
     results, figures = root / "results", root / "figures"
@@ -121,7 +121,7 @@ OTHER_MODEL = "qwen2.5-14b"
 def default_runs(config: dict) -> list[tuple[str, str, str]]:
     """(task, system, variant) of every run of the default target, as the workflow's
     ``run_targets`` lists them (systems and variants narrowed to the tasks they run on)."""
-    from tersetalk.config import enabled_systems
+    from tersetalk.pipeline.config import enabled_systems
     from tersetalk.tasks.schedule import runs_on, variant_runs_on
 
     return [

@@ -59,7 +59,7 @@ def npm_server(package: str, folder: str) -> Path:
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         pytest.skip(f"{package} needs Node.js and npm (Debian: apt-get install nodejs npm)")
-    from tersetalk.io import exclusive
+    from tersetalk.core.io import exclusive
 
     # one install at a time into one folder: two test workers writing the same
     # node_modules at once broke each other's (npm's TAR_ENTRY_ERROR)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tersetalk.cli import build_parser, main
-from tersetalk.config import run_spec, validate_config
+from tersetalk.core.tokens import count_tokens
 from tersetalk.metrics.audit import (
     OH_COLUMNS,
     OVERHEAD_KINDS,
@@ -25,11 +25,11 @@ from tersetalk.metrics.audit import (
     strip_title,
 )
 from tersetalk.models import ScriptedClient
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.protocol import serialize
 from tersetalk.protocol.lines import FactLine, QuestionLine, RoleLine, TextLine
-from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
-from tersetalk.tokens import count_tokens
 
 
 def tok(text: str) -> int:

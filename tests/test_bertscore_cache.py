@@ -104,9 +104,9 @@ print("TORCH", "torch" in sys.modules)
 
 def test_a_rescore_from_the_cache_imports_no_torch(tmp_path, repo, base_config):
     """What a forced rerun's score job does: the same runs scored again, in a new process."""
-    from tersetalk.config import run_spec
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import run
+    from tersetalk.pipeline.config import run_spec
+    from tersetalk.pipeline.runner import run
     from tersetalk.tasks.loading import load_records, sample
 
     ev, _ = sample("gsm8k", load_records("gsm8k", data_dir=repo / "data"), n=2,

@@ -15,9 +15,9 @@ import pydantic
 import pytest
 
 from tersetalk.agents.conversation import Conversation
+from tersetalk.core.records import usage_totals
 from tersetalk.models import CachedClient, GenerationConfig, ModelCallError, ScriptedClient
 from tersetalk.models.base import StructuredOutputError
-from tersetalk.records import usage_totals
 
 MSGS = [
     {"role": "system", "content": "You are terse."},

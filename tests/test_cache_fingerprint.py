@@ -440,9 +440,9 @@ def test_a_fingerprint_is_kept_for_the_clients_life(tmp_path):
 
 
 def test_every_run_row_records_the_fingerprint(tmp_path, base_config, repo):
-    from tersetalk.config import run_spec
-    from tersetalk.records import deterministic_columns
-    from tersetalk.runner import run
+    from tersetalk.core.records import deterministic_columns
+    from tersetalk.pipeline.config import run_spec
+    from tersetalk.pipeline.runner import run
     from tersetalk.tasks.loading import load_records, sample
 
     ev, _ = sample("gsm8k", load_records("gsm8k", data_dir=repo / "data"), n=2,

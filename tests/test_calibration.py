@@ -18,8 +18,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from tersetalk import calibration
-from tersetalk.calibration import (
+from tersetalk.core.io import message_list
+from tersetalk.models import ScriptedClient
+from tersetalk.pipeline import calibration
+from tersetalk.pipeline.calibration import (
     OBJECTIVES,
     CalibrationError,
     accuracy_evidence,
@@ -31,10 +33,8 @@ from tersetalk.calibration import (
     schema_defaults,
     write,
 )
-from tersetalk.config import calibration_points, calibration_spec, load_config, run_spec
-from tersetalk.io import message_list
-from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import calibration_points, calibration_spec, load_config, run_spec
+from tersetalk.pipeline.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 #: a reference so large that its accuracy interval is narrower than a 0.02 margin
@@ -71,7 +71,7 @@ def _choose(rows, objective="fewest_tokens_within_margin", reference=0.60, margi
 
 
 def test_the_reference_interval_is_the_wilson_interval_of_its_accuracy():
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     # 0 of 10 correct: not certain, and exactly the interval the file records
     informative, why = accuracy_evidence(_ref(0.0, n=10), 0.02)
@@ -282,7 +282,7 @@ def test_schema_documents_the_preservation_margin_and_its_default(repo, base_con
     assert prop["default"] == schema_defaults()["preservation_margin"] == 0.05
     assert "gold-reaches-Worker" in prop["description"]
     assert all(spec["preservation_margin"] == 0.05 for spec in base_config["calibration"].values())
-    from tersetalk.config import ConfigError, validate_config
+    from tersetalk.pipeline.config import ConfigError, validate_config
 
     cfg = copy.deepcopy(base_config)
     cfg["calibration"]["tersetalk"]["preservation_margin"] = 0.1
@@ -293,7 +293,7 @@ def test_schema_documents_the_preservation_margin_and_its_default(repo, base_con
 
 
 def test_unknown_objective_in_config_names_the_key(base_config):
-    from tersetalk.config import ConfigError, validate_config
+    from tersetalk.pipeline.config import ConfigError, validate_config
 
     cfg = copy.deepcopy(base_config)
     cfg["calibration"]["tersetalk"]["objective"] = "cheapest"
@@ -308,7 +308,7 @@ def test_objective_defaults_when_absent(base_config):
     )
     cfg = copy.deepcopy(base_config)
     cfg["calibration"]["hybrid"]["objective"] = "max_accuracy"
-    from tersetalk.config import validate_config
+    from tersetalk.pipeline.config import validate_config
 
     assert validate_config(cfg)["calibration"]["hybrid"]["objective"] == "max_accuracy"
 

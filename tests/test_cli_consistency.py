@@ -23,7 +23,7 @@ from fake_openai_server import FakeServer
 
 import tersetalk
 from tersetalk.cli import build_parser, main, plain_text
-from tersetalk.config import load_config, load_workflow_config
+from tersetalk.pipeline.config import load_config, load_workflow_config
 
 
 def _parsers(parser: argparse.ArgumentParser):
@@ -63,11 +63,12 @@ def test_formats_help_is_plain(repo):
 
 def test_plain_text_strips_roles_literals_and_links():
     text = (
-        "Use ``tersetalk run`` and :func:`tersetalk.config.merge` or :mod:`~tersetalk.io`;\n"
+        "Use ``tersetalk run`` and :func:`tersetalk.pipeline.config.merge` or "
+        ":mod:`~tersetalk.core.io`;\n"
         "see `the docs <https://example.org>`_ and **this**. Example::\n\n    x = 1\n"
     )
     assert plain_text(text) == (
-        "Use tersetalk run and tersetalk.config.merge or io;\n"
+        "Use tersetalk run and tersetalk.pipeline.config.merge or io;\n"
         "see the docs (https://example.org) and this. Example:\n\n    x = 1\n"
     )
     assert plain_text("results/*.parquet, `tersetalk sample`") == (
@@ -170,7 +171,7 @@ def test_sample_with_a_partial_config(repo, partial, tmp_path, monkeypatch):
 def test_run_with_a_partial_config_keeps_the_default_models(repo, partial, tmp_path, monkeypatch):
     import pandas as pd
 
-    import tersetalk.runner
+    import tersetalk.pipeline.runner
 
     monkeypatch.chdir(repo)
     specs = []
@@ -179,7 +180,7 @@ def test_run_with_a_partial_config_keeps_the_default_models(repo, partial, tmp_p
         specs.append(spec)
         return pd.DataFrame({"error": [None]})
 
-    monkeypatch.setattr(tersetalk.runner, "run", fake_run)
+    monkeypatch.setattr(tersetalk.pipeline.runner, "run", fake_run)
     argv = ["run", "--task", "gsm8k", "--system", "freeform", "--config", str(partial),
             "--sample", "s.parquet", "--out", str(tmp_path / "r.parquet")]  # fmt: skip
     assert main(argv) == 0

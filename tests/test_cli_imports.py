@@ -24,7 +24,7 @@ from fake_openai_server import FakeServer
 
 import tersetalk
 from tersetalk.cli import PLUGIN_COMMANDS, main
-from tersetalk.cliargs import LazySubParsers
+from tersetalk.core.cliargs import LazySubParsers
 
 #: libraries none of the checked steps uses (each costs 0.1 to 5 s to import)
 HEAVY = ("torch", "transformers", "matplotlib", "seaborn", "scipy", "bert_score", "llmlingua")
@@ -109,7 +109,7 @@ def test_the_table_names_what_each_module_registers():
 
 def test_a_stale_table_is_caught():
     action = argparse.ArgumentParser().add_subparsers(action=LazySubParsers)
-    action.add_module_commands("tersetalk.shards", {"shard-sample": "an old help"})
+    action.add_module_commands("tersetalk.pipeline.shards", {"shard-sample": "an old help"})
     with pytest.raises(AssertionError):
         _check_lazy(action)
 
@@ -202,11 +202,12 @@ def test_run_and_aggregate_import_no_heavy_library(repo, tmp_path, sampled, serv
 
 
 def test_what_a_calibrated_run_job_imports_is_light(repo):
-    """A run job of a calibrated system reads its calibration file (``tersetalk.calibration``,
-    which uses ``stats.intervals``) and finds the embedded GGUF; neither needs scipy (about a
-    second per job) nor the ``llm`` CLI the model's wheel is a plug-in of."""
+    """A run job of a calibrated system reads its calibration file
+    (``tersetalk.pipeline.calibration``, which uses ``core.intervals``) and finds the
+    embedded GGUF; neither needs scipy (about a second per job) nor the ``llm`` CLI the
+    model's wheel is a plug-in of."""
     code = (
-        "import sys, tersetalk.runner, tersetalk.calibration, tersetalk.stats\n"
+        "import sys, tersetalk.pipeline.runner, tersetalk.pipeline.calibration, tersetalk.stats\n"
         "from tersetalk.models.llamacpp import default_model_path\n"
         "assert default_model_path().suffix == '.gguf'\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"

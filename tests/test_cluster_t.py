@@ -114,7 +114,7 @@ def test_a_share_is_widened_by_the_score_form_and_never_narrower_than_t():
 def test_a_share_every_task_gets_right_is_never_certain():
     """Tasks that all agree perfectly show no spread between tasks; the interval still
     holds the pooled rows' sampling (continuity-corrected Wilson), never [1, 1]."""
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     tasks = np.repeat(["a", "b", "c", "d"], 2)
     res = cluster_t_interval(np.ones(8), tasks, share=True)

@@ -1,4 +1,4 @@
-"""The data dictionary (tersetalk.columns) against the columns the writers really write.
+"""The data dictionary (tersetalk.core.columns) against the columns the writers really write.
 
 Frames come from the writing code paths on the scripted model double (control flow only,
 no reported number): a free-form and a TerseTalk run, ``tersetalk score`` on them (the
@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tersetalk import columns as C
 from tersetalk.cli import main
-from tersetalk.config import load_config, run_spec, validate_config
+from tersetalk.core import columns as C
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import load_config, run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_every_counter_is_documented_once():
 def test_messages_are_a_nested_list_and_old_json_strings_still_load(written, tmp_path):
     import pyarrow.parquet as pq
 
-    from tersetalk.io import message_list, messages_arrow_type
+    from tersetalk.core.io import message_list, messages_arrow_type
 
     path = written / "runs" / "hotpotqa" / "tersetalk" / "v.parquet"
     assert pq.read_schema(path).field("messages").type == messages_arrow_type()

@@ -20,8 +20,8 @@ import pytest
 from fake_openai_server import FakeServer
 
 from tersetalk.agents.context import RunContext
-from tersetalk.config import ConfigError, run_spec, validate_config
-from tersetalk.inflight import InFlight
+from tersetalk.core.inflight import InFlight
+from tersetalk.core.records import deterministic_columns
 from tersetalk.models import (
     GenerationConfig,
     ModelUnavailableError,
@@ -29,8 +29,8 @@ from tersetalk.models import (
     max_in_flight,
 )
 from tersetalk.models.recording import CallRecorder
-from tersetalk.records import deterministic_columns
-from tersetalk.runner import RunIncompleteError, checkpoint_path, run
+from tersetalk.pipeline.config import ConfigError, run_spec, validate_config
+from tersetalk.pipeline.runner import RunIncompleteError, checkpoint_path, run
 from tersetalk.systems import validate_variant
 from tersetalk.tasks.loading import load_records, sample
 

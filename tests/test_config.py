@@ -5,7 +5,7 @@ import re
 import pytest
 import yaml
 
-from tersetalk.config import (
+from tersetalk.pipeline.config import (
     ConfigError,
     load_config,
     merge,
@@ -80,7 +80,7 @@ def test_run_spec_changes_only_with_what_the_run_depends_on(base_config):
 
 
 def test_calibration_points_are_explicit_specs(base_config):
-    from tersetalk.config import calibration_points, calibration_spec
+    from tersetalk.pipeline.config import calibration_points, calibration_spec
 
     points = calibration_points(base_config, "tersetalk")
     assert len(points) == 8 and points["g00"] == {"caps": "aggressive", "deref": "conditional"}
@@ -94,7 +94,7 @@ def test_calibration_points_are_explicit_specs(base_config):
 
 
 def test_calibration_reference_defaults_to_the_evaluation_reference(base_config):
-    from tersetalk.config import calibration_reference, calibration_reference_runs
+    from tersetalk.pipeline.config import calibration_reference, calibration_reference_runs
 
     cfg = copy.deepcopy(base_config)
     for spec in cfg["calibration"].values():
@@ -137,7 +137,7 @@ def test_calibration_reference_of_a_disabled_system_is_rejected(base_config):
 
 
 def test_the_topology_study_has_its_own_tasks_examples_and_systems(repo):
-    from tersetalk.config import topology_config
+    from tersetalk.pipeline.config import topology_config
 
     cfg = load_config(repo / "config" / "config.yaml")
     study = topology_config(cfg)
@@ -176,7 +176,7 @@ def test_a_wrong_topology_section_names_the_key(base_config, edit, message):
 
 
 def test_no_topology_systems_is_a_clear_error_only_when_the_study_is_asked_for(base_config):
-    from tersetalk.config import topology_config
+    from tersetalk.pipeline.config import topology_config
 
     cfg = copy.deepcopy(base_config)
     del cfg["topology"]
@@ -186,7 +186,7 @@ def test_no_topology_systems_is_a_clear_error_only_when_the_study_is_asked_for(b
 
 
 def test_schema_default_reads_the_one_place_defaults_are_written(base_config):
-    from tersetalk.config import schema_default
+    from tersetalk.pipeline.config import schema_default
 
     cfg = copy.deepcopy(base_config)
     del cfg["bench"]["repeats"]
@@ -199,7 +199,7 @@ def test_schema_default_reads_the_one_place_defaults_are_written(base_config):
 def test_a_fitted_variant_reads_its_own_models_router(base_config):
     """``{results}`` in weights_from is the configured model's folder, so switching models
     never reads another model's fitted router."""
-    from tersetalk.config import topology_config
+    from tersetalk.pipeline.config import topology_config
 
     cfg = merge(base_config, {"models": {"key": "other-model"}})
     study = topology_config(validate_config(cfg))
@@ -230,7 +230,7 @@ def test_a_non_finite_number_anywhere_is_refused_naming_its_key(repo, tmp_path, 
 
 
 def test_non_finite_keys_walks_lists_and_survives_a_value_that_contains_itself():
-    from tersetalk.config import non_finite_keys
+    from tersetalk.pipeline.config import non_finite_keys
 
     loop: list = [1.0]
     loop.append(loop)
@@ -283,7 +283,7 @@ def test_aliases_and_merge_keys_of_a_hand_written_config_still_load(repo, tmp_pa
     )
     cfg = load_config(repo / "config" / "config.yaml", layer)
     assert cfg["generation"]["max_tokens"] == 128 and cfg["evaluation"]["alpha"] == 0.05
-    from tersetalk.io import load_yaml_text
+    from tersetalk.core.io import load_yaml_text
 
     doc = load_yaml_text("a: &a {x: 1}\nb: {<<: *a, y: 2}\nc: [*a, *a]\n", "test")
     assert doc == {"a": {"x": 1}, "b": {"x": 1, "y": 2}, "c": [{"x": 1}, {"x": 1}]}

@@ -17,7 +17,7 @@ import re
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tersetalk.config import calibration_points, merge, spec_hash
+from tersetalk.pipeline.config import calibration_points, merge, spec_hash
 
 keys = st.text(alphabet="abcdefgh_", min_size=1, max_size=4)
 leaves = st.one_of(
@@ -181,7 +181,7 @@ def _number_paths(obj, prefix=()):
 def _default_config() -> dict:
     from pathlib import Path
 
-    from tersetalk.config import load_config
+    from tersetalk.pipeline.config import load_config
 
     return load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
 
@@ -195,7 +195,7 @@ NUMBER_PATHS = sorted(_number_paths(DEFAULT_CONFIG), key=str)
     st.sampled_from([math.nan, math.inf, -math.inf]),
 )
 def test_a_non_finite_number_at_any_numeric_key_is_refused_naming_the_key(path, bad):
-    from tersetalk.config import ConfigError, validate_config
+    from tersetalk.pipeline.config import ConfigError, validate_config
 
     config = copy.deepcopy(DEFAULT_CONFIG)
     _get(config, path[:-1])[path[-1]] = bad

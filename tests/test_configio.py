@@ -12,7 +12,7 @@ import logging
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from tersetalk.configio import describe_errors, load_model, read_yaml
+from tersetalk.core.configio import describe_errors, load_model, read_yaml
 from tersetalk.mediator import (
     MediatorConfigError,
     RuleBasedExtractor,
@@ -189,7 +189,7 @@ def test_msp_config_errors(tmp_path):
 
 
 def test_workflow_config_file_errors(tmp_path):
-    from tersetalk.config import ConfigError, load_config
+    from tersetalk.pipeline.config import ConfigError, load_config
 
     path = tmp_path / "c.yaml"
     with pytest.raises(ConfigError, match="config file .* not found"):

@@ -16,15 +16,15 @@ from dashboard_support import (
     offline_live_config,
 )
 
+from tersetalk.core.events import RunPublisher
 from tersetalk.dashboard.app import DashboardSettings, create_app
 from tersetalk.dashboard.live import LiveMediator
 from tersetalk.dashboard.results import PathRefused, safe_path
-from tersetalk.events import RunPublisher
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    from tersetalk.config import load_config
+    from tersetalk.pipeline.config import load_config
 
     root = tmp_path_factory.mktemp("site")
     results = build_results(load_config(REPO / "config" / "config.yaml"), root)

@@ -51,7 +51,7 @@ def browser():
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    from tersetalk.config import load_config
+    from tersetalk.pipeline.config import load_config
 
     root = tmp_path_factory.mktemp("browser-site")
     build_results(load_config(REPO / "config" / "config.yaml"), root)
@@ -270,8 +270,8 @@ def test_one_click_from_a_summary_row_to_its_conversation_and_a_link_to_share(
 
 
 def test_workflow_view_follows_a_run_and_fits_a_narrow_window(browser, site, tmp_path):
+    from tersetalk.core.events import RunPublisher
     from tersetalk.dashboard.live import LiveMediator
-    from tersetalk.events import RunPublisher
 
     attach = tmp_path / "attached"
     pub = RunPublisher(

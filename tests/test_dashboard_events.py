@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tersetalk import events as publish
-from tersetalk.config import run_spec, validate_config
+from tersetalk.core import events as publish
+from tersetalk.core.events import RunPublisher, events_path, publishing
+from tersetalk.core.io import message_list
+from tersetalk.core.records import deterministic_columns
 from tersetalk.dashboard.tail import EventTailer
-from tersetalk.events import RunPublisher, events_path, publishing
-from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient, TransientModelError
-from tersetalk.records import deterministic_columns
-from tersetalk.runner import RunIncompleteError, run
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import RunIncompleteError, run
 from tersetalk.tasks.loading import load_records, sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,9 +108,9 @@ def test_an_unwritable_sink_is_disabled_with_one_warning(spec, sample_path, tmp_
     )
     out = tmp_path / "blocked.parquet"
     events_path(out).mkdir()  # a folder where the event file should go: open() fails
-    with caplog.at_level(logging.WARNING, logger="tersetalk.events"):
+    with caplog.at_level(logging.WARNING, logger="tersetalk.core.events"):
         df = run(spec, sample_path, out, client=ScriptedClient(answer), progress=False, events=True)
-    warnings = [r for r in caplog.records if r.name == "tersetalk.events"]
+    warnings = [r for r in caplog.records if r.name == "tersetalk.core.events"]
     assert len(warnings) == 1 and "run events disabled" in warnings[0].getMessage()
     cols = [c for c in deterministic_columns(df) if c != "spec_hash"]
     assert df[cols].equals(plain[cols])
@@ -139,7 +139,7 @@ def test_a_sink_failing_mid_run_stops_publishing_not_the_run(
 
     monkeypatch.setattr(publish, "open", DiesAfter, raising=False)
     out = tmp_path / "full.parquet"
-    with caplog.at_level(logging.WARNING, logger="tersetalk.events"):
+    with caplog.at_level(logging.WARNING, logger="tersetalk.core.events"):
         df = run(spec, sample_path, out, client=ScriptedClient(answer), progress=False, events=True)
     assert len(df) == 3 and df["error"].isna().all()
     assert len([r for r in caplog.records if "run events disabled" in r.getMessage()]) == 1

@@ -36,7 +36,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    from tersetalk.config import load_config
+    from tersetalk.pipeline.config import load_config
 
     root = tmp_path_factory.mktemp("full-size")
     runs = build_full_results(load_config(REPO / "config" / "config.yaml"), root)
@@ -82,7 +82,7 @@ def _snakemake_log(runs, t0: float) -> str:
 @pytest.fixture(scope="module")
 def attached(full, tmp_path_factory):
     """A workflow folder: config/, .snakemake/log/ and results/ with run events."""
-    from tersetalk.events import RunPublisher
+    from tersetalk.core.events import RunPublisher
 
     _, runs = full
     wf = tmp_path_factory.mktemp("workflow")

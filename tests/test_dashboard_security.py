@@ -22,11 +22,11 @@ from dashboard_support import (
 )
 from starlette.websockets import WebSocketDisconnect
 
+from tersetalk.core.events import MAX_FIELD_CHARS, RunPublisher
 from tersetalk.dashboard.app import DashboardSettings, create_app
 from tersetalk.dashboard.live import LiveMediator
 from tersetalk.dashboard.results import ResultsIndex
 from tersetalk.dashboard.tail import EventTailer
-from tersetalk.events import MAX_FIELD_CHARS, RunPublisher
 
 STATIC = REPO / "src" / "tersetalk" / "dashboard" / "static"
 RUN = "runs/hotpotqa/freeform/default.parquet"
@@ -34,7 +34,7 @@ RUN = "runs/hotpotqa/freeform/default.parquet"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    from tersetalk.config import load_config
+    from tersetalk.pipeline.config import load_config
 
     root = tmp_path_factory.mktemp("security-site")
     build_results(load_config(REPO / "config" / "config.yaml"), root)

@@ -8,9 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from tersetalk.config import run_spec
-from tersetalk.records import deterministic_columns
-from tersetalk.runner import run
+from tersetalk.core.records import deterministic_columns
+from tersetalk.pipeline.config import run_spec
+from tersetalk.pipeline.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 

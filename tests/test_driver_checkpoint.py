@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from tersetalk.config import run_spec
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import CheckpointWriter, RecordWriteError, checkpoint_path, run
+from tersetalk.pipeline.config import run_spec
+from tersetalk.pipeline.runner import CheckpointWriter, RecordWriteError, checkpoint_path, run
 from tersetalk.tasks.loading import load_records, sample
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tersetalk import plan
+from tersetalk.pipeline import plan
 
 REPO_LINKS = ("config", "data", "workflow", "Snakefile")
 

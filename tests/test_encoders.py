@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from tersetalk.agents.roles import Brief, render_brief
+from tersetalk.core.tokens import count_tokens
 from tersetalk.encoders import lingua
 from tersetalk.encoders.errors import CompressorUnavailableError
 from tersetalk.encoders.lingua import (
@@ -32,7 +33,6 @@ from tersetalk.encoders.prepare import (
 )
 from tersetalk.encoders.scripted import ScriptedCompressor
 from tersetalk.systems.lingua_brief import brief_view, compress_brief
-from tersetalk.tokens import count_tokens
 
 BRIEF = Brief(
     goal="Answer the question with a short span taken from the facts.",

@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 
 from tersetalk.agents.roles import build_brief, render_brief
-from tersetalk.config import run_spec, validate_config
+from tersetalk.core.io import message_list
+from tersetalk.core.tokens import count_tokens
 from tersetalk.encoders.lingua import CompressorSettings, LinguaSettings, LLMLinguaCompressor
 from tersetalk.encoders.prepare import is_prepared, prepare_compressor
-from tersetalk.io import message_list
-from tersetalk.runner import run
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.tasks.loading import load_records, read_sample, sample
-from tersetalk.tokens import count_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tersetalk.config import run_spec, validate_config
+from tersetalk.core.io import message_list
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
 from tersetalk.encoders.touchpoints import COUNTER_KEYS, Touchpoints
-from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.protocol import ContextLine, DerefResult, unregister_summarizer
-from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 TOGGLES = {

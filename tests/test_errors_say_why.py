@@ -13,8 +13,8 @@ import pytest
 import yaml
 from workflow_support import copy_workflow
 
-from tersetalk import joberrors
 from tersetalk.cli import build_parser, main
+from tersetalk.pipeline import joberrors
 
 MAIN_LOG = """\
 [Sat Dec  5 14:23:16 2026]
@@ -150,7 +150,7 @@ def test_run_with_an_unknown_name_lists_the_valid_ones(names, said, gsm8k_sample
 
 
 def test_an_unknown_task_is_a_config_error_and_still_a_key_error():
-    from tersetalk.configio import ConfigError
+    from tersetalk.core.configio import ConfigError
     from tersetalk.systems import system
     from tersetalk.tasks.registry import get
 

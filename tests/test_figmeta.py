@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tersetalk import figmeta
+from tersetalk.core import figmeta
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "workflow" / "report"
@@ -46,7 +46,7 @@ def _figure():
 
 
 def test_save_figure_records_n_from_the_data_model_seed_and_commit(tmp_path):
-    from tersetalk.plotting import save_figure
+    from tersetalk.core.plotting import save_figure
 
     paths = save_figure(_figure(), tmp_path / "figures" / "mykey" / "fig", data=_summary())
     assert {p.suffix for p in paths} == {".pdf", ".png"}
@@ -137,7 +137,7 @@ def test_caption_template_prints_the_recorded_values_not_the_config(tmp_path):
     from snakemake.iocontainers import Namedlist
     from snakemake.script import Snakemake
 
-    from tersetalk.plotting import save_figure
+    from tersetalk.core.plotting import save_figure
 
     stem = tmp_path / "figures" / "mykey" / "quality_vs_tokens"
     save_figure(_figure(), stem, data=_summary())
@@ -171,7 +171,7 @@ def test_caption_template_prints_the_recorded_values_not_the_config(tmp_path):
 
 SNAKEFILE = """
 import sys
-from tersetalk import figmeta
+from tersetalk.core import figmeta
 
 configfile: "config.yaml"
 
@@ -196,7 +196,7 @@ DRAW = """
 import sys
 import pandas as pd
 import matplotlib.pyplot as plt
-from tersetalk.plotting import save_figure
+from tersetalk.core.plotting import save_figure
 
 summary = pd.DataFrame({"task": ["gsm8k"], "n": [1], "seed": [0],
                         "backend": ["llamacpp"], "model": ["SmolLM2-135M-Instruct"]})

@@ -3,7 +3,7 @@
 Each figure goes through the function its rule calls (``tersetalk plot``,
 ``plot-ablation`` per configured ablation, ``bench plot``, ``formats plot``, ``topology``,
 ``models compare``) on small frames with the columns of a tiny run; the figure is caught
-where it is saved and checked by :mod:`tersetalk.figcheck`. The checker itself is
+where it is saved and checked by :mod:`tersetalk.core.figcheck`. The checker itself is
 tested on figures that are wrong on purpose, so it cannot pass by seeing nothing.
 
 Synthetic numbers: a test of the drawing code, never a reported result.
@@ -22,11 +22,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+import tersetalk.core.plotting as plotting  # noqa: E402
 import tersetalk.formats.plot as formats_plot  # noqa: E402
 import tersetalk.plots.figures as F  # noqa: E402
 import tersetalk.plots.topology as topology_plot  # noqa: E402
-import tersetalk.plotting as plotting  # noqa: E402
-from tersetalk.figcheck import (  # noqa: E402
+from tersetalk.core.figcheck import (  # noqa: E402
     FigureLayoutError,
     _tick_labels,
     check_figure,
@@ -214,7 +214,7 @@ def test_accuracy_by_length_tells_zero_from_missing(monkeypatch, tmp_path):
 
 
 def _ablations():
-    from tersetalk.config import ablation_values, load_config
+    from tersetalk.pipeline.config import ablation_values, load_config
     from tersetalk.systems import ablation_axis
 
     config = load_config(REPO / "config" / "config.yaml")
@@ -356,7 +356,7 @@ def test_topology_figures(caught, tmp_path):
 
 
 def test_model_sensitivity_figure(caught, tmp_path):
-    from tersetalk.sensitivity import comparison_table, plot_comparison
+    from tersetalk.pipeline.sensitivity import comparison_table, plot_comparison
 
     rec = records()
     big = rec.assign(correct=1.0 - rec["correct"])  # another model, other answers
@@ -371,7 +371,7 @@ def test_model_sensitivity_figure(caught, tmp_path):
 
 
 def test_checker_finds_a_marker_hidden_under_another_series():
-    from tersetalk.figcheck import hidden_markers
+    from tersetalk.core.figcheck import hidden_markers
 
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.errorbar([1.0], [0.5], yerr=[[0.1], [0.1]], fmt="o", ms=8, label="mediator")
@@ -403,7 +403,7 @@ def test_a_system_keeps_its_colour_and_marker_in_every_figure():
 
 
 def _recorded_problems(paths) -> list[str]:
-    from tersetalk import figmeta
+    from tersetalk.core import figmeta
 
     metas = [json.loads(figmeta.sidecar(p).read_text()) for p in paths]
     assert metas and all("layout_problems" in m for m in metas)

@@ -10,10 +10,10 @@ import json
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.formats import aliases as A
 from tersetalk.formats.solver import BudgetError, decode, encode, solve
 from tersetalk.formats.tree import from_python, same_value
-from tersetalk.tokens import count_tokens
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from tersetalk.cli import main as cli_main
+from tersetalk.core.io import write_parquet_atomic
 from tersetalk.formats.paired import by_kind, discordant, mcnemar_exact, paired_accuracy
-from tersetalk.io import write_parquet_atomic
 
 
 def _frame(pairs, kinds=None):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tersetalk.core.records import deterministic_columns
 from tersetalk.formats.corpus import load_corpus, markdown_tables
 from tersetalk.formats.experiments import (
     comprehension,
@@ -28,7 +29,6 @@ from tersetalk.formats.experiments import (
 from tersetalk.formats.solver import decode, encode
 from tersetalk.formats.tree import from_python, same_value, table_to_json, to_python
 from tersetalk.models.scripted import ScriptedClient
-from tersetalk.records import deterministic_columns
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "toolresponses"
 

@@ -13,14 +13,14 @@ import json
 
 import pytest
 
-from tersetalk.config import ConfigError, load_config, run_spec, validate_config
+from tersetalk.core.io import message_list
+from tersetalk.core.tokens import count_tokens
 from tersetalk.formats.solver import decode
-from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import ConfigError, load_config, run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.systems.formats_system import FormatsSettings, encode_payload
 from tersetalk.tasks.loading import load_records, sample
-from tersetalk.tokens import count_tokens
 
 VARIANTS = ("json_pretty", "json_compact", "toon", "mckp", "mckp_budget_200")
 

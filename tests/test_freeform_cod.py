@@ -10,10 +10,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tersetalk.config import ConfigError, load_config, run_spec, validate_config
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import ConfigError, load_config, run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.systems import system, validate_variant
 from tersetalk.systems.freeform import COD_INSTRUCTION, cod_worker_system, read_cod_answer
 from tersetalk.tasks.loading import load_records, sample

@@ -23,9 +23,9 @@ import pytest
 import yaml
 from workflow_support import copy_workflow
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.models import ModelEnvironmentError, make_client
 from tersetalk.models.tokenizers import TokensUnavailableError, load_tokenizer, parse_tokenizer
-from tersetalk.tokens import count_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = Path(__file__).resolve().parent / "openai_surface_server.py"

@@ -140,7 +140,7 @@ def test_malformed_spec_json_is_an_error_naming_the_option(tmp_path, capsys, giv
 
 
 def test_spec_json_with_a_wrongly_typed_key_is_refused(tmp_path, capsys):
-    from tersetalk.config import load_config, run_spec
+    from tersetalk.pipeline.config import load_config, run_spec
 
     spec = run_spec(load_config(CONFIG), "gsm8k", "freeform", "default")
     spec["seed"] = "zero"
@@ -229,7 +229,7 @@ def test_a_sample_with_a_repeated_example_id_is_refused_at_read(tmp_path, capsys
 
 # -- 5. two writers of one file never share a temporary file -------------------------------
 def test_two_writers_of_one_parquet_do_not_share_a_temporary_file(tmp_path):
-    from tersetalk.io import _atomic, write_parquet_atomic
+    from tersetalk.core.io import _atomic, write_parquet_atomic
 
     out = tmp_path / "t.parquet"
     df = pd.DataFrame({"a": [1, 2]})
@@ -248,9 +248,9 @@ def test_two_writers_of_one_parquet_do_not_share_a_temporary_file(tmp_path):
 def test_merging_side_files_and_seeding_tiktoken_leave_another_writers_temp_alone(
     tmp_path, monkeypatch
 ):
-    from tersetalk import tokens
-    from tersetalk.io import write_parquet_atomic
-    from tersetalk.shards import merge_side_files
+    from tersetalk.core import tokens
+    from tersetalk.core.io import write_parquet_atomic
+    from tersetalk.pipeline.shards import merge_side_files
 
     out = tmp_path / "t.parquet"
     (tmp_path / "t.parquet.tmp").write_text("another writer's")
@@ -301,7 +301,7 @@ def test_gsm8k_scorer_does_not_read_a_memory_pointer_as_a_number():
 
 # -- 7. a run spec or options no config validated, and --out naming a folder ---------------
 def default_spec() -> dict:
-    from tersetalk.config import load_config, run_spec
+    from tersetalk.pipeline.config import load_config, run_spec
 
     return run_spec(load_config(CONFIG), "gsm8k", "freeform", "default")
 
@@ -330,9 +330,11 @@ SPEC_EDITS = [
 def test_a_wrong_value_in_a_spec_json_is_refused_before_the_run(
     tmp_path, capsys, monkeypatch, path, value, said
 ):
-    import tersetalk.runner
+    import tersetalk.pipeline.runner
 
-    monkeypatch.setattr(tersetalk.runner, "run", lambda *a, **k: pytest.fail("the run started"))
+    monkeypatch.setattr(
+        tersetalk.pipeline.runner, "run", lambda *a, **k: pytest.fail("the run started")
+    )
     sample = write_sample(tmp_path / "s.parquet", "gsm8k", ["g1"])
     spec = json.dumps(edited(default_spec(), path, value))  # NaN/Infinity: Python's JSON
     code = main(["run", "--spec-json", spec, "--sample", str(sample),
@@ -342,7 +344,7 @@ def test_a_wrong_value_in_a_spec_json_is_refused_before_the_run(
 
 
 def test_every_spec_the_config_makes_passes_the_spec_check():
-    from tersetalk.config import (
+    from tersetalk.pipeline.config import (
         calibration_points,
         calibration_spec,
         check_run_spec,
@@ -390,7 +392,7 @@ def test_deeply_nested_json_options_are_refused_naming_the_option(tmp_path, caps
 
 
 def test_json_options_nested_up_to_the_bound_are_still_read(capsys):
-    from tersetalk.config import json_option as _json_option
+    from tersetalk.pipeline.config import json_option as _json_option
 
     value = _json_option('{"a":' * 99 + "[1]" + "}" * 99, "--x", dict, "{}")
     for _ in range(99):
@@ -401,9 +403,11 @@ def test_json_options_nested_up_to_the_bound_are_still_read(capsys):
 def test_run_refuses_an_out_that_is_a_folder_before_the_first_example(
     tmp_path, capsys, monkeypatch
 ):
-    import tersetalk.runner
+    import tersetalk.pipeline.runner
 
-    monkeypatch.setattr(tersetalk.runner, "run", lambda *a, **k: pytest.fail("the run started"))
+    monkeypatch.setattr(
+        tersetalk.pipeline.runner, "run", lambda *a, **k: pytest.fail("the run started")
+    )
     sample = write_sample(tmp_path / "s.parquet", "gsm8k", ["g1"])
     folder = tmp_path / "runs"
     folder.mkdir()

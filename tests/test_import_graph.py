@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -154,8 +155,9 @@ def test_no_import_cycles_among_tersetalk_modules(graph):
 
 
 def layer_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
-    """The graph between layers: a sub-package of tersetalk (``tersetalk.agents``) or a
-    top-level module (``tersetalk.config``) -> the layers it imports -> ``a -> b`` edges."""
+    """The graph between layers: a sub-package of tersetalk (``tersetalk.agents``; a module
+    of the package root would be a layer of its own) -> the layers it imports -> ``a -> b``
+    edges."""
 
     def layer(module: str) -> str:
         return ".".join(module.split(".")[:2])
@@ -180,8 +182,8 @@ def test_no_cycles_even_counting_type_only_imports(typed_graph):
 
 
 def test_the_layers_stand_on_each_other_with_no_import_back_up(typed_graph):
-    # a layer is a sub-package or a top-level module; every layer imports only layers
-    # below it, so the layers have an order (the ground floor: protocol, io, configio...)
+    # a layer is a sub-package; every layer imports only layers below it, so the layers
+    # have an order (the ground floor: tersetalk.core)
     layers = layer_graph(typed_graph)
     found = cycles({k: set(v) for k, v in layers.items()})
     edges = [e for c in found for a in c for b, es in layers[a].items() if b in c for e in es[:3]]
@@ -214,7 +216,7 @@ def test_type_only_imports_are_seen_when_asked(tmp_path):
 def test_the_graph_sees_function_level_and_relative_imports(graph):
     # `tersetalk run` imports the runner inside its handler, the bench CLI imports
     # its modules relatively: a scanner that missed either would pass vacuously
-    assert "tersetalk.runner" in graph["tersetalk.cli.pipeline"]
+    assert "tersetalk.pipeline.runner" in graph["tersetalk.cli.pipeline"]
     assert "tersetalk.bench.corpus" in graph["tersetalk.bench.cli"]
     assert len(graph) > 50
 
@@ -230,6 +232,114 @@ def test_nothing_imports_the_command_line(typed_graph):
         if name == "tersetalk.cli" or name.startswith("tersetalk.cli.")
     )
     assert not users, "modules that import the command line:\n  " + "\n  ".join(users)
+
+
+# ---- the floors: what each part of the package may not stand on --------------------------
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    """Whether ``module`` is one of the sub-packages of tersetalk named, or inside one."""
+    return any(module == f"tersetalk.{p}" or module.startswith(f"tersetalk.{p}.") for p in packages)
+
+
+@dataclass(frozen=True)
+class FloorRule:
+    """Modules of ``importers`` (sub-packages of tersetalk by name; empty: every module but
+    those of ``exempt``) import no module of ``forbidden`` (empty: no module of tersetalk
+    outside ``importers``)."""
+
+    name: str
+    importers: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    why: str
+    exempt: tuple[str, ...] = ()
+
+    def offending(self, graph: dict[str, set[str]]) -> list[str]:
+        """Every ``a -> b`` edge of ``graph`` that breaks the rule, sorted."""
+        found = []
+        for module, imported in graph.items():
+            if self.importers and not _within(module, self.importers):
+                continue
+            if not self.importers and _within(module, self.exempt):
+                continue
+            for name in imported:
+                if (
+                    _within(name, self.forbidden)
+                    if self.forbidden
+                    else not _within(name, self.importers)
+                ):
+                    found.append(f"{module} -> {name}")
+        return sorted(found)
+
+
+FLOOR_RULES = [
+    FloorRule("core stands on nothing else in tersetalk", ("core",), (),
+              "the ground floor: move what it needs down into tersetalk.core, or the "
+              "module up to tersetalk.pipeline"),
+    FloorRule("protocol imports no agents", ("protocol",), ("agents",),
+              "the wire format is below the agents that speak it"),
+    FloorRule("models import no agents, systems or tasks", ("models",),
+              ("agents", "systems", "tasks"),
+              "a model client serves every caller and knows none of them"),
+    FloorRule("encoders import no agents or systems", ("encoders",), ("agents", "systems"),
+              "a compressor is handed its text; the systems choose when to call it"),
+    FloorRule("tasks import no systems, agents or pipeline", ("tasks",),
+              ("systems", "agents", "pipeline"),
+              "a task (data, prompt, scorer) knows nothing of who answers it"),
+    FloorRule("formats import no mcp and no systems", ("formats",), ("mcp", "systems"),
+              "the format study stands below the MCP proxy and the systems that use it"),
+    FloorRule("only dashboard, bench and cli import dashboard or bench", (),
+              ("dashboard", "bench"),
+              "the dashboard and the benchmarks are leaves: the library never needs them",
+              exempt=("dashboard", "bench", "cli")),
+    FloorRule("stats imports no metrics, plots or formats", ("stats",),
+              ("metrics", "plots", "formats"),
+              "the statistics take numbers; metrics and figures stand on them"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", FLOOR_RULES, ids=lambda r: r.name.replace(" ", "-"))
+def test_each_floor_imports_nothing_it_may_not(typed_graph, rule):
+    # type-only imports count: a name a module is annotated with ties it to that floor too
+    found = rule.offending(typed_graph)
+    assert not found, f"{rule.name} ({rule.why}); these imports break it:\n  " + "\n  ".join(found)
+
+
+def root_modules(root: Path = SRC) -> list[str]:
+    """The modules in the package root other than ``__init__`` and ``__main__``."""
+    return sorted(
+        path.name
+        for path in (root / "tersetalk").glob("*.py")
+        if path.name not in ("__init__.py", "__main__.py")
+    )
+
+
+def test_the_package_root_holds_no_module_but_init_and_main():
+    found = root_modules()
+    assert not found, (
+        "modules in the package root (put each on its floor: tersetalk.core if it stands "
+        "on nothing else in tersetalk, else tersetalk.pipeline or its part's sub-package):\n  "
+        + "\n  ".join(found)
+    )
+
+
+def test_the_floor_rules_see_a_planted_edge_and_only_it(tmp_path):
+    # each rule on a tiny graph: the edge that breaks it is found; an import inside the
+    # importer's own package, and the same import made by a module the rule does not
+    # govern, are not
+    for rule in FLOOR_RULES:
+        importer = f"tersetalk.{rule.importers[0]}.a" if rule.importers else "tersetalk.plots.a"
+        target = f"tersetalk.{rule.forbidden[0]}.b" if rule.forbidden else "tersetalk.protocol.b"
+        own = importer.rpartition(".")[0] + ".c"
+        bystander = f"tersetalk.{rule.exempt[0]}.d" if rule.exempt else "tersetalk.cli.d"
+        graph = {importer: {target, own}, own: set(), target: set(), bystander: {target}}
+        assert rule.offending(graph) == [f"{importer} -> {target}"], rule.name
+    # the root check finds a loose module beside __init__ and __main__, and nothing else
+    pkg = tmp_path / "tersetalk"
+    (pkg / "core").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py", "core/__init__.py", "core/io.py", "runner.py"):
+        (pkg / name).write_text("")
+    assert root_modules(tmp_path) == ["runner.py"]
 
 
 def test_cycle_finder_finds_a_cycle_and_ignores_a_chain():

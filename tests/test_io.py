@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tersetalk.io import (
+from tersetalk.core.io import (
     InputFileError,
     exclusive,
     read_metadata,
@@ -37,7 +37,7 @@ def test_writers_create_folders_and_leave_no_temporary_file(tmp_path):
 
 
 def test_a_failed_write_keeps_the_old_file_and_no_temporary(tmp_path):
-    from tersetalk.io import _atomic
+    from tersetalk.core.io import _atomic
 
     out = write_text_atomic("old", tmp_path / "t.yaml")
 

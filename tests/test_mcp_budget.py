@@ -11,9 +11,9 @@ import re
 
 import pytest
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.mcp import config as C
 from tersetalk.mcp.session import RETRIEVAL_TOOL, SessionPipeline, fallback_kind
-from tersetalk.tokens import count_tokens
 
 CALL = re.compile(rf"call {RETRIEVAL_TOOL} (\{{.*\}})\]$")
 _WORDS = "north south river city album station county league season member".split()

@@ -19,11 +19,11 @@ import pytest
 from mcp_support import HOTPOT, TOOLRESPONSES
 from mcp_support import server_env as _env
 
+from tersetalk.core.records import deterministic_columns
+from tersetalk.core.tokens import count_tokens
 from tersetalk.mcp import experiment as E
 from tersetalk.mcp import servers as S
 from tersetalk.mcp.literal import parse_literal
-from tersetalk.records import deterministic_columns
-from tersetalk.tokens import count_tokens
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_support import ROOT
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.formats.solver import decode
 from tersetalk.formats.tree import same_value
 from tersetalk.mcp.config import ProxyConfig, parse
 from tersetalk.mcp.session import RETRIEVAL_TOOL, SessionPipeline, split_pages
-from tersetalk.tokens import count_tokens
 
 LINE = re.compile(r"\n> \[page (\d+) of (\d+)[^\n]*\]$")
 CALL = re.compile(rf"call {RETRIEVAL_TOOL} (\{{.*\}})\]$")

@@ -79,7 +79,7 @@ SPY = textwrap.dedent(
 
     report, argv = sys.argv[1], sys.argv[2:]
     WATCH = ("mcp", "anyio", "pydantic", "tersetalk.mcp.config", "tersetalk.mcp.session",
-             "tersetalk.formats", "tersetalk.tokens")
+             "tersetalk.formats", "tersetalk.core.tokens")
     seen = {}
     popen = subprocess.Popen.__init__
 

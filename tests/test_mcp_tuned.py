@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from tersetalk.cli import main
+from tersetalk.core.records import deterministic_columns
 from tersetalk.mcp import servers as S
 from tersetalk.mcp import tuned as TU
 from tersetalk.mcp.experiment import LIST_STEP, Step
 from tersetalk.mcp.tune import AdaptiveConfig, save_adaptive, tune
-from tersetalk.records import deterministic_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "mcp_fixture_server.py"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tersetalk.config import ConfigError, run_spec, validate_config
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import ConfigError, run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,8 +3,9 @@ import json
 import pandas as pd
 
 from tersetalk.agents.topology import STAR
+from tersetalk.core.records import records_frame
 from tersetalk.metrics.summary import aggregate, run_metrics
-from tersetalk.records import build_record, records_frame
+from tersetalk.pipeline.records import build_record
 from tersetalk.systems import pooled_rates
 
 DIRECTIONS = STAR.layout.directions
@@ -156,8 +157,8 @@ def _direction_run():
 
 
 def test_per_record_tokens_per_direction_under_every_tokenizer():
+    from tersetalk.core.records import TOKENIZERS
     from tersetalk.metrics.per_record import per_record_metrics
-    from tersetalk.records import TOKENIZERS
 
     run, samples = _direction_run()
     pr = per_record_metrics(run, None, samples).iloc[0]
@@ -175,8 +176,8 @@ def test_per_record_tokens_per_direction_under_every_tokenizer():
 
 
 def test_summary_means_tokens_per_direction_under_every_tokenizer():
+    from tersetalk.core.records import TOKENIZERS
     from tersetalk.metrics.per_record import per_record_metrics
-    from tersetalk.records import TOKENIZERS
 
     run, samples = _direction_run()
     pr = per_record_metrics(run, None, samples)

@@ -14,10 +14,10 @@ import json
 import pytest
 from fake_openai_server import FakeServer
 
-from tersetalk.config import ConfigError, results_key, validate_config
 from tersetalk.models import GenerationConfig, ModelIdentityError, identity, make_client
 from tersetalk.models.fingerprint import model_fingerprint
 from tersetalk.models.llamacpp_server import ListingWithDigests
+from tersetalk.pipeline.config import ConfigError, results_key, validate_config
 
 GEN = GenerationConfig(max_tokens=8, temperature=0.0, seed=0)
 MSGS = [{"role": "user", "content": "What is 2+2?"}]

@@ -12,9 +12,15 @@ import pytest
 import yaml
 from workflow_support import MODEL_THREADS, copy_workflow
 
-from tersetalk.config import ConfigError, merge, run_spec, sensitivity_models, validate_config
-from tersetalk.paths import model_key
-from tersetalk.sensitivity import comparison_table
+from tersetalk.core.paths import model_key
+from tersetalk.pipeline.config import (
+    ConfigError,
+    merge,
+    run_spec,
+    sensitivity_models,
+    validate_config,
+)
+from tersetalk.pipeline.sensitivity import comparison_table
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 REPO = Path(__file__).resolve().parents[1]

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.models import ScriptedClient
 from tersetalk.msp import (
     INTENTS,
@@ -25,7 +26,6 @@ from tersetalk.msp import (
 )
 from tersetalk.msp.codec import DECODER_PROMPT
 from tersetalk.msp.judge import INTENT_STEMS, mentions, target_words
-from tersetalk.tokens import count_tokens
 
 word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=9)
 targets = st.lists(st.one_of(word, st.integers(0, 9999).map(str)), min_size=1, max_size=5).map(

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.models import ModelCallError, ModelUnavailableError, ScriptedClient
 from tersetalk.msp import (
     INTENTS,
@@ -31,7 +32,6 @@ from tersetalk.msp import (
     compression_ratio,
     deterministic_trace_id,
 )
-from tersetalk.tokens import count_tokens
 
 short = st.text(min_size=1, max_size=30)
 json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), short,

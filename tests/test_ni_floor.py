@@ -99,7 +99,7 @@ def test_size_at_the_margin_with_no_pair_favouring_the_treatment(n):
 def test_the_floor_rule_uses_the_continuity_corrected_wilson_bound():
     # 5 of 110: the uncorrected Wilson bound (0.0223) is above the floor 0.02, the
     # corrected one (Newcombe's method 4, 0.0193) is not, and the corrected one decides
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     control = _arm(110, range(5))
     res = _floor(control.copy(), control)

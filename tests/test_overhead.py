@@ -1,4 +1,4 @@
-"""The workflow's overhead report (tersetalk.overhead): Snakemake logs in the format
+"""The workflow's overhead report (tersetalk.pipeline.overhead): Snakemake logs in the format
 Snakemake 9 writes them (built here from its formatter's layout: a ``time.asctime()``
 stamp line, then the job's header and fields), run records with a ``calls`` column,
 call-cache entries with their modification times, and a real Snakemake run of a small
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tersetalk import overhead
+from tersetalk.pipeline import overhead
 
 T0 = datetime(2026, 11, 27, 4, 1, 7, 798491)
 LOG_NAME = "2026-11-27T040107.798491.snakemake.log"
@@ -465,7 +465,7 @@ rule overhead:
     params:
         log=current_log,
     shell:
-        "PYTHON -m tersetalk.overhead --in-progress --snakemake-log {params.log:q} "
+        "PYTHON -m tersetalk.pipeline.overhead --in-progress --snakemake-log {params.log:q} "
         "--out {output}"
 """
 
@@ -473,7 +473,7 @@ rule overhead:
 @pytest.mark.integration
 def test_a_real_snakemake_run_and_its_forced_rerun(tmp_path):
     (tmp_path / "Snakefile").write_text(SNAKEFILE.replace("PYTHON", sys.executable))
-    env = {**os.environ, "PYTHONPATH": str(Path(overhead.__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(overhead.__file__).parents[2])}
 
     def snakemake(*extra):
         res = subprocess.run(
@@ -511,7 +511,7 @@ def test_a_real_snakemake_run_and_its_forced_rerun(tmp_path):
 
 def test_a_damaged_log_gives_a_table_not_a_traceback(tmp_path):
     """A stamp with an impossible time and random bytes are skipped, not a crash."""
-    from tersetalk.overhead import parse_log
+    from tersetalk.pipeline.overhead import parse_log
 
     text = (
         "\ufffd\x00garbage\n[Fri Nov 27 10:00:00 2026]\nrule a:\n    jobid: 1\n"

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tersetalk import plan
-from tersetalk.config import load_workflow_config
+from tersetalk.pipeline import plan
+from tersetalk.pipeline.config import load_workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -150,7 +150,7 @@ def test_rates_fall_back_with_their_provenance_set(tiny):
 def test_a_run_with_the_same_settings_is_used_and_spec_differences_are_named(tiny, tmp_path):
     cfg, measured = tiny
     config = load_workflow_config([cfg])
-    from tersetalk.config import run_spec
+    from tersetalk.pipeline.config import run_spec
 
     spec = run_spec(config, "gsm8k", "tersetalk", "caps_baseline")
     spec = {**spec, "generation": {**spec["generation"], "max_tokens": 99}}
@@ -372,7 +372,7 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
 
 
 def _o200k_sizes(df):
-    from tersetalk.tokens import ensure_offline_tiktoken
+    from tersetalk.core.tokens import ensure_offline_tiktoken
 
     ensure_offline_tiktoken()
     import tiktoken

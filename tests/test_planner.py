@@ -385,7 +385,7 @@ def test_a_planning_codec_logs_the_managers_call_among_the_run_s_calls(repo):
     from tersetalk.agents.engine import converse
     from tersetalk.agents.roles import render_brief
     from tersetalk.agents.topology import STAR
-    from tersetalk.records import usage_totals
+    from tersetalk.core.records import usage_totals
     from tersetalk.tasks.loading import load_records
 
     class PlanningProse(ProseCodec):

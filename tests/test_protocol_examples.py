@@ -605,7 +605,7 @@ def test_importing_the_protocol_stays_light():
     code = (
         "import sys, tersetalk.protocol; "
         "heavy = [m for m in ('tiktoken', 'torch', 'transformers', 'numpy', 'llmlingua', "
-        "'tersetalk.tokens') if m in sys.modules]; print(heavy)"
+        "'tersetalk.core.tokens') if m in sys.modules]; print(heavy)"
     )
     src = str(Path(tersetalk.protocol.__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}

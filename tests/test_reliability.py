@@ -16,7 +16,6 @@ import pytest
 import yaml
 from fake_openai_server import FakeServer
 
-from tersetalk.config import ConfigError, load_config, run_spec, spec_hash, validate_config
 from tersetalk.models import (
     CachedClient,
     GenerationConfig,
@@ -26,6 +25,7 @@ from tersetalk.models import (
     is_transient,
     make_client,
 )
+from tersetalk.pipeline.config import ConfigError, load_config, run_spec, spec_hash, validate_config
 
 MSGS = [{"role": "user", "content": "Capital of France?"}]
 GEN = GenerationConfig(max_tokens=8)
@@ -172,7 +172,7 @@ def tersetalk(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Comp
 def test_transient_failures_fail_the_job_and_a_rerun_redoes_only_them(
     server, tmp_path, repo, gsm8k_sample
 ):
-    from tersetalk.runner import checkpoint_path
+    from tersetalk.pipeline.runner import checkpoint_path
 
     sample_path, questions = gsm8k_sample
     server.mode, server.fail_if = "500", questions[1]  # one example meets a broken server
@@ -337,7 +337,7 @@ def test_limit_must_be_a_positive_number(tmp_path, repo, gsm8k_sample, limit):
 
 
 def test_run_refuses_a_non_positive_limit_from_python(tmp_path, gsm8k_sample, base_config):
-    from tersetalk.runner import run
+    from tersetalk.pipeline.runner import run
 
     spec = run_spec(base_config, "gsm8k", "freeform", "default")
     with pytest.raises(ValueError, match="positive"):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tersetalk import results_doc
 from tersetalk.cli import main
+from tersetalk.pipeline import results_doc
 
 
 def _folder(tmp_path):

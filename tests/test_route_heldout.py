@@ -17,13 +17,13 @@ import pytest
 from router_support import scripted
 
 from tersetalk.agents.router import DEFAULT_THETA, DEFAULT_WEIGHTS, SIGNALS
-from tersetalk.config import run_spec, validate_config
-from tersetalk.io import InputFileError
+from tersetalk.core.io import InputFileError
 from tersetalk.metrics import topology_heldout as th
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
+from tersetalk.pipeline.topology_signals import read_records
 from tersetalk.tasks.loading import load_records, sample
-from tersetalk.topology_signals import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 

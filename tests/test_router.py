@@ -38,11 +38,11 @@ from tersetalk.agents.router import (
     typed_lines,
     typed_signals,
 )
-from tersetalk.config import run_spec, validate_config
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.models import ScriptedClient
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.protocol import TAGS
-from tersetalk.runner import run
 from tersetalk.systems import system
 from tersetalk.tasks.loading import load_records, sample
 from tersetalk.tasks.registry import topology_labels

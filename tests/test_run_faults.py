@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from tersetalk.config import ConfigError, run_spec
 from tersetalk.models import ModelEnvironmentError, ScriptedClient
-from tersetalk.runner import (
+from tersetalk.pipeline.config import ConfigError, run_spec
+from tersetalk.pipeline.runner import (
     RecordWriteError,
     TooManyErrorsError,
     checkpoint_path,
@@ -146,7 +146,7 @@ def test_an_error_quoting_a_lone_surrogate_is_still_a_writable_row(setup):
 
 
 def test_a_record_that_cannot_be_written_stops_the_run_with_its_id(setup, monkeypatch):
-    import tersetalk.runner as runner
+    import tersetalk.pipeline.runner as runner
 
     spec, sample_path, out = setup
     real = runner.build_record

@@ -13,12 +13,12 @@ import sys
 import pandas as pd
 import pytest
 
-from tersetalk import runner
 from tersetalk.cli import main
-from tersetalk.config import run_spec
+from tersetalk.core.records import deterministic_columns
 from tersetalk.encoders import lingua
 from tersetalk.models import ScriptedClient
-from tersetalk.records import deterministic_columns
+from tersetalk.pipeline import runner
+from tersetalk.pipeline.config import run_spec
 from tersetalk.tasks.loading import load_records, sample
 
 

@@ -6,12 +6,12 @@ import json
 import pandas as pd
 import pytest
 
-from tersetalk.config import run_spec
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
+from tersetalk.core.records import deterministic_columns
 from tersetalk.metrics.summary import run_metrics
 from tersetalk.models import ScriptedClient
-from tersetalk.records import deterministic_columns
-from tersetalk.runner import checkpoint_path, run
+from tersetalk.pipeline.config import run_spec
+from tersetalk.pipeline.runner import checkpoint_path, run
 from tersetalk.tasks.loading import load_records, sample
 
 
@@ -179,7 +179,7 @@ def test_two_kills_in_a_row_lose_and_duplicate_nothing(setup):
 
 
 def test_partial_last_line_is_skipped_even_when_it_parses(tmp_path, caplog):
-    from tersetalk.runner import drop_partial_line, read_checkpoint
+    from tersetalk.pipeline.runner import drop_partial_line, read_checkpoint
 
     ckpt = tmp_path / "x.checkpoint.jsonl"
     good = json.dumps({"example_id": "a", "spec_hash": "h"})

@@ -401,9 +401,9 @@ def test_a_humaneval_run_without_bubblewrap_stops_before_its_first_example(
     monkeypatch, tmp_path, base_config, repo
 ):
     import tersetalk.tasks.sandbox as sb
-    from tersetalk.config import ConfigError, run_spec
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import run
+    from tersetalk.pipeline.config import ConfigError, run_spec
+    from tersetalk.pipeline.runner import run
     from tersetalk.tasks.loading import sample
 
     ev, _ = sample("humaneval", load_records("humaneval", data_dir=repo / "data"), n=1,
@@ -478,9 +478,9 @@ def test_a_sandbox_fault_is_retried_on_the_next_run_not_scored(
     monkeypatch, tmp_path, base_config, repo
 ):
     import tersetalk.tasks.humaneval as he
-    from tersetalk.config import run_spec
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import RunIncompleteError, checkpoint_path, run
+    from tersetalk.pipeline.config import run_spec
+    from tersetalk.pipeline.runner import RunIncompleteError, checkpoint_path, run
     from tersetalk.tasks.loading import sample
 
     ev, _ = sample("humaneval", load_records("humaneval", data_dir=repo / "data"), n=2,

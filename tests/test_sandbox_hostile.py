@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from tersetalk.io import writable_text
+from tersetalk.core.io import writable_text
 from tersetalk.tasks import humaneval
 from tersetalk.tasks.sandbox import (
     LIMIT_RANGES,
@@ -331,9 +331,9 @@ def test_limits_at_the_ends_of_their_range_hold_and_whole_floats_become_ints():
 
 
 def test_a_limit_out_of_range_stops_the_run_before_its_first_example(tmp_path, base_config, repo):
-    from tersetalk.config import ConfigError, run_spec
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import run
+    from tersetalk.pipeline.config import ConfigError, run_spec
+    from tersetalk.pipeline.runner import run
     from tersetalk.tasks.loading import load_records, sample
 
     ev, _ = sample("humaneval", load_records("humaneval", data_dir=repo / "data"), n=1,

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tersetalk.config import ConfigError, load_config, validate_config
+from tersetalk.pipeline.config import ConfigError, load_config, validate_config
 from tersetalk.stats import noninferiority_table
 from tersetalk.tasks.schedule import (
     RUN_SECONDS,

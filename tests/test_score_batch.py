@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from tersetalk.cli import main
-from tersetalk.config import run_spec
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import run_spec
+from tersetalk.pipeline.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 

@@ -20,7 +20,6 @@ import pytest
 import yaml
 from fake_openai_server import FakeServer
 
-from tersetalk.config import ConfigError, validate_config
 from tersetalk.models import (
     GenerationConfig,
     ModelAuthError,
@@ -32,6 +31,7 @@ from tersetalk.models import (
     make_client,
 )
 from tersetalk.models.credentials import looks_like_key, mask_secrets, redact_url
+from tersetalk.pipeline.config import ConfigError, validate_config
 
 MSGS = [{"role": "user", "content": "Capital of France?"}]
 GEN = GenerationConfig(max_tokens=16)

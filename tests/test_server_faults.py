@@ -23,7 +23,6 @@ import pytest
 import yaml
 from fake_openai_server import FakeServer
 
-from tersetalk.config import ConfigError, validate_config
 from tersetalk.models import (
     CachedClient,
     GenerationConfig,
@@ -36,6 +35,7 @@ from tersetalk.models import (
     is_transient,
     make_client,
 )
+from tersetalk.pipeline.config import ConfigError, validate_config
 
 MSGS = [{"role": "user", "content": "Capital of France?"}]
 GEN = GenerationConfig(max_tokens=160)
@@ -142,7 +142,7 @@ def gsm8k_sample(tmp_path, repo):
 def test_tersetalk_run_against_a_401_server_exits_2_naming_the_key_and_writes_no_run(
     server, tmp_path, repo, gsm8k_sample, system
 ):
-    from tersetalk.runner import checkpoint_path
+    from tersetalk.pipeline.runner import checkpoint_path
 
     server.mode = "401"
     layer = tmp_path / "server.yaml"

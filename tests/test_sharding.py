@@ -21,9 +21,9 @@ import pytest
 import yaml
 from workflow_support import MODEL_THREADS, copy_workflow
 
-from tersetalk.io import read_metadata, write_parquet_atomic
-from tersetalk.records import deterministic_columns
-from tersetalk.shards import (
+from tersetalk.core.io import read_metadata, write_parquet_atomic
+from tersetalk.core.records import deterministic_columns
+from tersetalk.pipeline.shards import (
     ShardError,
     merge_runs,
     parse_shard_name,

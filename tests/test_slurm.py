@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 from workflow_support import copy_workflow
 
-from tersetalk.records import deterministic_columns
+from tersetalk.core.records import deterministic_columns
 
 # one cluster on this machine: its tests run on one worker, one after another
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm-cluster")]
@@ -45,7 +45,7 @@ LOCAL_CLUSTER = [
     "--slurm-keep-successful-logs",
 ]
 # Throughput in the score and metric tables is tokens over the wall time of the calls: a
-# timing column that tersetalk.records.deterministic_columns does not name (it keys on t_).
+# timing column that tersetalk.core.records.deterministic_columns does not name (it keys on t_).
 TIMING_DERIVED = re.compile(r"^tokens_per_s")
 HANG_GUARD_S = 3600  # a stuck status check must fail the test, not hang CI
 

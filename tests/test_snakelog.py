@@ -1,10 +1,11 @@
 """One reader of Snakemake's log for the dashboard and the overhead table
-(:mod:`tersetalk.snakelog`): on the same log they see the same jobs, the same way."""
+(:mod:`tersetalk.core.snakelog`): on the same log they see the same jobs, the same way."""
 
 from __future__ import annotations
 
-from tersetalk import overhead, snakelog
+from tersetalk.core import snakelog
 from tersetalk.dashboard import snakelog as dashboard_log
+from tersetalk.pipeline import overhead
 
 #: a console log as Snakemake 9 writes it: a stamp after a progress bar on its line, an
 #: error whose jobid is on its own line and one whose jobid is inline, a retried job

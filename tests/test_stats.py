@@ -467,7 +467,7 @@ def test_compare_runs_joins_on_ids_and_reports_dropped(runs):
 
 
 def test_an_error_row_counts_as_a_wrong_answer_in_accuracy():
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     ids = [f"e{i}" for i in range(400)]
     right = np.ones(400)
@@ -740,7 +740,7 @@ def test_main_table_accuracy_interval_is_wilson(tmp_path):
     ],
 )
 def test_wilson_with_continuity_correction_matches_newcombe_table(k, n, low, high):
-    from tersetalk.stats.intervals import wilson, wilson_cc
+    from tersetalk.core.intervals import wilson, wilson_cc
 
     got = wilson(k / n, n, 0.95, continuity=True)
     assert got == pytest.approx((low, high), abs=5e-5)
@@ -754,7 +754,7 @@ def test_wilson_with_continuity_correction_matches_newcombe_table(k, n, low, hig
 
 
 def _exact_coverage(p: float, n: int, continuity: bool) -> float:
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     k = np.arange(n + 1)
     ends = [wilson(i / n, n, 0.95, continuity=continuity) for i in k]
@@ -772,7 +772,7 @@ def test_corrected_wilson_covers_at_least_nominal_where_the_plain_one_does_not()
 
 
 def test_corrected_wilson_edges_and_bad_input():
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     assert wilson(0.0, 10, continuity=True)[0] == 0.0
     assert wilson(1.0, 10, continuity=True)[1] == 1.0

@@ -13,8 +13,8 @@ import yaml
 from scipy import stats as sps
 
 from tersetalk.cli import main
-from tersetalk.config import ConfigError, validate_config
-from tersetalk.stats.intervals import wilson
+from tersetalk.core.intervals import wilson
+from tersetalk.pipeline.config import ConfigError, validate_config
 from tersetalk.stats.simulation import (
     binary_cells,
     grid_points,

@@ -11,13 +11,13 @@ import json
 import pytest
 
 from tersetalk.agents.topology import STAR
-from tersetalk.config import run_spec, validate_config
+from tersetalk.core.io import message_list
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
-from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.protocol import REPAIR_KINDS, TAGS, parse_lenient, parse_strict
-from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 DIRECTIONS = STAR.layout.directions
@@ -316,7 +316,7 @@ def test_gate_off_sends_every_turn_as_tersetalk_and_still_counts_the_budget(
 def test_budget_and_summarizer_ablations_name_what_they_vary(base_config):
     """The default config's budget ablation runs the design's 400/600/800 and gate off; its
     summarizer ablation compares extractive, truncation and LLMLingua summaries."""
-    from tersetalk.config import ablation_values
+    from tersetalk.pipeline.config import ablation_values
 
     budget = ablation_values(base_config, "budget")
     assert set(budget.values()) >= {"400", "600", "800", "gate off"}

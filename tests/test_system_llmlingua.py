@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tersetalk.config import ConfigError, run_spec, validate_config
+from tersetalk.core.io import message_list
 from tersetalk.encoders import lingua
 from tersetalk.encoders.scripted import ScriptedCompressor
-from tersetalk.io import message_list
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import ConfigError, run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 VARIANTS = {
@@ -198,7 +198,7 @@ def test_a_compressor_mismatch_is_recorded_on_every_row(
 def test_a_missing_compressor_stops_the_run_naming_the_fix(base_config, tmp_path, repo):
     """Not an example's failure: every example would fail alike, so no row records it;
     the run stops as a setup error (exit 2), saying what to run."""
-    from tersetalk.config import ConfigError
+    from tersetalk.pipeline.config import ConfigError
 
     cfg = copy.deepcopy(base_config)
     cfg["cache_dir"] = str(tmp_path / "cache")

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tersetalk.config import ConfigError, run_spec, validate_config
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.models import ScriptedClient
+from tersetalk.pipeline.config import ConfigError, run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.protocol import REPAIR_KINDS, TAGS, parse_lenient, parse_strict
-from tersetalk.runner import run
 from tersetalk.tasks.loading import load_records, sample
 
 
@@ -307,7 +307,7 @@ def test_a_server_fault_in_schema_mode_is_not_a_fallback(base_config, tmp_path, 
     # a timeout or 5xx is the server's, not the answer's: it must not be read as "the
     # model could not fill the schema" (a fallback), but fail the run for a retry
     from tersetalk.models import TransientModelError
-    from tersetalk.runner import RunIncompleteError, checkpoint_path
+    from tersetalk.pipeline.runner import RunIncompleteError, checkpoint_path
 
     def flaky(messages, gen, schema):
         if schema is not None and schema.__name__ == "WorkerReply":

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from tersetalk.cli import main
+from tersetalk.core.intervals import wilson
 from tersetalk.stats import noninferiority_table
-from tersetalk.stats.intervals import wilson
 from tersetalk.stats.targets import (
     BENCH_HINT,
     COLUMNS,

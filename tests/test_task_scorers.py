@@ -173,8 +173,9 @@ ISOLATION = "bubblewrap" if bubblewrap_status()[0] else "process"
 def test_records_and_summary_use_the_official_scorers(request):
     """The run step's ``correct`` and the summary's accuracy, through the real dispatch."""
     from tersetalk.agents.topology import STAR
+    from tersetalk.core.records import records_frame
     from tersetalk.metrics.summary import run_metrics
-    from tersetalk.records import build_record, records_frame, score
+    from tersetalk.pipeline.records import build_record, score
 
     he = load_records("humaneval", data_dir=request.config.rootpath / "data")[:2]
     cases = {

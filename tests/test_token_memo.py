@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import tersetalk
-from tersetalk import tokens
-from tersetalk.tokens import count_memo, count_tokens
+from tersetalk.core import tokens
+from tersetalk.core.tokens import count_memo, count_tokens
 
 TEXTS = ["hello world", "Scott Derrickson directed Sinister.", "", "ünïcode → ok", "x" * 500]
 
@@ -103,7 +103,7 @@ def test_an_unknown_encoding_is_still_an_error_inside_the_memo(tmp_path):
 
 RUN_AGAIN = """
 import sys
-import tersetalk.tokens as t
+import tersetalk.core.tokens as t
 built = []
 real = t.get_encoding
 t.get_encoding = lambda name: built.append(name) or real(name)

@@ -1,4 +1,4 @@
-from tersetalk.tokens import count_tokens, ensure_offline_tiktoken, get_encoding
+from tersetalk.core.tokens import count_tokens, ensure_offline_tiktoken, get_encoding
 
 
 def test_tiktoken_works_offline_with_known_counts():

@@ -18,7 +18,7 @@ from tersetalk.agents.roles import build_brief, render_brief
 from tersetalk.formats.corpus import load_corpus
 from tersetalk.formats.questions import answer_matches, questions_for
 from tersetalk.metrics.summary import run_metrics
-from tersetalk.records import score
+from tersetalk.pipeline.records import score
 from tersetalk.tasks import toolqa
 from tersetalk.tasks.loading import TaskDataError, load_records, read_sample, sample
 

@@ -22,8 +22,8 @@ from tersetalk.agents.context import RunContext
 from tersetalk.agents.engine import converse
 from tersetalk.agents.router import Routed
 from tersetalk.agents.topology import CHAIN, STAR
-from tersetalk.config import run_spec, validate_config
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
+from tersetalk.core.records import deterministic_columns
 from tersetalk.metrics.topology import (
     best_fixed,
     compare_to_fixed,
@@ -37,8 +37,8 @@ from tersetalk.metrics.topology import (
     token_reduction,
 )
 from tersetalk.models import GenerationConfig, ScriptedClient
-from tersetalk.records import deterministic_columns
-from tersetalk.runner import run
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
 from tersetalk.systems import system
 from tersetalk.systems.topology import ProseRouteSettings, TerseTalkRouteSettings
 from tersetalk.tasks.loading import load_records, read_sample, sample

@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 from router_support import scripted
 
 from tersetalk.agents.router import DEFAULT_WEIGHTS, SIGNALS, decide, load_fitted
-from tersetalk.config import run_spec, topology_config
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.metrics.topology_fit import (
     FittedRouter,
     RouterFileError,
@@ -35,9 +34,10 @@ from tersetalk.metrics.topology_fit import (
     write_router_yaml,
 )
 from tersetalk.models import ScriptedClient
-from tersetalk.runner import run
+from tersetalk.pipeline.config import run_spec, topology_config
+from tersetalk.pipeline.runner import run
+from tersetalk.pipeline.topology_signals import LazyClient, brief_signals
 from tersetalk.tasks.loading import load_records, sample
-from tersetalk.topology_signals import LazyClient, brief_signals
 
 REPO = Path(__file__).resolve().parents[1]
 DIRECT = ("boolq", "commonsenseqa", "socialiqa")
@@ -346,7 +346,7 @@ def test_signals_are_the_ones_a_routed_run_records(base_config, tmp_path, sample
 
 
 def test_the_signals_and_fit_commands_make_no_model_call(tmp_path, samples, monkeypatch):
-    import tersetalk.topology_signals as ts
+    import tersetalk.pipeline.topology_signals as ts
     from tersetalk.cli import main
 
     def refuse(spec):

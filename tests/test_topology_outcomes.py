@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from tersetalk.agents.router import SIGNALS
+from tersetalk.core.intervals import wilson
 from tersetalk.metrics.topology import (
     SIX_POLICIES,
     compare_to_fixed,
@@ -30,7 +31,6 @@ from tersetalk.metrics.topology import (
     six_policies,
 )
 from tersetalk.stats.cluster import cluster_bootstrap
-from tersetalk.stats.intervals import wilson
 
 TT, FF = "topology_tersetalk", "topology_freeform"
 SIGNALS_JSON = json.dumps(dict.fromkeys(SIGNALS, 1), sort_keys=True)

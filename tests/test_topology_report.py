@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from tersetalk.agents.router import SIGNALS
+from tersetalk.core.intervals import wilson
 from tersetalk.metrics.topology import (
     ablation_table,
     compare_to_fixed,
@@ -26,7 +27,6 @@ from tersetalk.metrics.topology import (
 )
 from tersetalk.metrics.topology_cli import main, report
 from tersetalk.plots.topology import ablations_figure, task_name
-from tersetalk.stats.intervals import wilson
 
 TT, FF = "topology_tersetalk", "topology_freeform"
 TASKS = {"boolq": "star", "socialiqa": "star", "gsm8k": "chain", "hotpotqa": "chain"}
@@ -233,7 +233,7 @@ def test_report_writes_every_variant_the_ablations_and_the_summary(tmp_path):
     six = pd.read_csv(tables / "six_policies.csv")
     assert "oracle_agreement" in six.columns and "TerseTalk-Adaptive" in set(six["policy_label"])
     # every column the report writes is in the data dictionary
-    from tersetalk import columns as C
+    from tersetalk.core import columns as C
 
     for path in sorted(tables.glob("*.csv")):
         kind = C.file_kind(f"results/m/topology/{path.name}")

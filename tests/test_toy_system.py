@@ -37,10 +37,10 @@ TOY = textwrap.dedent(
 RUN = textwrap.dedent(
     """
     import json, sys
-    from tersetalk.config import load_config, run_spec
-    from tersetalk.io import message_list
+    from tersetalk.pipeline.config import load_config, run_spec
+    from tersetalk.core.io import message_list
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import run
+    from tersetalk.pipeline.runner import run
     from tersetalk.systems import registered_systems, system
     from tersetalk.tasks.loading import load_records, sample
 

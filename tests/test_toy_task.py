@@ -61,10 +61,10 @@ TOY = textwrap.dedent(
 RUN = textwrap.dedent(
     """
     import json, sys
-    from tersetalk.config import load_config, run_spec
+    from tersetalk.pipeline.config import load_config, run_spec
     from tersetalk.metrics.summary import run_metrics
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import run
+    from tersetalk.pipeline.runner import run
     from tersetalk.tasks.loading import load_records, sample
     from tersetalk.tasks.registry import get, names
 
@@ -155,7 +155,9 @@ def test_the_workflow_schedules_the_toy_task(toy, repo):
 def test_without_its_plug_in_the_task_is_a_config_error_naming_the_known_tasks(toy, repo):
     _, layer, env = toy
     env = {k: v for k, v in env.items() if k != "TERSETALK_TASKS"}
-    code = "import sys; from tersetalk.config import load_config; load_config(*sys.argv[1:])"
+    code = (
+        "import sys; from tersetalk.pipeline.config import load_config; load_config(*sys.argv[1:])"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code, "config/config.yaml", str(layer)],
         cwd=repo, env=env, capture_output=True, text=True,

@@ -100,7 +100,7 @@ def test_one_example_through_the_whole_dag(repo, tmp_path):
     # would check the same at twice the test's cost)
     import json
 
-    from tersetalk.io import read_run_spec
+    from tersetalk.core.io import read_run_spec
 
     done = work / "results/smollm2-135m-instruct/runs/gsm8k/freeform/default.parquet"
     res = subprocess.run(

@@ -800,7 +800,7 @@ def base_config() -> dict:
 
 
 def spec_for(case: Case) -> dict:
-    from tersetalk.config import calibration_spec, run_spec, validate_config
+    from tersetalk.pipeline.config import calibration_spec, run_spec, validate_config
 
     cfg = base_config()
     # the goldens pin error rows as well: no run of theirs is refused for holding many
@@ -856,7 +856,7 @@ def _summarizers_restored():
 def run_case(case: Case, samples: dict[str, Path], workdir: Path) -> dict:
     """Run one case with the doubles; return its snapshot (see :func:`snapshot`)."""
     from tersetalk.models import ScriptedClient
-    from tersetalk.runner import run
+    from tersetalk.pipeline.runner import run
 
     workdir.mkdir(parents=True, exist_ok=True)
     spec = spec_for(case)
@@ -921,7 +921,7 @@ def _cell(col: str, value: Any) -> Any:
     structs where the snapshots were made with a JSON string: the transcript
     is pinned as that JSON text (same keys, same order), so its content is compared."""
     if col == "messages" and not isinstance(value, str):
-        from tersetalk.io import message_list
+        from tersetalk.core.io import message_list
 
         return json.dumps(message_list(value), ensure_ascii=False)
     return _plain(value)

@@ -47,7 +47,7 @@ def main() -> int:
     ap.add_argument("--once", action="store_true", help="skip the second (determinism) run")
     args = ap.parse_args()
     # error rows are expected in some cases; their tracebacks are noise here
-    logging.getLogger("tersetalk.runner").setLevel(logging.CRITICAL)
+    logging.getLogger("tersetalk.pipeline.runner").setLevel(logging.CRITICAL)
 
     import tersetalk
 
@@ -82,7 +82,7 @@ def main() -> int:
                 diff = golden.compare(snap, again)
                 if diff:
                     nondeterministic[case.name] = diff
-            from tersetalk.records import TIMING_COLUMNS
+            from tersetalk.core.records import TIMING_COLUMNS
 
             expected = [
                 c

@@ -6,7 +6,7 @@
 # MB-4 needs no corpus (seeded synthetic texts).
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/bench.smk"

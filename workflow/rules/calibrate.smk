@@ -1,7 +1,7 @@
 # Sweep each calibrated system's grid on the calibration shard and choose its settings.
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/calibrate.smk"

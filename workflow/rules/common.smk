@@ -1,7 +1,7 @@
 # What every study shares: config validation, the run targets, wildcard constraints and
 # `all`'s target list. Each study's helpers live beside its rules (data.smk, run.smk, ...);
-# path templates are written once, in tersetalk.paths: `paths` is the configured model's
-# layout (results/<key>/..., figures/<key>/...; tersetalk.paths.Layout).
+# path templates are written once, in tersetalk.core.paths: `paths` is the configured model's
+# layout (results/<key>/..., figures/<key>/...; tersetalk.core.paths.Layout).
 
 import functools
 import json
@@ -12,8 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-import tersetalk.paths as paths_module
-from tersetalk.config import (
+import tersetalk.core.paths as paths_module
+from tersetalk.pipeline.config import (
     ConfigError,
     enabled_systems,
     results_key,
@@ -21,7 +21,7 @@ from tersetalk.config import (
     sensitivity_models,
     validate_config,
 )
-from tersetalk.shards import shard_names
+from tersetalk.pipeline.shards import shard_names
 from tersetalk.tasks.registry import TaskPluginError
 from tersetalk.systems import workflow_inputs
 from tersetalk.tasks.schedule import (
@@ -60,7 +60,7 @@ if shutil.which("tersetalk") is None:
 ENV = "../../envs/tersetalk.yaml"
 TASKS = config["tasks"]
 SYSTEMS = enabled_systems(config)
-# run.shard_size: examples per run job (0: one job per run; see tersetalk.shards)
+# run.shard_size: examples per run job (0: one job per run; see tersetalk.pipeline.shards)
 SHARD_SIZE = config["run"]["shard_size"] or 0
 SHARDS = shard_names(config["n_eval"], SHARD_SIZE)
 # threads of a job that runs the model (run_system, the batches and sweeps, topology_run)
@@ -107,7 +107,7 @@ def _model(wildcards):
 
 
 def run_targets(template=paths.RUN, study=None):
-    """``template`` (a path of tersetalk.paths with {task}/{system}/{variant}) for each
+    """``template`` (a path of tersetalk.core.paths with {task}/{system}/{variant}) for each
     (task, enabled system that runs on it, variant that runs on it):
     systems.<name>.tasks, narrowed by systems.<name>.variants.<variant>.tasks. ``study``:
     another study's config (the topology study's), else the main one."""

@@ -1,7 +1,7 @@
 # Figures and paper tables; one named target per ablation.
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/figures.smk"

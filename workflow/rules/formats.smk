@@ -7,7 +7,7 @@
 # figures/<key>/formats_*.{png,pdf} and results/<key>/formats/*.csv summarise them.
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/formats.smk"

@@ -38,7 +38,7 @@
 #   figures/mcp_tuned.{png,pdf}
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/mcp.smk"

@@ -1,11 +1,11 @@
 # Models side by side. Each model's results live in its own folder, results/<key>/ (the
-# configured model's: paths; see tersetalk.paths), so switching `models:` adds results.
+# configured model's: paths; see tersetalk.core.paths), so switching `models:` adds results.
 # Model sensitivity (sensitivity.models) runs every system again per listed model, under
 # results/{model}/ (calibration, runs, metrics, scores, summary), by the same rules as the
 # configured model's; `compare` draws every model that has a summary side by side.
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/models.smk"

@@ -2,7 +2,7 @@
 # target against the model floor (the seconds of the model calls it made over the model
 # slots: cores / threads of a model job, or a server's max_concurrency) and job-seconds per
 # rule, read from the invocation's Snakemake log, the run records its jobs wrote and the
-# call-cache entries written during it (tersetalk.overhead). It takes every other output
+# call-cache entries written during it (tersetalk.pipeline.overhead). It takes every other output
 # of `all` as input, so it runs last and sees the other jobs finished. Those inputs are
 # ancient: the table is written when it is missing or forced, never again because another
 # target (or a shorter rerun) rewrote a file it reads, so a later invocation never
@@ -10,7 +10,7 @@
 # `--forcerun overhead` beside the jobs to measure) writes a new log, so the table then
 # reports the rerun.
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/overhead.smk"

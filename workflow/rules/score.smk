@@ -2,7 +2,7 @@
 # and the summary table.
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/score.smk"

@@ -2,7 +2,7 @@
 # the targets table.
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/stats.smk"

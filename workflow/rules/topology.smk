@@ -5,7 +5,7 @@
 # reruns the main study; one report job reads all its runs.
 
 
-from tersetalk import figmeta  # report captions: what each file recorded
+from tersetalk.core import figmeta  # report captions: what each file recorded
 
 
 include: "helpers/topology.smk"

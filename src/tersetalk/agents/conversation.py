@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tersetalk.events import on_message_sent
+from tersetalk.core.events import on_message_sent
+from tersetalk.core.tokens import count_tokens
 from tersetalk.models import CallResult, GenerationConfig, ModelClient
 from tersetalk.models.base import StructuredOutputError
 from tersetalk.models.tokenizers import TokensUnavailableError
-from tersetalk.tokens import count_tokens
 
 
 @dataclass

@@ -195,7 +195,7 @@ class _Layout(Protocol):
 
 class TopologyInterface(Protocol):
     """What :func:`converse` calls of a topology: the directions of its layout (a
-    :class:`~tersetalk.records.RecordLayout`) and ``run``. Declared here so the engine
+    :class:`~tersetalk.core.records.RecordLayout`) and ``run``. Declared here so the engine
     needs nothing from :mod:`tersetalk.agents.topology`, whose topologies drive a
     :class:`Dialogue` and implement this."""
 

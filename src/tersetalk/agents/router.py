@@ -67,8 +67,8 @@ from tersetalk.agents.brief_content import (
 from tersetalk.agents.engine import Dialogue, Sent
 from tersetalk.agents.roles import BriefLayoutSettings
 from tersetalk.agents.topology import CHAIN, STAR, Outcome, Topology
+from tersetalk.core.records import OutcomeField, RecordLayout
 from tersetalk.protocol import TAGS, parse_lenient
-from tersetalk.records import OutcomeField, RecordLayout
 from tersetalk.tasks.registry import topology_label, topology_labels
 
 __all__ = [
@@ -251,7 +251,7 @@ class RouteSettings(BriefLayoutSettings):
 
 class RouterFileError(ValueError):
     """A fitted router file is missing, unreadable or wrong: a fault of the run's setup,
-    not of an example, so a run stops on it (:func:`tersetalk.runner.stopping_fault`)."""
+    not of an example, so a run stops on it (:func:`tersetalk.pipeline.runner.stopping_fault`)."""
 
 
 def load_fitted(path: str | Path, system: str) -> tuple[dict[str, float], float]:
@@ -272,7 +272,7 @@ def load_fitted(path: str | Path, system: str) -> tuple[dict[str, float], float]
 def _load_fitted(path: str, _mtime: int, _size: int, system: str) -> tuple[dict, float]:
     import yaml
 
-    from tersetalk.io import load_yaml_text
+    from tersetalk.core.io import load_yaml_text
 
     try:
         data = load_yaml_text(

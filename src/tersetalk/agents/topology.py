@@ -1,14 +1,14 @@
 """Topologies: who talks to whom, in which order, and what their records hold.
 
 A topology drives a :class:`~tersetalk.agents.engine.Dialogue` and declares its
-:class:`~tersetalk.records.RecordLayout`: the directions of its messages and its own
+:class:`~tersetalk.core.records.RecordLayout`: the directions of its messages and its own
 outcome fields. It never writes or reads a message itself; that is the codec's.
 """
 
 from __future__ import annotations
 
 from tersetalk.agents.engine import Dialogue, Outcome
-from tersetalk.records import OutcomeField, RecordLayout
+from tersetalk.core.records import OutcomeField, RecordLayout
 
 __all__ = ["CHAIN", "STAR", "Chain", "Outcome", "Star", "Topology"]
 

@@ -24,7 +24,7 @@ def _ints(text: str) -> list[int]:
 
 
 def _cmd_corpus(args: argparse.Namespace) -> None:
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     from .corpus import build_corpus
 
@@ -46,7 +46,7 @@ def _cmd_corpus(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from tersetalk.io import read_metadata, write_parquet_atomic
+    from tersetalk.core.io import read_metadata, write_parquet_atomic
 
     from .corpus import SOURCE_REAL, read_corpus
     from .defaults import default_repeats
@@ -112,7 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
 def _cmd_run_mb4(args: argparse.Namespace) -> None:
     """MB-4 times the memory store on seeded synthetic texts: no corpus to read."""
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     from .defaults import default_repeats
     from .mb4 import run_mb4
@@ -146,7 +146,7 @@ def _cmd_run_mb4(args: argparse.Namespace) -> None:
 
 def _cmd_run_mb5(args: argparse.Namespace) -> None:
     """MB-5 times the MCP proxy's session pipeline on seeded JSON payloads: no corpus."""
-    from tersetalk.io import write_csv_atomic, write_parquet_atomic
+    from tersetalk.core.io import write_csv_atomic, write_parquet_atomic
 
     from .defaults import default_repeats
     from .mb5 import run_mb5

@@ -217,8 +217,8 @@ def run_concurrency_bench(
     workdir: Path,
 ) -> pd.DataFrame:
     """One row per (repeat, level): wall time and examples per second of a real run."""
-    from tersetalk.records import deterministic_columns
-    from tersetalk.runner import run
+    from tersetalk.core.records import deterministic_columns
+    from tersetalk.pipeline.runner import run
 
     if 1 not in levels:
         levels = [1, *levels]  # the ratios are to level 1
@@ -280,11 +280,11 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 def plot(summary: pd.DataFrame, path: Path) -> list[Path]:
     """Examples per second at each in-flight level, as a ratio to one in flight; written
-    as ``path``'s PNG and PDF through the house's :func:`~tersetalk.plotting.save_figure`
+    as ``path``'s PNG and PDF through the house's :func:`~tersetalk.core.plotting.save_figure`
     (metadata and layout check)."""
     import matplotlib.pyplot as plt
 
-    from tersetalk.plotting import save_figure, theme
+    from tersetalk.core.plotting import save_figure, theme
 
     theme()
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
@@ -319,7 +319,7 @@ def add_parser(sub) -> None:
 
 
 def _cmd_concurrency(args) -> None:
-    from tersetalk.io import write_csv_atomic
+    from tersetalk.core.io import write_csv_atomic
 
     from .results import log_environment
 

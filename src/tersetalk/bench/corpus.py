@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.protocol import OverflowLine, ProtocolError, parse_strict
 
 from .defaults import DEFAULT_MAX_REAL, DEFAULT_PER_SIZE, DEFAULT_SIZES

@@ -17,7 +17,7 @@ DEFAULT_MAX_REAL = 400
 @functools.cache
 def default_repeats() -> int:
     """Timed repeats per method when none are given: the schema's ``bench.repeats`` default."""
-    from tersetalk.config import schema_default
+    from tersetalk.pipeline.config import schema_default
 
     return int(schema_default("bench", "repeats"))
 

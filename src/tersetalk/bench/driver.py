@@ -346,12 +346,12 @@ def plot(table: Path, out: Path) -> list[Path]:
     """Calls/s, client CPU ms per call and wall over the server floor against the
     in-flight level: a colour per latency, a marker and line style per side (the driver,
     the plain SDK), lines that meet set side by side. Written as ``out``'s PNG and PDF by
-    :func:`~tersetalk.plotting.save_figure` (metadata and the layout check)."""
+    :func:`~tersetalk.core.plotting.save_figure` (metadata and the layout check)."""
     import matplotlib.pyplot as plt
     import numpy as np
     import pandas as pd
 
-    from tersetalk.plotting import OKABE_ITO, dodge, note_dodged, save_figure, shifted, theme
+    from tersetalk.core.plotting import OKABE_ITO, dodge, note_dodged, save_figure, shifted, theme
 
     df = pd.read_parquet(table)
     theme()

@@ -49,7 +49,7 @@ _MESSAGE = {
 
 
 def _timed_run(spec: dict, sample: Path, out: Path, client, limit: int | None, events: bool):
-    from tersetalk.runner import run
+    from tersetalk.pipeline.runner import run
 
     c0, t0 = time.process_time(), time.perf_counter()
     df = run(spec, sample, out, limit=limit, client=client, progress=False, events=events)
@@ -58,7 +58,7 @@ def _timed_run(spec: dict, sample: Path, out: Path, client, limit: int | None, e
 
 def _hook_costs(repeats: int, seed: int, workdir: Path) -> list[dict]:
     """Nanoseconds per call of the message hook, off and on (a real file sink)."""
-    from tersetalk.events import RunPublisher, on_message_sent, publishing
+    from tersetalk.core.events import RunPublisher, on_message_sent, publishing
 
     pub = RunPublisher(workdir / "hook.events.jsonl", task="t", system="s", variant="v")
     pub.run_started(n_examples=1)
@@ -93,12 +93,12 @@ def run_events_bench(
     # None: the config schema's bench.repeats default (for the hook's costs too)
     repeats = default_repeats() if repeats is None else repeats
     hook_repeats = default_repeats() if hook_repeats is None else hook_repeats
-    from tersetalk.runner import client_from_spec
+    from tersetalk.pipeline.runner import client_from_spec
 
     sample = Path(sample)
     client = client or client_from_spec(spec)
     # one INFO line per run would bury the result; the runner's warnings still show
-    logging.getLogger("tersetalk.runner").setLevel(logging.WARNING)
+    logging.getLogger("tersetalk.pipeline.runner").setLevel(logging.WARNING)
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="events-bench-", dir=workdir))
@@ -214,7 +214,7 @@ def add_parser(sub) -> None:
 def _cmd_events(args) -> None:
     import json
 
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     from .defaults import default_repeats
     from .results import log_environment

@@ -94,7 +94,7 @@ def plot_bench(mb1: pd.DataFrame, mb2: pd.DataFrame, mb3: pd.DataFrame,
         _mb4_panels(axes[3][0], axes[3][1], mb4)
     fig.suptitle(_environment_title(mb1), fontsize=12)
     fig.get_layout_engine().set(h_pad=0.12, w_pad=0.15)
-    from tersetalk.plotting import save_figure
+    from tersetalk.core.plotting import save_figure
 
     return save_figure(fig, out_stem, dpi=150)
 
@@ -226,7 +226,7 @@ def _mb4_panels(ax_ratio, ax_ns, mb4: pd.DataFrame) -> None:
     ax_ratio.set_ylabel("baseline median / store median")
     ax_ratio.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
                     frameon=False)  # fmt: skip
-    from tersetalk.plotting import dodge, shifted
+    from tersetalk.core.plotting import dodge, shifted
 
     curves = []
     for op in ops:

@@ -1,6 +1,6 @@
 """What every benchmark table shares: environment columns and the design's target.
 
-Tables are written with :func:`tersetalk.io.write_parquet_atomic`.
+Tables are written with :func:`tersetalk.core.io.write_parquet_atomic`.
 """
 
 from __future__ import annotations

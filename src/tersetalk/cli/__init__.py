@@ -26,12 +26,12 @@ HTTP_LOGGERS = ("httpx", "httpcore", "openai", "httpx2", "urllib3")
 #: up only in modules already imported (a module never imported raised none of its
 #: errors), so a job does not import the calibration module (scipy) to catch its error.
 EXPECTED_ERRORS = (
-    ("tersetalk.configio", "ConfigError"),
+    ("tersetalk.core.configio", "ConfigError"),
     ("tersetalk.models.base", "ModelError"),
     ("tersetalk.tasks.loading", "TaskDataError"),
-    ("tersetalk.calibration", "CalibrationError"),
-    ("tersetalk.io", "InputFileError"),
-    ("tersetalk.runner", "RunIncompleteError"),
+    ("tersetalk.pipeline.calibration", "CalibrationError"),
+    ("tersetalk.core.io", "InputFileError"),
+    ("tersetalk.pipeline.runner", "RunIncompleteError"),
     ("tersetalk.tasks.registry", "TaskPluginError"),
     ("tersetalk.mediator.errors", "MediatorConfigError"),
 )

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tersetalk.cliargs import nonnegative_int
+from tersetalk.core.cliargs import nonnegative_int
 
 __all__ = ["add_commands"]
 
@@ -102,7 +102,7 @@ def _add_records_option(parser: argparse.ArgumentParser) -> None:
 def _cmd_plot(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from tersetalk.io import read_parquet
+    from tersetalk.core.io import read_parquet
     from tersetalk.plots import figures as F
     from tersetalk.plots.tables import write_main_table
 
@@ -128,7 +128,7 @@ def _ablation_inputs(scores: list[str], records: list[str]):
         return summary, None
     import pandas as pd
 
-    from tersetalk.io import read_parquet
+    from tersetalk.core.io import read_parquet
 
     frames = [read_parquet(p, "per-example metrics") for p in records]
     return summary, pd.concat(frames, ignore_index=True)
@@ -146,7 +146,7 @@ def _draw_ablation(summary, records, system, variants, setting, values, out_stem
 
 
 def _cmd_plot_ablation(args: argparse.Namespace) -> None:
-    from tersetalk.config import json_option
+    from tersetalk.pipeline.config import json_option
 
     values = json_option(args.values, "--values", dict, "'{\"caps_small\": 16}'")
     summary, records = _ablation_inputs(args.scores, args.records)
@@ -166,7 +166,7 @@ _ABLATIONS_EXAMPLE = (
 def _cmd_plot_ablations(args: argparse.Namespace) -> None:
     """Every ablation's figure from one read of the score files: one process, one import
     of pandas and matplotlib for all of them (one job in the workflow, not one each)."""
-    from tersetalk.config import ConfigError, json_kind, json_option
+    from tersetalk.pipeline.config import ConfigError, json_kind, json_option
 
     specs = json_option(args.ablations_json, "--ablations-json", dict, _ABLATIONS_EXAMPLE)
     for name, spec in specs.items():

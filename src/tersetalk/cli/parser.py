@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 
 from tersetalk import __version__
-from tersetalk.cliargs import LazySubParsers
+from tersetalk.core.cliargs import LazySubParsers
 
 __all__ = ["PLUGIN_COMMANDS", "build_parser", "plain_text", "tidy_parser"]
 
@@ -39,7 +39,7 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.dashboard.cli": {
         "dashboard": "web dashboard: live mediator pipeline, live workflow runs, results browser",
     },
-    "tersetalk.stats_sim_cli": {
+    "tersetalk.pipeline.stats_sim_cli": {
         "stats-sim": "simulation study of the statistics: type I error, power, interval coverage",
     },
     "tersetalk.stats.targets": {
@@ -48,7 +48,7 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.metrics.topology_cli": {
         "topology": "the topology study's tables and figures from routed runs",
     },
-    "tersetalk.topology_fit_cli": {
+    "tersetalk.pipeline.topology_fit_cli": {
         "topology-signals": "the router's signals of a sample's briefs (no Worker runs)",
         "topology-fit": "fit the router's weights and θ on briefs' signals (logistic regression)",
         "topology-selection": "selection accuracy of briefs' signals, by the variant's rule and "
@@ -57,11 +57,11 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
         "topology-heldout": "the router on held-out briefs, leave-one-task-out and "
         "leave-one-format-out",
     },
-    "tersetalk.shards": {
+    "tersetalk.pipeline.shards": {
         "shard-sample": "write one shard of a sample (run.shard_size examples, in sample order)",
         "merge-runs": "assemble a run file from its shards' run files",
     },
-    "tersetalk.sensitivity": {"models": "model sensitivity (sensitivity.models)"},
+    "tersetalk.pipeline.sensitivity": {"models": "model sensitivity (sensitivity.models)"},
     "tersetalk.mcp.cli": {
         "mcp-proxy": "an MCP server that re-encodes another MCP server's tool results",
     },
@@ -69,16 +69,16 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.mcp.experiment_cli": {
         "mcp-experiment": "the proxy on real MCP servers",
     },
-    "tersetalk.results_doc": {
+    "tersetalk.pipeline.results_doc": {
         "results-doc": "render a model's results folder as Markdown (RESULTS.md)",
     },
-    "tersetalk.columns": {
+    "tersetalk.core.columns": {
         "columns": "the data dictionary: every output column's type, unit and meaning",
     },
-    "tersetalk.overhead": {
+    "tersetalk.pipeline.overhead": {
         "overhead": "the workflow's own overhead: wall time against the model floor (overhead.csv)",
     },
-    "tersetalk.plan": {
+    "tersetalk.pipeline.plan": {
         "plan": "a config's model calls and tokens counted from its DAG, and the hours they take",
     },
 }

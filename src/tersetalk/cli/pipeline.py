@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from tersetalk.cliargs import DEFAULT_CONFIG, add_config_option, nonnegative_int, positive_int
+from tersetalk.core.cliargs import DEFAULT_CONFIG, add_config_option, nonnegative_int, positive_int
 
 __all__ = ["add_commands"]
 
@@ -239,7 +239,7 @@ def _add_calibrate(sub: Any) -> None:
         "                         instead (calibration.<system>.reference)\n"
         'Example: --spec-json \'{"margin": 0.02, "systems": {"hybrid": {"reference":\n'
         '  "llmlingua/default", "objective": "max_accuracy"}}}\'\n'
-        "The workflow passes the config's (tersetalk.calibration.options).",
+        "The workflow passes the config's (tersetalk.pipeline.calibration.options).",
     )
     k.add_argument(
         "runs",
@@ -273,8 +273,8 @@ def _add_calibrate(sub: Any) -> None:
 
 
 def _cmd_sample(args: argparse.Namespace) -> None:
-    from tersetalk.config import ConfigError, json_option, load_workflow_config
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
+    from tersetalk.pipeline.config import ConfigError, json_option, load_workflow_config
     from tersetalk.tasks.loading import load_records, sample
 
     # the workflow config (config/config.yaml of the working directory, as Snakemake reads
@@ -327,8 +327,13 @@ def _cmd_run(args: argparse.Namespace) -> None:
     client, checkpoint, caches' counters and file, exactly as if run alone. A run that
     fails does not stop the others; the first failure is raised once all have run.
     """
-    from tersetalk.config import ConfigError, load_workflow_config, run_spec, spec_from_json
-    from tersetalk.runner import run
+    from tersetalk.pipeline.config import (
+        ConfigError,
+        load_workflow_config,
+        run_spec,
+        spec_from_json,
+    )
+    from tersetalk.pipeline.runner import run
 
     outs = args.out
     if args.spec_json:
@@ -391,10 +396,10 @@ def _cmd_score(args: argparse.Namespace) -> None:
     read once, and the runs' BERTScore is one call of the encoder, which embeds a text
     the runs share once (:func:`~tersetalk.metrics.per_record.per_record_metrics_many`).
     """
-    from tersetalk.config import ConfigError
-    from tersetalk.io import read_parquet, write_parquet_atomic
+    from tersetalk.core.io import read_parquet, write_parquet_atomic
     from tersetalk.metrics.per_record import per_record_metrics_many
     from tersetalk.metrics.summary import run_metrics
+    from tersetalk.pipeline.config import ConfigError
     from tersetalk.systems import pooled_rates
     from tersetalk.tasks.loading import read_sample
 
@@ -426,14 +431,14 @@ def _cmd_score(args: argparse.Namespace) -> None:
 
 
 def _cmd_aggregate(args: argparse.Namespace) -> None:
-    from tersetalk.io import write_csv_atomic, write_parquet_atomic
+    from tersetalk.core.io import write_csv_atomic, write_parquet_atomic
     from tersetalk.metrics.summary import aggregate
 
     df = aggregate(args.scores)
     write_parquet_atomic(df, Path(args.out))
     if args.csv:
         write_csv_atomic(df, args.csv)
-        from tersetalk import figmeta  # n, model, seed, commit beside the table
+        from tersetalk.core import figmeta  # n, model, seed, commit beside the table
 
         figmeta.write(args.csv, figmeta.describe(df, out=args.csv))
     cols = ["task", "system", "variant", "n", "n_errors", "accuracy", "tokens_total_cl100k_mean"]
@@ -441,8 +446,13 @@ def _cmd_aggregate(args: argparse.Namespace) -> None:
 
 
 def _cmd_stats(args: argparse.Namespace) -> None:
-    from tersetalk.config import ConfigError, json_option
-    from tersetalk.io import read_parquet, write_csv_atomic, write_parquet_atomic, write_text_atomic
+    from tersetalk.core.io import (
+        read_parquet,
+        write_csv_atomic,
+        write_parquet_atomic,
+        write_text_atomic,
+    )
+    from tersetalk.pipeline.config import ConfigError, json_option
     from tersetalk.stats import StatsError, noninferiority_table, noninferiority_tex
 
     levels = dict(margin=args.margin, alpha=args.alpha, n_resamples=args.n_resamples,
@@ -464,7 +474,7 @@ def _cmd_stats(args: argparse.Namespace) -> None:
         write_text_atomic(noninferiority_tex(df, skipped, **levels), args.tex)
     import pandas as pd
 
-    from tersetalk import figmeta  # n, model, seed, commit beside each table
+    from tersetalk.core import figmeta  # n, model, seed, commit beside each table
 
     rows = pd.concat(frames, ignore_index=True) if frames else None
     recorded = figmeta.describe(rows, out=args.csv or args.out, bootstrap_seed=args.seed)
@@ -474,14 +484,14 @@ def _cmd_stats(args: argparse.Namespace) -> None:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> None:
-    from tersetalk import calibration as cal
-    from tersetalk.config import json_option
+    from tersetalk.pipeline import calibration as cal
+    from tersetalk.pipeline.config import json_option
 
     example = '\'{"margin": 0.02, "systems": {"tersetalk": {"objective": "max_accuracy"}}}\''
     spec = json_option(args.spec_json, "--spec-json", dict, example)
     doc = cal.calibrate_files(args.task, args.runs, args.reference_run, args.sample, spec)
     cal.write(doc, Path(args.out))
-    from tersetalk import figmeta  # n, model, seed, commit beside the file
+    from tersetalk.core import figmeta  # n, model, seed, commit beside the file
 
     runs = [*args.runs, *args.reference_run]
     figmeta.write(args.out, figmeta.describe(figmeta.rows_of(runs), out=args.out))

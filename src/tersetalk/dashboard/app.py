@@ -42,13 +42,13 @@ from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconn
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from tersetalk.core.io import InputFileError, load_json_text
 from tersetalk.dashboard.guard import HostGuard, allowed_names, download_only
 from tersetalk.dashboard.hub import Hub
 from tersetalk.dashboard.live import LiveMediator, Publish, default_live_config
 from tersetalk.dashboard.results import PathRefused, ResultsIndex, UnknownModel, safe_path
 from tersetalk.dashboard.snakelog import SnakemakeLog
 from tersetalk.dashboard.tail import EventTailer
-from tersetalk.io import InputFileError, load_json_text
 
 __all__ = ["DashboardSettings", "create_app"]
 
@@ -115,7 +115,7 @@ def _study_labels(workdir: Path | None) -> dict[str, Any]:
     if workdir is None or not (workdir / "config" / "config.yaml").is_file():
         return empty
     try:
-        from tersetalk.config import calibration_points, load_config, sensitivity_models
+        from tersetalk.pipeline.config import calibration_points, load_config, sensitivity_models
 
         cfg = load_config(workdir / "config" / "config.yaml")
         points = {system: calibration_points(cfg, system) for system in cfg.get("calibration", {})}

@@ -23,8 +23,8 @@ DEFAULT_PORT = 8765
 def _live_models(config_paths: list[str]) -> tuple[dict, int]:
     """The ``models`` section and seed of the workflow config (the "configured model"):
     the ``--config`` files layered over config/config.yaml, as every subcommand reads them."""
-    from tersetalk.cliargs import DEFAULT_CONFIG
-    from tersetalk.config import load_workflow_config
+    from tersetalk.core.cliargs import DEFAULT_CONFIG
+    from tersetalk.pipeline.config import load_workflow_config
 
     if not config_paths and not Path(DEFAULT_CONFIG).is_file():
         # outside a workflow folder: the embedded model, said where it is decided
@@ -146,7 +146,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="mediator YAML for the live view (config/mediator.example.yaml's "
         "layout; default: the `mediator demo` settings, judge on)",
     )
-    from tersetalk.cliargs import add_config_option
+    from tersetalk.core.cliargs import add_config_option
 
     add_config_option(
         d, "; the live mediator uses its models section (no config at all: the embedded model)"

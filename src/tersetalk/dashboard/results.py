@@ -2,7 +2,7 @@
 
 Everything is read from the workflow's own outputs, one model's at a time
 (``results/<model>/runs/<task>/<system>/<variant>.parquet``, ``results/<model>/
-summary.parquet``, ``figures/<model>/*.png``; :func:`tersetalk.paths.model_keys` lists
+summary.parquet``, ``figures/<model>/*.png``; :func:`tersetalk.core.paths.model_keys` lists
 the models), so the browser shows exactly what the paper's numbers come from. A
 results folder of the older flat layout (``results/runs/...`` with no model folder) is
 read as one model named :data:`LEGACY`. Run files are read
@@ -23,7 +23,7 @@ import threading
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 
 __all__ = ["LEGACY", "PathRefused", "ResultsIndex", "UnknownModel", "safe_path"]
 
@@ -54,7 +54,7 @@ FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
 LEGACY = "(flat layout)"
 LEGACY_NOTE = (
     "this results folder has the flat layout of before per-model results (results/runs/...); "
-    "move its files under results/<model key>/ (see tersetalk.paths) to compare models"
+    "move its files under results/<model key>/ (see tersetalk.core.paths) to compare models"
 )
 
 
@@ -70,7 +70,7 @@ _STUDY_FOLDERS = frozenset(
 
 
 def _model_keys(results: Path) -> list[str]:
-    from tersetalk.paths import model_keys
+    from tersetalk.core.paths import model_keys
 
     return [k for k in model_keys(results) if k not in _STUDY_FOLDERS]
 

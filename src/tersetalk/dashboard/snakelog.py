@@ -1,6 +1,6 @@
 """Every Snakemake job of the newest invocation, read from Snakemake's own log.
 
-The log is parsed by :func:`tersetalk.snakelog.parse_log` (the overhead table reads it
+The log is parsed by :func:`tersetalk.core.snakelog.parse_log` (the overhead table reads it
 the same way); :func:`parse_log` here folds it into what the Workflow view shows: the
 jobs with their rule, status and times, and the overall progress with the elapsed time
 and an estimate of the time left (the mean time per finished step so far, times the
@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tersetalk import snakelog
+from tersetalk.core import snakelog
 
 __all__ = ["SnakemakeLog", "parse_log"]
 

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tersetalk.events import EVENTS_SUFFIX
-from tersetalk.io import load_json_text
+from tersetalk.core.events import EVENTS_SUFFIX
+from tersetalk.core.io import load_json_text
 
 __all__ = ["EventTailer", "RunState"]
 

@@ -40,11 +40,11 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tersetalk.core.tokens import count_tokens, ensure_offline_tiktoken
 from tersetalk.encoders.errors import CompressionError, CompressorUnavailableError
 from tersetalk.encoders.lingua_cache import CompressionCache
 from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared
 from tersetalk.tasks.registry import get as get_task
-from tersetalk.tokens import count_tokens, ensure_offline_tiktoken
 
 log = logging.getLogger(__name__)
 

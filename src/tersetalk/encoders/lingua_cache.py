@@ -38,8 +38,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tersetalk.io import file_sha256 as plain_sha256
-from tersetalk.io import write_text_atomic
+from tersetalk.core.io import file_sha256 as plain_sha256
+from tersetalk.core.io import write_text_atomic
 
 log = logging.getLogger(__name__)
 

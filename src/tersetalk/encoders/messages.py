@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.encoders.lingua import Compressed, Compressor, LinguaSettings, ceil_int
-from tersetalk.tokens import count_tokens
 
 
 @dataclass(frozen=True)

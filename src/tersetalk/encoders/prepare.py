@@ -106,7 +106,7 @@ def is_prepared(folder: str | Path, gguf: str | Path | None = None) -> bool:
     manifest = read_manifest(folder)
     if manifest is None or manifest.get("prepare_version") != PREPARE_VERSION:
         return False  # not worth hashing the GGUF
-    from tersetalk.io import file_sha256
+    from tersetalk.core.io import file_sha256
 
     src = Path(gguf) if gguf is not None else default_gguf()
     return _prepared_from(folder, file_sha256(src))
@@ -315,7 +315,7 @@ def prepare_compressor(
 
         digest = file_sha256(src, memo_dir=Path(cache_dir) / FINGERPRINT_DIR)
     else:
-        from tersetalk.io import file_sha256 as plain_sha256
+        from tersetalk.core.io import file_sha256 as plain_sha256
 
         digest = plain_sha256(src)
     if not force and _prepared_from(out, digest):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.encoders.lingua import Compressed, LinguaSettings, force_pattern
-from tersetalk.tokens import count_tokens
 
 
 class ScriptedCompressor:

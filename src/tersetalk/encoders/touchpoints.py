@@ -21,10 +21,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.encoders.lingua import Compressor, LinguaSettings, get_compressor
 from tersetalk.protocol import ContextLine, DerefResult
 from tersetalk.protocol.summarize import LLMLINGUA
-from tersetalk.tokens import count_tokens
 
 COUNTER_KEYS = (
     "tp_payload_calls",  # over-cap payloads offered to LLMLingua

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from tersetalk.cliargs import LazySubParsers
+from tersetalk.core.cliargs import LazySubParsers
 
 ENCODERS = ("mckp", "mckp_plain", "json_compact", "json_pretty", "toon", "csv", "markdown_table",
             "kv")  # fmt: skip
@@ -201,7 +201,7 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from tersetalk.tokens import ENCODINGS
+    from tersetalk.core.tokens import ENCODINGS
 
     p = sub.add_parser(
         "formats",
@@ -282,8 +282,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_shapes(fs: argparse._SubParsersAction) -> None:
+    from tersetalk.core.tokens import ENCODINGS
     from tersetalk.formats import nested
-    from tersetalk.tokens import ENCODINGS
 
     h = fs.add_parser(
         "shapes",

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 import pandas as pd
 from tqdm import tqdm
 
+from tersetalk.core.io import write_parquet_atomic
+from tersetalk.core.tokens import count_tokens
 from tersetalk.formats.corpus import load_corpus, markdown_tables
 from tersetalk.formats.solver import MCKP, SINGLE, BudgetError, encode, single_text, solve
 from tersetalk.formats.tree import Node, from_python, table_to_json
-from tersetalk.io import write_parquet_atomic
-from tersetalk.tokens import count_tokens
 
 TOKENIZERS = ("o200k_base", "cl100k_base")
 BASELINES = ("json_compact", "json_pretty", "toon")

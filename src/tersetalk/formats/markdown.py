@@ -29,10 +29,10 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.formats.encoders import FormatDecodeError
 from tersetalk.formats.solver import Encoding, decode, encode
 from tersetalk.formats.tree import Table, TreeError, markdown_parser, table_to_json, to_python
-from tersetalk.tokens import count_tokens
 
 FENCE_PREFIX = "tt:"  # fenced blocks this module wrote: ```tt:mckp | csv ~pc|---|---|
 #: the opening line of a block this module wrote (the fence, then the info string)

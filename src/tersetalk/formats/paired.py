@@ -201,7 +201,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tersetalk.io import read_parquet
+    from tersetalk.core.io import read_parquet
 
     df = read_parquet(args.file)
     try:

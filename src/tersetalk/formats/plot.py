@@ -26,9 +26,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.formats.experiments import summary_tables  # noqa: E402
-from tersetalk.io import read_metadata, read_parquet, write_csv_atomic  # noqa: E402
-from tersetalk.plotting import (  # noqa: E402
+from tersetalk.core.io import read_metadata, read_parquet, write_csv_atomic  # noqa: E402
+from tersetalk.core.plotting import (  # noqa: E402
     categorical_styles,
     dodge,
     note_dodged,
@@ -37,6 +36,7 @@ from tersetalk.plotting import (  # noqa: E402
     theme,
     wilson_errors,
 )
+from tersetalk.formats.experiments import summary_tables  # noqa: E402
 
 ENCODER_ORDER = [
     "json_pretty",

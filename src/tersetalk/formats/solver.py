@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.formats import aliases as A
 from tersetalk.formats import hints as H
 from tersetalk.formats import pathtable as PT
@@ -79,7 +80,6 @@ from tersetalk.formats.tree import (
     same_value,
     to_python,
 )
-from tersetalk.tokens import count_tokens
 
 Path = tuple[str | int, ...]
 METHODS = ("exact", "greedy", "binary")

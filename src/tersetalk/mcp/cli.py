@@ -176,7 +176,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--proxy-config", type=Path, metavar="FILE",
                    help="the proxy's YAML or TOML settings (see --print-schema); "
                    "default: lossless, o200k_base, dedup of 5 results")  # fmt: skip
-    from tersetalk.cliargs import add_renamed_option
+    from tersetalk.core.cliargs import add_renamed_option
 
     add_renamed_option(p, "--config", "--proxy-config")
     p.add_argument("--telemetry", type=Path,

@@ -44,8 +44,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tersetalk.io import load_yaml_text
-from tersetalk.tokens import ENCODINGS
+from tersetalk.core.io import load_yaml_text
+from tersetalk.core.tokens import ENCODINGS
 
 
 class ProxyConfigError(ValueError):
@@ -53,13 +53,13 @@ class ProxyConfigError(ValueError):
 
 
 class _RefusedYAML(yaml.YAMLError):
-    """A settings file refused by :func:`tersetalk.io.load_yaml_text` (too deep, or
+    """A settings file refused by :func:`tersetalk.core.io.load_yaml_text` (too deep, or
     aliases that expand too far), caught where any other YAML error is."""
 
 
 def read_yaml(text: str) -> Any:
     """``yaml.safe_load`` of a settings file through the workflow's bounded loader
-    (:func:`tersetalk.io.load_yaml_text`: its nesting and alias limits); anything past
+    (:func:`tersetalk.core.io.load_yaml_text`: its nesting and alias limits); anything past
     them is a :class:`yaml.YAMLError` saying so."""
     return load_yaml_text(text, "the document", error=_RefusedYAML)
 

@@ -12,7 +12,7 @@ direct arm's for the same step, the proxy's telemetry for the call (kind, dedup 
 invalidations, hints, its own time and the downstream's), and for every overflow hint
 a call of the retrieval tool ``tersetalk_get`` whose answer is checked against the
 part of the direct result the hint says was elided. Timing columns start with ``t_``
-(:func:`tersetalk.records.deterministic_columns`); every other column is the same on
+(:func:`tersetalk.core.records.deterministic_columns`); every other column is the same on
 every run of the same config.
 
 With ``telemetry_dir`` (default None: nothing written) each proxied session also writes
@@ -39,7 +39,7 @@ from typing import Any
 
 import pandas as pd
 
-from tersetalk.tokens import count_tokens
+from tersetalk.core.tokens import count_tokens
 
 from .servers import GIT_ENV, PENDING, launch_command
 

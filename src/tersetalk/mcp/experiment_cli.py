@@ -72,7 +72,7 @@ def _fail(command: str, exc: Exception) -> None:
 
 
 def _cmd_env(args: argparse.Namespace) -> None:
-    from tersetalk.io import write_text_atomic
+    from tersetalk.core.io import write_text_atomic
 
     from .servers import NPM_SERVERS, build_env, build_npm_env
 
@@ -107,7 +107,7 @@ def _cmd_graph(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     from .experiment import ExperimentError, proxy_config, run_server
 
@@ -128,7 +128,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
 def _cmd_report(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from tersetalk.io import read_parquet, write_csv_atomic
+    from tersetalk.core.io import read_parquet, write_csv_atomic
 
     from .experiment import summarize
     from .plot import figure
@@ -146,7 +146,7 @@ def _cmd_report(args: argparse.Namespace) -> None:
 
 
 def _cmd_tuned_train(args: argparse.Namespace) -> None:
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     from .experiment import ExperimentError
     from .tuned import default_config, split_seeds, train_server
@@ -166,7 +166,7 @@ def _cmd_tuned_train(args: argparse.Namespace) -> None:
 
 
 def _cmd_tuned_eval(args: argparse.Namespace) -> None:
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     from .experiment import ExperimentError
     from .tuned import default_config, evaluate_server, split_seeds, tuner_changes
@@ -192,7 +192,7 @@ def _cmd_tuned_eval(args: argparse.Namespace) -> None:
 def _cmd_tuned_report(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from tersetalk.io import read_parquet, write_csv_atomic, write_parquet_atomic
+    from tersetalk.core.io import read_parquet, write_csv_atomic, write_parquet_atomic
 
     from .tuned import TARGET_SAVING_PCT, TunedExperimentError, headline, summarize
     from .tuned_plot import figure

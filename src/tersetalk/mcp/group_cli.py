@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tersetalk.cliargs import LazySubParsers, add_module_commands
+from tersetalk.core.cliargs import LazySubParsers, add_module_commands
 
 #: the group's commands: module -> {name: one-line help}
 COMMANDS = {

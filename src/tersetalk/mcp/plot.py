@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import save_figure, theme  # noqa: E402
+from tersetalk.core.plotting import save_figure, theme  # noqa: E402
 
 
 def _arm_order(arms: list[str]) -> list[str]:

@@ -196,8 +196,8 @@ def warm_up(tokenizer: str) -> None:
     """Load what the first tool result needs (the tokenizer's tables, the encoders and
     their decoders); a failure here is the first call's to report, so it passes."""
     try:
+        from tersetalk.core.tokens import count_tokens
         from tersetalk.formats import markdown, solver  # noqa: F401
-        from tersetalk.tokens import count_tokens
 
         count_tokens("warm up", tokenizer)
     except Exception:  # noqa: BLE001 - the first call loads it again and says why

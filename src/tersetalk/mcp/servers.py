@@ -37,7 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tersetalk.io import exclusive
+from tersetalk.core.io import exclusive
 
 log = logging.getLogger(__name__)
 

@@ -89,13 +89,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from tersetalk.core.tokens import count_tokens
 from tersetalk.formats import hints as H
 from tersetalk.formats.container import compact_json
 from tersetalk.formats.tree import TreeError, from_python, parse_json, same_value, to_python
 from tersetalk.mcp.config import ProxyConfig
 from tersetalk.mcp.editsafe import Decision, decide, decide_tool
 from tersetalk.mcp.literal import parse_literal
-from tersetalk.tokens import count_tokens
 
 RETRIEVAL_TOOL = "tersetalk_get"
 KINDS = ("passthrough", "encoded", "ref", "near-ref", "retrieval", "error")

@@ -546,7 +546,7 @@ class TelemetryRecorder:
         shape = describe(text)
         tokens = {self.tokenizer: [p.raw_tokens, p.sent_tokens]}
         if self.settings.tokenizers:
-            from tersetalk.tokens import count_tokens
+            from tersetalk.core.tokens import count_tokens
 
             for name in self.settings.tokenizers:
                 if name not in tokens:
@@ -914,7 +914,7 @@ def write_fingerprints(
 ) -> Path:
     """Write the fingerprints of ``folder`` to the Parquet file ``out`` (atomically), with
     the window and the time it was computed in the file's metadata."""
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     now = now_ms if now_ms is not None else _now_ms()
     rows = endpoint_fingerprints(folder, days, now_ms=now)

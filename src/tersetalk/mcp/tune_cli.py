@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tersetalk.cliargs import add_renamed_option
+from tersetalk.core.cliargs import add_renamed_option
 
 EVIDENCE_COLUMNS = (
     "rule",

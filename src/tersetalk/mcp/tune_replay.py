@@ -100,8 +100,8 @@ def _tokenizer(events: Sequence[Mapping]) -> str:
 
 def trace(events: Iterable[Mapping]) -> Trace:
     """The events grouped into sessions in call order, with their token counts."""
+    from tersetalk.core.tokens import count_tokens
     from tersetalk.formats.hints import reference_call
-    from tersetalk.tokens import count_tokens
 
     rows = [e for e in events if isinstance(e.get("content_sha_prefix"), str)]
     tok = _tokenizer(rows)

@@ -39,7 +39,7 @@ from typing import Any
 
 import pandas as pd
 
-from tersetalk.tokens import count_tokens
+from tersetalk.core.tokens import count_tokens
 
 from .experiment import (
     DIRECT,

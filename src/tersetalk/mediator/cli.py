@@ -150,7 +150,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="mediator YAML (see config/mediator.example.yaml; the layout of the design "
         "document, with logging: and dashboard:, is accepted too)",
     )
-    from tersetalk.cliargs import add_renamed_option
+    from tersetalk.core.cliargs import add_renamed_option
 
     add_renamed_option(d, "--config", "--mediator-config")
     d.add_argument("--message", help="the message to send (default: a built-in demo message)")

@@ -63,7 +63,7 @@ def make_token_counter(name: str, client=None) -> TokenCounter:
             )
         return client.count_tokens
     if name in ("cl100k_base", "o200k_base"):
-        from tersetalk.tokens import count_tokens
+        from tersetalk.core.tokens import count_tokens
 
         return lambda text: count_tokens(text, name)
     raise MediatorConfigError(

@@ -240,7 +240,7 @@ class LLMLinguaCompressor(Compressor):
         if not pieces:
             return text
         if target_tokens is None:
-            from tersetalk.tokens import count_tokens
+            from tersetalk.core.tokens import count_tokens
 
             target_tokens = max(1, count_tokens(text) // 2)
         force = self.settings.force_digits == "always"

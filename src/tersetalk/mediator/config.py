@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tersetalk.configio import load_model, read_yaml
+from tersetalk.core.configio import load_model, read_yaml
 from tersetalk.mediator.errors import MediatorConfigError
 
 __all__ = [

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from tersetalk.events import forward_pipeline_event
+from tersetalk.core.events import forward_pipeline_event
 
 __all__ = [
     "CollectingEmitter",
@@ -70,7 +70,7 @@ class EventEmitter(ABC):
 
 class NullEmitter(EventEmitter):
     """The default: nobody subscribed. Inside a run that publishes progress events
-    (:mod:`tersetalk.events`), the stage events go to the run's event file,
+    (:mod:`tersetalk.core.events`), the stage events go to the run's event file,
     so ``tersetalk dashboard --attach`` sees a ``mediator`` run stage by stage; outside
     one this is a single ``ContextVar`` lookup."""
 

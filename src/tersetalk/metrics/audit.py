@@ -78,7 +78,7 @@ from functools import lru_cache
 
 import pandas as pd
 
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.tasks.registry import get as get_task
 
 log = logging.getLogger(__name__)
@@ -440,7 +440,7 @@ def _reply_texts(content: str) -> list[str]:
 
 
 def _counter(tokenizer: str) -> Count:
-    from tersetalk.tokens import count_tokens
+    from tersetalk.core.tokens import count_tokens
 
     @lru_cache(maxsize=65536)
     def count(text: str) -> int:

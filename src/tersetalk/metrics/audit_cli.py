@@ -42,7 +42,7 @@ def _kinds(text: str) -> list[str]:
 
 
 def _cmd_audit(args: argparse.Namespace) -> None:
-    from tersetalk.io import InputFileError, read_parquet, write_csv_atomic, write_text_atomic
+    from tersetalk.core.io import InputFileError, read_parquet, write_csv_atomic, write_text_atomic
 
     from .audit import RUN_KEYS, audit_runs, audit_summary, audit_table, render_markdown
 
@@ -86,7 +86,7 @@ def _cmd_audit(args: argparse.Namespace) -> None:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from tersetalk.tokens import ENCODINGS
+    from tersetalk.core.tokens import ENCODINGS
 
     p = sub.add_parser(
         "audit",

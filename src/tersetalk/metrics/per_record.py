@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tersetalk.agents.roles import participant
+from tersetalk.core.records import TOKENIZERS, directions_of, token_sum
 from tersetalk.metrics.preservation import (
     answer_preservation,
     as_prose,
@@ -23,7 +24,6 @@ from tersetalk.metrics.preservation import (
     messages_of,
     worker_input,
 )
-from tersetalk.records import TOKENIZERS, directions_of, token_sum
 
 
 def _letters(directions: list[str]) -> list[str]:

@@ -17,7 +17,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 from tersetalk.models.embedding import minilm_path
 from tersetalk.tasks.registry import get as get_task
 from tersetalk.tasks.scoring import normalize_answer
@@ -104,7 +104,7 @@ CACHE_FOLDER = "bertscore"
 def _versions() -> dict[str, str | None]:
     """The versions of the packages BERTScore's numbers come from, read without importing
     them (importing torch is what the cache saves)."""
-    from tersetalk.memo import versions
+    from tersetalk.core.memo import versions
 
     return versions("bert-score", "torch", "transformers", "tokenizers")
 
@@ -213,7 +213,7 @@ def bertscore_f1_groups(
     if path is not None:
         import json
 
-        from tersetalk.io import write_text_atomic
+        from tersetalk.core.io import write_text_atomic
 
         try:
             write_text_atomic(json.dumps({"method": method, "f1": scores}), path)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tersetalk.records import TOKENIZERS, direction_columns, directions_of
+from tersetalk.core.records import TOKENIZERS, direction_columns, directions_of
 from tersetalk.tasks.registry import get as get_task
 
 #: per-record token columns averaged into ``<column>_mean``: per role, and per direction

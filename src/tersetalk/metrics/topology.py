@@ -76,9 +76,9 @@ import numpy as np
 import pandas as pd
 
 from tersetalk.agents.router import TOPOLOGY_OF_LABEL, decide
+from tersetalk.core.intervals import wilson
 from tersetalk.stats.bootstrap import paired_bootstrap
 from tersetalk.stats.cluster import cluster_t_interval
-from tersetalk.stats.intervals import wilson
 from tersetalk.stats.noninferiority import noninferiority
 from tersetalk.tasks.registry import topology_labels
 

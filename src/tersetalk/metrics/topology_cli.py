@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tersetalk.cliargs import nonnegative_int, user_error
+from tersetalk.core.cliargs import nonnegative_int, user_error
 from tersetalk.metrics.topology import (
     FIXED,
     MIN_DECISIVE,
@@ -146,7 +146,7 @@ def fitted_router(path: str | Path) -> dict:
     summary; a clear error when it cannot be read."""
     import yaml
 
-    from tersetalk.io import load_yaml_text
+    from tersetalk.core.io import load_yaml_text
 
     try:
         data = load_yaml_text(Path(path).read_text(encoding="utf-8"), f"router file {path}")

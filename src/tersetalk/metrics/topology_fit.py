@@ -377,7 +377,7 @@ def write_router_yaml(
     """Write the router file: ``systems.<name>`` per fit (sorted), ``meta`` beside them."""
     import yaml
 
-    from tersetalk.io import write_text_atomic
+    from tersetalk.core.io import write_text_atomic
 
     if not fits:
         raise ValueError("no fitted routers to write")
@@ -462,7 +462,7 @@ def read_router_yaml(path: str | Path) -> tuple[dict[str, FittedRouter], dict[st
     file and the key when it cannot be read or a value is wrong."""
     import yaml
 
-    from tersetalk.io import load_yaml_text
+    from tersetalk.core.io import load_yaml_text
 
     path = Path(path)
     try:
@@ -499,7 +499,7 @@ def selection_from_signals(
     on the same signals); ``k`` right of ``n`` with its 95% Wilson interval. Error rows
     count as wrong choices, as in a run.
     """
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     rows = []
     for (system, variant), g in frame.groupby(["system", "variant"], sort=True):

@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from tersetalk.agents.router import SIGNALS, decide
+from tersetalk.core.intervals import wilson
 from tersetalk.metrics.topology_fit import FittedRouter, fit_frame
-from tersetalk.stats.intervals import wilson
 from tersetalk.tasks.registry import topology_labels
 
 __all__ = [

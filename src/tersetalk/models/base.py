@@ -49,7 +49,7 @@ class ModelEnvironmentError(ModelError):
     Such an error would fail every example alike, so it is never recorded as the
     example's error row: the run stops, keeps what is finished, writes no run file and
     ``tersetalk run`` exits 2 with the message, which says what to fix
-    (:func:`tersetalk.runner.stopping_fault` is where a run decides).
+    (:func:`tersetalk.pipeline.runner.stopping_fault` is where a run decides).
     """
 
 

@@ -54,7 +54,7 @@ from typing import Any
 
 import pydantic
 
-from tersetalk.io import write_atomic
+from tersetalk.core.io import write_atomic
 
 from ._common import replace_lone_surrogates
 from .base import (

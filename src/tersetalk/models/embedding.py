@@ -19,7 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from tersetalk.memo import JsonMemo, memo_key, versions
+from tersetalk.core.memo import JsonMemo, memo_key, versions
 
 __all__ = [
     "Embedder",
@@ -166,7 +166,7 @@ def similarity_memo(path: str | Path | None, fingerprints: str | Path | None = N
     """Within the block, :meth:`Embedder.similarity` keeps the similarities it computes
     in the JSON file ``path`` (read now, written back at the end if anything was added),
     keyed on the model folder's content, the two texts and the versions of the packages
-    that compute them (:mod:`tersetalk.memo`); ``None``: no memo. A rerun of a mediator or
+    that compute them (:mod:`tersetalk.core.memo`); ``None``: no memo. A rerun of a mediator or
     MSP run then never loads sentence-transformers and MiniLM. Only the real model's
     numbers are kept: a judge's test double is not an :class:`Embedder`."""
     global _MEMO

@@ -215,7 +215,7 @@ _file_lock = threading.Lock()
 
 def _write_sidecar(path: Path, record: dict[str, Any]) -> None:
     """Write ``record`` to ``path`` atomically; a failure only costs a later rehash."""
-    from tersetalk.io import write_text_atomic
+    from tersetalk.core.io import write_text_atomic
 
     try:
         write_text_atomic(canonical(record), path)

@@ -95,7 +95,7 @@ def served_results_key(
     make_client: Callable[[dict[str, Any]], Any],
 ) -> str:
     """The results folder name of ``models`` (a validated ``models`` section) whose
-    name-based key is ``base`` (:func:`tersetalk.paths.model_key`); ``make_client``
+    name-based key is ``base`` (:func:`tersetalk.core.paths.model_key`); ``make_client``
     builds the client that asks the server (:func:`tersetalk.models.make_client`, passed
     in: the package imports this module).
 
@@ -117,7 +117,7 @@ def served_results_key(
         known = _key_memo.get(memo_key)
     if known is not None:
         return known
-    from tersetalk.paths import MAX_KEY
+    from tersetalk.core.paths import MAX_KEY
 
     client = None
     try:

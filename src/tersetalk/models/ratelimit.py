@@ -206,7 +206,7 @@ class RateLimitedClient(ModelClient):
         self._retries_lock = threading.Lock()  # one client may serve several threads
 
     def _estimate(self, messages: list[dict[str, Any]], gen: GenerationConfig) -> int:
-        from tersetalk.tokens import count_tokens
+        from tersetalk.core.tokens import count_tokens
 
         return sum(count_tokens(m.get("content", "")) for m in messages) + gen.max_tokens
 

@@ -74,7 +74,7 @@ def load_tokenizer(spec: str) -> tuple[Callable[[str], int] | None, str]:
     if kind == "none":
         return None, "missing: models.tokenizer is none"
     if kind == "tiktoken":
-        from tersetalk.tokens import ENCODINGS, get_encoding
+        from tersetalk.core.tokens import ENCODINGS, get_encoding
 
         if where not in ENCODINGS:
             raise ModelEnvironmentError(

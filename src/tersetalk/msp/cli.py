@@ -86,7 +86,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "(embedded model by default), decode it back, and score the round trip "
                         "with the MiniLM semantic judge.")  # fmt: skip
     d.add_argument("--msp-config", metavar="FILE", help="MSP YAML (see config/msp.example.yaml)")
-    from tersetalk.cliargs import add_renamed_option
+    from tersetalk.core.cliargs import add_renamed_option
 
     add_renamed_option(d, "--config", "--msp-config")
     d.add_argument("--message", help="the message (default: a built-in demo message)")

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tersetalk.configio import load_model, read_yaml
+from tersetalk.core.configio import load_model, read_yaml
 from tersetalk.models.ratelimit import RateLimitConfig
 from tersetalk.msp.errors import MSPConfigError
 

@@ -40,7 +40,7 @@ class MSPPipeline:
         if judge is not None and decoder is None:
             raise ValueError("the semantic judge compares decoded text: give a decoder too")
         if count_tokens is None:
-            from tersetalk.tokens import count_tokens as tiktoken_count
+            from tersetalk.core.tokens import count_tokens as tiktoken_count
 
             def count_tokens(text: str) -> int:
                 return tiktoken_count(text, tokenizer)

@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import (  # noqa: E402
+from tersetalk.core.plotting import (  # noqa: E402
     dodge,
     note_dodged,
     save_figure,
@@ -95,8 +95,8 @@ _MS = 8.0
 
 def quality_vs_tokens(summary: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     """Accuracy against tokens per example, with 95% CIs and the Pareto frontier. Each
-    system has its own colour and marker (:func:`~tersetalk.plotting.system_style`); runs
-    that land on one spot are set side by side (:func:`~tersetalk.plotting.dodge`), so
+    system has its own colour and marker (:func:`~tersetalk.core.plotting.system_style`); runs
+    that land on one spot are set side by side (:func:`~tersetalk.core.plotting.dodge`), so
     none hides another."""
     from tersetalk.stats import pareto_frontier
 

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import MARKERS, OKABE_ITO, dodge, save_figure, shifted, theme  # noqa: E402
+from tersetalk.core.plotting import MARKERS, OKABE_ITO, dodge, save_figure, shifted, theme  # noqa: E402
 
 __all__ = ["plot_stats_sim"]
 

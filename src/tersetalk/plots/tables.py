@@ -7,7 +7,7 @@ with the models and the bootstrap seed the intervals came from.
 
 Accuracy is a proportion (an error counts as a wrong answer), so its interval is the
 continuity-corrected Wilson score interval of ``accuracy`` over ``n``
-(:func:`tersetalk.stats.intervals.wilson`), whatever interval the summary arrived with: a
+(:func:`tersetalk.core.intervals.wilson`), whatever interval the summary arrived with: a
 percentile bootstrap of 0 of 10 correct is [0, 0], which looks certain; Wilson's is
 (0, 0.278) and the corrected one (0, 0.345). The correction because the plain interval
 covers as little as 0.90 at small n and small rates (the simulation study, ``stats_sim``),
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tersetalk import figmeta
-from tersetalk.io import write_csv_atomic, write_text_atomic
+from tersetalk.core import figmeta
+from tersetalk.core.io import write_csv_atomic, write_text_atomic
 from tersetalk.plots import figures as F
 from tersetalk.stats.latex import to_latex
 
@@ -31,7 +31,7 @@ __all__ = ["model_line", "wilson_accuracy", "write_main_table"]
 def wilson_accuracy(summary: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """``summary`` with ``accuracy_ci_low`` / ``accuracy_ci_high`` set to the Wilson
     interval of ``accuracy`` over ``n`` (unchanged when either column is absent)."""
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     if "accuracy" not in summary.columns or "n" not in summary.columns:
         return summary

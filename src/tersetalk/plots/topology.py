@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.plotting import (  # noqa: E402
+from tersetalk.core.plotting import (  # noqa: E402
     TASK_NAMES,
     categorical_styles,
     dodge,
@@ -41,7 +41,7 @@ def _theme() -> None:
 
 def task_name(task: str) -> str:
     """A task's display name as the paper writes it ("BoolQ", "Social IQa"): the shared
-    mapping (:data:`tersetalk.plotting.TASK_NAMES`), else the registry title without the
+    mapping (:data:`tersetalk.core.plotting.TASK_NAMES`), else the registry title without the
     metric; a task the registry does not know by its id."""
     if task in TASK_NAMES:
         return TASK_NAMES[task]

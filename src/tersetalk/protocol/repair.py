@@ -19,33 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tersetalk.protocol.fast as _fast  # not "from . import": that names the package
+from tersetalk.core.tags import REPAIR_KINDS
 
 from .codec import MAX_DEPTH, exceeds_depth, physical_lines
 from .errors import NormalizationError, ProtocolError
 from .lines import LINE_TYPES, LineBase, QuestionLine, TextLine, replace_surrogates
 from .normalize import normalize_obj
 from .tags import PLURAL_ALIASES, role_for, tag_for, verdict_for
-
-#: Every repair kind, in a fixed order (counters use these names).
-REPAIR_KINDS: tuple[str, ...] = (
-    "bom",  # a UTF-8 byte-order mark before the first line was dropped
-    "invalid_utf8",  # undecodable bytes in a line were replaced by U+FFFD
-    "code_fence",  # a ``` / ~~~ fence line was dropped
-    "prose",  # a non-JSON line (or prose around JSON) was kept as a t line
-    "key_value",  # a "Goal: ..." style prose line was read as a typed line
-    "normalized",  # a JSON value was not canonical (object, long tag, role word, ...)
-    "json_array",  # one JSON array (or {"lines": [...]}) holding several lines was split
-    "container",  # one object holding several lines ({"role": .., "facts": [..]}) was split
-    "multiline_json",  # a JSON value spread over several physical lines was joined
-    "concatenated_json",  # several JSON values on one physical line were split
-    "embedded_json",  # JSON found inside a prose line was extracted
-    "trailing_comma",  # a comma after a line's JSON value was dropped
-    "python_literal",  # a Python literal (single quotes, None/True) was read as JSON
-    "control_chars",  # raw control characters inside JSON strings were escaped
-    "truncated_line",  # a truncated JSON value was closed (strings, brackets)
-    "split_extra",  # extra payload items after a complete line became a t line
-    "invalid_line",  # JSON that fits no line shape was kept verbatim as a t line
-)
 
 # Possessive quantifiers: the classes are disjoint, and backtracking over a long run
 # of blanks would take quadratic time.

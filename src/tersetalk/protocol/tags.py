@@ -10,33 +10,16 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+# defined on the ground floor, where the data dictionary reads them too; named here as
+# part of the protocol's vocabulary (caps and the package import them from this module)
+from tersetalk.core.tags import CAPPABLE_TAGS, TAG_NAMES, TAGS  # noqa: F401
+
 Tag = Literal["r", "g", "f", "u", "p", "q", "d", "v", "o", "t", "x"]
 Role = Literal["M", "W", "C"]
 Verdict = Literal["A", "R", "E"]
 
-#: Every tag in canonical order (the order used for counters and docs).
-TAGS: tuple[str, ...] = ("r", "g", "f", "u", "p", "q", "d", "v", "o", "t", "x")
 ROLES: tuple[str, ...] = ("M", "W", "C")
 VERDICTS: tuple[str, ...] = ("A", "R", "E")
-
-#: What each tag means, used by docs, errors and prose rendering.
-TAG_NAMES: dict[str, str] = {
-    "r": "role",
-    "g": "subgoal",
-    "f": "fact",
-    "u": "assumption",
-    "p": "plan step",
-    "q": "question",
-    "d": "delta reference",
-    "v": "verdict",
-    "o": "overflow",
-    "t": "free text",
-    "x": "context",
-}
-
-#: Tags whose main text can be soft-capped. r/d/v carry single codes and o lines
-#: are already the product of capping, so capping them would be meaningless.
-CAPPABLE_TAGS: tuple[str, ...] = ("g", "f", "u", "p", "q", "t", "x")
 
 ROLE_NAMES: dict[str, str] = {"M": "Manager", "W": "Worker", "C": "Critic"}
 VERDICT_NAMES: dict[str, str] = {"A": "accept", "R": "revise", "E": "escalate"}

@@ -4,7 +4,7 @@ Caps are measured in tokens, but the protocol must not depend on a tokenizer
 library. ``approx_token_count`` counts words and punctuation marks, which tracks
 BPE token counts of English text roughly (it undercounts rare long words and
 overcounts nothing-but-punctuation). Production code passes the model's real
-counter (e.g. ``tersetalk.tokens.count_tokens``) wherever ``count_tokens`` is taken.
+counter (e.g. ``tersetalk.core.tokens.count_tokens``) wherever ``count_tokens`` is taken.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ clusters, not from a binomial). Both measure only the spread *between* tasks: ta
 that all agree perfectly (or all disagree) would give [1, 1] (or [0, 0]), an interval
 that looks certain from a handful of examples. So a share's interval also holds the
 continuity-corrected Wilson interval of the pooled rows (the binomial sampling of the
-examples themselves, :func:`tersetalk.stats.intervals.wilson`). At each end the widest
+examples themselves, :func:`tersetalk.core.intervals.wilson`). At each end the widest
 of the three is taken, so it is never narrower than the t interval, and it is cut to
 [0, 1].
 """
@@ -54,8 +54,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from tersetalk.core.intervals import wilson
 from tersetalk.stats._common import StatsError, check_level, check_resamples, check_seed
-from tersetalk.stats.intervals import wilson
 
 __all__ = ["ClusterBootstrapResult", "ClusterTResult", "cluster_bootstrap", "cluster_t_interval"]
 

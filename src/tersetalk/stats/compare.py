@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tersetalk.core.intervals import wilson
 from tersetalk.stats._common import StatsError
 from tersetalk.stats.bootstrap import bootstrap_ci, paired_bootstrap
-from tersetalk.stats.intervals import wilson
 from tersetalk.stats.noninferiority import (
     CONTINUITY,
     conservative_mean_interval,

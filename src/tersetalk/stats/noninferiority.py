@@ -422,7 +422,7 @@ def _binary_bounds(
     uncorrected Tango interval are reported beside them."""
     from scipy import stats as sps
 
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
     from tersetalk.stats.paired_proportions import (
         newcombe_interval,
         paired_table,

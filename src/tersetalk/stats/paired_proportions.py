@@ -114,7 +114,7 @@ def paired_table(
 
 
 def _z(confidence: float) -> float:
-    from tersetalk.stats.intervals import _z as z_of
+    from tersetalk.core.intervals import _z as z_of
 
     return z_of(float(confidence))
 
@@ -193,7 +193,7 @@ def newcombe_interval(
     a: int, b: int, c: int, d: int, confidence: float = 0.95
 ) -> tuple[float, float]:
     """Newcombe's (1998) method 10 interval of ``p_T - p_C`` from the full paired table."""
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     _check_counts(a, b, c, d)
     confidence = check_level(confidence, "confidence")

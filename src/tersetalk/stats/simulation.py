@@ -2,7 +2,7 @@
 
 The paper's claims rest on a non-inferiority verdict (:mod:`tersetalk.stats.noninferiority`)
 and on intervals: Wilson for one accuracy, with and without the continuity correction
-(:mod:`tersetalk.stats.intervals`), score intervals for a paired difference of accuracies
+(:mod:`tersetalk.core.intervals`), score intervals for a paired difference of accuracies
 (:mod:`tersetalk.stats.paired_proportions`), the t and studentized bootstrap intervals
 (and the paired percentile bootstrap beside them) for continuous scores, and the
 delete-one-task jackknife t interval (and the cluster bootstrap beside it) with the task
@@ -200,7 +200,7 @@ LEVEL_NAMES = {0.1: "low", 0.4: "medium", 1.0: "high (independent)"}
 
 
 def _config_error(message: str) -> Exception:
-    from tersetalk.configio import ConfigError
+    from tersetalk.core.configio import ConfigError
 
     return ConfigError(message)
 
@@ -282,7 +282,7 @@ def settings_from_config(config: Mapping) -> SimSettings:
     """The study's settings from a config holding a ``stats_sim`` section (and, for the
     margin and alpha it leaves at null, an ``evaluation`` section). Every value is
     checked here too (the CLI can be called without the workflow's schema check); a bad
-    one raises :class:`tersetalk.config.ConfigError` naming the key."""
+    one raises :class:`tersetalk.pipeline.config.ConfigError` naming the key."""
     section = config.get("stats_sim") or {}
     if not isinstance(section, Mapping):
         raise _config_error("config key 'stats_sim' must be a mapping")
@@ -460,8 +460,8 @@ def _verdicts(tally: _Tally, verdict: str, scenario: str) -> None:
 
 
 def _binary_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
+    from tersetalk.core.intervals import wilson
     from tersetalk.stats.bootstrap import paired_bootstrap
-    from tersetalk.stats.intervals import wilson
     from tersetalk.stats.noninferiority import CONTINUITY, noninferiority
     from tersetalk.stats.paired_proportions import paired_difference_interval
 
@@ -550,8 +550,8 @@ def _continuous_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
 
 
 def _router_point(pt: Point, s: SimSettings) -> tuple[_Tally, dict]:
+    from tersetalk.core.intervals import wilson
     from tersetalk.stats.cluster import cluster_bootstrap, cluster_t_interval
-    from tersetalk.stats.intervals import wilson
 
     k, m, tie = pt.n_tasks, pt.examples_per_task, s.tie_share
     params = _router_beta(pt.agreement, pt.task_sd, tie)

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ValidationError
 
 from tersetalk.agents.engine import Codec, converse
 from tersetalk.agents.topology import STAR, Topology
-from tersetalk.configio import UnknownNameError
-from tersetalk.records import RecordLayout
+from tersetalk.core.configio import UnknownNameError
+from tersetalk.core.records import RecordLayout
 from tersetalk.systems.base import RunContext, SystemResult
 
 SystemFn = Callable[[dict, RunContext], SystemResult]

@@ -104,8 +104,8 @@ def encode_payload(payload: str, settings: FormatsSettings) -> tuple[str, dict[s
     must still deliver the data. A budget the knapsack cannot meet raises BudgetError:
     the example becomes an error row, scored wrong.
     """
+    from tersetalk.core.tokens import count_tokens
     from tersetalk.formats.tree import parse_json
-    from tersetalk.tokens import count_tokens
 
     node = parse_json(payload)
     tok = settings.tokenizer

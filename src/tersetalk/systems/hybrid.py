@@ -52,6 +52,7 @@ from tersetalk.agents.codecs.tersetalk import (
 from tersetalk.agents.context import RunContext
 from tersetalk.agents.engine import Dialogue, Sent
 from tersetalk.agents.roles import participant
+from tersetalk.core.tokens import count_tokens
 from tersetalk.encoders.lingua import LinguaSettings, get_compressor
 from tersetalk.encoders.messages import MessageView, compress_message, plan_message, project
 from tersetalk.encoders.prepare import prepared_compressor_inputs
@@ -69,7 +70,6 @@ from tersetalk.protocol import (
 )
 from tersetalk.systems import Axis, register
 from tersetalk.systems.lingua_brief import brief_view
-from tersetalk.tokens import count_tokens
 
 ROUTES = ("tersetalk", "llmlingua", "overflow")
 #: caps the overflow route starts from for the Worker's and Critic's lines

@@ -91,7 +91,7 @@ def _build(settings: MSPSettings, ctx: RunContext) -> tuple[MSPPipeline, CallRec
 def timing_counters_of(res) -> dict[str, float]:
     """Wall-clock times of one encoding, in ms.
 
-    Named ``t_*`` so :func:`tersetalk.records.build_record` files them under
+    Named ``t_*`` so :func:`tersetalk.pipeline.records.build_record` files them under
     ``counters_timing``, apart from the deterministic ``counters`` (a cache hit
     or a busy machine changes them; the random seed does not fix them).
     """

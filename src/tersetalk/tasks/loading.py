@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tersetalk.io import file_sha256
+from tersetalk.core.io import file_sha256
 from tersetalk.tasks.base import DatasetFile
 from tersetalk.tasks.registry import get as get_task
 
@@ -212,7 +212,7 @@ def read_sample(path: str | Path, task: str | None = None) -> list[dict]:
     checkpoints, resumption and per-example metrics are keyed on them, so a repeated id
     would silently merge two examples.
     """
-    from tersetalk.io import InputFileError, read_parquet
+    from tersetalk.core.io import InputFileError, read_parquet
 
     try:
         df = read_parquet(path, "sample")

@@ -23,7 +23,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
-from tersetalk.configio import UnknownNameError
+from tersetalk.core.configio import UnknownNameError
 from tersetalk.tasks.base import CHAIN, DIRECT, Task
 
 __all__ = [

@@ -70,7 +70,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from tersetalk.io import writable_text
+from tersetalk.core.io import writable_text
 
 __all__ = [
     "ISOLATIONS",

@@ -13,7 +13,7 @@ reference).
 
 The Snakemake target functions, calibration, the statistics and the figures all ask
 here, so no rule or module branches on a system's or a task's name. Pure functions
-of the config dict; errors are ValueErrors naming the config key (tersetalk.config
+of the config dict; errors are ValueErrors naming the config key (tersetalk.pipeline.config
 turns them into ConfigErrors).
 """
 

@@ -53,9 +53,9 @@ def build_records(
     ``payload`` is the body as the tool returned it (a string: a sample stores its
     records with sorted keys, which must not reorder the payload's own keys).
     """
+    from tersetalk.core.tokens import count_tokens
     from tersetalk.formats.corpus import load_corpus
     from tersetalk.formats.questions import questions_for
-    from tersetalk.tokens import count_tokens
 
     records = []
     for p in load_corpus(corpus_dir, kinds=("json",)):

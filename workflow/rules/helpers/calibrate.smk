@@ -1,7 +1,7 @@
 # The helpers of calibrate.smk's rules: target lists, input and param functions.
 
-from tersetalk import calibration
-from tersetalk.config import calibration_points, calibration_spec
+from tersetalk.pipeline import calibration
+from tersetalk.pipeline.config import calibration_points, calibration_spec
 from tersetalk.tasks.schedule import calibration_systems, calibration_tasks, sweep_batches
 
 #: a grid point's name (calibration_points: g00, g01, ...); a {point} that is not one is a

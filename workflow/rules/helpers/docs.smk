@@ -1,6 +1,6 @@
 # Helpers of docs.smk: what the results document reads.
 
-#: what the document reads from the default DAG (each section of tersetalk.results_doc)
+#: what the document reads from the default DAG (each section of tersetalk.pipeline.results_doc)
 RESULTS_DOC_INPUTS = [
     paths.results("summary.csv"),
     paths.results("stats/noninferiority.csv"),

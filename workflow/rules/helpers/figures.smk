@@ -2,7 +2,7 @@
 
 from snakemake.io import report as report_file  # `report(` opens a directive here
 
-from tersetalk.config import ablation_values
+from tersetalk.pipeline.config import ablation_values
 from tersetalk.tasks.schedule import system_tasks
 
 MAIN_FIGURES = ["quality_vs_tokens", "token_breakdown", "accuracy_by_length"]

@@ -1,6 +1,6 @@
 # Helpers of overhead.smk: what the overhead report reads and where.
 
-from tersetalk.overhead import caption_line as overhead_caption_line
+from tersetalk.pipeline.overhead import caption_line as overhead_caption_line
 
 #: the table, under the configured model's folder
 OVERHEAD_CSV = paths.results("tables/overhead.csv")

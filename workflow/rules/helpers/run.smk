@@ -1,6 +1,6 @@
 # The helpers of run.smk's rules: target lists, input and param functions.
 
-from tersetalk.config import calibration_points
+from tersetalk.pipeline.config import calibration_points
 
 #: phase -> (system -> its variants that run in batches, batch -> its systems): one job
 #: per task and batch (rules run_<phase>_<task>_<batch>): the headline variants of the

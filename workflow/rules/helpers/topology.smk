@@ -1,6 +1,6 @@
 # The helpers of topology.smk's rules: target lists, input and param functions.
 
-from tersetalk.config import topology_config
+from tersetalk.pipeline.config import topology_config
 from tersetalk.tasks.registry import topology_labels
 
 TOPOLOGY = config["topology"]
@@ -11,7 +11,7 @@ TOPOLOGY_SYSTEMS = [
 
 
 def topology_study():
-    """The config the study's jobs see (tersetalk.config.topology_config); a clear error
+    """The config the study's jobs see (tersetalk.pipeline.config.topology_config); a clear error
     when the config has no topology systems."""
     try:
         return topology_config(config)

@@ -43,6 +43,7 @@ from tersetalk.agents.context import RunContext
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.engine import Codec, Dialogue, Sent
 from tersetalk.agents.roles import Brief, Participant, extract_prediction, participant
+from tersetalk.core.tokens import count_tokens
 from tersetalk.encoders.lingua import LinguaSettings
 from tersetalk.encoders.touchpoints import Touchpoints
 from tersetalk.models import GenerationConfig, StructuredOutputError
@@ -69,7 +70,6 @@ from tersetalk.protocol import (
 )
 from tersetalk.protocol.tags import VERDICT_NAMES
 from tersetalk.tasks.registry import get as get_task
-from tersetalk.tokens import count_tokens
 
 CAP_SETS = {
     "aggressive": {"f": 20, "p": 15, "q": 20},

@@ -170,7 +170,7 @@ def targets_tex(df: pd.DataFrame) -> str:
 
 
 def _cmd_targets(args: argparse.Namespace) -> None:
-    from tersetalk.io import read_parquet, write_csv_atomic, write_text_atomic
+    from tersetalk.core.io import read_parquet, write_csv_atomic, write_text_atomic
 
     summary = read_parquet(args.summary, "summary")
     frames = [read_parquet(p, "per-example metrics") for p in args.records]
@@ -182,7 +182,7 @@ def _cmd_targets(args: argparse.Namespace) -> None:
     write_csv_atomic(df, args.csv)
     if args.tex:
         write_text_atomic(targets_tex(df), args.tex)
-    from tersetalk import figmeta  # n, model, seed, commit beside each table
+    from tersetalk.core import figmeta  # n, model, seed, commit beside each table
 
     recorded = figmeta.describe(summary, out=args.csv)
     for path in filter(None, (args.csv, args.tex)):
@@ -204,7 +204,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--config-json", metavar="JSON", help="the config's evaluation and systems sections"
     )
-    from tersetalk.cliargs import add_renamed_option
+    from tersetalk.core.cliargs import add_renamed_option
 
     add_renamed_option(t, "--config", "--config-json")
     t.add_argument("--bench-dir", default="results/bench")

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from tersetalk.core.intervals import wilson
 from tersetalk.stats.bootstrap import paired_bootstrap
-from tersetalk.stats.intervals import wilson
 
 from ._base import (
     NAN,

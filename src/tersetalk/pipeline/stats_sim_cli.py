@@ -36,7 +36,7 @@ example:
 
 
 def _read_config(args: argparse.Namespace) -> dict:
-    from tersetalk.configio import ConfigError
+    from tersetalk.core.configio import ConfigError
 
     if args.config_json and args.config:
         raise ConfigError("give --config-json or --config, not both")
@@ -46,7 +46,7 @@ def _read_config(args: argparse.Namespace) -> dict:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--config-json is not JSON: {exc}") from None
     else:
-        from tersetalk.config import load_workflow_config
+        from tersetalk.pipeline.config import load_workflow_config
 
         config = load_workflow_config(args.config)
     if not isinstance(config, dict):
@@ -55,8 +55,8 @@ def _read_config(args: argparse.Namespace) -> dict:
 
 
 def _cmd_stats_sim(args: argparse.Namespace) -> None:
-    from tersetalk.configio import ConfigError
-    from tersetalk.io import write_csv_atomic, write_text_atomic
+    from tersetalk.core.configio import ConfigError
+    from tersetalk.core.io import write_csv_atomic, write_text_atomic
     from tersetalk.stats.simulation import (
         run_simulation,
         settings_from_config,
@@ -79,7 +79,7 @@ def _cmd_stats_sim(args: argparse.Namespace) -> None:
     table = run_simulation(settings, workers=args.workers, progress=not args.no_progress)
     summary = summarise(table)
     if args.out:
-        from tersetalk.io import write_parquet_atomic
+        from tersetalk.core.io import write_parquet_atomic
 
         write_parquet_atomic(table, args.out)
         log.info("wrote %s (%d rows)", args.out, len(table))
@@ -109,7 +109,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from tersetalk.cliargs import add_config_option
+    from tersetalk.core.cliargs import add_config_option
 
     add_config_option(p, "; its stats_sim and evaluation sections are read")
     p.add_argument(

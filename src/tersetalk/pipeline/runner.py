@@ -34,7 +34,7 @@ What a failure does:
 
 Several examples in flight (``models.max_concurrency`` > 1, server backends only, see
 :func:`tersetalk.models.max_in_flight`): each example runs from start to end on one
-worker thread of :class:`tersetalk.inflight.InFlight`, which starts the next example
+worker thread of :class:`tersetalk.core.inflight.InFlight`, which starts the next example
 when one finishes. Everything else happens on the calling thread as each example
 comes back: the checkpoint line (in the order examples finish: a slow example never
 holds back the ones finished behind it), progress, events. The run file is in example
@@ -67,17 +67,18 @@ import pandas as pd
 from tqdm import tqdm
 
 from tersetalk.agents.router import RouterFileError
-from tersetalk.config import ConfigError, spec_hash
-from tersetalk.encoders.errors import CompressorUnavailableError
-from tersetalk.events import open_publisher, publishing
-from tersetalk.inflight import InFlight
-from tersetalk.io import (
+from tersetalk.core.events import open_publisher, publishing
+from tersetalk.core.inflight import InFlight
+from tersetalk.core.io import (
     InputFileError,
     run_metadata,
     writable_text,
     write_bytes_atomic,
     write_parquet_atomic,
 )
+from tersetalk.core.records import records_frame
+from tersetalk.core.tokens import count_memo
+from tersetalk.encoders.errors import CompressorUnavailableError
 from tersetalk.mediator.errors import (
     CompressorUnavailableError as MediatorCompressorUnavailableError,
 )
@@ -94,12 +95,12 @@ from tersetalk.models import (
 )
 from tersetalk.models.embedding import similarity_memo
 from tersetalk.models.fingerprint import FINGERPRINT_DIR, model_fingerprint
-from tersetalk.records import build_record, records_frame
+from tersetalk.pipeline.config import ConfigError, spec_hash
+from tersetalk.pipeline.records import build_record
 from tersetalk.systems import RunContext, system
 from tersetalk.tasks.loading import read_sample
 from tersetalk.tasks.registry import preflight
 from tersetalk.tasks.sandbox import SandboxFault, SandboxUnavailableError
-from tersetalk.tokens import count_memo
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +252,7 @@ def generation_configs(spec: dict) -> tuple[GenerationConfig, GenerationConfig]:
 
 def resolve_calibrated(spec: dict) -> dict:
     """Replace ``calibrated: true`` by the settings calibration chose for this system."""
-    from tersetalk.calibration import chosen_settings
+    from tersetalk.pipeline.calibration import chosen_settings
     from tersetalk.systems import validate_variant
 
     chosen = chosen_settings(spec["calibration_file"], spec["system"])
@@ -491,10 +492,10 @@ def run(
 
     ``events`` publishes progress to ``<out>.events.jsonl`` for ``tersetalk dashboard
     --attach`` (None: the ``TERSETALK_EVENTS`` default, on); see
-    :mod:`tersetalk.events`. Publishing never fails a run.
+    :mod:`tersetalk.core.events`. Publishing never fails a run.
 
     With a ``cache_dir`` in the spec, the tiktoken counts of the run's texts are kept in
-    ``<cache_dir>/tokens/<spec hash>.json`` (:func:`tersetalk.tokens.count_memo`) and its
+    ``<cache_dir>/tokens/<spec hash>.json`` (:func:`tersetalk.core.tokens.count_memo`) and its
     judge's sentence similarities in ``<cache_dir>/similarity/<spec hash>.json``
     (:func:`tersetalk.models.embedding.similarity_memo`), so a rerun of the same spec
     reads them instead of building the encodings and loading MiniLM.

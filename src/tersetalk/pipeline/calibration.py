@@ -64,10 +64,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from tersetalk.io import load_yaml_text, read_run_spec, write_text_atomic
+from tersetalk.core.intervals import wilson
+from tersetalk.core.io import load_yaml_text, read_run_spec, write_text_atomic
 from tersetalk.metrics.per_record import per_record_metrics
 from tersetalk.metrics.summary import lingua_rate_distribution
-from tersetalk.stats.intervals import wilson
 
 log = logging.getLogger(__name__)
 
@@ -495,7 +495,7 @@ def schema_defaults() -> dict[str, object]:
     """What the options default to: the config schema's defaults (the one place they are
     written) of ``evaluation.margin`` (``margin``) and of ``calibration.<system>.objective``
     and ``.preservation_margin``. (An absent ``reference`` is the first reference run's.)"""
-    from tersetalk.config import schema_default
+    from tersetalk.pipeline.config import schema_default
 
     return {
         "margin": schema_default("evaluation", "margin"),
@@ -509,7 +509,7 @@ def options(config: Mapping, task: str) -> dict:
     one JSON param (``evaluation.reference`` and ``.margin``; per calibrated system that
     runs on ``task`` its objective, preservation margin and, when it names one, its own
     reference)."""
-    from tersetalk.config import calibration_reference_runs
+    from tersetalk.pipeline.config import calibration_reference_runs
     from tersetalk.tasks.schedule import calibration_systems
 
     own = calibration_reference_runs(config)

@@ -44,7 +44,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from tersetalk.io import message_list
+from tersetalk.core.io import message_list
 
 __all__ = [
     "ENV_SWITCH",

@@ -64,7 +64,7 @@ class JsonMemo:
         the next job the computations, so it is logged, not raised."""
         if not self.added:
             return
-        from tersetalk.io import write_text_atomic
+        from tersetalk.core.io import write_text_atomic
 
         body = {"format": FORMAT, "identity": self.identity, "values": self.values}
         try:

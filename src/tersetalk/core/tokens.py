@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-from tersetalk.io import write_bytes_atomic
-from tersetalk.memo import JsonMemo, memo_key, versions
+from tersetalk.core.io import write_bytes_atomic
+from tersetalk.core.memo import JsonMemo, memo_key, versions
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 _BLOB_BASE = "https://openaipublic.blob.core.windows.net/encodings/"

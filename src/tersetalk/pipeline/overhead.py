@@ -59,7 +59,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tersetalk.snakelog import Job, SnakemakeLog, parse_log
+from tersetalk.core.snakelog import Job, SnakemakeLog, parse_log
 
 __all__ = [
     "COLUMNS",
@@ -651,8 +651,8 @@ def caption_line(csv: str | Path) -> str:
 
 def write(rows: list[dict], out: str | Path) -> Path:
     """Write the table (atomically) and its provenance sidecar."""
-    from tersetalk import figmeta
-    from tersetalk.io import write_csv_atomic
+    from tersetalk.core import figmeta
+    from tersetalk.core.io import write_csv_atomic
 
     df = frame(rows)
     path = write_csv_atomic(df, out)
@@ -731,7 +731,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tersetalk.overhead ...``: the ``overhead`` subcommand on its own."""
+    """``python -m tersetalk.pipeline.overhead ...``: the ``overhead`` subcommand on its own."""
     parser = argparse.ArgumentParser(prog="tersetalk")
     sub = parser.add_subparsers(dest="command", required=True)
     add_commands(sub)

@@ -30,12 +30,17 @@ from tersetalk.agents.context import RunContext
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.roles import build_brief, lay_out
 from tersetalk.agents.router import SIGNALS, Routed, RouteSettings, decide
-from tersetalk.config import ConfigError
+from tersetalk.core.tokens import count_tokens
 from tersetalk.models import ModelClient, ModelEnvironmentError, caused_by, is_transient
-from tersetalk.runner import client_from_spec, generation_configs, resolve_calibrated, results_hash
+from tersetalk.pipeline.config import ConfigError
+from tersetalk.pipeline.runner import (
+    client_from_spec,
+    generation_configs,
+    resolve_calibrated,
+    results_hash,
+)
 from tersetalk.systems import system
 from tersetalk.tasks.loading import read_sample
-from tersetalk.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +114,8 @@ def read_records(path: str | Path, task: str) -> list[dict]:
     """Examples (``example_id``, ``record``) from a sample Parquet file or a JSONL file of
     records in ``task``'s format (one JSON object per line: the record itself, or an
     object with the record under ``"record"``; ``"id"`` or ``"example_id"`` names it).
-    A malformed line is an :class:`~tersetalk.io.InputFileError` naming the line."""
-    from tersetalk.io import InputFileError, load_json_text
+    A malformed line is an :class:`~tersetalk.core.io.InputFileError` naming the line."""
+    from tersetalk.core.io import InputFileError, load_json_text
 
     p = Path(path)
     if p.suffix == ".parquet":
@@ -154,7 +159,7 @@ def brief_signals(
 ) -> pd.DataFrame:
     """The router's signals of every example of a sample (or a JSONL file of records in
     the spec task's format, :func:`read_records`), from briefs written as a run of
-    ``spec`` (a run spec, :func:`tersetalk.config.run_spec`) writes them.
+    ``spec`` (a run spec, :func:`tersetalk.pipeline.config.run_spec`) writes them.
 
     ``label``: the record's own ``label`` when it names a route (a held-out brief's),
     else the route its task's label asks for; ``batch``: the record's own ``batch`` (a
@@ -252,7 +257,7 @@ def write_signals(
     spec: dict, sample_path: str | Path, out: str | Path, **kwargs: Any
 ) -> pd.DataFrame:
     """:func:`brief_signals`, written to ``out`` (Parquet, with the spec in its metadata)."""
-    from tersetalk.io import write_parquet_atomic
+    from tersetalk.core.io import write_parquet_atomic
 
     df = brief_signals(spec, sample_path, **kwargs)
     meta = {"spec": spec, "spec_hash": results_hash(spec), "sample": str(sample_path),

@@ -14,9 +14,9 @@ the jobs ``snakemake -n`` lists for the same config):
   task are one job (:func:`tersetalk.tasks.schedule.ablation_batches`), and so are the
   headline variants of the systems that load a model of their own
   (:func:`tersetalk.tasks.schedule.headline_batches`);
-- ``calibration``: every grid point (:func:`tersetalk.config.calibration_points`) of every
+- ``calibration``: every grid point (:func:`tersetalk.pipeline.config.calibration_points`) of every
   calibrated system on every task it runs on, and the reference runs the grid is judged
-  against (:func:`tersetalk.calibration.options`), ``calibration_n`` examples each; a
+  against (:func:`tersetalk.pipeline.calibration.options`), ``calibration_n`` examples each; a
   batch's grid points on a task are one job (a sweep: ``PlannedRun.sweep``; a batch is a
   system, or systems that share one: :func:`tersetalk.tasks.schedule.sweep_batches`);
 - ``comprehension``: the format study's questions, each answered once per encoding by the
@@ -60,8 +60,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tersetalk.cliargs import add_config_option
-from tersetalk.io import InputFileError
+from tersetalk.core.cliargs import add_config_option
+from tersetalk.core.io import InputFileError
 
 __all__ = [
     "PARAMS",
@@ -388,9 +388,9 @@ class PlannedRun:
 def plan_runs(config: dict) -> list[PlannedRun]:
     """The model jobs of ``all`` for ``config``: evaluation runs, then calibration runs
     (grid points, then references), in the order the target functions list them."""
-    from tersetalk import calibration
-    from tersetalk.config import calibration_points, calibration_spec, run_spec
-    from tersetalk.shards import shard_names
+    from tersetalk.pipeline import calibration
+    from tersetalk.pipeline.config import calibration_points, calibration_spec, run_spec
+    from tersetalk.pipeline.shards import shard_names
     from tersetalk.tasks.schedule import (
         batch_host,
         batched_variants,
@@ -548,7 +548,7 @@ def _record_tokens(sample) -> dict[str, int]:
 
 
 def _o200k():
-    from tersetalk.tokens import ensure_offline_tiktoken
+    from tersetalk.core.tokens import ensure_offline_tiktoken
 
     ensure_offline_tiktoken()
     import tiktoken
@@ -1111,7 +1111,7 @@ def render(runs: list[PlannedRun], summary, projections: list[Projection], heade
 
 def make_plan(args: argparse.Namespace):
     """(runs, projections, summary, header) for the parsed arguments."""
-    from tersetalk.config import load_workflow_config, results_key
+    from tersetalk.pipeline.config import load_workflow_config, results_key
 
     config = load_workflow_config(args.config)
     if args.measured:
@@ -1294,7 +1294,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tersetalk.plan ...``: the ``plan`` subcommand on its own."""
+    """``python -m tersetalk.pipeline.plan ...``: the ``plan`` subcommand on its own."""
     parser = argparse.ArgumentParser(prog="tersetalk")
     sub = parser.add_subparsers(dest="command", required=True)
     add_commands(sub)

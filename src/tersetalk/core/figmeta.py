@@ -6,7 +6,7 @@ what the *data* it draws says, and the report reads that back:
 
 - n: per task, taken from the rows the figure is drawn from (the summary rows' ``n``;
   for per-example rows, the distinct examples), never from the config;
-- model: the model key (the results folder, see :mod:`tersetalk.paths`) and the
+- model: the model key (the results folder, see :mod:`tersetalk.core.paths`) and the
   ``backend:model`` names in the rows;
 - seed: the sampling seeds in the rows;
 - commit: ``git rev-parse HEAD`` of the source checkout, ``-dirty`` when its tree has
@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tersetalk.io import file_sha256
+from tersetalk.core.io import file_sha256
 
 __all__ = [
     "SUFFIX",
@@ -83,7 +83,7 @@ def _key_from_path(out: str | Path | None) -> str | None:
     """The model key a path names (``figures/<key>/...``, ``results/<key>/...``)."""
     if out is None:
         return None
-    from tersetalk.paths import SHARED_FOLDERS
+    from tersetalk.core.paths import SHARED_FOLDERS
 
     parts = Path(out).parts
     for i, part in enumerate(parts[:-2]):
@@ -130,7 +130,7 @@ def describe(
     the rows name; ``models`` (``backend:model`` names) to the rows' ``backend`` and
     ``model`` columns; ``seed`` to the rows' seeds; ``commit`` to :func:`git_commit`.
     ``extra`` keys are recorded as given (JSON-serialisable values)."""
-    from tersetalk.paths import model_key as key_of
+    from tersetalk.core.paths import model_key as key_of
 
     meta: dict[str, Any] = {"n": None, "model": None, "seed": seed}
     names_given = sorted({str(m) for m in models or [] if str(m)})
@@ -208,7 +208,7 @@ def write(path: str | Path, meta: Mapping[str, Any]) -> Path:
 
     Why not modification times: Snakemake touches a job's outputs when it finishes, so
     a sidecar written a moment after its figure can look older than the figure."""
-    from tersetalk.io import write_text_atomic
+    from tersetalk.core.io import write_text_atomic
 
     path = Path(path)
     body = {**dict(meta), "sha256": file_sha256(path)} if path.is_file() else dict(meta)
@@ -273,7 +273,7 @@ def _png_text(path: Path) -> dict[str, Any]:
 
 
 def _task_name(task: str) -> str:
-    from tersetalk.display import task_display
+    from tersetalk.core.display import task_display
 
     return task_display(task)
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from tersetalk.cliargs import DEFAULT_CONFIG
-from tersetalk.configio import ConfigError, UnknownNameError, read_yaml
-from tersetalk.paths import calibration_file, model_key
+from tersetalk.core.cliargs import DEFAULT_CONFIG
+from tersetalk.core.configio import ConfigError, UnknownNameError, read_yaml
+from tersetalk.core.paths import calibration_file, model_key
 
 #: where the schema lives inside the package (and, linked, in workflow/schemas/)
 SCHEMA_RESOURCE = ("tersetalk", "schemas/config.schema.yaml")
@@ -693,7 +693,7 @@ def json_option(text: str, option: str, kind: type, example: str) -> Any:
     Why not ``json.loads`` alone: a shell-quoting slip or a wrong shape would end in a
     traceback; this says which option, what is wrong and what to pass.
     """
-    from tersetalk.io import load_json_text
+    from tersetalk.core.io import load_json_text
 
     try:
         value = load_json_text(text, option, ConfigError)
@@ -726,7 +726,7 @@ def json_kind(value: object) -> str:
     return JSON_KINDS.get(type(value), type(value).__name__)
 
 
-#: the keys of a run spec (what :func:`tersetalk.config.run_spec` writes) and their types
+#: the keys of a run spec (what :func:`tersetalk.pipeline.config.run_spec` writes) and their types
 _SPEC_KEYS: dict[str, type] = {"task": str, "system": str, "variant": str,
                                "variant_settings": dict, "seed": int, "models": dict,
                                "generation": dict, "pipeline": dict, "task_options": dict,
@@ -736,7 +736,7 @@ _SPEC_OPTIONAL_KEYS: dict[str, type] = {"calibration_file": str, "sensitivity_mo
 
 def spec_from_json(text: str) -> dict:
     """The run spec of ``--spec-json``, its keys, their types and its config sections'
-    values (:func:`tersetalk.config.check_run_spec`) checked before the run."""
+    values (:func:`tersetalk.pipeline.config.check_run_spec`) checked before the run."""
     example = "the run spec Snakemake passes (a JSON object, see config.run_spec)"
     spec = json_option(text, "--spec-json", dict, example)
     missing = [k for k in _SPEC_KEYS if k not in spec]

@@ -3,7 +3,7 @@
 - ``topology-signals``: the router's signals of each example of a sample, from the
   Manager's brief written as a run of the routed system would write it (no Worker runs;
   no model call unless a planning Manager writes the brief):
-  :func:`tersetalk.topology_signals.write_signals`.
+  :func:`tersetalk.pipeline.topology_signals.write_signals`.
 - ``topology-fit``: per routed system, the router's weights and θ by logistic
   regression on those signals (``results/topology/router.yaml``), and the
   leave-one-task-out fits (:mod:`tersetalk.metrics.topology_fit`).
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tersetalk.cliargs import nonnegative_int, user_error
+from tersetalk.core.cliargs import nonnegative_int, user_error
 
 __all__ = ["add_commands", "fit_files", "signals_spec"]
 
@@ -37,7 +37,7 @@ def signals_spec(args: argparse.Namespace) -> dict:
     """The run spec the briefs are written under: ``--spec-json`` (what the workflow
     passes) or the topology study's config (``--config``) for ``--system``/``--variant``
     on the sample's task."""
-    from tersetalk.config import (
+    from tersetalk.pipeline.config import (
         ConfigError,
         load_workflow_config,
         run_spec,
@@ -69,7 +69,7 @@ def signals_spec(args: argparse.Namespace) -> dict:
 
 
 def _cmd_signals(args: argparse.Namespace) -> None:
-    from tersetalk.topology_signals import write_signals
+    from tersetalk.pipeline.topology_signals import write_signals
 
     spec = signals_spec(args)
     df = write_signals(spec, args.sample, args.out)
@@ -89,7 +89,7 @@ def fit_files(
 ) -> dict:  # fmt: skip
     """Fit each routed system found in the signals files; write the router file (and the
     leave-one-task-out table); return the fits by system."""
-    from tersetalk.io import read_metadata, read_parquet, write_csv_atomic
+    from tersetalk.core.io import read_metadata, read_parquet, write_csv_atomic
     from tersetalk.metrics.topology_fit import (
         fit_frame,
         leave_one_task_out_fitted,
@@ -157,9 +157,14 @@ def _cmd_selection(args: argparse.Namespace) -> None:
 
 def _cmd_route(args: argparse.Namespace) -> None:
     from tersetalk.agents.router import decide, load_fitted
-    from tersetalk.config import ConfigError, load_workflow_config, run_spec, topology_config
+    from tersetalk.pipeline.config import (
+        ConfigError,
+        load_workflow_config,
+        run_spec,
+        topology_config,
+    )
+    from tersetalk.pipeline.topology_signals import brief_signals
     from tersetalk.tasks.registry import topology_labels
-    from tersetalk.topology_signals import brief_signals
 
     formats = sorted(topology_labels())
     if args.task not in formats:
@@ -205,7 +210,7 @@ def heldout_report(
     """Read the held-out and calibration signals files, write ``heldout.csv``,
     ``heldout_loto.csv``, ``heldout_lofo.csv`` and ``heldout.json`` under ``out_dir``
     and return the summary."""
-    from tersetalk.io import read_parquet, write_csv_atomic, write_text_atomic
+    from tersetalk.core.io import read_parquet, write_csv_atomic, write_text_atomic
     from tersetalk.metrics import topology_heldout as th
     from tersetalk.metrics.topology_fit import read_router_yaml
 
@@ -259,7 +264,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="variant under topology.systems.<system> (default: topology.fit.variant)",
     )
     s.add_argument("--task", help="the sample's task (default: read from the sample)")
-    from tersetalk.cliargs import add_config_option
+    from tersetalk.core.cliargs import add_config_option
 
     add_config_option(s, "; the variant is looked up in its topology section")
     s.add_argument("--spec-json", help="a complete run spec as JSON (overrides --config)")

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.display import TASK_NAMES, task_display  # noqa: E402
+from tersetalk.core.display import TASK_NAMES, task_display  # noqa: E402
 
 __all__ = [
     "OKABE_ITO",
@@ -123,7 +123,7 @@ def wilson_errors(proportion, n) -> tuple:
     """
     import numpy as np
 
-    from tersetalk.stats.intervals import wilson
+    from tersetalk.core.intervals import wilson
 
     p = np.atleast_1d(np.asarray(proportion, float))
     k = np.atleast_1d(np.asarray(n, float))
@@ -144,17 +144,17 @@ def theme() -> None:
 def save_figure(fig, out_stem: str | Path, dpi: int = 200, *, data=None, **meta) -> list[Path]:
     """Write ``fig`` as ``<out_stem>.pdf`` and ``.png`` (parents made) and close it.
 
-    Each file records what it was drawn from (:func:`tersetalk.figmeta.describe` of
+    Each file records what it was drawn from (:func:`tersetalk.core.figmeta.describe` of
     ``data``, the rows the figure draws, and ``meta``): in its own metadata and in a
     ``<file>.meta.json`` sidecar, which the report's captions read.
 
-    Every figure is checked as drawn (:func:`tersetalk.figcheck.figure_problems`:
+    Every figure is checked as drawn (:func:`tersetalk.core.figcheck.figure_problems`:
     overlapping text, a marker hidden under another, an empty panel); what the check
     finds is logged as a warning and recorded as ``layout_problems`` (empty when none)."""
     import logging
 
-    from tersetalk import figmeta
-    from tersetalk.figcheck import figure_problems
+    from tersetalk.core import figmeta
+    from tersetalk.core.figcheck import figure_problems
 
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-log = logging.getLogger("tersetalk.sensitivity")
+log = logging.getLogger("tersetalk.pipeline.sensitivity")
 
 __all__ = ["add_commands", "comparison_table", "plot_comparison"]
 
@@ -94,7 +94,7 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     import numpy as np
     import seaborn as sns
 
-    from tersetalk.plotting import task_display, wilson_errors
+    from tersetalk.core.plotting import task_display, wilson_errors
 
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
     tasks = list(dict.fromkeys(table["task"]))
@@ -145,7 +145,7 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     title = "Model sensitivity: each model against its own free-form reference"
     fig.legend(handles, labels, loc="outside upper center", ncol=min(3, len(models)),
                frameon=False, title=title)  # fmt: skip
-    from tersetalk.plotting import save_figure
+    from tersetalk.core.plotting import save_figure
 
     return save_figure(fig, out_stem, data=table, model_key=", ".join(models))
 
@@ -158,7 +158,7 @@ def _named_path(text: str) -> tuple[str, str]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> None:
-    from tersetalk.io import read_parquet, write_csv_atomic
+    from tersetalk.core.io import read_parquet, write_csv_atomic
 
     summaries: dict[str, pd.DataFrame] = {}
     for name, path in args.summary:

@@ -4,7 +4,7 @@ Why: every rule sends its command's output to the job's log file, so Snakemake's
 block for a failed job says only ``message: None`` and points at the log, where the
 command's one-line error (``tersetalk run: error: ...``) is. The Snakefile's ``onerror``
 handler calls :func:`explain` with the invocation's main log: it finds each failed job
-(``Error in rule X:`` and its ``log:`` field, read by :mod:`tersetalk.snakelog`) and
+(``Error in rule X:`` and its ``log:`` field, read by :mod:`tersetalk.core.snakelog`) and
 prints that job's reason, read from its log, at the end of Snakemake's output, where the
 run stops.
 """
@@ -28,8 +28,8 @@ TAIL_BYTES = 64_000
 def failed_jobs(text: str) -> list[tuple[str, list[str]]]:
     """``(rule, [log files])`` for each ``Error in rule`` block of a Snakemake log, in
     order, each job once (a retried job's blocks are one), as the workflow's one log
-    reader (:func:`tersetalk.snakelog.parse_log`) finds them."""
-    from tersetalk.snakelog import parse_log
+    reader (:func:`tersetalk.core.snakelog.parse_log`) finds them."""
+    from tersetalk.core.snakelog import parse_log
 
     out: list[tuple[str, list[str]]] = []
     seen: set[tuple[str, str]] = set()

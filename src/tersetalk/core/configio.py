@@ -16,12 +16,13 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tersetalk.io import load_yaml_text
+from tersetalk.core.io import load_yaml_text
 
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the key and the fix (raised by
-    :mod:`tersetalk.config` and by every reader of a config section, whatever its floor)."""
+    :mod:`tersetalk.pipeline.config` and by every reader of a config section, whatever its
+    floor)."""
 
 
 class UnknownNameError(ConfigError, KeyError):

@@ -22,9 +22,9 @@ import math
 import re
 from pathlib import Path
 
-from tersetalk.io import InputFileError, write_atomic
+from tersetalk.core.io import InputFileError, write_atomic
 
-log = logging.getLogger("tersetalk.shards")
+log = logging.getLogger("tersetalk.pipeline.shards")
 
 __all__ = [
     "ShardError",
@@ -83,7 +83,7 @@ def split_sample(sample: str | Path, shard: str, shard_size: int, out: str | Pat
     The shard count in the name must be the one ``shard_size`` gives for this sample:
     a mismatch means the workflow's config (``n_eval``) and the sample disagree.
     """
-    from tersetalk.io import read_metadata, read_parquet, write_parquet_atomic
+    from tersetalk.core.io import read_metadata, read_parquet, write_parquet_atomic
 
     index, count = parse_shard_name(shard)
     df = read_parquet(sample, "sample")
@@ -124,7 +124,7 @@ def merge_runs(shards: list[str | Path], sample: str | Path, out: str | Path) ->
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tersetalk.io import read_metadata, read_parquet, write_parquet_atomic
+    from tersetalk.core.io import read_metadata, read_parquet, write_parquet_atomic
 
     if not shards:
         raise ShardError("merge-runs needs at least one shard run file")

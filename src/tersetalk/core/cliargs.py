@@ -3,7 +3,7 @@
 Why a module of its own on the ground floor: the plug-ins (``mediator``, ``msp``,
 ``mcp``, ``stats.targets``, ...) add their options here without importing
 :mod:`tersetalk.cli`, which imports them (the layer test, tests/test_import_graph.py).
-Reading the files ``--config`` names is :func:`tersetalk.config.load_workflow_config`.
+Reading the files ``--config`` names is :func:`tersetalk.pipeline.config.load_workflow_config`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ DEFAULT_CONFIG = "config/config.yaml"
 
 def add_config_option(parser: argparse.ArgumentParser, what: str = "") -> None:
     """``--config FILE ...``: the one meaning of ``--config`` in every subcommand
-    (read with :func:`tersetalk.config.load_workflow_config`)."""
+    (read with :func:`tersetalk.pipeline.config.load_workflow_config`)."""
     parser.add_argument(
         "--config",
         nargs="+",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tersetalk.figmeta import git_commit
+from tersetalk.core.figmeta import git_commit
 from tersetalk.stats.table import TEX_COLUMNS
 
 __all__ = ["SECTIONS", "Section", "render", "write"]
@@ -322,7 +322,7 @@ def render(
 
 def write(results: str | Path, out: str | Path, **kwargs) -> Path:
     """Render and write the document atomically; returns its path."""
-    from tersetalk.io import write_text_atomic
+    from tersetalk.core.io import write_text_atomic
 
     return write_text_atomic(render(results, out=out, **kwargs), out)
 
