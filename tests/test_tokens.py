@@ -23,7 +23,7 @@ def test_the_ready_made_ranks_build_the_same_encoding_and_a_bad_copy_is_rebuilt(
 ):
     import tiktoken
 
-    from tersetalk import tokens
+    from tersetalk.core import tokens
 
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     text = 'Scott Derrickson\'s 2012 film, ünïcode and  spaces\n\t{"k": [1, 2.5]}'
@@ -46,7 +46,7 @@ def test_the_ready_made_ranks_build_the_same_encoding_and_a_bad_copy_is_rebuilt(
 def test_threads_asking_at_once_share_one_encoding(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from tersetalk import tokens
+    from tersetalk.core import tokens
 
     built = []
     real = tokens._build
