@@ -71,7 +71,7 @@ def test_an_env_with_a_matching_stamp_is_reused_and_a_missing_one_named(tmp_path
     dest = tmp_path / "git"
     (dest / "bin").mkdir(parents=True)
     (dest / "bin" / "python").symlink_to(sys.executable)
-    stamp = {"server": "git", "requirements_sha256": S._sha256_file(req), "version": "x"}
+    stamp = {"server": "git", "requirements_sha256": S.file_sha256(req), "version": "x"}
     (dest / S.STAMP).write_text(__import__("json").dumps(stamp))
     assert S.build_env("git", req, dest) == stamp  # nothing built, nothing fetched
     cmd = S.launch_command("git", dest, tmp_path)

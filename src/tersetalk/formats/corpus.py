@@ -12,12 +12,12 @@ optional keys) recorded by Mastodon.py's test suite; its checksum is registered 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tersetalk.core.io import file_sha256
 from tersetalk.formats.tree import Node, Table, parse_json, parse_markdown, walk
 
 KINDS = ("json", "markdown")
@@ -58,7 +58,7 @@ def _check_sha256(path: Path) -> None:
     want = SHA256.get(f"{path.parent.name}/{path.name}")
     if want is None:
         return
-    got = hashlib.sha256(path.read_bytes()).hexdigest()
+    got = file_sha256(path)
     if got != want:
         raise CorpusError(
             f"checksum mismatch for {path}: got {got}, expected {want}; rebuild it with "

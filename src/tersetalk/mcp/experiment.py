@@ -5,7 +5,11 @@ Each server (:mod:`tersetalk.mcp.servers`) is driven by the official SDK's clien
 query, read, repeat the same call, write, read again. The session runs once directly
 against the server (arm ``direct``) and once through ``tersetalk mcp-proxy`` per proxy
 budget (arm ``lossless`` for ``budget: null``, ``budget_<N>`` otherwise), each arm on a
-fresh copy of the server's data (a write in one arm never shows in another).
+fresh copy of the server's data (a write in one arm never shows in another). The client
+pauses 1 s after listing the tools (:data:`PAUSE_S`), as a client whose model reads the
+list before it calls; then three launches per arm, the arms in turn, time initialize and
+the session's first tool called at once (:data:`STARTUP_LAUNCHES`, medians kept): what
+the proxy's own start-up costs a client that does not pause.
 
 A row per (arm, step): the text the client received and its o200k tokens beside the
 direct arm's for the same step, the proxy's telemetry for the call (kind, dedup hit,
@@ -242,17 +246,24 @@ def _tools_text(tools: Any) -> str:
     return json.dumps(dumped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _server_params(command: Sequence[str], cwd: str) -> Any:
+    """The SDK's launch parameters for ``command`` in ``cwd``. The SDK passes a server
+    only a few variables (PATH, HOME...): the proxy is this project's code and must see
+    the same checkout and tokenizer cache, and git the fixed identity and dates."""
+    from mcp import StdioServerParameters
+
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    return StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd,
+                                 env={**GIT_ENV, **env})  # fmt: skip
+
+
 async def _session(command: Sequence[str], steps: Sequence[Step], retrieve: bool,
                    cwd: str, pause_s: float = 0.0) -> list[dict]:  # fmt: skip
     import anyio
-    from mcp import ClientSession, StdioServerParameters
+    from mcp import ClientSession
     from mcp.client.stdio import stdio_client
 
-    # the SDK passes a server only a few variables (PATH, HOME...): the proxy is this
-    # project's code and must see the same checkout and tokenizer cache
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd,
-                                   env={**GIT_ENV, **env})  # fmt: skip
+    params = _server_params(command, cwd)
     out: list[dict] = []
     with open(os.path.join(cwd, "stderr.log"), "w", encoding="utf-8") as errlog:
         started = time.perf_counter()  # initialize as a client sees it: from the launch
@@ -306,12 +317,10 @@ def run_session(command: Sequence[str], steps: Sequence[Step], *, retrieve: bool
 async def _startup(command: Sequence[str], step: Step, cwd: str) -> tuple[float, float]:
     """One launch: initialize (from the launch), then the tool list and ``step`` at once,
     as a client that calls a tool the moment it can; (initialize s, the call's s)."""
-    from mcp import ClientSession, StdioServerParameters
+    from mcp import ClientSession
     from mcp.client.stdio import stdio_client
 
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd,
-                                   env={**GIT_ENV, **env})  # fmt: skip
+    params = _server_params(command, cwd)
     with open(os.path.join(cwd, "stderr.log"), "w", encoding="utf-8") as errlog:
         started = time.perf_counter()
         async with stdio_client(params, errlog=errlog) as (read, write):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
 import json
 import logging
 import os
@@ -37,7 +36,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tersetalk.core.io import exclusive
+from tersetalk.core.io import exclusive, file_sha256, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +89,6 @@ def server_spec(name: str) -> ServerSpec:
         ) from None
 
 
-def _sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _python(env_dir: Path) -> Path:
     return env_dir / "bin" / "python"
 
@@ -124,7 +119,7 @@ def build_env(
     requirements, dest = Path(requirements), Path(dest)
     if not requirements.is_file():
         raise ServerEnvError(f"requirements file {requirements} does not exist")
-    digest = _sha256_file(requirements)
+    digest = file_sha256(requirements)
     # one builder at a time per dest: a second waits, then reuses what the first built
     with exclusive(dest.parent / f".{dest.name}.lock"):
         return _build_env(spec, requirements, digest, dest, python)
@@ -336,27 +331,23 @@ def build_database(
     out = Path(out)
     questions = _hotpotqa_rows(Path(hotpotqa), rows)
     payloads = _payload_rows(Path(toolresponses), rows)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        tmp.unlink()
+
+    def write(tmp: Path) -> None:
         con = sqlite3.connect(tmp)
-        with con:
-            con.execute("CREATE TABLE questions (id TEXT PRIMARY KEY, question TEXT NOT NULL, "
-                        "answer TEXT NOT NULL, type TEXT, level TEXT, n_supporting INTEGER, "
-                        "n_paragraphs INTEGER)")  # fmt: skip
-            con.executemany("INSERT INTO questions VALUES (?,?,?,?,?,?,?)", questions)
-            con.execute("CREATE TABLE payloads (id TEXT PRIMARY KEY, source TEXT, "
-                        "request TEXT, shape TEXT, n_chars INTEGER, status INTEGER, "
-                        "occurrences INTEGER)")  # fmt: skip
-            con.executemany("INSERT INTO payloads VALUES (?,?,?,?,?,?,?)", payloads)
-        con.close()
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        try:
+            with con:
+                con.execute("CREATE TABLE questions (id TEXT PRIMARY KEY, question TEXT NOT "
+                            "NULL, answer TEXT NOT NULL, type TEXT, level TEXT, n_supporting "
+                            "INTEGER, n_paragraphs INTEGER)")  # fmt: skip
+                con.executemany("INSERT INTO questions VALUES (?,?,?,?,?,?,?)", questions)
+                con.execute("CREATE TABLE payloads (id TEXT PRIMARY KEY, source TEXT, "
+                            "request TEXT, shape TEXT, n_chars INTEGER, status INTEGER, "
+                            "occurrences INTEGER)")  # fmt: skip
+                con.executemany("INSERT INTO payloads VALUES (?,?,?,?,?,?,?)", payloads)
+        finally:
+            con.close()
+
+    write_atomic(out, write)
     summary = {"path": str(out), "questions": len(questions), "payloads": len(payloads)}
     log.info("wrote %s: %d questions, %d payloads", out, len(questions), len(payloads))
     return summary
@@ -763,10 +754,7 @@ def build_memory_graph(out: str | Path) -> dict:
     lines = [json.dumps({"type": "entity", **e}) for e in entities]
     lines += [json.dumps({"type": "relation", **r}) for r in relations]
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
-    os.replace(tmp, out)
+    text = "\n".join(lines) + "\n"
+    write_atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     log.info("wrote %s: %d entities, %d relations", out, len(entities), len(relations))
     return {"path": str(out), "entities": len(entities), "relations": len(relations)}

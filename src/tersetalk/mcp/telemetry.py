@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tersetalk.core.io import write_atomic
 from tersetalk.mcp.tune import TelemetryKnobs, TuneError, weighted_quantile
 
 log = logging.getLogger(__name__)
@@ -666,11 +667,9 @@ class TelemetryRecorder:
         if not self._totals["events"] and not self._totals["error"]:
             return None
         text = json.dumps(self.summary(), indent=1, sort_keys=True) + "\n"
-        tmp = self.summary_path.with_name(f".{self.summary_path.name}.{os.getpid()}.tmp")
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, self.summary_path)
+            write_atomic(self.summary_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         except OSError as exc:
             log.warning("telemetry: cannot write %s (%s)", self.summary_path, exc)
             return None

@@ -85,6 +85,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from tersetalk.core.io import file_sha256 as bytes_sha256
+
 from .base import (
     ModelClient,
     ModelEnvironmentError,
@@ -251,11 +253,7 @@ def file_sha256(path: str | Path, memo_dir: str | Path | None = None) -> str:
                 return record["sha256"]
         except (OSError, ValueError, AttributeError):
             pass  # absent or unreadable: hash the file
-    h = hashlib.sha256()
-    with open(resolved, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    digest = h.hexdigest()
+    digest = bytes_sha256(resolved)  # the one file digest, read in blocks
     after = resolved.stat()
     if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
         return digest  # changed while being read: right for what was read, not memoised
