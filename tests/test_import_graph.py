@@ -253,9 +253,12 @@ class FloorRule:
     forbidden: tuple[str, ...]
     why: str
     exempt: tuple[str, ...] = ()
+    #: ``a -> b`` edges that break the rule today and are known: each one is to go (the
+    #: rule's test fails on any other edge, and on a known one that is gone)
+    known: tuple[str, ...] = ()
 
     def offending(self, graph: dict[str, set[str]]) -> list[str]:
-        """Every ``a -> b`` edge of ``graph`` that breaks the rule, sorted."""
+        """Every ``a -> b`` edge of ``graph`` that breaks the rule, sorted (known or not)."""
         found = []
         for module, imported in graph.items():
             if self.importers and not _within(module, self.importers):
@@ -295,6 +298,19 @@ FLOOR_RULES = [
     FloorRule("stats imports no metrics, plots or formats", ("stats",),
               ("metrics", "plots", "formats"),
               "the statistics take numbers; metrics and figures stand on them"),
+    FloorRule("the engine imports no systems or pipeline", ("agents",), ("systems", "pipeline"),
+              "the agents run what a system hands them; the registry stands above them"),
+    FloorRule("analysis imports no engine, systems or pipeline", ("metrics", "plots"),
+              ("agents", "systems", "pipeline"),
+              "metrics and figures read what the runs recorded, not the code that ran",
+              known=(
+                  # the topology study's analysis recomputes the router's decisions from
+                  # its signals (the fitted router, held-out briefs, the signal figure)
+                  "tersetalk.metrics.topology -> tersetalk.agents.router",
+                  "tersetalk.metrics.topology_fit -> tersetalk.agents.router",
+                  "tersetalk.metrics.topology_heldout -> tersetalk.agents.router",
+                  "tersetalk.plots.topology -> tersetalk.agents.router",
+              )),
 ]  # fmt: skip
 
 
@@ -302,7 +318,10 @@ FLOOR_RULES = [
 def test_each_floor_imports_nothing_it_may_not(typed_graph, rule):
     # type-only imports count: a name a module is annotated with ties it to that floor too
     found = rule.offending(typed_graph)
-    assert not found, f"{rule.name} ({rule.why}); these imports break it:\n  " + "\n  ".join(found)
+    new = [e for e in found if e not in rule.known]
+    assert not new, f"{rule.name} ({rule.why}); these imports break it:\n  " + "\n  ".join(new)
+    gone = [e for e in rule.known if e not in found]
+    assert not gone, f"{rule.name}: known edges that are gone (take them off its list): {gone}"
 
 
 def root_modules(root: Path = SRC) -> list[str]:

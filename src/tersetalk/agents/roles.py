@@ -8,11 +8,11 @@ differs only in how that information travels. The Worker and the Critic are mode
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tersetalk.core.participants import PARTICIPANTS, Participant, participant
 from tersetalk.tasks.base import Brief, lay_out_parts, split_sentences
 from tersetalk.tasks.registry import get as get_task
 
@@ -33,45 +33,6 @@ __all__ = [
     "split_sentences",
     "worker_system",
 ]
-
-
-@dataclass(frozen=True)
-class Participant:
-    """One agent of a conversation.
-
-    ``letter`` names it in messages (``sender``/``receiver``) and in record columns
-    (``tokens_M_W``); ``name`` is its role in the call log and in per-role columns
-    (``tokens_sent_worker``); ``kind`` says whose prompts and reply format it uses, so
-    a second worker of a chain (``W2``) speaks like the star's Worker.
-    """
-
-    letter: str
-    name: str
-    kind: str
-
-
-#: Every participant a topology may use: the one table of role names.
-PARTICIPANTS: dict[str, Participant] = {
-    p.letter: p
-    for p in (
-        Participant("M", "manager", "manager"),
-        Participant("W", "worker", "worker"),
-        Participant("C", "critic", "critic"),
-        Participant("W1", "worker1", "worker"),
-        Participant("W2", "worker2", "worker"),
-    )
-}
-
-
-def participant(letter: str) -> Participant:
-    """The participant a message letter names; a clear error for an unknown one."""
-    try:
-        return PARTICIPANTS[letter]
-    except KeyError:
-        raise ValueError(
-            f"unknown participant {letter!r}; known: {', '.join(PARTICIPANTS)} "
-            "(add it to tersetalk.agents.roles.PARTICIPANTS)"
-        ) from None
 
 
 def build_brief(task: str, record: dict, task_options: dict | None = None) -> Brief:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tersetalk.agents.roles import participant
+from tersetalk.core.participants import participant
 from tersetalk.core.records import TOKENIZERS, directions_of, token_sum
 from tersetalk.metrics.preservation import (
     answer_preservation,
