@@ -176,7 +176,8 @@ def test_a_round_trip_is_exact_only_when_the_client_decodes_what_the_server_sent
 
 @pytest.fixture(scope="module")
 def sqlite_run(database) -> pd.DataFrame:
-    return E.run_server("sqlite", _env("sqlite"), database, [None, 300])
+    # no pause after the tool list, and one start-up launch per arm (the target: 1 s, 3)
+    return E.run_server("sqlite", _env("sqlite"), database, [None, 300], pause_s=0, launches=1)
 
 
 def test_sqlite_session_through_the_proxy(sqlite_run):
@@ -204,6 +205,11 @@ def test_sqlite_session_through_the_proxy(sqlite_run):
     spent = budget["tokens"].sum() + budget["retrieved_tokens"].sum()
     assert spent <= lossless["tokens"].sum()
     assert (budget["retrievals_exact"] == budget["retrievals"]).all()
+    # the start-up launch timed initialize and a tool called at once, through the proxy
+    # less direct (the direct arm's own difference is 0)
+    for col in ("t_initialize_added_ms", "t_first_call_at_once_added_ms"):
+        assert lossless[col].notna().all() and lossless[col].nunique() == 1
+        assert (direct[col] == 0).all()
     # the telemetry agrees with the client on what was sent
     tel = lossless.dropna(subset=["proxy_sent_tokens"])
     assert (tel["proxy_sent_tokens"] == tel["tokens"]).all()
@@ -212,8 +218,8 @@ def test_sqlite_session_through_the_proxy(sqlite_run):
 
 def test_git_session_is_deterministic_apart_from_timings(repository):
     env = _env("git")
-    a = E.run_server("git", env, repository, [None])
-    b = E.run_server("git", env, repository, [None])
+    a = E.run_server("git", env, repository, [None], pause_s=0, launches=0)
+    b = E.run_server("git", env, repository, [None], pause_s=0, launches=0)
     cols = deterministic_columns(a)
     assert not any(c.startswith("t_") for c in cols) and "tokens" in cols
     pd.testing.assert_frame_equal(a[cols], b[cols])

@@ -39,7 +39,7 @@ def test_the_launch_command_is_node_on_the_entry_script_without_npx(tmp_path):
 
 def test_the_memory_servers_session_direct_and_through_the_proxy():
     env = _installed("memory")
-    df = run_server("memory", env, None, [None])
+    df = run_server("memory", env, None, [None], pause_s=0, launches=0)
     assert set(df["arm"]) == {"direct", "lossless"} and not df["is_error"].any()
     proxied = df[df["arm"] == "lossless"].set_index("step")
     # the repeated graph read is a reference; the graph itself is re-encoded smaller
