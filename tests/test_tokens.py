@@ -26,6 +26,7 @@ def test_the_ready_made_ranks_build_the_same_encoding_and_a_bad_copy_is_rebuilt(
     from tersetalk.core import tokens
 
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    tokens.ensure_offline_tiktoken()  # tiktoken's own reading below needs its files here
     text = 'Scott Derrickson\'s 2012 film, ünïcode and  spaces\n\t{"k": [1, 2.5]}'
     reference = tiktoken.get_encoding("cl100k_base")  # tiktoken's own reading of the ranks
     first = tokens._build("cl100k_base")  # writes the copy
@@ -55,3 +56,41 @@ def test_threads_asking_at_once_share_one_encoding(monkeypatch):
     with ThreadPoolExecutor(4) as pool:
         encs = list(pool.map(tokens.get_encoding, ["o200k_base"] * 8))
     assert built == ["o200k_base"] and all(e is encs[0] for e in encs)
+
+
+def _generated_lines(seed: int, cases: int):
+    """Seeded lists of short lines over letters, digits, punctuation, slashes and every
+    kind of whitespace the tokenizers' splitting treats apart."""
+    import random
+
+    pieces = [*"aZé漢0 9,.;:/\\-|{}[]()'\"#\t\r\x0b\x0c\x85\u2028\u00a0🙂", "  ", "'s", "123456",
+              "//", " \r", "\r\r", "..."]  # fmt: skip
+    rng = random.Random(seed)
+    for _ in range(cases):
+        yield ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+               for _ in range(rng.randint(2, 5))]  # fmt: skip
+
+
+def test_lines_that_join_exactly_count_the_same_whole_as_line_by_line():
+    from tersetalk.core.tokens import lines_join_exactly
+
+    joined = 0
+    for name in ("o200k_base", "cl100k_base"):
+        for lines in _generated_lines(7, 4000):
+            if not lines_join_exactly(lines):
+                continue
+            joined += 1
+            each = sum(count_tokens(line + "\n", name) for line in lines)
+            assert count_tokens("\n".join(lines) + "\n", name) == each, (name, lines)
+    assert joined > 1000  # the generator reaches the rule's True side often enough
+
+
+def test_blank_lines_do_not_join_exactly_and_would_count_otherwise():
+    from tersetalk.core.tokens import lines_join_exactly
+
+    for lines in (["a", ""], ["a", "  "], ["a", "\t"]):
+        assert not lines_join_exactly(lines)
+        each = sum(count_tokens(line + "\n", "o200k_base") for line in lines)
+        assert count_tokens("\n".join(lines) + "\n", "o200k_base") != each
+    assert not lines_join_exactly(["x,", "/y"]) and not lines_join_exactly(["a.", "\ry"])
+    assert lines_join_exactly(["id,name", "1,alpha beta", "  - nested: x"])

@@ -16,7 +16,7 @@ import marshal
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -145,6 +145,23 @@ def count_tokens(text: str, name: str = "cl100k_base") -> int:
         n = len(get_encoding(name).encode(text, disallowed_special=()))
         memo.put(key, n)
     return n
+
+
+def lines_join_exactly(lines: Sequence[str]) -> bool:
+    """Whether the tokens of ``"\n".join(lines) + "\n"`` number exactly the sum of each
+    line's own (``line + "\n"``), under cl100k and o200k: then one count of the whole
+    stands for a count per line (a 100 KB table: 2 ms instead of 1,500 calls).
+
+    Why: both encodings split a text into pieces by a regular expression before
+    merging bytes, and tokens never cross pieces. A piece can take in a line's newline
+    and go on into the next line in two ways only: punctuation runs on through newlines
+    and (o200k) slashes, and a run of whitespace ending in newlines takes a following
+    line that holds only whitespace. So the split is the same line by line unless a
+    line is blank (whitespace only, empty included) or starts with ``/`` or ``\r``;
+    then this answers False. ``tests/test_tokens.py`` holds it against both encodings
+    on generated lines.
+    """
+    return all(line[:1] not in ("", "/", "\r") and not line.isspace() for line in lines)
 
 
 def _is_count(value: object) -> bool:

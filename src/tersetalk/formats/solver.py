@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from tersetalk.core.tokens import count_tokens
+from tersetalk.core.tokens import count_tokens, lines_join_exactly
 from tersetalk.formats import aliases as A
 from tersetalk.formats import hints as H
 from tersetalk.formats import pathtable as PT
@@ -200,6 +200,15 @@ def _inline_text(node: Node, slot: Slot) -> str:
     return text
 
 
+#: the sampled search renders whole only the blocks whose estimate from the sample is
+#: at most this many times the cheapest block's (:meth:`_Solver._unlikely_blocks`)
+SAMPLE_SLACK = 1.25
+
+#: blocks of more lines than this are counted whole where that is exact (fewer lines
+#: repeat across options often enough that counting each, cached, is cheaper)
+_JOIN_MIN_LINES = 16
+
+
 class _Costs:
     """What one :func:`solve` call computes once and reuses: token counts of lines (most
     lines repeat across options), each node's rendered blocks and root single formats
@@ -295,6 +304,11 @@ class _Costs:
         return hit[1]
 
     def lines(self, lines: Sequence[str]) -> int:
+        """Tokens of ``lines``, each with its newline, summed line by line; a block of
+        many lines is counted whole where that gives the same sum (one tokenizer call
+        instead of one per line: :func:`lines_join_exactly`)."""
+        if len(lines) > _JOIN_MIN_LINES and lines_join_exactly(lines):
+            return self.text("\n".join(lines) + "\n")
         return sum(self.text(x + "\n") for x in lines)
 
     def block(self, node: Node, fmt: str) -> str | None:
@@ -566,18 +580,22 @@ class _Solver:
     #: first ``sample`` items, extrapolated, cost more than an option found (None: the
     #: exact search, every item solved until the sum passes it); see :func:`solve`
     sample: int | None = None
+    #: whether plans carry their value (False: every value is 0, for the plain lossless
+    #: solve, which takes the cheapest plan and keeps everything: summing the values of
+    #: a large payload's every subtree was a tenth of its time)
+    values: bool = True
     _memo: dict[tuple, Frontier] = field(default_factory=dict)
 
     def value(self, node: Node, path: Path) -> float:
-        return self.costs.value(node, self.scheme, path)
+        return self.costs.value(node, self.scheme, path) if self.values else 0.0
 
     # the options of one node at one position ----------------------------------------
 
     def frontier(self, node: Node, slot: Slot, depth: int, path: Path) -> Frontier:
         if self.lossless_only and self.budget == float("inf"):
             # every lossless solver of this solve() agrees on a node's frontier: share it
-            key = (id(self.scheme), self.json_only, self.min_table_rows, self.sample, id(node),
-                   path, slot, depth)  # fmt: skip
+            key = (id(self.scheme), self.json_only, self.min_table_rows, self.sample,
+                   self.values, id(node), path, slot, depth)  # fmt: skip
             hit = self.costs.lossless.get(key)
             if hit is None:
                 hit = self.costs.lossless[key] = (node, self._frontier(node, slot, depth, path))
@@ -612,8 +630,11 @@ class _Solver:
                         else self.costs.lines([pad + _prefix(slot) + piece])
                     )
                     points.append(Plan("truncated", cost + hint, value * kept / n, kept_chars=kept))
+        unlikely = self._unlikely_blocks(node, slot, depth) if not json_ctx else ()
         if not json_ctx:
             for fmt in _block_formats(node):
+                if fmt in unlikely:
+                    continue
                 body = self.costs.block(node, fmt)
                 if body is None:
                     continue
@@ -628,6 +649,8 @@ class _Solver:
         singles: list[Plan] = []  # offered last, found before the composites (below)
         if slot[0] == "root" and not json_ctx:
             for name in ROOT_SINGLES:
+                if name in unlikely:
+                    continue
                 text = self.costs.single(node, name)
                 if text is not None:
                     if not table_rows_ok(node, name, text, self.min_table_rows):
@@ -670,6 +693,32 @@ class _Solver:
             best = min(points, key=lambda p: p.cost)
             return [best]
         return _pareto(points, self.budget)
+
+    def _unlikely_blocks(self, node: Node, slot: Slot, depth: int) -> tuple[str, ...]:
+        """The sampled search's blocks not worth rendering whole for a long array: those
+        whose rendering of the first ``sample`` items, extrapolated to every item, costs
+        more than :data:`SAMPLE_SLACK` times the cheapest block's (rendering, counting
+        and reading back a 100 KB TOON block cost a fifth of the proxy's time on it,
+        for a block a table beats by half). The exact search renders every block."""
+        if not (self.lossless_only and self.sample and isinstance(node, Array)
+                and len(node.items) > 2 * self.sample):  # fmt: skip
+            return ()
+        fmts = _block_formats(node)
+        if len(fmts) < 2:
+            return ()
+        head = Array(node.items[: self.sample])
+        estimate = {}
+        for fmt in fmts:
+            body = self.costs.block(head, fmt)
+            if body is None:
+                continue
+            lines = (body.split("\n") if slot[0] == "root"
+                     else [INDENT * depth + _header(slot, fmt), *indent_lines(body, depth + 1)])
+            estimate[fmt] = self.costs.lines(lines) * len(node.items) / self.sample
+        if not estimate:
+            return ()
+        least = min(estimate.values())
+        return tuple(f for f, cost in estimate.items() if cost > least * SAMPLE_SLACK)
 
     def _composite_object(
         self, node: Object, slot: Slot, depth: int, path: Path, opt: str,
@@ -765,7 +814,7 @@ class _Solver:
         n = len(node.items)
         whole = _Solver(
             self.scheme, self.costs, float("inf"), True, self.json_only, self.min_table_rows,
-            self.sample,
+            self.sample, self.values,
         )  # fmt: skip
         # the sampled search's check, after the sample's last item (-1: none)
         check_at = self.sample - 1 if self.sample and n > 2 * self.sample else -1
@@ -808,9 +857,11 @@ def _cost(p: Plan) -> float:
     return p.cost
 
 
-def _recost(p: Plan, cost: float) -> Plan:
-    """``replace(p, cost=cost)``, without ``dataclasses.replace``'s overhead."""
-    return Plan(p.option, cost, p.value, p.children, p.dropped, p.kept_chars, p.missing)
+def _recost(p: Plan, cost: float, value: float | None = None) -> Plan:
+    """``replace(p, cost=cost)`` (and ``value``), without ``dataclasses.replace``'s
+    overhead."""
+    return Plan(p.option, cost, p.value if value is None else value, p.children, p.dropped,
+                p.kept_chars, p.missing)  # fmt: skip
 
 
 class _Chain(Sequence):
@@ -1010,6 +1061,9 @@ class Encoding:
     fallback: str | None = None
     #: string prefixes named once by alias hints (``tersetalk.formats.aliases``)
     aliases: int = 0
+    #: ``text`` was decoded and read back as the payload (a lossless plan's text; not
+    #: the compact JSON sent after a failed read-back, nor a budgeted text)
+    read_back: bool = False
 
     @property
     def value_share(self) -> float:
@@ -1117,10 +1171,26 @@ def _solve(
     json_only = method == "binary"
     encoder = "mckp" if not json_only else "json_compact"
     if budget is None:
-        plan = _checked_plan(tree, costs, lambda: _Solver(
-            scheme, costs, float("inf"), True, json_only, min_table_rows, sample
-        ).frontier(tree, ("root", None), 0, ())[0])  # fmt: skip
+        def cheapest() -> Plan:
+            return _Solver(scheme, costs, float("inf"), True, json_only, min_table_rows, sample,
+                           values=False).frontier(tree, ("root", None), 0, ())[0]  # fmt: skip
+
+        if costs.lazy:
+            # the picked plan's whole text reads back: then so does each of its blocks,
+            # and it is the plan _checked_plan would pick (its blocks' own round trips,
+            # a second parse of the same text, are spared); else the blocks are checked
+            plan = cheapest()
+            try:  # (a root single format that does not fit refuses to render)
+                enc = _encoding(tree, original, prelude, _recost(plan, plan.cost, vtotal),
+                                costs, encoder, method, None, vtotal)  # fmt: skip
+            except ValueError:
+                pass
+            else:
+                if enc.read_back:
+                    return enc
+        plan = _checked_plan(tree, costs, cheapest)
         assert plan is not None  # inline compact JSON is always an option
+        plan = _recost(plan, plan.cost, vtotal)  # lossless keeps every leaf's value
         return _encoding(tree, original, prelude, plan, costs, encoder, method, None, vtotal)
     target = budget - costs.lines(prelude)
     for _ in range(8):
@@ -1174,6 +1244,7 @@ def _encoding(
 ) -> Encoding:
     text = _with_prelude(render(tree, plan, costs), prelude)
     fallback = None
+    read_back = False
     if plan.lossless:
         # fail closed on the whole text too: a body line that reads as a hint (a CSV
         # header "> [ref: x]") would make the text decode to something else
@@ -1183,6 +1254,7 @@ def _encoding(
             ok, why = False, str(exc)
         else:
             why = "decoded to a different value"
+        read_back = ok
         if not ok:
             fallback = f"the {plan.option} encoding does not read back ({why[:120]})"
             tree, plan = original, Plan("inline", 0, plan.value)
@@ -1202,6 +1274,7 @@ def _encoding(
         lossless=plan.lossless,
         choices=tuple(_choices(tree, plan)),
         aliases=0 if fallback else len(prelude),
+        read_back=read_back,
     )
 
 
