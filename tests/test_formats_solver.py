@@ -535,3 +535,41 @@ def test_the_sampled_search_leaves_short_lists_exact_and_refuses_a_bad_sample(mo
     assert _frontier_calls(monkeypatch, short, sample=16) == _frontier_calls(monkeypatch, short)
     with pytest.raises(ValueError, match="sample 0"):
         encode(from_python([1, 2]), "mckp", sample=0)
+
+
+def _rendered(monkeypatch, value, **kw) -> tuple[str, list[tuple[str, int]]]:
+    """The encoding of ``value`` and each whole-block rendering made for it: (format,
+    items of the array rendered)."""
+    from tersetalk.formats import solver as S
+
+    made = []
+    real = S.render_block
+
+    def recorded(node, fmt, *args):
+        made.append((fmt, len(getattr(node, "items", ()))))
+        return real(node, fmt, *args)
+
+    monkeypatch.setattr(S, "render_block", recorded)
+    enc = encode(from_python(value), "mckp", **kw)
+    assert same_value(decode(enc.text), value)
+    return enc.text, made
+
+
+def test_the_sampled_search_renders_whole_only_the_blocks_its_sample_finds_close(monkeypatch):
+    value = _records(300)
+    exact, exact_made = _rendered(monkeypatch, value)
+    sampled, sampled_made = _rendered(monkeypatch, value, sample=16)
+    assert sampled == exact
+    # the exact search renders TOON (about twice a table's tokens here) for all 300 items;
+    # the sampled one renders it for the first 16 only, and each table whole
+    assert ("toon", 300) in exact_made and ("toon", 300) not in sampled_made
+    assert ("toon", 16) in sampled_made and ("csv", 300) in sampled_made
+
+
+def test_a_plan_that_reads_back_whole_is_not_read_back_block_by_block_again():
+    from tersetalk.formats.solver import SolveCache
+
+    cache = SolveCache("o200k_base")
+    enc = encode(from_python(_records(60)), "mckp", cache=cache)
+    assert enc.read_back and "csv" in enc.text.splitlines()[0]
+    assert cache.checks == 0  # the table's own round trip was not run: the text's was

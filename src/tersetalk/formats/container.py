@@ -43,6 +43,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import toon
@@ -104,6 +105,8 @@ def parse_inline(text: str) -> Any:
         return None
     if text in ("true", "false"):
         return text == "true"
+    if text[:1].isalpha():  # no number or JSON starts with a letter: most bare strings
+        return text
     if _NUMBER.fullmatch(text):
         return json.loads(text)
     if text[:1] in ('"', "{", "["):
@@ -157,12 +160,15 @@ def key_ok(key: str) -> bool:
 # --- monolithic blocks -------------------------------------------------------------
 
 
-def _cell_rows(node: Array) -> list[list[str]]:
-    return [[inline(v) for _, v in item.items] for item in node.items]  # type: ignore[union-attr]
+def _cell_rows(node: Array, cell: Callable[[Node], str]) -> list[list[str]]:
+    return [[cell(v) for _, v in item.items] for item in node.items]  # type: ignore[union-attr]
 
 
-def render_block(node: Node, fmt: str) -> str:
-    """A monolithic block (no trailing newline); raises ValueError if ``fmt`` can't carry it."""
+def render_block(node: Node, fmt: str, cell: Callable[[Node], str] = inline) -> str:
+    """A monolithic block (no trailing newline); raises ValueError if ``fmt`` can't carry it.
+
+    ``cell``: :func:`inline`, or a function that gives what it gives (the solver's, which
+    writes each value once for all the tables it renders)."""
     if fmt == "json_pretty":
         return json.dumps(to_python(node), indent=2, ensure_ascii=False)
     if fmt == "toon":
@@ -176,14 +182,14 @@ def render_block(node: Node, fmt: str) -> str:
         if keys is None:
             raise ValueError(f"{fmt} carries arrays of objects with the same keys only")
         assert isinstance(node, Array)
-        return _table(list(keys), _cell_rows(node), fmt)
+        return _table(list(keys), _cell_rows(node, cell), fmt)
     if fmt in PATH_TABLES:
         flat = PT.flatten(node)
         if flat is None:
             raise ValueError(f"{fmt} carries non-empty arrays of objects only")
         paths, cells = flat
         names = [PT.path_text(p) for p in paths]
-        rows = [["" if c is PT.ABSENT else inline(c) for c in row] for row in cells]
+        rows = [["" if c is PT.ABSENT else cell(c) for c in row] for row in cells]
         if fmt == "markdown_paths":
             return _table(names, rows, fmt)
         return _csv_paths(names, rows)

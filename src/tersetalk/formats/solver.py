@@ -265,6 +265,10 @@ class _Costs:
             return self._texts(node)[1]
         return text
 
+    def _cell(self, node: Node) -> str:
+        """``inline(node)``, once per node: a table's cell."""
+        return self._texts(node)[2]
+
     def _texts(self, node: Node) -> tuple[Node, str, str]:
         hit = self._inline.get(id(node))
         if hit is None:
@@ -325,7 +329,7 @@ class _Costs:
         hit = self._blocks.get(key)
         if hit is None:
             try:
-                body: str | None = render_block(node, fmt)
+                body: str | None = render_block(node, fmt, self._cell)
             except Exception:  # noqa: BLE001 - fail closed, as block_ok
                 body = None
             hit = self._blocks[key] = (node, body)
@@ -445,9 +449,9 @@ def _render(
     opt = plan.option
     if opt.startswith("single:"):  # the root in one single-format encoder, hint included
         name = opt[len("single:") :]
-        # the solver's own rendering where it has checked it (the same text, its round
-        # trip not run again)
-        known = costs.single(node, name) if costs is not None and costs.check(node, opt) else None
+        # the solver's own rendering (the same text; a root single is lossless, so the
+        # whole text is read back after rendering, and a failed check rules it out)
+        known = costs.single(node, name) if costs is not None else None
         out.extend((known if known is not None else _single_text(node, name)).split("\n"))
     elif opt == "inline":
         out.append(pad + _prefix(slot) + _inline_text(node, slot))
@@ -712,8 +716,11 @@ class _Solver:
             body = self.costs.block(head, fmt)
             if body is None:
                 continue
-            lines = (body.split("\n") if slot[0] == "root"
-                     else [INDENT * depth + _header(slot, fmt), *indent_lines(body, depth + 1)])
+            lines = (
+                body.split("\n")
+                if slot[0] == "root"
+                else [INDENT * depth + _header(slot, fmt), *indent_lines(body, depth + 1)]
+            )
             estimate[fmt] = self.costs.lines(lines) * len(node.items) / self.sample
         if not estimate:
             return ()
@@ -1171,6 +1178,7 @@ def _solve(
     json_only = method == "binary"
     encoder = "mckp" if not json_only else "json_compact"
     if budget is None:
+
         def cheapest() -> Plan:
             return _Solver(scheme, costs, float("inf"), True, json_only, min_table_rows, sample,
                            values=False).frontier(tree, ("root", None), 0, ())[0]  # fmt: skip

@@ -223,6 +223,12 @@ def parse_json(text: str) -> JSONNode:
 
     Nesting beyond :data:`MAX_DEPTH` raises TreeDepthError before ``json.loads`` runs.
     """
+    return parse_json_value(text)[0]
+
+
+def parse_json_value(text: str) -> tuple[JSONNode, Any]:
+    """:func:`parse_json`'s tree and the value ``json.loads`` read (what ``to_python``
+    of the tree gives, without walking it again)."""
     if text.lstrip(" \t\n\r")[:1] in ("[", "{") and json_depth_exceeds(text):
         raise _too_deep("the JSON")
 
@@ -230,7 +236,8 @@ def parse_json(text: str) -> JSONNode:
         raise TreeError(f"{const} is not JSON; the payload must be standard JSON")
 
     try:
-        return _from_python(json.loads(text, parse_constant=_refuse))  # depth: checked above
+        value = json.loads(text, parse_constant=_refuse)
+        return _from_python(value), value  # depth: checked above
     except ValueError as exc:  # JSONDecodeError, and an integer past Python's digit limit
         raise TreeError(f"not JSON: {str(exc)[:200]}") from exc
 

@@ -92,7 +92,12 @@ from typing import Any
 from tersetalk.core.tokens import count_tokens
 from tersetalk.formats import hints as H
 from tersetalk.formats.container import compact_json
-from tersetalk.formats.tree import TreeError, from_python, parse_json, same_value, to_python
+from tersetalk.formats.tree import (
+    TreeError,
+    from_python,
+    parse_json_value,
+    same_value,
+)
 from tersetalk.mcp.config import ProxyConfig
 from tersetalk.mcp.editsafe import Decision, decide, decide_tool
 from tersetalk.mcp.literal import parse_literal
@@ -709,11 +714,11 @@ def _structured(text: str, max_chars: int) -> tuple[str, Any, Any]:
     stripped = text.lstrip(" \t\r\n")[:1]
     if stripped in ("{", "["):
         try:
-            node = parse_json(text)
+            node, value = parse_json_value(text)
         except TreeError:
             pass
         else:
-            return "json", to_python(node), node
+            return "json", value, node
         value = parse_literal(text, max_chars=max_chars)
         if value is not None:
             try:
