@@ -573,3 +573,12 @@ def test_a_plan_that_reads_back_whole_is_not_read_back_block_by_block_again():
     enc = encode(from_python(_records(60)), "mckp", cache=cache)
     assert enc.read_back and "csv" in enc.text.splitlines()[0]
     assert cache.checks == 0  # the table's own round trip was not run: the text's was
+
+
+@given(json_values)
+def test_the_uniform_total_value_counts_the_leaves_as_the_general_sum_does(value):
+    from tersetalk.formats.solver import ValueScheme, total_value
+
+    node = from_python(value)
+    # depth with gamma 1 weighs every leaf 1 through the general, path-by-path sum
+    assert total_value(node, ValueScheme()) == total_value(node, ValueScheme("depth", 1.0))

@@ -1,3 +1,5 @@
+import pytest
+
 from tersetalk.core.tokens import count_tokens, ensure_offline_tiktoken, get_encoding
 
 
@@ -94,3 +96,25 @@ def test_blank_lines_do_not_join_exactly_and_would_count_otherwise():
         assert count_tokens("\n".join(lines) + "\n", "o200k_base") != each
     assert not lines_join_exactly(["x,", "/y"]) and not lines_join_exactly(["a.", "\ry"])
     assert lines_join_exactly(["id,name", "1,alpha beta", "  - nested: x"])
+
+
+def test_a_count_made_aside_is_the_count_and_its_error_reaches_the_caller(monkeypatch):
+    import threading
+
+    from tersetalk.core import tokens
+
+    text = "x " * tokens.ASIDE_MIN_CHARS
+    started = threading.active_count()
+    pending = tokens.count_tokens_aside(text, "o200k_base")
+    assert pending() == count_tokens(text, "o200k_base")
+    assert threading.active_count() == started  # its thread has ended
+    # a short text is counted when asked for, on the caller's thread
+    assert tokens.count_tokens_aside("a b", "o200k_base")() == count_tokens("a b", "o200k_base")
+
+    def broken(text, name):
+        raise RuntimeError("tokenizer failed")
+
+    monkeypatch.setattr(tokens, "count_tokens", broken)
+    pending = tokens.count_tokens_aside(text, "o200k_base")
+    with pytest.raises(RuntimeError, match="tokenizer failed"):
+        pending()

@@ -126,6 +126,8 @@ class ValueScheme:
 
 
 def total_value(node: Node, scheme: ValueScheme, path: Path = ()) -> float:
+    if scheme.name == "uniform":  # every leaf is worth 1, wherever it is: count them
+        return float(_leaves(node))
     if isinstance(node, Object):
         return sum(total_value(v, scheme, (*path, k)) for k, v in node.items) or scheme.leaf(path)
     if isinstance(node, Array):
@@ -133,6 +135,20 @@ def total_value(node: Node, scheme: ValueScheme, path: Path = ()) -> float:
             total_value(v, scheme, (*path, i)) for i, v in enumerate(node.items)
         ) or scheme.leaf(path)
     return scheme.leaf(path)
+
+
+def _leaves(node: Node) -> int:
+    """Scalars and empty containers under ``node`` (a leaf each), without recursion."""
+    n, stack = 0, [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, Object) and cur.items:
+            stack.extend(v for _, v in cur.items)
+        elif isinstance(cur, Array) and cur.items:
+            stack.extend(cur.items)
+        else:
+            n += 1
+    return n
 
 
 def table_rows_ok(node: Node, fmt: str, text: str, min_rows: int = MIN_TABLE_ROWS) -> bool:

@@ -89,7 +89,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from tersetalk.core.tokens import count_tokens
+from tersetalk.core.tokens import count_tokens, count_tokens_aside
 from tersetalk.formats import hints as H
 from tersetalk.formats.container import compact_json
 from tersetalk.formats.tree import (
@@ -366,7 +366,9 @@ class SessionPipeline:
                              True, None, time.perf_counter() - t0)  # fmt: skip
         if dedup:
             self.cache.misses += 1
-        raw_tokens = count_tokens(text, tok)
+        counting = count_tokens_aside(text, tok)  # beside the parse, on a thread of its own
+        source, value, parsed = _structured(text, cfg.max_result_chars)
+        raw_tokens = counting()
         tokens = _Counts(tok, {text: raw_tokens})  # a large text is counted once
 
         def done(sent: str, kind: str, source: str, hints: tuple[str, ...] = (),
@@ -377,7 +379,6 @@ class SessionPipeline:
 
         resources = self.resources(tool, arguments)
         remember = partial(self._remember, key, ref, tool, resources, raw_tokens, dedup, text)
-        source, value, parsed = _structured(text, cfg.max_result_chars)
         if dedup and cfg.hints.near_ref and source in ("json", "literal"):
             near = self._near_ref(tool, value, text, ref)
             if near is not None:
