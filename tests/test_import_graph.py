@@ -302,15 +302,8 @@ FLOOR_RULES = [
               "the agents run what a system hands them; the registry stands above them"),
     FloorRule("analysis imports no engine, systems or pipeline", ("metrics", "plots"),
               ("agents", "systems", "pipeline"),
-              "metrics and figures read what the runs recorded, not the code that ran",
-              known=(
-                  # the topology study's analysis recomputes the router's decisions from
-                  # its signals (the fitted router, held-out briefs, the signal figure)
-                  "tersetalk.metrics.topology -> tersetalk.agents.router",
-                  "tersetalk.metrics.topology_fit -> tersetalk.agents.router",
-                  "tersetalk.metrics.topology_heldout -> tersetalk.agents.router",
-                  "tersetalk.plots.topology -> tersetalk.agents.router",
-              )),
+              "metrics and figures read what the runs recorded, not the code that ran "
+              "(the router's rule, which they replay, is tersetalk.core.routing)"),
 ]  # fmt: skip
 
 

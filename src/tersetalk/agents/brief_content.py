@@ -50,6 +50,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tersetalk.core.routing import SIGNALS
 from tersetalk.protocol import parse_lenient
 from tersetalk.tasks.base import split_sentences
 
@@ -66,9 +67,7 @@ __all__ = [
 ]
 
 #: the signals :func:`content_signals` counts, in the order records list them
-CONTENT_SIGNALS: tuple[str, ...] = (
-    "hops", "quantities", "arithmetic", "conditions", "code", "plans",
-)  # fmt: skip
+CONTENT_SIGNALS: tuple[str, ...] = SIGNALS
 
 
 @dataclass

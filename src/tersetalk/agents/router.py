@@ -58,7 +58,6 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from tersetalk.agents.brief_content import (
-    CONTENT_SIGNALS,
     content_signals,
     has_code,
     prose_parts,
@@ -68,6 +67,14 @@ from tersetalk.agents.engine import Dialogue, Sent
 from tersetalk.agents.roles import BriefLayoutSettings
 from tersetalk.agents.topology import CHAIN, STAR, Outcome, Topology
 from tersetalk.core.records import OutcomeField, RecordLayout
+from tersetalk.core.routing import (  # the rule itself: the analysis replays it
+    DEFAULT_THETA,
+    DEFAULT_WEIGHTS,
+    SIGNALS,
+    TOPOLOGY_OF_LABEL,
+    decide,
+    score,
+)
 from tersetalk.protocol import TAGS, parse_lenient
 from tersetalk.tasks.registry import topology_label, topology_labels
 
@@ -94,21 +101,8 @@ __all__ = [
     "typed_signals",
 ]
 
-#: the router's signals, in the order records and figures list them
-SIGNALS: tuple[str, ...] = CONTENT_SIGNALS
-#: the default rule, by the TerseTalk design's intent (multi-hop, multi-step or
-#: verification-heavy work down the chain): a bridge in the question, a program whose
-#: description names two kinds of work, or two computing sentences reach θ alone;
-#: numbers, conditions and plan steps add to them
-DEFAULT_WEIGHTS: dict[str, float] = {
-    "hops": 3.0, "quantities": 0.25, "arithmetic": 1.5, "conditions": 1.0, "code": 1.5,
-    "plans": 1.0,
-}  # fmt: skip
-DEFAULT_THETA = 3.0
 POLICIES: tuple[str, ...] = ("star", "chain", "random", "oracle", "adaptive")
 FEATURES: tuple[str, ...] = ("typed", "prose")
-#: a task's topology label (``Task.topology``) -> the topology that serves it
-TOPOLOGY_OF_LABEL: dict[str, str] = {"direct": "star", "chain": "chain"}
 
 #: Workers each topology engages (what ``fan_out_cap`` bounds)
 FAN_OUT: dict[str, int] = {"star": 1, "chain": 2}
@@ -155,20 +149,6 @@ def scramble(lines: list[TypedLine], seed: int, example_id: str) -> list[TypedLi
     _unit(seed, example_id, "scramble").shuffle(shuffled)
     mapping = dict(zip(TAGS, shuffled, strict=True))
     return [(mapping.get(tag, tag), text) for tag, text in lines]
-
-
-# -- the decision -------------------------------------------------------------------------
-def score(signals: Mapping[str, float], weights: Mapping[str, float]) -> float:
-    """``Σ weight · signal`` over the signals in sorted order (a signal without weight: 0)."""
-    return math.fsum(float(weights.get(k, 0.0)) * float(signals[k]) for k in sorted(signals))
-
-
-def decide(
-    signals: Mapping[str, float], weights: Mapping[str, float], theta: float
-) -> tuple[str, float]:
-    """``(chain | star, score)``: chain iff the score reaches ``theta``. Pure."""
-    s = score(signals, weights)
-    return ("chain" if s >= theta else "star"), s
 
 
 def random_route(seed: int, example_id: str) -> str:

@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tersetalk.agents.router import SIGNALS, decide
 from tersetalk.core.intervals import wilson
+from tersetalk.core.routing import SIGNALS, decide
 from tersetalk.metrics.topology_fit import FittedRouter, fit_frame
 from tersetalk.tasks.registry import topology_labels
 

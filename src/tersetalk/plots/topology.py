@@ -229,7 +229,7 @@ def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) 
     rows with a ``router`` column. A panel whose ablation did not run is left out (the
     title names it); with neither, the full routers alone are drawn."""
     _theme()
-    from tersetalk.agents.router import SIGNALS
+    from tersetalk.core.routing import SIGNALS
 
     routers = list(dict.fromkeys(ablations["router"])) if len(ablations) else []
     palette = sns.color_palette(n_colors=max(len(routers), 1))
