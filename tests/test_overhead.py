@@ -439,13 +439,10 @@ rule all:
 rule model:
     output:
         MODEL,
-    run:
-        import json, time
-        import pandas as pd
-
-        time.sleep(2)
-        calls = json.dumps([{"total_s": 1.5, "cache_hit": False}])
-        pd.DataFrame({"calls": [calls]}).to_parquet(output[0])
+    shell:
+        "sleep 2; PYTHON -c 'import json, sys, pandas as pd; "
+        "calls = json.dumps([dict(total_s=1.5, cache_hit=False)]); "
+        "pd.DataFrame(dict(calls=[calls])).to_parquet(sys.argv[1])' {output}"
 
 
 rule slow:
