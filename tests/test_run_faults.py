@@ -23,8 +23,8 @@ from tersetalk.pipeline.runner import (
     stopping_fault,
     too_many_errors,
 )
+from tersetalk.tasks.humaneval.sandbox import SandboxUnavailableError
 from tersetalk.tasks.loading import load_records, sample
-from tersetalk.tasks.sandbox import SandboxUnavailableError
 
 
 def answers(messages):
@@ -69,6 +69,18 @@ def test_the_one_classifier_knows_the_environment_from_the_example():
     wrapped.__cause__ = ModelEnvironmentError("tokenize endpoint: HTTP 500")
     assert isinstance(stopping_fault(wrapped), ModelEnvironmentError)
     assert stopping_fault(ValueError("the model's answer is not JSON")) is None
+
+
+def test_the_runner_knows_any_tasks_machinery_by_the_generic_errors():
+    from tersetalk.tasks.base import TaskHostFault, TaskUnavailableError
+    from tersetalk.tasks.humaneval.sandbox import SandboxFault
+
+    # a plug-in task's own tool that cannot run here stops the run, as the sandbox does
+    assert stopping_fault(TaskUnavailableError("the task's grader is not installed")) is not None
+    assert issubclass(SandboxUnavailableError, TaskUnavailableError)
+    # a host fault is left for the next run, never a stop
+    assert issubclass(SandboxFault, TaskHostFault)
+    assert stopping_fault(TaskHostFault("no temporary folder")) is None
 
 
 def test_an_environment_error_mid_run_stops_it_and_is_never_a_row(setup):

@@ -16,8 +16,7 @@ from collections import Counter
 import pytest
 
 from tersetalk.tasks import humaneval
-from tersetalk.tasks.loading import load_records
-from tersetalk.tasks.sandbox import (
+from tersetalk.tasks.humaneval.sandbox import (
     REASONS,
     SandboxFault,
     SandboxLimits,
@@ -29,6 +28,7 @@ from tersetalk.tasks.sandbox import (
     run_program,
     seccomp_filter,
 )
+from tersetalk.tasks.loading import load_records
 
 BWRAP, WHY = bubblewrap_status()
 needs_bwrap = pytest.mark.skipif(
@@ -167,7 +167,7 @@ def test_a_helper_redefined_by_the_candidate_does_not_change_the_tests(problems)
 
 
 def test_values_cross_as_exact_builtins_only():
-    from tersetalk.tasks.sandbox_box import wire
+    from tersetalk.tasks.humaneval.sandbox_box import wire
 
     value = {"a": [1, 2.5, None, True], (1, "x"): {frozenset({3}), b"\x00"}, "c": 1j}
     assert wire.loads(wire.dumps(value)) == value
@@ -347,7 +347,7 @@ def test_seccomp_program_shape():
 
 
 def test_without_bubblewrap_humaneval_stops_with_how_to_install(monkeypatch):
-    import tersetalk.tasks.sandbox as sb
+    import tersetalk.tasks.humaneval.sandbox as sb
 
     monkeypatch.setattr(sb, "bubblewrap_status", lambda: (None, "`bwrap` is not on PATH"))
     with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap"):
@@ -400,7 +400,7 @@ def test_the_cost_benchmark_runs_and_reports_a_ratio(capsys, request):
 def test_a_humaneval_run_without_bubblewrap_stops_before_its_first_example(
     monkeypatch, tmp_path, base_config, repo
 ):
-    import tersetalk.tasks.sandbox as sb
+    import tersetalk.tasks.humaneval.sandbox as sb
     from tersetalk.models import ScriptedClient
     from tersetalk.pipeline.config import ConfigError, run_spec
     from tersetalk.pipeline.runner import run
@@ -453,7 +453,7 @@ def test_the_sandbox_dies_with_the_workflow(tmp_path):
     import sys
 
     script = (
-        "from tersetalk.tasks.sandbox import run_program, SandboxLimits\n"
+        "from tersetalk.tasks.humaneval.sandbox import run_program, SandboxLimits\n"
         "run_program('import time\\ntime.sleep(120)\\n', SandboxLimits(timeout_s=120))\n"
     )
     runner = subprocess.Popen([sys.executable, "-c", script])

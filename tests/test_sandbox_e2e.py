@@ -19,7 +19,7 @@ import pytest
 import yaml
 from fake_openai_server import FakeServer
 
-from tersetalk.tasks.sandbox import bubblewrap_status
+from tersetalk.tasks.humaneval.sandbox import bubblewrap_status
 
 CANARY = "sk-canary-" + "5d1e0c7b9a"
 

@@ -22,7 +22,7 @@ import pytest
 
 from tersetalk.core.io import writable_text
 from tersetalk.tasks import humaneval
-from tersetalk.tasks.sandbox import (
+from tersetalk.tasks.humaneval.sandbox import (
     LIMIT_RANGES,
     SandboxLimits,
     SandboxResult,
@@ -350,7 +350,7 @@ def test_a_limit_out_of_range_stops_the_run_before_its_first_example(tmp_path, b
 
 
 def test_the_host_says_which_limit_it_holds_lower_than_asked(monkeypatch):
-    import tersetalk.tasks.sandbox as sb
+    import tersetalk.tasks.humaneval.sandbox as sb
 
     real = resource.getrlimit
 

@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1 or args.rounds < 1:
         parser.error("--n and --rounds must be positive")
+    from tersetalk.tasks.humaneval.sandbox import require
     from tersetalk.tasks.loading import load_records
-    from tersetalk.tasks.sandbox import require
 
     for isolation in args.isolation:
         require(isolation)

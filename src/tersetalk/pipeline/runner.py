@@ -98,9 +98,9 @@ from tersetalk.models.fingerprint import FINGERPRINT_DIR, model_fingerprint
 from tersetalk.pipeline.config import ConfigError, spec_hash
 from tersetalk.pipeline.records import build_record
 from tersetalk.systems import RunContext, system
+from tersetalk.tasks.base import TaskHostFault, TaskUnavailableError
 from tersetalk.tasks.loading import read_sample
 from tersetalk.tasks.registry import preflight
-from tersetalk.tasks.sandbox import SandboxFault, SandboxUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +132,12 @@ class RecordWriteError(RunIncompleteError):
     """An example's record cannot be written to the checkpoint."""
 
 
-#: errors that are never about one example: the model's environment, a sandbox that
-#: cannot run here, a config error found late, a file the run reads (a fitted router), a
-#: compressor whose model is not here
+#: errors that are never about one example: the model's environment, a task's machinery
+#: that cannot run here (HumanEval's sandbox), a config error found late, a file the run
+#: reads (a fitted router), a compressor whose model is not here
 STOPPING_ERRORS: tuple[type[BaseException], ...] = (
     ModelEnvironmentError,
-    SandboxUnavailableError,
+    TaskUnavailableError,
     ConfigError,
     MediatorConfigError,
     RouterFileError,
@@ -518,7 +518,7 @@ def _read_examples(spec: dict, sample_path: str | Path, limit: int | None) -> li
     examples = read_sample(sample_path, task=spec["task"])
     try:
         preflight(spec["task"], spec.get("task_options"))
-    except SandboxUnavailableError as exc:
+    except TaskUnavailableError as exc:
         raise ConfigError(str(exc)) from None
     if limit is not None:
         examples = examples[:limit]
@@ -588,7 +588,7 @@ class _Outcomes:
         """Keep one example's outcome; raise what stops the run."""
         if isinstance(outcome, Exception):
             if stopping_fault(outcome) is not None or not (
-                is_transient(outcome) or isinstance(outcome, SandboxFault)
+                is_transient(outcome) or isinstance(outcome, TaskHostFault)
             ):
                 raise outcome
             log.error("example %s: %s; not checkpointed, retried on the next run",

@@ -34,6 +34,18 @@ DIRECT = "direct"
 CHAIN = "chain"
 
 
+class TaskUnavailableError(RuntimeError):
+    """A task's own machinery cannot run on this machine (HumanEval's code sandbox, say):
+    the run stops before its first example, as for a config error, and the message says
+    how to fix it."""
+
+
+class TaskHostFault(RuntimeError):
+    """A task's machinery failed on this host for one example, not the example's content
+    (no temporary folder, no file descriptors): the example is not scored, and the runner
+    leaves it for the next run, as a model server's passing fault."""
+
+
 @dataclass
 class Brief:
     """The Manager's content before any protocol encodes it.

@@ -71,6 +71,7 @@ from importlib import resources
 from pathlib import Path
 
 from tersetalk.core.io import writable_text
+from tersetalk.tasks.base import TaskHostFault, TaskUnavailableError
 
 __all__ = [
     "ISOLATIONS",
@@ -110,11 +111,11 @@ _INSTALL_HINT = (
 )
 
 
-class SandboxUnavailableError(RuntimeError):
+class SandboxUnavailableError(TaskUnavailableError):
     """The configured isolation cannot run here; the message says how to fix it."""
 
 
-class SandboxFault(RuntimeError):
+class SandboxFault(TaskHostFault):
     """The sandbox failed on this host (no temporary folder, no file descriptors, a
     judge that gave no verdict under bubblewrap), not the code in it: the example is
     not scored, and the runner leaves it for the next run like a server's passing fault.
@@ -407,7 +408,7 @@ def _make_box(base: str, name: str, files: dict[str, str]) -> str:
     """A folder with the sandbox programs and ``files``, readable by uid 65534."""
     box = os.path.join(base, name)
     os.mkdir(box)
-    src = resources.files("tersetalk.tasks.sandbox_box")
+    src = resources.files("tersetalk.tasks.humaneval.sandbox_box")
     for fname in _BOX_FILES:
         Path(box, fname).write_text(src.joinpath(fname).read_text("utf-8"), "utf-8")
     for fname, text in files.items():

@@ -10,7 +10,7 @@ official harness needs to score a completion, so a run file can be scored on its
 The prediction is code. Scoring is pass@1 with one sample per problem, as the official
 harness defines it (``prompt + completion``, then ``check(entry_point)``), with one
 difference that matters for hostile code: the completion and the tests never share a
-process. :func:`tersetalk.tasks.sandbox.run_check` loads ``prompt + completion`` in the
+process. :func:`tersetalk.tasks.humaneval.sandbox.run_check` loads ``prompt + completion`` in the
 candidate's sandbox and runs ``prompt + test`` in the judge's, which calls the
 candidate's function by message and compares the plain values it gets back. A
 completion that repeats the whole function (chat models usually do) follows the
@@ -34,7 +34,7 @@ from tersetalk.tasks.base import (
     accuracy_metrics,
     same_score,
 )
-from tersetalk.tasks.sandbox import (
+from tersetalk.tasks.humaneval.sandbox import (
     LIMIT_RANGES,
     SandboxLimits,
     SandboxResult,
@@ -159,8 +159,8 @@ def sandbox_settings(options: Mapping[str, Any] | None) -> tuple[SandboxLimits, 
 
     ``options`` is the ``humaneval:`` config section (the run spec's ``task_options``);
     its ``sandbox`` mapping may set ``isolation`` (``bubblewrap``, the default, or the
-    weaker ``process``) and any field of :class:`~tersetalk.tasks.sandbox.SandboxLimits`.
-    A value out of range raises :class:`~tersetalk.tasks.sandbox.SandboxUnavailableError`
+    weaker ``process``) and any field of :class:`~tersetalk.tasks.humaneval.sandbox.SandboxLimits`.
+    A value out of range raises :class:`~tersetalk.tasks.humaneval.sandbox.SandboxUnavailableError`
     (which the runner reports as a config error, before the first example) rather than
     failing on every example.
     """
@@ -178,14 +178,14 @@ def sandbox_settings(options: Mapping[str, Any] | None) -> tuple[SandboxLimits, 
 
 def preflight(options: Mapping[str, Any]) -> None:
     """Without its sandbox the task cannot be scored: stop before the first example
-    (:class:`~tersetalk.tasks.sandbox.SandboxUnavailableError` says how to install it)."""
+    (:class:`~tersetalk.tasks.humaneval.sandbox.SandboxUnavailableError` says how to install it)."""
     require(sandbox_settings(options)[1])
 
 
 def score(prediction: str, gold: str, options: Mapping[str, Any]) -> dict:
     """pass@1 of one prediction, with how the sandbox ended.
 
-    Adds ``sandbox_reason`` (one of ``tersetalk.tasks.sandbox.REASONS``),
+    Adds ``sandbox_reason`` (one of ``tersetalk.tasks.humaneval.sandbox.REASONS``),
     ``sandbox_detail``, ``sandbox_isolation`` (``bubblewrap`` or the weaker ``process``,
     with any limit that could not be set) and ``t_sandbox_s`` (timing).
     """

@@ -1,4 +1,4 @@
-"""The programs that run inside a sandbox (standard library only; see ``tasks/sandbox.py``).
+"""The programs that run inside a sandbox (standard library only; see ``../sandbox.py``).
 
 They are copied into each sandbox as files, never imported by the workflow, and set
 no limits of their own (the host sets the rlimits before exec): ``wire``

@@ -7,7 +7,7 @@ decodes each reply into builtin values of its own, and the verdict is the judge'
 rlimits are already set when this starts (by the host, before exec), so nothing here
 sets or reports them.
 
-``ENTRY`` ``-``: program mode, for :func:`tersetalk.tasks.sandbox.run_program`. The
+``ENTRY`` ``-``: program mode, for :func:`tersetalk.tasks.humaneval.sandbox.run_program`. The
 program runs to its end; the exit code says how (0 ran to its end, 1 AssertionError,
 2 another exception, 3 MemoryError), with the exception on stderr.
 
