@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,6 @@ import pytest
 from tersetalk.pipeline.config import ConfigError, load_config, validate_config
 from tersetalk.stats import noninferiority_table
 from tersetalk.tasks.schedule import (
-    RUN_SECONDS,
-    RUN_SECONDS_OTHER,
     ablation_batches,
     batch_cost,
     batched_variants,
@@ -298,10 +297,13 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     assert sum(len(j[1]) for j in batches) == 60
 
     # one batch per task for TerseTalk, one for LLMLingua and the hybrid (both load the
-    # compressor); longest first: ranked by estimated seconds (RUN_SECONDS by system and
-    # task), one priority apart, under the format study's comprehension job
+    # compressor); longest first: ranked by estimated seconds (the config's
+    # schedule.run_seconds by system and task), one priority apart, under the format
+    # study's comprehension job
+    seconds = load_config(repo / "config" / "config.yaml")["schedule"]["run_seconds"]
+
     def cost(job):
-        return sum(RUN_SECONDS[(Path(out).parent.name, Path(out).parent.parent.name)]
+        return sum(seconds[Path(out).parent.name][Path(out).parent.parent.name]
                    for out in job[1])  # fmt: skip
 
     by_rule = {j[0]: j[3] for j in batches}
@@ -355,8 +357,10 @@ def test_llmlingua_and_the_hybrid_share_a_batch(cfg):
     assert group_batches(["hybrid", "msp", "llmlingua"]) == {
         "llmlingua_hybrid": ["llmlingua", "hybrid"], "msp": ["msp"]
     }  # fmt: skip
-    assert batch_cost("gsm8k", {"llmlingua": 3, "hybrid": 6}) == 3 * 53 + 6 * 10
-    assert batch_cost("boolq", {"tersetalk": 2}) == 2 * RUN_SECONDS_OTHER
+    sched = cfg["schedule"]
+    cost = partial(batch_cost, seconds=sched["run_seconds"], other=sched["run_seconds_other"])
+    assert cost("gsm8k", {"llmlingua": 3, "hybrid": 6}) == 3 * 53 + 6 * 10
+    assert cost("boolq", {"tersetalk": 2}) == 2 * sched["run_seconds_other"] == 2 * 15
 
 
 def test_rank_priorities_put_the_costliest_first_and_none_under_the_floor():

@@ -74,12 +74,19 @@ MODEL_THREADS = config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2
 # (experiments and figures, under every other job, the longest first: FORMATS_FILL)
 # wait for a core with nothing else to do, which the end of the run has, while the last
 # batch runs and the last scores and figures follow it one after the other.
-HEADLINE_PRIORITY = 50
-FILL_PRIORITY = 20
-#: the format study's model-free jobs' priorities, longest first (default run at ace979d:
-#: knapsack 39 s, savings 12 s, dedup 4 s, the figures 4 s, which need all of them)
-FORMATS_FILL = {"knapsack": 2, "savings": 1, "dedup": 0, "figures": 0}
+# (The numbers are the config's `schedule` section.)
+HEADLINE_PRIORITY = config["schedule"]["headline_priority"]
+FILL_PRIORITY = config["schedule"]["fill_priority"]
+#: the format study's model-free jobs' priorities, longest first
+FORMATS_FILL = config["schedule"]["formats_fill"]
 ABLATION_PRIORITY = max(FORMATS_FILL.values()) + 1
+if not HEADLINE_PRIORITY > FILL_PRIORITY > ABLATION_PRIORITY + 1:
+    raise ValueError(
+        f"config schedule: the priorities must keep the reading order, headline_priority "
+        f"({HEADLINE_PRIORITY}) > fill_priority ({FILL_PRIORITY}) > the highest "
+        f"formats_fill + 2 ({ABLATION_PRIORITY + 1}): the ablation batches are ranked "
+        "between the last two; fix the schedule section"
+    )
 
 
 wildcard_constraints:

@@ -19,6 +19,8 @@ turns them into ConfigErrors).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "SCORE_GROUPS",
     "ablation_batches",
@@ -206,32 +208,21 @@ def sweep_batches(config: dict, task: str) -> dict[str, list[str]]:
     return group_batches(calibration_systems(config, task))
 
 
-#: A run's seconds in an ablation batch, by (system, task), for ordering the batches
-#: longest first (:func:`batch_cost`); :data:`RUN_SECONDS_OTHER` for pairs not named.
-#: Measured on the default run (7eb5cf6: the embedded model, 2 cores; each batch's
-#: seconds over its runs). By task, not by system alone: TerseTalk's runs take longer
-#: on HotpotQA (its long passages), LLMLingua's and the hybrid's on GSM8K (the model
-#: writes long answers to compressed questions), and the last batch to start is the one
-#: that can end the run alone while the other core idles (at 7ed09c9 a tie between the
-#: two tasks' LLMLingua batches left a core idle for 104 core-s). Only the order counts;
-#: another model may order them otherwise, which costs time, never a result.
-RUN_SECONDS = {
-    ("tersetalk", "hotpotqa"): 18,
-    ("tersetalk", "gsm8k"): 11,
-    ("llmlingua", "hotpotqa"): 35,
-    ("llmlingua", "gsm8k"): 53,
-    ("hybrid", "hotpotqa"): 6,
-    ("hybrid", "gsm8k"): 10,
-}
-RUN_SECONDS_OTHER = 15
-
-
-def batch_cost(task: str, runs: dict[str, int]) -> int:
+def batch_cost(task: str, runs: Mapping[str, int], seconds: Mapping[str, Mapping[str, float]],
+               other: float) -> float:  # fmt: skip
     """The estimated seconds of a batch on ``task`` of ``runs`` (system -> its number of
-    runs; :data:`RUN_SECONDS`). The Snakefile starts the costliest batch first, so the
-    short ones end the run, beside the scoring and figures, rather than a long one alone
-    while the other cores idle."""
-    return sum(n * RUN_SECONDS.get((system, task), RUN_SECONDS_OTHER) for system, n in runs.items())
+    runs): each run's ``seconds[system][task]`` (the config's ``schedule.run_seconds``,
+    measured on the default run), ``other`` for a pair it does not name.
+
+    The Snakefile starts the costliest batch first, so the short ones end the run,
+    beside the scoring and figures, rather than a long one alone while the other cores
+    idle. By task, not by system alone: TerseTalk's runs take longer on HotpotQA (its
+    long passages), LLMLingua's and the hybrid's on GSM8K (the model writes long answers
+    to compressed questions), and the last batch to start is the one that can end the
+    run alone (at 7ed09c9 a tie between the two tasks' LLMLingua batches left a core
+    idle for 104 core-s). Only the order counts: another model may order them
+    otherwise, which costs time, never a result."""
+    return sum(n * seconds.get(system, {}).get(task, other) for system, n in runs.items())
 
 
 def rank_priorities(costs: dict, low: int, high: int) -> dict:

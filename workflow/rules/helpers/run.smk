@@ -46,7 +46,12 @@ def batch_runs_of(task, batch, phase="ablations"):
 #: idles; the short ones, and the scoring and figures after them, fill in beside them.
 BATCH_PRIORITIES = rank_priorities(
     {
-        (t, b): batch_cost(t, {s: len(batch_variants(t, s)) for s in BATCHES[b]})
+        (t, b): batch_cost(
+            t,
+            {s: len(batch_variants(t, s)) for s in BATCHES[b]},
+            config["schedule"]["run_seconds"],
+            config["schedule"]["run_seconds_other"],
+        )
         for t in TASKS
         for b in BATCHES
         if batch_runs_of(t, b)
