@@ -74,6 +74,9 @@ def test_plain_text_strips_roles_literals_and_links():
     assert plain_text("results/*.parquet, `tersetalk sample`") == (
         "results/*.parquet, `tersetalk sample`"
     )
+    # a glob's ** is no bold, even with two of them on a line
+    globs = "default: runs/**/*.parquet; 'scores/**/*.parquet' or '**/*.parquet'"
+    assert plain_text(globs) == globs
 
 
 def test_every_subcommand_has_a_description():

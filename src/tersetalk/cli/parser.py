@@ -61,6 +61,9 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
         "shard-sample": "write one shard of a sample (run.shard_size examples, in sample order)",
         "merge-runs": "assemble a run file from its shards' run files",
     },
+    "tersetalk.pipeline.compare": {
+        "compare-runs": "compare two results folders' run files in their deterministic columns",
+    },
     "tersetalk.pipeline.sensitivity": {"models": "model sensitivity (sensitivity.models)"},
     "tersetalk.mcp.cli": {
         "mcp-proxy": "an MCP server that re-encodes another MCP server's tool results",
@@ -118,7 +121,8 @@ def plain_text(text: str | None) -> str | None:
     text = _RST_ROLE.sub(role, text)
     text = _RST_LINK.sub(r"\1 (\2)", text)
     text = re.sub(r"``(.+?)``", r"\1", text, flags=re.S)
-    text = re.sub(r"\*\*(.+?)\*\*", r"\1", text)
+    # bold as reStructuredText has it: not inside a path or glob (runs/**/*.parquet)
+    text = re.sub(r"(?<![\w/*])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w/*])", r"\1", text)
     text = re.sub(r"`([^`]+)`_\b", r"\1", text)
     text = re.sub(r"(?m)^\s*::\s*$\n?", "", text)
     return re.sub(r"(?m)(\S)::$", r"\1:", text)
