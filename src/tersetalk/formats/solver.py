@@ -1137,9 +1137,12 @@ def solve(
     many items, laid out item by item, is given up once its first ``sample`` items,
     extrapolated to all of them, cost more than an option already found (a table of
     the same items, say). The exact search solves items until their sum passes that
-    option, most of a long list. What is sent stays lossless either way; the sampled
-    search may miss a cheaper layout where the first items are much dearer than the
-    rest. The MCP proxy uses it to bound its latency on long results.
+    option, most of a long list. The whole formats of such a list (a table, TOON) are
+    rendered only where their rendering of its first ``sample`` items, extrapolated,
+    comes within :data:`SAMPLE_SLACK` of the cheapest one's. What is sent stays
+    lossless either way; the sampled search may miss a cheaper layout where the first
+    items are much dearer than the rest. The MCP proxy uses it to bound its latency on
+    long results.
     """
     if not is_json(node):
         raise TreeError("the solver takes a JSON tree; Markdown goes through encode_markdown()")
