@@ -188,13 +188,13 @@ def lines_join_exactly(lines: Sequence[str]) -> bool:
     stands for a count per line (a 100 KB table: 2 ms instead of 1,500 calls).
 
     Why: both encodings split a text into pieces by a regular expression before
-    merging bytes, and tokens never cross pieces. A piece can take in a line's newline
-    and go on into the next line in two ways only: punctuation runs on through newlines
-    and (o200k) slashes, and a run of whitespace ending in newlines takes a following
-    line that holds only whitespace. So the split is the same line by line unless a
-    line is blank (whitespace only, empty included) or starts with ``/`` or ``\r``;
-    then this answers False. ``tests/test_tokens.py`` holds it against both encodings
-    on generated lines.
+    merging bytes, and tokens never cross pieces. By their expressions, a piece can
+    take in a line's newline and go on into the next line in two ways: punctuation runs
+    on through newlines and (o200k) slashes, and a run of whitespace ending in newlines
+    takes a following line that holds only whitespace. So this answers False where a
+    line is blank (whitespace only, empty included) or starts with ``/`` or ``\r``,
+    which is more than needed; ``tests/test_tokens.py`` holds the rest against both
+    encodings on thousands of generated lines.
     """
     return all(line[:1] not in ("", "/", "\r") and not line.isspace() for line in lines)
 
