@@ -85,3 +85,14 @@ def test_no_folder_or_no_file_is_a_clear_error(tmp_path):
     assert res.returncode != 0 and "no such results folder" in res.stderr
     res = _cli(tmp_path, tmp_path)
     assert res.returncode != 0 and "no file matches" in res.stderr
+
+
+def test_the_same_values_in_another_dtype_are_told_apart_from_other_values(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _write(a, "runs/t/s/v.parquet", _run_frame())
+    nullable = _run_frame().astype({"tokens_total_o200k": "Int64"})
+    _write(b, "runs/t/s/v.parquet", nullable)
+    (found,) = compare_folders(a, b)
+    assert found.status == "differs" and not found.columns
+    assert found.dtypes == {"tokens_total_o200k": "int64 vs Int64"}
+    assert "tokens_total_o200k (dtype int64 vs Int64, the same values)" in found.line()

@@ -37,6 +37,8 @@ class FileComparison:
     #: deterministic columns whose values differ, with the number of rows that differ
     #: (every row when the files do not have the same number of rows)
     columns: dict[str, int] = field(default_factory=dict)
+    #: columns whose values are the same but not their dtype: column -> "int64 vs Int64"
+    dtypes: dict[str, str] = field(default_factory=dict)
     #: deterministic columns one file has and the other has not
     missing_columns: list[str] = field(default_factory=list)
     rows: tuple[int, int] | None = None
@@ -45,6 +47,7 @@ class FileComparison:
     def line(self) -> str:
         if self.status == "differs":
             parts = [f"{c} ({n} rows)" for c, n in self.columns.items()]
+            parts += [f"{c} (dtype {d}, the same values)" for c, d in self.dtypes.items()]
             parts += [f"{c} (in one file only)" for c in self.missing_columns]
             if self.rows and self.rows[0] != self.rows[1]:
                 parts.insert(0, f"{self.rows[0]} rows vs {self.rows[1]}")
@@ -75,17 +78,22 @@ def compare_frames(path: str, a, b) -> FileComparison:
     shared = [c for c in cols_a if c in set(cols_b)]
     rows = (len(a), len(b))
     differing: dict[str, int] = {}
+    dtypes: dict[str, str] = {}
     for c in shared:
         if rows[0] == rows[1] and _same_column(a[c], b[c]):
             continue
         if rows[0] != rows[1]:
             differing[c] = max(rows)
+            continue
+        left = a[c].reset_index(drop=True).map(repr)
+        right = b[c].reset_index(drop=True).map(repr)
+        n = int((left != right).sum())
+        if n == 0 and a[c].dtype != b[c].dtype:  # the same values, stored otherwise
+            dtypes[c] = f"{a[c].dtype} vs {b[c].dtype}"
         else:
-            left = a[c].reset_index(drop=True).map(repr)
-            right = b[c].reset_index(drop=True).map(repr)
-            differing[c] = int((left != right).sum()) or rows[0]  # same repr, other dtype
-    status = "differs" if differing or missing or rows[0] != rows[1] else "same"
-    return FileComparison(path, status, differing, missing, rows)
+            differing[c] = n or rows[0]
+    status = "differs" if differing or dtypes or missing or rows[0] != rows[1] else "same"
+    return FileComparison(path, status, differing, dtypes, missing, rows)
 
 
 def compare_folders(
