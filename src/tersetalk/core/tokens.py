@@ -161,7 +161,6 @@ def count_tokens_aside(text: str, name: str = "cl100k_base") -> Callable[[], int
     counted when the result is called. An error in counting is raised there."""
     if len(text) < ASIDE_MIN_CHARS or _MEMO is not None:
         return lambda: count_tokens(text, name)
-    get_encoding(name)  # built here, once, not raced for on the thread
     box: list = []
 
     def work() -> None:
