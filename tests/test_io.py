@@ -117,3 +117,23 @@ def test_exclusive_holds_other_processes_off_for_the_block_only(tmp_path):
     with pytest.raises(RuntimeError), exclusive(lock):  # an error in the block frees it too
         raise RuntimeError("build failed")
     assert other() == "free"
+
+
+def test_a_manifest_lists_its_files_and_tells_a_missing_or_changed_one(tmp_path):
+    from tersetalk.core.io import check_manifest, write_manifest
+
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    a.write_bytes(b"first")
+    b.write_bytes(b"second")
+    manifest = tmp_path / "batch.json"
+    write_manifest(manifest, [str(a), str(b)], "tersetalk run")
+    assert check_manifest(manifest) == [str(a), str(b)]
+    b.write_bytes(b"other")  # replaced since the job wrote it
+    with pytest.raises(InputFileError, match=r"b\.parquet changed since tersetalk run wrote it"):
+        check_manifest(manifest)
+    b.unlink()
+    with pytest.raises(InputFileError, match=r"b\.parquet is missing .*delete the manifest"):
+        check_manifest(manifest)
+    manifest.write_text("{not json")
+    with pytest.raises(InputFileError, match="manifest .* is unreadable"):
+        check_manifest(manifest)

@@ -314,13 +314,26 @@ def test_comprehension_counts_the_studys_own_questions(tmp_path, monkeypatch):
 
 
 def _job_counts(*args):
+    """Jobs per rule of a fresh checkout's dry run; a batch or sweep job by its rule and
+    wildcards (``run_batch[ablations,gsm8k,tersetalk]``, ``calibration_sweep[gsm8k,tersetalk]``)."""
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "2", *args],
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    stats = res.stdout.split("Job stats:")[1].split("total")[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
+    counts: dict[str, int] = {}
+    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?rule )", res.stdout):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        if not rule:
+            continue
+        name = rule[1]
+        if name in ("run_batch", "calibration_sweep"):
+            wild = dict(kv.split("=", 1) for kv in
+                        re.search(r"^\s+wildcards: (.*)$", block, re.M)[1].split(", "))  # fmt: skip
+            keys = [k for k in ("phase", "task", "batch") if k in wild]
+            name += "[" + ",".join(wild[k] for k in keys) + "]"
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 @pytest.mark.integration
@@ -332,9 +345,9 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
     runs = plan.plan_runs(load_workflow_config([cfg] if configfile else []))
     calibration = [r for r in runs if r.part == "calibration"]
     evaluation = [r for r in runs if r.part == "evaluation"]
-    sweeps = {k: v for k, v in jobs.items() if k.startswith("calibration_sweep_")}
-    batches = {k: v for k, v in jobs.items() if k.startswith("run_ablations_")}
-    headline = {k: v for k, v in jobs.items() if k.startswith("run_headline_")}
+    sweeps = {k: v for k, v in jobs.items() if k.startswith("calibration_sweep[")}
+    batches = {k: v for k, v in jobs.items() if k.startswith("run_batch[ablations,")}
+    headline = {k: v for k, v in jobs.items() if k.startswith("run_batch[headline,")}
     assert jobs["run_system"] == sum(r.jobs for r in evaluation if not r.sweep)
     assert jobs["run_system"] + sum(batches.values()) + sum(headline.values()) == (
         plan.count_jobs(evaluation)
@@ -349,7 +362,7 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
         # each (tersetalk's sweep, llmlingua's and the hybrid's together), 1 reference
         # (sharded runs are never batched)
         assert (jobs["run_system"], jobs["calibration_run"], batches, headline) == (76, 1, {}, {})
-        assert sweeps == {f"calibration_sweep_gsm8k_{b}": 1 for b in batch_names}
+        assert sweeps == {f"calibration_sweep[gsm8k,{b}]": 1 for b in batch_names}
         assert len(calibration) == 4
     else:  # 38 runs on each of hotpotqa and gsm8k, 6 on toolqa: 3 on each of hotpotqa
         # and gsm8k and 6 on toolqa run alone; each task's 21 tersetalk ablation-only
@@ -358,15 +371,15 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
         # calibrated task, 1 reference and two sweeps, the same batches (15 grid points)
         assert (len(evaluation), jobs["run_system"], jobs["calibration_run"]) == (82, 12, 2)
         assert batches == {
-            f"run_ablations_{t}_{b}": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
+            f"run_batch[ablations,{t},{b}]": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
         }
         assert headline == {
-            f"run_headline_{t}_{b}": 1
+            f"run_batch[headline,{t},{b}]": 1
             for t in ("hotpotqa", "gsm8k")
             for b in ("llmlingua_hybrid", "mediator_msp")
         }
         assert sweeps == {
-            f"calibration_sweep_{t}_{b}": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
+            f"calibration_sweep[{t},{b}]": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
         }
         assert len(calibration) == 32
 

@@ -156,7 +156,7 @@ def test_the_embedded_model_gives_the_same_runs_in_one_process(specs, tmp_path):
 
 
 def test_the_mediator_and_msp_give_the_same_runs_in_one_process(specs, base_config, tmp_path):
-    """Their headline batch (rule run_headline_<task>_mediator_msp): both judge with the
+    """Their headline batch (rule run_batch, batch mediator_msp): both judge with the
     MiniLM encoder, which the process loads once; each run's judge verdicts unchanged."""
     cfg = dict(base_config, cache_dir=specs[0][0]["cache_dir"])
     runs = [run_spec(cfg, "gsm8k", "mediator", "default"), run_spec(cfg, "gsm8k", "msp", "default")]

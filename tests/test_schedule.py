@@ -256,7 +256,10 @@ def test_score_groups_split_each_task_into_headline_and_ablation_runs(cfg):
 
 
 def _jobs(out):
-    """rule, outputs, inputs and priority of each job of a dry run's listing."""
+    """name, outputs, inputs and priority of each job of a dry run's listing (``-p``).
+    A job of a wildcard rule that writes several files (run_batch, calibration_sweep,
+    score) is named by its rule and wildcards, ``run_batch[ablations,gsm8k,tersetalk]``;
+    its outputs are the files its command writes (each ``--out``), beside its manifest."""
     jobs = []
     for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?rule )", out):
         rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
@@ -265,7 +268,14 @@ def _jobs(out):
             files = {k: (re.search(rf"^\s+{k}: (.*)$", block, re.M) or [None, ""])[1].split(", ")
                      for k in ("input", "output")}  # fmt: skip
             files = {k: set(v) - {""} for k, v in files.items()}
-            jobs.append((rule[1], files["output"], files["input"],
+            name = rule[1]
+            if name in ("run_batch", "calibration_sweep", "score"):
+                wild = re.search(r"^\s+wildcards: (.*)$", block, re.M)[1]
+                values = dict(kv.split("=", 1) for kv in wild.split(", "))
+                keys = [k for k in ("phase", "group", "task", "batch") if k in values]
+                name += "[" + ",".join(values[k] for k in keys) + "]"
+                files["output"] |= set(re.findall(r"--out(?:-records)? '?([^\s']+)", block))
+            jobs.append((name, files["output"], files["input"],
                          int(prio[1]) if prio else 0))  # fmt: skip
     return jobs
 
@@ -283,9 +293,9 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
             upstream.add(i)
             todo += [producer[f] for f in jobs[i][2] if f in producer]
     rules_up = {jobs[i][0] for i in upstream}
-    assert {"sample", "calibration_run", "calibrate", "run_system", "score_headline_gsm8k",
+    assert {"sample", "calibration_run", "calibrate", "run_system", "score[headline,gsm8k]",
             "aggregate_headline"} <= rules_up  # fmt: skip
-    assert not any(r.startswith("score_ablations") or r == "plot_ablations" for r in rules_up)
+    assert not any(r.startswith("score[ablations") or r == "plot_ablations" for r in rules_up)
     lowest_up = min(jobs[i][3] for i in upstream)
     others = [jobs[i] for i in range(len(jobs)) if i not in upstream]
     assert all(job[3] < lowest_up for job in others), sorted(
@@ -293,8 +303,9 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
     )
     # the 60 ablation-only runs: a batch per task and system, none of them upstream
     assert not any(j[0] == "run_system" for j in others)
-    batches = [j for j in others if j[0].startswith("run_ablations_")]
-    assert sum(len(j[1]) for j in batches) == 60
+    batches = [j for j in others if j[0].startswith("run_batch[ablations,")]
+    runs = [f for j in batches for f in j[1] if f.endswith(".parquet")]
+    assert len(runs) == 60
 
     # one batch per task for TerseTalk, one for LLMLingua and the hybrid (both load the
     # compressor); longest first: ranked by estimated seconds (the config's
@@ -304,26 +315,27 @@ def test_the_main_figure_needs_only_jobs_that_run_before_every_other(repo):
 
     def cost(job):
         return sum(seconds[Path(out).parent.name][Path(out).parent.parent.name]
-                   for out in job[1])  # fmt: skip
+                   for out in job[1] if out.endswith(".parquet"))  # fmt: skip
 
     by_rule = {j[0]: j[3] for j in batches}
-    assert sorted(by_rule) == sorted(f"run_ablations_{t}_{b}" for t in ("gsm8k", "hotpotqa")
+    assert sorted(by_rule) == sorted(f"run_batch[ablations,{t},{b}]" for t in ("gsm8k", "hotpotqa")
                                      for b in ("tersetalk", "llmlingua_hybrid"))  # fmt: skip
     ranked = [j[0] for j in sorted(batches, key=cost, reverse=True)]
     assert [by_rule[r] for r in ranked] == [19, 18, 17, 16], by_rule
     # the default run's measured order (7eb5cf6): GSM8K's LLMLingua batch before
     # HotpotQA's, which is short enough to end the run beside the fillers
-    assert ranked == ["run_ablations_hotpotqa_tersetalk", "run_ablations_gsm8k_tersetalk",
-                      "run_ablations_gsm8k_llmlingua_hybrid",
-                      "run_ablations_hotpotqa_llmlingua_hybrid"]  # fmt: skip
+    assert ranked == ["run_batch[ablations,hotpotqa,tersetalk]",
+                      "run_batch[ablations,gsm8k,tersetalk]",
+                      "run_batch[ablations,gsm8k,llmlingua_hybrid]",
+                      "run_batch[ablations,hotpotqa,llmlingua_hybrid]"]  # fmt: skip
     for job in batches:
-        systems = {Path(out).parent.name for out in job[1]}
-        assert systems == ({"tersetalk"} if job[0].endswith("_tersetalk")
+        systems = {Path(out).parent.name for out in job[1] if out.endswith(".parquet")}
+        assert systems == ({"tersetalk"} if job[0].endswith(",tersetalk]")
                            else {"llmlingua", "hybrid"}), (job[0], systems)  # fmt: skip
-    assert {f"calibration_sweep_{t}_{b}" for t in ("gsm8k", "hotpotqa")
+    assert {f"calibration_sweep[{t},{b}]" for t in ("gsm8k", "hotpotqa")
             for b in ("tersetalk", "llmlingua_hybrid")} <= rules_up  # fmt: skip
     # the headline runs of the systems that load a model of their own: batches, upstream
-    assert {f"run_headline_{t}_{b}" for t in ("gsm8k", "hotpotqa")
+    assert {f"run_batch[headline,{t},{b}]" for t in ("gsm8k", "hotpotqa")
             for b in ("llmlingua_hybrid", "mediator_msp")} <= rules_up  # fmt: skip
     # the format study's model-free jobs fill free cores: under every ablation job (the
     # end of the run has a core free while the last batch, then its scores and figures,

@@ -41,6 +41,38 @@ def test_dry_run(repo, cfg):
     assert "run_system" in res.stdout + res.stderr
 
 
+def _rules(repo, *args):
+    res = _sm(["--list", *args], repo)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return [line for line in res.stdout.splitlines() if line and " " not in line]
+
+
+def test_the_rules_are_the_same_for_every_config_and_none_is_named_after_a_task(repo, tmp_path):
+    """One workflow shape: a task, batch, group or model is a wildcard's value, never a
+    rule of its own, so a config (the paper's ablations, fewer tasks, sharded runs,
+    sensitivity models) changes the jobs, not the rules."""
+    from tersetalk.tasks.registry import names
+
+    extra = {
+        "sharded.yaml": {"run": {"shard_size": 2}},
+        "sensitivity.yaml": {"sensitivity": {"models": [
+            {"name": "other", "models": {"backend": "llamacpp", "model_path": "/x/o.gguf"}}
+        ]}},
+    }  # fmt: skip
+    for name, overlay in extra.items():
+        (tmp_path / name).write_text(yaml.safe_dump(overlay))
+    default = _rules(repo)
+    assert {"run_batch", "score", "calibration_sweep", "merge_run"} <= set(default)
+    for other in (
+        ["--configfile", "config/paper.yaml"],
+        ["--config", "tasks=[gsm8k]"],
+        *(["--configfile", "config/config.yaml", str(tmp_path / n)] for n in extra),
+    ):
+        assert _rules(repo, *other) == default, other
+    tasks = set(names())
+    assert not [r for r in default if set(r.split("_")) & tasks], default
+
+
 def test_the_default_target_holds_the_format_study_only_when_tasks_lists_toolqa(repo):
     # with the default tasks (toolqa among them) the study is there: test_plan's dry runs
     res = _sm(["-n", "--forceall", "--cores", "1", "--config", "tasks=['hotpotqa']"], repo)

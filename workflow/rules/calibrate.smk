@@ -36,42 +36,34 @@ rule calibration_run:
 # LLMLingua and the hybrid together: tersetalk.tasks.schedule.BATCH_WITH): `tersetalk run`
 # with a spec per point, one after the other in one process, so the imports and
 # LLMLingua's compressor are loaded once per job, not once per point or system. Each
-# point still has its own run file, checkpoint and cached calls; a sensitivity model gets
-# its own sweeps (model_calibration_sweep_<task>_<batch>).
-for _task, _batches in SWEEPS.items():
-    for _batch in _batches:
-        for _sweep_model in [None, *(["{model}"] if SENSITIVITY else [])]:
-
-            rule:
-                name:
-                    ("model_" if _sweep_model else "") + f"calibration_sweep_{_task}_{_batch}"
-                input:
-                    unpack(functools.partial(calibration_sweep_input, task=_task, batch=_batch)),
-                output:
-                    calibration_sweep_outputs(_task, _batch, _sweep_model),
-                log:
-                    paths.for_model(
-                        paths.results(f"logs/calibration/{_task}/{_batch}.sweep.log"),
-                        _sweep_model,
-                    ),
-                priority: HEADLINE_PRIORITY
-                conda:
-                    ENV
-                threads: MODEL_THREADS
-                resources:
-                    mem_mb=4000,
-                    runtime=calibration_sweep_runtime_min(_task, _batch),
-                params:
-                    runs=functools.partial(calibration_sweep_runs, task=_task, batch=_batch),
-                shell:
-                    "tersetalk run {params.runs} --sample {input.sample} 2>&1 | tee {log}"
+# point still has its own run file, checkpoint and cached calls. As with run_batch, the
+# rule declares the sweep's manifest (its points' run files with their digests).
+rule calibration_sweep:
+    input:
+        unpack(calibration_sweep_input),
+    output:
+        paths.SWEEP,
+    log:
+        paths.results("logs/calibration/{task}/{batch}.sweep.log"),
+    priority: HEADLINE_PRIORITY
+    conda:
+        ENV
+    threads: MODEL_THREADS
+    resources:
+        mem_mb=4000,
+        runtime=calibration_sweep_runtime_min,
+    params:
+        runs=calibration_sweep_runs,
+    shell:
+        "tersetalk run {params.runs} --sample {input.sample} --manifest {output} "
+        "2>&1 | tee {log}"
 
 
 rule calibrate:
     input:
         # the reference runs: evaluation.reference's and the systems' own
         unpack(calibration_reference_inputs),
-        runs=calibration_run_targets,
+        sweeps=calibration_sweep_targets,
         # the facts whose arrival at the Worker is checked (answer preservation)
         sample=paths.CALIBRATION_SAMPLE,
     output:
@@ -91,8 +83,9 @@ rule calibrate:
     params:
         provenance=lambda wildcards, output: figmeta.provenance(output),
         spec=calibration_options_json,
+        runs=calibration_run_targets,
     shell:
-        "tersetalk calibrate {input.runs} --task {wildcards.task} --sample {input.sample} "
+        "tersetalk calibrate {params.runs} --task {wildcards.task} --sample {input.sample} "
         "--reference-run {input.reference} {input.system_references} "
         "--spec-json {params.spec:q} --out {output} > {log} 2>&1"
 

@@ -35,7 +35,6 @@ from tersetalk.tasks.schedule import (
     runs_on,
     score_groups,
     variant_runs_on,
-    whole_batched,
 )
 
 try:
@@ -95,6 +94,7 @@ wildcard_constraints:
     variant="[A-Za-z0-9_-]+",
     ablation="[A-Za-z0-9_-]+",
     point="[A-Za-z0-9_-]+",
+    batch="[A-Za-z0-9_-]+",
     shard="[0-9]+-of-[0-9]+",
     # only the sensitivity models' keys: the configured model's paths are literal
     model="|".join(map(re.escape, SENSITIVITY_BY_KEY)) or "(?!)",
@@ -113,14 +113,14 @@ def _model(wildcards):
     return None if key is None else SENSITIVITY_BY_KEY[key]
 
 
-def run_targets(template=paths.RUN, study=None):
-    """``template`` (a path of tersetalk.core.paths with {task}/{system}/{variant}) for each
-    (task, enabled system that runs on it, variant that runs on it):
-    systems.<name>.tasks, narrowed by systems.<name>.variants.<variant>.tasks. ``study``:
-    another study's config (the topology study's), else the main one."""
+def run_triples(study=None):
+    """(task, system, variant) of each run: every enabled system that runs on a task, with
+    each of its variants that runs on it (systems.<name>.tasks, narrowed by
+    systems.<name>.variants.<variant>.tasks). ``study``: another study's config (the
+    topology study's), else the main one."""
     study = study or config
     return [
-        template.format(task=task, system=system, variant=variant)
+        (task, system, variant)
         for task in study["tasks"]
         for system in enabled_systems(study)
         if runs_on(study, system, task)
@@ -129,8 +129,10 @@ def run_targets(template=paths.RUN, study=None):
     ]
 
 
-def metric_targets():
-    return run_targets(paths.METRICS)
+def run_targets(template=paths.RUN, study=None):
+    """``template`` (a path of tersetalk.core.paths with {task}/{system}/{variant}) for each
+    run of :func:`run_triples`."""
+    return [template.format(task=t, system=s, variant=v) for t, s, v in run_triples(study)]
 
 
 def run_priority(wildcards):

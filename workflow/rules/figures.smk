@@ -1,4 +1,4 @@
-# Figures and paper tables; one named target per ablation.
+# Figures and paper tables.
 
 
 from tersetalk.core import figmeta  # report captions: what each file recorded
@@ -12,7 +12,7 @@ include: "helpers/figures.smk"
 rule plot:
     input:
         summary=HEADLINE_SUMMARY,
-        records=headline_files(paths.METRICS),
+        records=score_manifests(headline_triples()),
     output:
         pareto=report(
             paths.figure("quality_vs_tokens.png"),
@@ -52,20 +52,20 @@ rule plot:
         tables_dir=lambda wildcards, output: os.path.dirname(output.table),
         reference=config["evaluation"]["reference"],
         seed=config["evaluation"]["seed"],
+        records=headline_files(paths.METRICS),
     shell:
-        "tersetalk plot --summary {input.summary} --records {input.records} "
+        "tersetalk plot --summary {input.summary} --records {params.records} "
         "--reference {params.reference} --out-dir {params.out_dir} "
         "--tables-dir {params.tables_dir} --seed {params.seed} > {log} 2>&1"
 
 
 # Every ablation's figure in one job: one read of the scores, one import of matplotlib
-# (17 jobs of ~3 s, mostly imports, made one). Their scores come from the two
-# score_ablations jobs, which score a task's ablation runs together, so building one
-# ablation's target already needed the runs of every ablation on its tasks.
+# (17 jobs of ~3 s, mostly imports, made one). Their scores come from each task's
+# ablation score job (score, group ablations), which scores the task's ablation runs
+# together.
 rule plot_ablations:
     input:
-        scores=ablation_files(paths.SCORES),
-        records=ablation_files(paths.METRICS),
+        score_manifests(ablation_triples()),
     output:
         ablation_figures(),
     log:
@@ -79,24 +79,16 @@ rule plot_ablations:
     params:
         provenance=lambda wildcards, output: figmeta.provenance(output),
         ablations=ablations_json(),
+        scores=ablation_files(paths.SCORES),
+        records=ablation_files(paths.METRICS),
         out_dir=lambda wildcards, output: os.path.dirname(output[0]),
     shell:
-        "tersetalk plot-ablations {input.scores} --records {input.records} "
+        "tersetalk plot-ablations {params.scores} --records {params.records} "
         "--ablations-json {params.ablations:q} --out-dir {params.out_dir} > {log} 2>&1"
 
 
-# One target per configured ablation (ablation_caps, ablation_budget, ... and whatever
-# else the config names): `snakemake --cores all ablation_<name>` builds what that figure
-# needs (its tasks' ablation runs, scored together) and plot_ablations draws them all.
-for _ablation in config["ablations"]:
-
-    rule:
-        name:
-            f"ablation_{_ablation}"
-        input:
-            ablation_target(_ablation),
-
-
+# Every ablation's figure: plot_ablations draws them all in one job from the scores of
+# every ablation's runs, so one ablation's figure needs what all of them need.
 rule ablations:
     input:
         ablation_targets(),

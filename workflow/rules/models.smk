@@ -11,44 +11,73 @@ from tersetalk.core import figmeta  # report captions: what each file recorded
 include: "helpers/models.smk"
 
 
-if SENSITIVITY:
+# The sensitivity models' twins of the rules that write one model's files: the same
+# rules with a {model} wildcard, which matches only sensitivity.models' keys (none: the
+# twins match no file), so every config has the same rules.
+use rule run_system as model_run_system with:
+    output:
+        model_path(run_output()),
+    log:
+        model_path(run_log()),
 
-    use rule run_system as model_run_system with:
-        output:
-            model_path(run_output()),
-        log:
-            model_path(run_log()),
 
-    if SHARD_SIZE:
+use rule merge_run as model_merge_run with:
+    output:
+        model_path(paths.RUN),
+    log:
+        model_path(paths.results("logs/run/{task}/{system}/{variant}.merge.log")),
 
-        use rule merge_run as model_merge_run with:
-            output:
-                model_path(paths.RUN),
-            log:
-                model_path(paths.results("logs/run/{task}/{system}/{variant}.merge.log")),
 
-    use rule calibration_run as model_calibration_run with:
-        output:
-            model_path(paths.CALIBRATION_RUN),
-        log:
-            model_path(paths.results("logs/calibration/{task}/{system}/{point}.log")),
+ruleorder: model_run_system > model_merge_run
 
-    # the inputs are calibrate's: its input functions read the {model} wildcard
-    use rule calibrate as model_calibrate with:
-        output:
-            model_path(paths.CALIBRATION),
-        log:
-            model_path(paths.results("logs/calibration/{task}.log")),
 
-    # the score jobs of each layout, the sensitivity models' included: score.smk
-    use rule aggregate as model_aggregate with:
-        input:
-            model_score_targets,
-        output:
-            summary=model_path(paths.SUMMARY),
-            csv=model_path(paths.results("summary.csv")),
-        log:
-            model_path(paths.results("logs/aggregate.log")),
+use rule run_batch as model_run_batch with:
+    output:
+        model_path(paths.RUN_BATCH),
+    log:
+        model_path(paths.results("logs/run/{task}/{phase}_{batch}.log")),
+
+
+use rule calibration_run as model_calibration_run with:
+    output:
+        model_path(paths.CALIBRATION_RUN),
+    log:
+        model_path(paths.results("logs/calibration/{task}/{system}/{point}.log")),
+
+
+use rule calibration_sweep as model_calibration_sweep with:
+    output:
+        model_path(paths.SWEEP),
+    log:
+        model_path(paths.results("logs/calibration/{task}/{batch}.sweep.log")),
+
+
+# the inputs are calibrate's: its input functions read the {model} wildcard
+use rule calibrate as model_calibrate with:
+    output:
+        model_path(paths.CALIBRATION),
+    log:
+        model_path(paths.results("logs/calibration/{task}.log")),
+
+
+use rule score as model_score with:
+    output:
+        model_path(paths.SCORE_GROUP),
+    log:
+        model_path(paths.results("logs/score/{task}/{group}.log")),
+
+
+use rule aggregate as model_aggregate with:
+    input:
+        model_score_manifests,
+    output:
+        summary=model_path(paths.SUMMARY),
+        csv=model_path(paths.results("summary.csv")),
+    log:
+        model_path(paths.results("logs/aggregate.log")),
+    params:
+        provenance=lambda wildcards, output: figmeta.provenance(output),
+        scores=model_score_targets,
 
 
 # Every model with results: the configured one, the sensitivity models, and the models

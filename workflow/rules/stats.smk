@@ -10,7 +10,7 @@ include: "helpers/stats.smk"
 
 rule noninferiority:
     input:
-        metric_targets(),
+        score_manifests(run_triples()),
     output:
         table=paths.results("stats/noninferiority.parquet"),
         csv=report(
@@ -28,6 +28,7 @@ rule noninferiority:
         runtime=10,
     params:
         provenance=lambda wildcards, output: figmeta.provenance(output),
+        records=run_targets(paths.METRICS),
         comparisons=json.dumps(config["evaluation"]["comparisons"]),
         # task -> runs scheduled on it: a comparison is tested where both of its runs are
         planned=json.dumps(planned_runs(config), sort_keys=True),
@@ -36,7 +37,7 @@ rule noninferiority:
         n_resamples=config["evaluation"]["n_resamples"],
         seed=config["evaluation"]["seed"],
     shell:
-        "tersetalk stats {input} --comparisons {params.comparisons:q} "
+        "tersetalk stats {params.records} --comparisons {params.comparisons:q} "
         "--planned {params.planned:q} "
         "--margin {params.margin} --alpha {params.alpha} "
         "--n-resamples {params.n_resamples} --seed {params.seed} "
@@ -53,7 +54,7 @@ rule targets:
     input:
         summary=paths.SUMMARY,
         stats=paths.results("stats/noninferiority.parquet"),
-        records=metric_targets(),
+        records=score_manifests(run_triples()),
         # the format study's results, when the default target holds it (FORMATS_STUDIED)
         formats=(
             [
@@ -83,6 +84,7 @@ rule targets:
         # the sections the table reads: the reference, the margin, the mediator's budget,
         # which formats variants have a token budget
         config=json.dumps(targets_config(config), sort_keys=True),
+        records=run_targets(paths.METRICS),
         # results/<key>/formats/, beside the table's results/<key>/tables/ (read if there)
         formats=lambda wildcards, output: os.path.join(
             os.path.dirname(os.path.dirname(output.csv)), "formats"
@@ -92,7 +94,7 @@ rule targets:
             os.path.dirname(os.path.dirname(output.csv)), "topology"
         ),
     shell:
-        "tersetalk targets {input.records} --summary {input.summary} --stats {input.stats} "
+        "tersetalk targets {params.records} --summary {input.summary} --stats {input.stats} "
         "--config-json {params.config:q} --bench-dir results/bench --formats-dir {params.formats} "
         "--topology-dir {params.topology} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
 

@@ -106,6 +106,11 @@ def _add_run(sub: Any) -> None:
     )
     r.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     r.add_argument(
+        "--manifest",
+        help="once every run has finished, write this JSON file listing each --out with its "
+        "SHA-256 (the workflow's batch and sweep jobs declare it as their output)",
+    )
+    r.add_argument(
         "--events",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -157,6 +162,19 @@ def _add_score(sub: Any) -> None:
         required=True,
         action="append",
         help="metrics Parquet to write, one row (repeatable: one per --run, in order)",
+    )
+    c.add_argument(
+        "--check-manifest",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a manifest of the job that wrote some of the runs (`tersetalk run --manifest`): "
+        "stop with a clear error if a file it lists is missing or changed since (repeatable)",
+    )
+    c.add_argument(
+        "--manifest",
+        help="once every run is scored, write this JSON file listing each --out and "
+        "--out-records with its SHA-256 (the workflow's score jobs declare it as their output)",
     )
     c.set_defaults(func=_cmd_score)
 
@@ -327,6 +345,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
     client, checkpoint, caches' counters and file, exactly as if run alone. A run that
     fails does not stop the others; the first failure is raised once all have run.
     """
+    from tersetalk.core.io import write_manifest
     from tersetalk.pipeline.config import (
         ConfigError,
         load_workflow_config,
@@ -386,6 +405,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
             "%d of %d runs failed: %s", len(failed), len(specs), ", ".join(o for o, _ in failed)
         )
         raise failed[0][1]
+    if args.manifest:
+        write_manifest(args.manifest, outs, "tersetalk run")
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
@@ -396,7 +417,12 @@ def _cmd_score(args: argparse.Namespace) -> None:
     read once, and the runs' BERTScore is one call of the encoder, which embeds a text
     the runs share once (:func:`~tersetalk.metrics.per_record.per_record_metrics_many`).
     """
-    from tersetalk.core.io import read_parquet, write_parquet_atomic
+    from tersetalk.core.io import (
+        check_manifest,
+        read_parquet,
+        write_manifest,
+        write_parquet_atomic,
+    )
     from tersetalk.metrics.per_record import per_record_metrics_many
     from tersetalk.metrics.summary import run_metrics
     from tersetalk.pipeline.config import ConfigError
@@ -412,6 +438,8 @@ def _cmd_score(args: argparse.Namespace) -> None:
             f"got {given}: give one --out per --run (and, if any, one --out-records per "
             "--run), paired in the order given"
         )
+    for manifest in args.check_manifest:
+        check_manifest(manifest)
     runs = [read_parquet(path, "run") for path in paths]
     per_records: list[Any] = [None] * len(runs)
     if args.sample:
@@ -428,6 +456,8 @@ def _cmd_score(args: argparse.Namespace) -> None:
         logging.info(
             "%s", metrics.iloc[0][["task", "system", "variant", "n", "accuracy"]].to_dict()
         )
+    if args.manifest:
+        write_manifest(args.manifest, [*records_outs, *outs], "tersetalk score")
 
 
 def _cmd_aggregate(args: argparse.Namespace) -> None:

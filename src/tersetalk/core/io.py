@@ -46,6 +46,8 @@ __all__ = [
     "write_csv_atomic",
     "write_parquet_atomic",
     "write_text_atomic",
+    "write_manifest",
+    "check_manifest",
 ]
 
 #: the schema-metadata key under which a table carries its JSON metadata
@@ -369,6 +371,42 @@ def write_csv_atomic(df: pd.DataFrame, out: str | Path, *, index: bool = False) 
 def write_text_atomic(text: str, out: str | Path) -> Path:
     """Write ``text`` (UTF-8) to ``out``, atomically: LaTeX tables, YAML documents."""
     return write_atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_manifest(out: str | Path, files: list[str], written_by: str) -> Path:
+    """A job's manifest: the files it wrote, each with its SHA-256, as JSON.
+
+    Why: one workflow job writes several files whose set differs by task (a batch of
+    runs, a group of scores), while a Snakemake rule declares one fixed set of outputs.
+    The rule declares the manifest; the jobs that read the files depend on it, and
+    :func:`check_manifest` tells them when a listed file was removed or replaced since.
+    """
+    listed = [{"path": str(f), "sha256": file_sha256(f)} for f in files]
+    text = json.dumps({"written_by": written_by, "files": listed}, indent=1) + "\n"
+    return write_text_atomic(text, out)
+
+
+def check_manifest(path: str | Path) -> list[str]:
+    """The files a manifest lists, once each is checked to be the file its job wrote;
+    an InputFileError names the first that is missing or changed and how to rebuild it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        listed = [(str(f["path"]), str(f["sha256"])) for f in data["files"]]
+        by = str(data.get("written_by", "its job"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputFileError(
+            f"manifest {path} is unreadable ({type(exc).__name__}: {str(exc)[:200]}); delete "
+            "it and rerun the workflow, which reruns the job that writes it"
+        ) from exc
+    for name, digest in listed:
+        if not Path(name).exists() or file_sha256(name) != digest:
+            what = "is missing" if not Path(name).exists() else "changed"
+            raise InputFileError(
+                f"{name} {what} since {by} wrote it (manifest {path}); delete the manifest "
+                "and rerun the workflow to write the file again"
+            )
+    return [name for name, _ in listed]
 
 
 def run_metadata(spec: dict, digest: str, client: Any) -> dict:

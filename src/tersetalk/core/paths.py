@@ -53,6 +53,12 @@ MODEL_TEMPLATES = {
     "METRICS": "metrics/{task}/{system}/{variant}.parquet",
     "SCORES": "scores/{task}/{system}/{variant}.parquet",
     "SUMMARY": "summary.parquet",
+    # the manifests of the jobs that write several of the files above (one job's set
+    # differs by task, so a rule declares its manifest: tersetalk.core.io.write_manifest):
+    # a batch of runs, a group of runs scored together, a sweep of calibration runs
+    "RUN_BATCH": "runs/{task}/batches/{phase}/{batch}.json",
+    "SCORE_GROUP": "scores/{task}/groups/{group}.json",
+    "SWEEP": "calibration/runs/{task}/sweeps/{batch}.json",
     # calibration (calibrate.smk): a grid point's run, or a reference run whose {point} is
     # its variant, on the calibration shard; the file the runs choose by
     "CALIBRATION_RUN": "calibration/runs/{task}/{system}/{point}.parquet",

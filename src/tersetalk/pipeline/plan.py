@@ -379,9 +379,8 @@ class PlannedRun:
     #: models.max_concurrency says
     sequential: bool = False
     #: the runs with the same non-empty ``sweep`` share one job and run one after the
-    #: other in it (a batch's calibration grids on a task: rule
-    #: calibration_sweep_<task>_<batch>; its headline or ablation-only variants on a
-    #: task: rule run_headline_<task>_<batch> or run_ablations_<task>_<batch>)
+    #: other in it (a batch's calibration grids on a task: rule calibration_sweep; its
+    #: headline or ablation-only variants on a task: rule run_batch)
     sweep: str = ""
 
 

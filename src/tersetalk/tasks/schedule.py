@@ -120,8 +120,8 @@ def whole_batched(config: dict) -> list[str]:
 
 def headline_variants(config: dict) -> dict[str, list[str]]:
     """system -> its headline variants (not ablation-only) that run in batches: those of
-    :func:`whole_batched` systems, one job per task and batch (Snakemake's
-    ``run_headline_<task>_<batch>``: :func:`headline_batches`)."""
+    :func:`whole_batched` systems, one job per task and batch (Snakemake's ``run_batch``,
+    phase ``headline``: :func:`headline_batches`)."""
     out = {}
     for system in whole_batched(config):
         names = [v for v in _variants(config)[system] if not ablation_only(config, system, v)]
@@ -132,8 +132,8 @@ def headline_variants(config: dict) -> dict[str, list[str]]:
 
 def batched_variants(config: dict) -> dict[str, list[str]]:
     """system -> its ablation-only variants that run in batches: one job per task and
-    batch runs them one after the other (Snakemake's ``run_ablations_<task>_<batch>``, the
-    batch a system's or shared: :func:`ablation_batches`).
+    batch runs them one after the other (Snakemake's ``run_batch``, phase ``ablations``,
+    the batch a system's or shared: :func:`ablation_batches`).
 
     Which: every ablation-only variant (:func:`ablation_only`) of a :func:`whole_batched`
     system; of the other systems, those whose name is not also a variant of another such
@@ -192,19 +192,19 @@ def group_batches(systems) -> dict[str, list[str]]:
 
 def ablation_batches(config: dict) -> dict[str, list[str]]:
     """batch name -> the systems whose ablation-only variants (:func:`batched_variants`)
-    one job per task runs (``run_ablations_<task>_<batch>``): :func:`group_batches`."""
+    one job per task runs (``run_batch``, phase ``ablations``): :func:`group_batches`."""
     return group_batches(batched_variants(config))
 
 
 def headline_batches(config: dict) -> dict[str, list[str]]:
     """batch name -> the systems whose headline variants (:func:`headline_variants`) one
-    job per task runs (``run_headline_<task>_<batch>``): :func:`group_batches`."""
+    job per task runs (``run_batch``, phase ``headline``): :func:`group_batches`."""
     return group_batches(headline_variants(config))
 
 
 def sweep_batches(config: dict, task: str) -> dict[str, list[str]]:
     """batch name -> the calibrated systems on ``task`` (:func:`calibration_systems`)
-    whose grids one job runs (``calibration_sweep_<task>_<batch>``): :func:`group_batches`."""
+    whose grids one job runs (``calibration_sweep``): :func:`group_batches`."""
     return group_batches(calibration_systems(config, task))
 
 

@@ -8,7 +8,7 @@ from tersetalk.tasks.schedule import calibration_systems, calibration_tasks, swe
 #: reference run's variant, which rule calibration_run makes (the sweeps make the points)
 REFERENCE_POINT = r"(?!g[0-9][0-9]+(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
 #: task -> batch -> the calibrated systems whose grids on the task one job runs, rule
-#: calibration_sweep_<task>_<batch> (a system alone, or systems that share a batch:
+#: calibration_sweep (a system alone, or systems that share a batch:
 #: tersetalk.tasks.schedule.sweep_batches)
 SWEEPS = {task: sweep_batches(config, task) for task in calibration_tasks(config)}
 
@@ -44,6 +44,12 @@ def calibration_run_targets(wildcards):
     ]
 
 
+def calibration_sweep_targets(wildcards):
+    """The manifests of the sweeps that write the task's grid points."""
+    template = paths.for_model(paths.SWEEP, _model_key(wildcards))
+    return [template.format(task=wildcards.task, batch=b) for b in SWEEPS.get(wildcards.task, {})]
+
+
 def calibration_reference_inputs(wildcards):
     """The reference runs on the calibration shard: evaluation.reference's (the model's
     own), then the systems' own references (calibration.<system>.reference), once each."""
@@ -68,38 +74,32 @@ def calibration_options_json(wildcards):
 
 def sweep_points(task, batch):
     """(system, grid point) of each run of ``batch``'s sweep on ``task``, system by system."""
-    return [(s, p) for s in SWEEPS[task][batch] for p in calibration_points(config, s)]
+    systems = SWEEPS.get(task, {}).get(batch, [])
+    return [(s, p) for s in systems for p in calibration_points(config, s)]
 
 
-def calibration_sweep_outputs(task, batch, model=None):
-    """The grid points' run files of the sweep, in its order (with a {model} wildcard for a
-    sensitivity model's sweep: ``model="{model}"``)."""
-    template = paths.for_model(paths.CALIBRATION_RUN, model)
-    return [
-        template.format(task=task, system=system, point=point, model="{model}")
-        for system, point in sweep_points(task, batch)
-    ]
-
-
-def calibration_sweep_input(wildcards, task, batch):
+def calibration_sweep_input(wildcards):
     """The calibration shard, and what any grid point of the sweep needs built first."""
-    settings = {s: list(calibration_points(config, s).values()) for s in SWEEPS[task][batch]}
+    systems = SWEEPS.get(wildcards.task, {}).get(wildcards.batch, [])
+    settings = {s: list(calibration_points(config, s).values()) for s in systems}
     return {
-        "sample": paths.CALIBRATION_SAMPLE.format(task=task),
+        "sample": paths.CALIBRATION_SAMPLE.format(task=wildcards.task),
         **batch_workflow_inputs(settings),
     }
 
 
-def calibration_sweep_runs(wildcards, output, task, batch):
+def calibration_sweep_runs(wildcards):
     """`tersetalk run`'s arguments for the sweep: a --spec-json and its --out per grid
-    point, in the order of the rule's outputs."""
-    specs = [
-        calibration_spec(config, task, system, point, _model(wildcards))
-        for system, point in sweep_points(task, batch)
-    ]
-    return runs_args(specs, output)
+    point, system by system."""
+    task, batch = wildcards.task, wildcards.batch
+    template = paths.for_model(paths.CALIBRATION_RUN, _model_key(wildcards))
+    points = sweep_points(task, batch)
+    specs = [calibration_spec(config, task, s, p, _model(wildcards)) for s, p in points]
+    outs = [template.format(task=task, system=s, point=p) for s, p in points]
+    return runs_args(specs, outs)
 
 
-def calibration_sweep_runtime_min(task, batch):
+def calibration_sweep_runtime_min(wildcards):
     """The cluster budget of a sweep: its points one after the other."""
-    return len(sweep_points(task, batch)) * (10 + 2 * config["calibration_n"])
+    points = sweep_points(wildcards.task, wildcards.batch)
+    return max(1, len(points)) * (10 + 2 * config["calibration_n"])

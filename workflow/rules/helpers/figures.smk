@@ -78,13 +78,18 @@ def table_targets():
     ]
 
 
-def ablation_files(template):
-    """``template`` (SCORES or METRICS) for the variants of every drawn ablation on every
-    task its system runs on, each file once, in config order."""
-    files = {}
+def ablation_triples():
+    """(task, system, variant) of the variants of every drawn ablation on every task its
+    system runs on, each once, in config order."""
+    found = {}
     for name in drawn_ablations():
         spec = config["ablations"][name]
         for task in system_tasks(config, spec["system"]):
             for variant in spec["variants"]:
-                files[template.format(task=task, system=spec["system"], variant=variant)] = None
-    return list(files)
+                found[(task, spec["system"], variant)] = None
+    return list(found)
+
+
+def ablation_files(template):
+    """``template`` (SCORES or METRICS) for each run of :func:`ablation_triples`."""
+    return [template.format(task=t, system=s, variant=v) for t, s, v in ablation_triples()]

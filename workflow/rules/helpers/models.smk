@@ -23,6 +23,11 @@ def model_score_targets(wildcards):
     return run_targets(paths.for_model(paths.SCORES, wildcards.model))
 
 
+def model_score_manifests(wildcards):
+    """The manifests of the score jobs that write one sensitivity model's score files."""
+    return score_manifests(run_triples(), wildcards.model)
+
+
 def compared_summaries(wildcards):
     """key -> summary of every model compared: the configured model and the sensitivity
     models (built if missing), then every other model folder holding a summary."""

@@ -3,27 +3,14 @@
 from tersetalk.pipeline.config import calibration_points
 
 #: phase -> (system -> its variants that run in batches, batch -> its systems): one job
-#: per task and batch (rules run_<phase>_<task>_<batch>): the headline variants of the
-#: systems that load a model of their own (schedule.headline_variants), and the
+#: per task and batch (run_batch), for the headline variants of the systems that load a
+#: model of their own (schedule.headline_variants), and the
 #: ablation-only variants (schedule.batched_variants); none with run.shard_size
 PHASES = {
     "headline": (headline_variants(config), headline_batches(config)),
     "ablations": (batched_variants(config), ablation_batches(config)),
 }
-BATCHED, BATCHES = PHASES["ablations"]
-
-
-def _any_name_but(names):
-    """A wildcard's pattern: any name but one of ``names``."""
-    if not names:
-        return "[A-Za-z0-9_-]+"
-    return "(?!(?:" + "|".join(map(re.escape, names)) + ")(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
-
-
-#: run_system's {variant}: any name but a batched one
-RUN_VARIANT = _any_name_but(sorted({v for names in BATCHED.values() for v in names}))
-#: run_system's {system}: any but those whose every run is in a batch
-RUN_SYSTEM = _any_name_but(whole_batched(config))
+BATCHES = PHASES["ablations"][1]
 
 
 def batch_variants(task, system, phase="ablations"):
@@ -35,7 +22,8 @@ def batch_variants(task, system, phase="ablations"):
 
 def batch_runs_of(task, batch, phase="ablations"):
     """(system, variant) of each run of ``batch`` on ``task``, system by system."""
-    return [(s, v) for s in PHASES[phase][1][batch] for v in batch_variants(task, s, phase)]
+    systems = PHASES[phase][1].get(batch, [])
+    return [(s, v) for s in systems for v in batch_variants(task, s, phase)]
 
 
 #: (task, batch) -> its priority. Longest first: the batches ranked by estimated seconds
@@ -61,22 +49,51 @@ BATCH_PRIORITIES = rank_priorities(
 )
 
 
-def batch_priority(task, batch, phase):
+def batch_priority(wildcards):
     """A headline batch runs with the headline jobs; an ablation batch by its rank."""
-    return HEADLINE_PRIORITY if phase == "headline" else BATCH_PRIORITIES[(task, batch)]
+    if wildcards.phase == "headline":
+        return HEADLINE_PRIORITY
+    return BATCH_PRIORITIES.get((wildcards.task, wildcards.batch), ABLATION_PRIORITY + 1)
+
+
+def batch_runtime_min(wildcards):
+    """The cluster budget of a batch: its runs one after the other."""
+    runs = batch_runs_of(wildcards.task, wildcards.batch, wildcards.phase)
+    return max(1, len(runs)) * (10 + 2 * config["n_eval"])
 
 
 def batch_outputs(task, batch, phase, model=None):
+    """The run files a batch writes, in its order (``model``: a sensitivity model's key)."""
     template = paths.for_model(paths.RUN, model)
     return [
-        template.format(task=task, system=system, variant=v, model="{model}")
+        template.format(task=task, system=system, variant=v)
         for system, v in batch_runs_of(task, batch, phase)
     ]
 
 
-def batch_input(wildcards, task, batch, phase):
+#: (task, system, variant) -> (phase, batch) of every run a batch job makes
+BATCH_OF = {
+    (task, system, variant): (phase, batch)
+    for phase, (_, batches) in PHASES.items()
+    for task in TASKS
+    for batch in batches
+    for system, variant in batch_runs_of(task, batch, phase)
+}
+
+
+def run_file_input(task, system, variant, model=None):
+    """What a job that reads the run file of (task, system, variant) depends on: the
+    manifest of the batch that writes it, else the run file itself (rule run_system)."""
+    if (task, system, variant) in BATCH_OF:
+        phase, batch = BATCH_OF[(task, system, variant)]
+        return paths.for_model(paths.RUN_BATCH, model).format(task=task, phase=phase, batch=batch)
+    return paths.for_model(paths.RUN, model).format(task=task, system=system, variant=variant)
+
+
+def batch_input(wildcards):
     """The sample, the calibration file if a batched variant takes calibrated settings,
     and what any of the variants needs built first."""
+    task, batch, phase = wildcards.task, wildcards.batch, wildcards.phase
     inputs = {"sample": paths.SAMPLE.format(task=task)}
     settings = {}
     for system, variant in batch_runs_of(task, batch, phase):
@@ -90,14 +107,14 @@ def batch_input(wildcards, task, batch, phase):
     return inputs
 
 
-def batch_runs(wildcards, output, task, batch, phase):
-    """`tersetalk run`'s arguments: a --spec-json and its --out per batched variant, in the
-    order of the rule's outputs."""
+def batch_runs(wildcards):
+    """`tersetalk run`'s arguments: a --spec-json and its --out per batched variant."""
+    task, batch, phase = wildcards.task, wildcards.batch, wildcards.phase
     specs = [
         run_spec(config, task, system, variant, _model(wildcards))
         for system, variant in batch_runs_of(task, batch, phase)
     ]
-    return runs_args(specs, output)
+    return runs_args(specs, batch_outputs(task, batch, phase, _model_key(wildcards)))
 
 
 def run_output():

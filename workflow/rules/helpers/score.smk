@@ -1,5 +1,7 @@
 # The helpers of score.smk's rules: target lists, input and param functions.
 
+from tersetalk.tasks.schedule import SCORE_GROUPS
+
 
 def reference_run(wildcards):
     """The free-form run of the same task (and model) that every run is paired with."""
@@ -12,43 +14,75 @@ def reference_run(wildcards):
 #: the summary of the headline runs (score_groups' "headline"): what rule plot draws
 HEADLINE_SUMMARY = paths.results("summary_headline.parquet")
 
-
-def headline_files(template):
-    """``template`` (SCORES or METRICS) for every headline run of every task."""
-    return [
-        path
-        for task in TASKS
-        for path in group_files(template, task, score_groups(config, task).get("headline", []))
-    ]
-
-
 #: the run every run is paired with (evaluation.reference, ``system/variant``)
 REFERENCE = config["evaluation"]["reference"]
 
-
-def score_layouts():
-    """(rule-name prefix, model) of each layout whose runs are scored: the configured
-    model's (literal paths), and the sensitivity models' ({model} wildcard) if any."""
-    return [("", None)] + ([("model_", "{model}")] if SENSITIVITY else [])
-
-
-def group_files(template, task, runs, model=None):
-    """``template`` for each ``system/variant`` of ``runs`` on ``task``; ``model``
-    "{model}" gives the sensitivity models' pattern. With no runs: the template itself
-    (a log path) in that layout."""
-    if model:
-        template = paths.for_model(template, model)
-    if not runs:
-        return template
-    return [
-        template.format(task=task, system=system, variant=variant, model=model or "")
-        for system, _, variant in (run.partition("/") for run in runs)
-    ]
+#: (task, system, variant) -> the score group (score_groups) whose job scores the run
+GROUP_OF = {
+    (task, *label.split("/", 1)): group
+    for task in TASKS
+    for group, labels in score_groups(config, task).items()
+    for label in labels
+}
 
 
-def score_triples(wildcards, input, output):
+def group_runs(task, group):
+    """(system, variant) of each run of ``task``'s score group ``group``, in its order."""
+    labels = score_groups(config, task).get(group, [])
+    return [tuple(label.split("/", 1)) for label in labels]
+
+
+def headline_triples():
+    """(task, system, variant) of every headline run of every task."""
+    return [(task, s, v) for task in TASKS for s, v in group_runs(task, "headline")]
+
+
+def headline_files(template):
+    """``template`` (SCORES or METRICS) for every headline run of every task."""
+    return [template.format(task=t, system=s, variant=v) for t, s, v in headline_triples()]
+
+
+def score_manifests(triples, model=None):
+    """The manifests of the score jobs that write the metrics and score files of the runs
+    ``triples`` ((task, system, variant); ``model``: a sensitivity model's key), each once."""
+    template = paths.for_model(paths.SCORE_GROUP, model)
+    found = {template.format(task=t, group=GROUP_OF[(t, s, v)]): None for t, s, v in triples}
+    return list(found)
+
+
+def score_input(wildcards):
+    """The sample, and each of the group's runs and the reference run: the manifest of
+    the batch that writes it, or the run file itself."""
+    model = _model_key(wildcards)
+    task = wildcards.task
+    system, _, variant = REFERENCE.partition("/")
+    needs = [run_file_input(task, system, variant, model)]
+    needs += [run_file_input(task, s, v, model) for s, v in group_runs(task, wildcards.group)]
+    return {"sample": paths.SAMPLE.format(task=task), "runs": list(dict.fromkeys(needs))}
+
+
+def score_priority(wildcards):
+    return HEADLINE_PRIORITY if wildcards.group == "headline" else ABLATION_PRIORITY
+
+
+def score_runtime_min(wildcards):
+    return 10 + len(group_runs(wildcards.task, wildcards.group))
+
+
+def score_triples(wildcards):
     """``--run R --out-records M --out S`` per run of a score job (tersetalk score)."""
-    return " ".join(
-        f"--run {shlex.quote(run)} --out-records {shlex.quote(records)} --out {shlex.quote(score)}"
-        for run, records, score in zip(input.runs, output.records, output.scores, strict=True)
-    )
+    model = _model_key(wildcards)
+    files = [paths.for_model(t, model) for t in (paths.RUN, paths.METRICS, paths.SCORES)]
+    args = []
+    for system, variant in group_runs(wildcards.task, wildcards.group):
+        run, records, score = (
+            f.format(task=wildcards.task, system=system, variant=variant) for f in files
+        )
+        args += ["--run", run, "--out-records", records, "--out", score]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def score_checks(wildcards, input):
+    """``--check-manifest`` for each batch manifest among the job's inputs."""
+    manifests = [f for f in input.runs if f.endswith(".json")]
+    return " ".join(f"--check-manifest {shlex.quote(m)}" for m in manifests)
