@@ -582,3 +582,75 @@ def test_the_uniform_total_value_counts_the_leaves_as_the_general_sum_does(value
     node = from_python(value)
     # depth with gamma 1 weighs every leaf 1 through the general, path-by-path sum
     assert total_value(node, ValueScheme()) == total_value(node, ValueScheme("depth", 1.0))
+
+
+_numbers = st.one_of(
+    st.integers(-(10**30), 10**30).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.from_regex(r"-?(0|[1-9][0-9]{0,5})(\.[0-9]{1,4})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+    st.text(alphabet="0123456789-+.eE", max_size=8),
+)
+
+
+@PROPS
+@given(_numbers)
+@example("-0")
+@example("1e999")
+def test_json_number_reads_what_json_loads_reads_and_nothing_else(text):
+    """A table cell is read with Python's int/float where it is a JSON number: the same
+    value and type as json.loads gives, and None where json.loads reads no number."""
+    from tersetalk.formats.tree import json_number
+
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        expected = None
+    if not isinstance(expected, int | float) or isinstance(expected, bool):
+        expected = None
+    got = json_number(text)
+    assert type(got) is type(expected) and (got == expected or repr(got) == repr(expected))
+
+
+def test_the_depth_is_checked_as_the_tree_is_built():
+    """100 levels of arrays are a tree; 101 are refused, as JSON text and as a value,
+    and text deeper than Python's recursion limit is refused the same way."""
+    from tersetalk.formats.tree import MAX_DEPTH, TreeDepthError, parse_json
+
+    ok = "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    assert to_python(parse_json(ok)) == json.loads(ok)
+    for text in ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
+                 '{"a":' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1),
+                 "[" * 100_000 + "]" * 100_000):  # fmt: skip
+        with pytest.raises(TreeDepthError, match="nests deeper than"):
+            parse_json(text)
+    with pytest.raises(TreeDepthError):
+        from_python(json.loads("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)))
+
+
+def test_long_texts_are_counted_beside_each_other_with_the_same_counts(monkeypatch):
+    """prefetch counts the long line lists that lines() counts whole, on threads, and
+    lines() then reads those counts: the same numbers as counting each alone."""
+    from tersetalk.core.tokens import count_tokens
+
+    rows = [f"{i},name {i},{i * 7}" for i in range(3000)]
+    tables = [["id,name,n", *rows], ["|id|name|n|", "|-|-|-|", *(f"|{r}|" for r in rows)]]
+    costs = _Costs("o200k_base")
+    costs.prefetch(tables)
+    assert len(costs.known) == 2
+    counted = []
+    monkeypatch.setattr("tersetalk.formats.solver.count_tokens",
+                        lambda t, n: counted.append(t) or count_tokens(t, n))  # fmt: skip
+    got = [costs.lines(t) for t in tables]
+    assert counted == []  # read from the prefetched counts
+    assert got == [sum(count_tokens(x + "\n", "o200k_base") for x in t) for t in tables]
+
+
+def test_the_final_text_is_counted_beside_its_read_back():
+    """The encoding's token count of a long text, counted on a thread while it is
+    decoded, is the count of its text."""
+    from tersetalk.core.tokens import count_tokens
+
+    rows = [{"id": i, "name": f"user {i}", "ok": i % 2 == 0} for i in range(2000)]
+    enc = encode(from_python(rows), "mckp", tokenizer="o200k_base")
+    assert len(enc.text) > 16_384 and enc.read_back
+    assert enc.tokens == count_tokens(enc.text, "o200k_base")

@@ -56,6 +56,7 @@ from tersetalk.formats.tree import (
     Node,
     Scalar,
     json_depth_exceeds,
+    json_number,
     records_keys,
     same_value,
     to_python,
@@ -69,7 +70,6 @@ BLOCK_FORMATS = ("kv", "list", "csv", "markdown_table", "csv_paths", "markdown_p
 #: blocks of one table with a column per key path (:mod:`tersetalk.formats.pathtable`)
 PATH_TABLES = ("csv_paths", "markdown_paths")
 
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
 _HEADER = re.compile(r"^(.*) \(([a-z_]+)\):$", re.DOTALL)
 _ITEM_HEADER = re.compile(r"^- \(([a-z_]+)\):$")
 
@@ -107,8 +107,9 @@ def parse_inline(text: str) -> Any:
         return text == "true"
     if text[:1].isalpha():  # no number or JSON starts with a letter: most bare strings
         return text
-    if _NUMBER.fullmatch(text):
-        return json.loads(text)
+    number = json_number(text)
+    if number is not None:
+        return number
     if text[:1] in ('"', "{", "["):
         if json_depth_exceeds(text):
             raise FormatDecodeError(f"mckp: inline JSON {text[:40]!r}... nests too deep")

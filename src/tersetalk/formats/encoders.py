@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from typing import Any, ClassVar
 
 import toon
@@ -32,6 +31,7 @@ from tersetalk.formats.tree import (
     Scalar,
     Table,
     is_json,
+    json_number,
     parse_markdown,
     records_keys,
     same_value,
@@ -41,9 +41,6 @@ from tersetalk.formats.tree import (
 
 class FormatDecodeError(ValueError):
     """Text that is not a valid encoding of the named format."""
-
-
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
 
 
 def format_cell(value: JSONScalar) -> str:
@@ -63,9 +60,8 @@ def parse_cell(text: str) -> JSONScalar:
         return None
     if text in ("true", "false"):
         return text == "true"
-    if _NUMBER.fullmatch(text):
-        return json.loads(text)
-    return text
+    number = json_number(text)
+    return text if number is None else number
 
 
 def cell_survives(node: Node) -> bool:

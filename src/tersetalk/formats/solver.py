@@ -47,12 +47,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
-from tersetalk.core.tokens import count_tokens, lines_join_exactly
+from tersetalk.core.tokens import (
+    ASIDE_MIN_CHARS,
+    count_tokens,
+    count_tokens_aside,
+    lines_join_exactly,
+)
 from tersetalk.formats import aliases as A
 from tersetalk.formats import hints as H
 from tersetalk.formats import pathtable as PT
@@ -250,9 +255,14 @@ class _Costs:
     depends on every subtree's cheapest option and always checks eagerly.
     """
 
-    def __init__(self, tokenizer: str, lazy: bool = True) -> None:
+    def __init__(self, tokenizer: str, lazy: bool = True,
+                 known: dict[str, int] | None = None) -> None:  # fmt: skip
         self.tokenizer = tokenizer
         self.lazy = lazy
+        #: counts of texts made elsewhere (``known``: the caller's, of this tokenizer; the
+        #: MCP proxy has counted the result it was sent, often the root's compact JSON)
+        #: and counted beside each other (:meth:`prefetch`)
+        self.known: dict[str, int] = {} if known is None else known
         self.text = lru_cache(maxsize=200_000)(self._count)
         self._blocks: dict[tuple[int, str], tuple[Node, str | None]] = {}
         self._singles: dict[tuple[int, str], tuple[Node, str | None]] = {}
@@ -267,6 +277,8 @@ class _Costs:
         #: (id(scheme), id(node), path or None) -> (node, total value)
         self._values: dict[tuple, tuple[Node, float]] = {}
         self._aliases: dict[int, tuple[Node, list[tuple[Node, list[str]]]]] = {}
+        #: id(node) -> (node, to_python(node)), for the nodes asked (:meth:`python`)
+        self._python: dict[int, tuple[Node, Any]] = {}
 
     def compact(self, node: Node) -> str:
         """``compact_json(to_python(node))``, once per node."""
@@ -288,7 +300,7 @@ class _Costs:
     def _texts(self, node: Node) -> tuple[Node, str, str]:
         hit = self._inline.get(id(node))
         if hit is None:
-            whole = compact_json(to_python(node))
+            whole = compact_json(node.value if isinstance(node, Scalar) else self.python(node))
             # inline() is compact JSON but for a string that reads back bare
             text = isinstance(node, Scalar) and isinstance(node.value, str)
             bare = inline(node) if text else whole
@@ -310,8 +322,52 @@ class _Costs:
             hit = self._values[key] = (node, v or scheme.leaf(path))
         return hit[1]
 
+    def aside(self, text: str) -> Callable[[], int]:
+        """``self.text(text)``, a long text's counted now on a thread of its own
+        (:func:`count_tokens_aside`) while the caller goes on; read by calling the result."""
+        if text in self.known or len(text) < ASIDE_MIN_CHARS:
+            return partial(self.text, text)
+        result = count_tokens_aside(text, self.tokenizer)
+
+        def counted() -> int:
+            n = self.known[text] = result()
+            return n
+
+        return counted
+
+    def python(self, node: Node) -> Any:
+        """``to_python(node)``, once per node (:meth:`seed_python` gives one made
+        elsewhere: the MCP proxy's parsed result)."""
+        hit = self._python.get(id(node))
+        if hit is None:
+            hit = self._python[id(node)] = (node, to_python(node))
+        return hit[1]
+
+    def seed_python(self, node: Node, value: Any) -> None:
+        """Take ``value`` as ``to_python(node)`` (the caller has it: no walk of the tree)."""
+        self._python[id(node)] = (node, value)
+
     def _count(self, text: str) -> int:
-        return count_tokens(text, self.tokenizer)
+        n = self.known.get(text)
+        return count_tokens(text, self.tokenizer) if n is None else n
+
+    def prefetch(self, texts: Sequence[Sequence[str]]) -> None:
+        """Count the long texts that :meth:`lines` will count whole, for each of
+        ``texts`` (line lists), beside each other: tiktoken lets go of the interpreter's
+        lock while it encodes, so a 100 KB CSV and Markdown table of the same records
+        take the time of one on two cores. The same counts, only sooner."""
+        todo = []
+        for lines in texts:
+            whole = _joined(lines)
+            if whole is not None and len(whole) >= ASIDE_MIN_CHARS and whole not in self.known:
+                todo.append(whole)
+        todo = list(dict.fromkeys(todo))
+        if len(todo) < 2:
+            return
+        pending = [(t, count_tokens_aside(t, self.tokenizer)) for t in todo[1:]]
+        self.known[todo[0]] = count_tokens(todo[0], self.tokenizer)
+        for t, result in pending:
+            self.known[t] = result()
 
     def aliased(self, node: Node) -> list[tuple[Node, list[str]]]:
         """``node`` with its string-prefix aliases applied and their hint lines, or
@@ -327,8 +383,9 @@ class _Costs:
         """Tokens of ``lines``, each with its newline, summed line by line; a block of
         many lines is counted whole where that gives the same sum (one tokenizer call
         instead of one per line: :func:`lines_join_exactly`)."""
-        if len(lines) > _JOIN_MIN_LINES and lines_join_exactly(lines):
-            return self.text("\n".join(lines) + "\n")
+        whole = _joined(lines)
+        if whole is not None:
+            return self.text(whole)
         return sum(self.text(x + "\n") for x in lines)
 
     def block(self, node: Node, fmt: str) -> str | None:
@@ -416,6 +473,14 @@ class _Costs:
         """Check every block from now on, and forget frontiers built on unchecked ones."""
         self.lazy = False
         self.lossless.clear()
+
+
+def _joined(lines: Sequence[str]) -> str | None:
+    """The one text :meth:`_Costs.lines` counts for ``lines`` (many lines that join
+    exactly: :func:`lines_join_exactly`), or None where it counts line by line."""
+    if len(lines) > _JOIN_MIN_LINES and lines_join_exactly(lines):
+        return "\n".join(lines) + "\n"
+    return None
 
 
 #: what :func:`solve` computes for a node, to share between solves of it (``cache=``)
@@ -631,12 +696,13 @@ class _Solver:
         json_ctx = self.json_only or slot[0] == "json"
         pad = INDENT * depth
         points: list[Plan] = []
-        # inline: compact JSON or the bare scalar (a JSON piece has no line of its own)
+        # inline: compact JSON or the bare scalar (a JSON piece has no line of its own); a
+        # long one (a whole payload's) counted on a thread while the blocks are rendered
         if slot[0] == "json":
-            points.append(Plan("inline", self.costs.text(self.costs.compact(node)), value))
+            inline_cost = partial(self.costs.text, self.costs.compact(node))
         else:
-            text = pad + _prefix(slot) + self.costs.inline(node, slot)
-            points.append(Plan("inline", self.costs.lines([text]), value))
+            inline_cost = self.costs.aside(pad + _prefix(slot) + self.costs.inline(node, slot)
+                                           + "\n")  # fmt: skip
         if isinstance(node, Scalar) and isinstance(node.value, str) and not self.lossless_only:
             n = len(node.value)
             if n >= TRUNCATE_MIN_CHARS:
@@ -651,6 +717,7 @@ class _Solver:
                     )
                     points.append(Plan("truncated", cost + hint, value * kept / n, kept_chars=kept))
         unlikely = self._unlikely_blocks(node, slot, depth) if not json_ctx else ()
+        blocks: list[tuple[str, list[str]]] = []  # (option, its lines)
         if not json_ctx:
             for fmt in _block_formats(node):
                 if fmt in unlikely:
@@ -665,18 +732,20 @@ class _Solver:
                     if slot[0] == "root"
                     else [pad + _header(slot, fmt), *indent_lines(body, depth + 1)]
                 )
-                points.append(Plan(fmt, self.costs.lines(lines), value))
-        singles: list[Plan] = []  # offered last, found before the composites (below)
+                blocks.append((fmt, lines))
+        n_blocks = len(blocks)
         if slot[0] == "root" and not json_ctx:
             for name in ROOT_SINGLES:
                 if name in unlikely:
                     continue
                 text = self.costs.single(node, name)
-                if text is not None:
-                    if not table_rows_ok(node, name, text, self.min_table_rows):
-                        continue
-                    singles.append(Plan(f"single:{name}", self.costs.lines(text.split("\n")),
-                                        value))  # fmt: skip
+                if text is not None and table_rows_ok(node, name, text, self.min_table_rows):
+                    blocks.append((f"single:{name}", text.split("\n")))
+        self.costs.prefetch([lines for _, lines in blocks])
+        points.insert(0, Plan("inline", inline_cost(), value))
+        points += [Plan(opt, self.costs.lines(lines), value) for opt, lines in blocks[:n_blocks]]
+        # the singles are offered last, found before the composites (below)
+        singles = [Plan(opt, self.costs.lines(lines), value) for opt, lines in blocks[n_blocks:]]
 
         # Lossless, the cheapest option is taken: a composite whose children so far
         # already cost more than an option found is left out before its last child (its
@@ -1272,11 +1341,12 @@ def _encoding(
     text = _with_prelude(render(tree, plan, costs), prelude)
     fallback = None
     read_back = False
+    counted = costs.aside(text)  # beside the read-back
     if plan.lossless:
         # fail closed on the whole text too: a body line that reads as a hint (a CSV
         # header "> [ref: x]") would make the text decode to something else
         try:
-            ok = same_value(decode(text), to_python(original))
+            ok = same_value(decode(text), costs.python(original))
         except ValueError as exc:
             ok, why = False, str(exc)
         else:
@@ -1285,7 +1355,9 @@ def _encoding(
         if not ok:
             fallback = f"the {plan.option} encoding does not read back ({why[:120]})"
             tree, plan = original, Plan("inline", 0, plan.value)
+            counted()  # (its thread ends here)
             text = render(tree, plan)
+            counted = partial(costs.text, text)
             if budget is not None and costs.text(text) > budget:
                 raise BudgetError(_too_small(budget, costs.tokenizer))
     return Encoding(
@@ -1293,7 +1365,7 @@ def _encoding(
         text=text,
         encoder=encoder,
         method=method,
-        tokens=costs.text(text),
+        tokens=counted(),
         tokenizer=costs.tokenizer,
         budget=budget,
         value_kept=plan.value,

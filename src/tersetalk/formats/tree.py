@@ -15,6 +15,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, TypeAlias
 
 from markdown_it import MarkdownIt
@@ -43,6 +44,21 @@ MAX_DEPTH = 100
 _NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[{]+|[\]}]+', re.S)
 
 
+#: a JSON number literal (RFC 8259), its fraction and exponent as groups 1 and 2
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def json_number(text: str) -> int | float | None:
+    """The number ``json.loads`` reads from ``text`` where ``text`` is exactly a JSON
+    number (an int without fraction or exponent, else a float), else None. Python's own
+    ``int``/``float`` read it as the JSON decoder does (a table's cells are read this
+    way by the thousand, and ``json.loads`` per cell was a tenth of a read-back)."""
+    m = _NUMBER.fullmatch(text)
+    if m is None:
+        return None
+    return float(text) if m.group(1) or m.group(2) else int(text)
+
+
 def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
     """True when brackets outside strings in ``text`` nest deeper than ``limit``.
 
@@ -64,23 +80,6 @@ def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def _value_depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """True when a Python JSON value nests lists/dicts deeper than ``limit`` (no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            children = v.values()
-        elif isinstance(v, list | tuple):
-            children = v
-        else:
-            continue
-        if d > limit:
-            return True
-        stack.extend((c, d + 1) for c in children)
-    return False
-
-
 def _too_deep(what: str) -> TreeDepthError:
     return TreeDepthError(
         f"{what} nests deeper than {MAX_DEPTH} levels of arrays/objects, the most the "
@@ -89,6 +88,8 @@ def _too_deep(what: str) -> TreeDepthError:
 
 
 # --- JSON nodes ------------------------------------------------------------------
+
+_first = itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class Object:
     items: tuple[tuple[str, Node], ...]
 
     def keys(self) -> tuple[str, ...]:
-        return tuple(k for k, _ in self.items)
+        return tuple(map(_first, self.items))
 
 
 @dataclass(frozen=True)
@@ -196,50 +197,62 @@ def from_python(value: Any) -> JSONNode:
     Raises TreeError for anything JSON cannot hold: NaN/infinity, non-string keys,
     tuples, sets or other objects; TreeDepthError beyond :data:`MAX_DEPTH`.
     """
-    if _value_depth_exceeds(value):
-        raise _too_deep("the value")
-    return _from_python(value)
+    return _from_python(value, 1)
 
 
-def _from_python(value: Any) -> JSONNode:
+def _from_python(value: Any, depth: int) -> JSONNode:
+    """The tree of ``value``, whose lists and objects start at nesting level ``depth``:
+    deeper than :data:`MAX_DEPTH` is refused where it is met, so the recursion here
+    never goes past it (one walk checks the depth and builds the tree)."""
     if value is None or isinstance(value, bool | int | str):
         return Scalar(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise TreeError(f"{value!r} is not a JSON number; JSON has no NaN or infinity")
         return Scalar(value)
+    if isinstance(value, dict | list) and depth > MAX_DEPTH:
+        raise _too_deep("the value")
     if isinstance(value, dict):
         for k in value:
             if not isinstance(k, str):
                 raise TreeError(f"object key {k!r} is not a string; JSON keys are strings")
-        return Object(tuple((k, _from_python(v)) for k, v in value.items()))
+        return Object(tuple((k, _from_python(v, depth + 1)) for k, v in value.items()))
     if isinstance(value, list):
-        return Array(tuple(_from_python(v) for v in value))
+        return Array(tuple(_from_python(v, depth + 1) for v in value))
     raise TreeError(f"{type(value).__name__} is not JSON data; pass what json.loads returns")
 
 
 def parse_json(text: str) -> JSONNode:
     """Parse JSON text into a tree (NaN/Infinity literals are refused).
 
-    Nesting beyond :data:`MAX_DEPTH` raises TreeDepthError before ``json.loads`` runs.
+    Nesting beyond :data:`MAX_DEPTH` raises TreeDepthError.
     """
     return parse_json_value(text)[0]
 
 
 def parse_json_value(text: str) -> tuple[JSONNode, Any]:
     """:func:`parse_json`'s tree and the value ``json.loads`` read (what ``to_python``
-    of the tree gives, without walking it again)."""
-    if text.lstrip(" \t\n\r")[:1] in ("[", "{") and json_depth_exceeds(text):
-        raise _too_deep("the JSON")
+    of the tree gives, without walking it again).
+
+    The depth is checked as the tree is built: ``json.loads`` itself stops at Python's
+    recursion limit with RecursionError (refused here as too deep), well before its C
+    stack is at risk, and anything deeper than :data:`MAX_DEPTH` but within that limit
+    is refused by the walk that builds the tree (a scan of the text first cost as much
+    as the parse and the walk together on a 100 KB payload)."""
 
     def _refuse(const: str) -> Any:
         raise TreeError(f"{const} is not JSON; the payload must be standard JSON")
 
     try:
         value = json.loads(text, parse_constant=_refuse)
-        return _from_python(value), value  # depth: checked above
+    except RecursionError:
+        raise _too_deep("the JSON") from None
     except ValueError as exc:  # JSONDecodeError, and an integer past Python's digit limit
         raise TreeError(f"not JSON: {str(exc)[:200]}") from exc
+    try:
+        return _from_python(value, 1), value
+    except TreeDepthError:
+        raise _too_deep("the JSON") from None
 
 
 def to_python(node: Node) -> Any:

@@ -464,7 +464,10 @@ class SessionPipeline:
         node = from_python(value) if node is None else node
         budget = cfg.budget_for(tool)
         meta = self._metadata(tool, arguments, value) if cfg.hints.metadata else None
-        cache = SolveCache(cfg.tokenizer)  # the lossless and the budgeted solve share it
+        # the lossless and the budgeted solve share it; it starts with the result's count
+        # (its compact JSON is often the text as sent) and the value the tree was read from
+        cache = SolveCache(cfg.tokenizer, known=tokens.known)
+        cache.seed_python(node, value)
         whole = self._encode_within(node, value, ref, meta, None, cache, tokens)
         if budget is None:
             return whole
