@@ -122,22 +122,21 @@ def parse_inline(text: str) -> Any:
 
 def inline(node: Node) -> str:
     """The one-line form of a JSON node: bare where that reads back exactly, else JSON."""
-    value = to_python(node)
     if isinstance(node, Scalar):
-        if isinstance(value, str):
-            bare = value
-            if (
-                bare
-                and bare[0] not in '"{['
-                and "\n" not in bare
-                and "\r" not in bare
-                and bare == bare.strip()
-                and same_value(parse_inline(bare), value)
-            ):
-                return bare
-            return compact_json(value)
+        value = node.value
+        if isinstance(value, str) and _reads_back_bare(value):
+            return value
         return compact_json(value)  # numbers, booleans, null: JSON is already bare
-    return compact_json(value)
+    return compact_json(to_python(node))
+
+
+def _reads_back_bare(text: str) -> bool:
+    """Whether the string ``text`` written bare reads back as itself (:func:`parse_inline`)."""
+    if not text or text[0] in '"{[' or "\n" in text or "\r" in text or text != text.strip():
+        return False
+    if text[0].isalpha():  # parse_inline's first cases: the three constants, then itself
+        return text not in ("null", "true", "false")
+    return same_value(parse_inline(text), text)
 
 
 # --- keys ------------------------------------------------------------------------
