@@ -305,7 +305,9 @@ def test_hub_rows_map_to_the_shipped_layout(monkeypatch):
     assert csqa["options"][3] == ["D", "d"] and csqa["answer"] == "D" and csqa["id"] == "x1"
     assert load_records("socialiqa", source="hub")[0]["answer"] == "B"
     he = load_records("humaneval", source="hub")[0]
-    assert humaneval.correct(he["canonical_solution"], humaneval.gold_of(he))
+    # the dataset's own solution (trusted code): the weaker box where bubblewrap is missing
+    assert humaneval.run(he["canonical_solution"], humaneval.gold_of(he),
+                         isolation=ISOLATION).passed  # fmt: skip
     assert [p for p, _ in seen] == [
         "google/boolq",
         "tau/commonsense_qa",
