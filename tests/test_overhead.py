@@ -228,6 +228,33 @@ def test_run_files_keeps_shards_not_their_merged_run():
     assert sorted(overhead.run_files(jobs)) == sorted([shard, RUN_B])
 
 
+def test_run_files_reads_the_runs_a_batch_or_sweep_wrote_from_its_manifest(
+    tmp_path, monkeypatch
+):
+    """A batch job's output is its manifest: the run files it lists are the job's."""
+    from tersetalk.core.io import write_manifest
+
+    monkeypatch.chdir(tmp_path)
+    runs = [f"{KEY}/runs/hotpotqa/tersetalk/caps_{i}.parquet" for i in range(2)]
+    points = [f"{KEY}/calibration/runs/gsm8k/tersetalk/g0{i}.parquet" for i in range(2)]
+    for f in runs + points:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_bytes(b"x")
+    batch = f"{KEY}/runs/hotpotqa/batches/ablations/tersetalk.json"
+    sweep = f"{KEY}/calibration/runs/gsm8k/sweeps/tersetalk.json"
+    write_manifest(batch, runs, "tersetalk run")
+    write_manifest(sweep, points, "tersetalk run")
+    jobs = [
+        overhead.Job("run_batch", at(1), 1, [batch], status="finished"),
+        overhead.Job("calibration_sweep", at(1), 2, [sweep], status="finished"),
+        overhead.Job("score", at(2), 3, [f"{KEY}/scores/hotpotqa/groups/ablations.json"],
+                     status="finished"),  # fmt: skip
+    ]
+    found = overhead.run_files(jobs)
+    assert sorted(found) == sorted(runs + points)
+    assert {found[r].rule for r in runs} == {"run_batch"}
+
+
 def test_record_calls_splits_made_cached_and_untimed(tmp_path):
     write_run(
         tmp_path / "a.parquet",

@@ -83,6 +83,10 @@ __all__ = [
 COLUMNS = ("metric", "rule", "value", "unit", "source")
 #: a run record written by a job: results/<key>/{runs,calibration/runs,topology/runs}/...
 _RUN_FILE = re.compile(r"(?:^|/)results/[^/]+/(?:runs|calibration/runs|topology/runs)/.+\.parquet$")
+#: a batch's or sweep's manifest (the run files it wrote: tersetalk.core.io.write_manifest)
+_RUN_MANIFEST = re.compile(
+    r"(?:^|/)results/[^/]+/(?:runs/[^/]+/batches|calibration/runs/[^/]+/sweeps)/.+\.json$"
+)
 _MERGED_RUN = re.compile(
     r"^(?P<root>(?:.*/)?results/[^/]+/runs)/(?P<rest>[^/]+/[^/]+/[^/]+)\.parquet$"
 )
@@ -115,14 +119,27 @@ def find_log(log_dir: str | Path, output: str | None = None, rule: str = RULE) -
     return logs[0]
 
 
+def _manifest_files(path: str) -> list[str]:
+    """The files a batch's or sweep's manifest lists (none where it cannot be read)."""
+    try:
+        return [str(f["path"]) for f in json.loads(Path(path).read_text("utf-8"))["files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def run_files(jobs: Iterable[Job]) -> dict[str, Job]:
-    """The run records finished ``jobs`` wrote, each with its job: a sharded run's
-    shards, not the merged file as well (its calls are the shards')."""
+    """The run records finished ``jobs`` wrote, each with its job (a batch or a sweep:
+    those its manifest lists): a sharded run's shards, not the merged file as well (its
+    calls are the shards')."""
     found: dict[str, Job] = {}
     for job in jobs:
         if job.status == "finished":
             for out in job.outputs:
-                if _RUN_FILE.search(out):
+                if _RUN_MANIFEST.search(out):
+                    for listed in _manifest_files(out):
+                        if _RUN_FILE.search(listed):
+                            found[listed] = job
+                elif _RUN_FILE.search(out):
                     found[out] = job
     merged = []
     for out in found:
@@ -519,7 +536,7 @@ def overhead_rows(
     records = record_calls(runs)
     rec_src = (
         f"run records: the calls column of the {records.files} run files written by this "
-        f"invocation's jobs (from the log's output: lines)"
+        f"invocation's jobs (the log's output: lines, and the manifests of batches and sweeps)"
     )
     if records.missing:
         rec_src += f"; unreadable: {', '.join(records.missing[:3])}"
