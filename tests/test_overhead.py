@@ -228,9 +228,7 @@ def test_run_files_keeps_shards_not_their_merged_run():
     assert sorted(overhead.run_files(jobs)) == sorted([shard, RUN_B])
 
 
-def test_run_files_reads_the_runs_a_batch_or_sweep_wrote_from_its_manifest(
-    tmp_path, monkeypatch
-):
+def test_run_files_reads_the_runs_a_batch_or_sweep_wrote_from_its_manifest(tmp_path, monkeypatch):
     """A batch job's output is its manifest: the run files it lists are the job's."""
     from tersetalk.core.io import write_manifest
 
@@ -247,8 +245,9 @@ def test_run_files_reads_the_runs_a_batch_or_sweep_wrote_from_its_manifest(
     jobs = [
         overhead.Job("run_batch", at(1), 1, [batch], status="finished"),
         overhead.Job("calibration_sweep", at(1), 2, [sweep], status="finished"),
-        overhead.Job("score", at(2), 3, [f"{KEY}/scores/hotpotqa/groups/ablations.json"],
-                     status="finished"),  # fmt: skip
+        overhead.Job(
+            "score", at(2), 3, [f"{KEY}/scores/hotpotqa/groups/ablations.json"], status="finished"
+        ),  # fmt: skip
     ]
     found = overhead.run_files(jobs)
     assert sorted(found) == sorted(runs + points)

@@ -72,12 +72,16 @@ def _candidates(value: str) -> Iterator[str]:
             yield value[:i]
 
 
-def choose(node: Node, count: Callable[[str], int]) -> dict[str, str]:
+def choose(node: Node, count: Callable[[str], int], compact: str | None = None) -> dict[str, str]:
     """``{alias: prefix}`` worth naming in this payload (empty when none saves tokens).
 
     ``count`` is the tokenizer's counter; an alias is kept only when the tokens its
-    uses save exceed the tokens of its hint line.
+    uses save exceed the tokens of its hint line. ``compact``, the payload's compact
+    JSON where the caller has it, spares the walk over its strings when it holds no
+    ``/``: every prefix ends before one (JSON text writes a string's ``/`` as it is).
     """
+    if compact is not None and "/" not in compact:
+        return {}
     values = list(strings(node))
     marker = _marker(values)
     if marker is None or not values:

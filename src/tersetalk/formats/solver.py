@@ -65,6 +65,7 @@ from tersetalk.formats.container import (
     _ITEM_HEADER,
     INDENT,
     PATH_TABLES,
+    cell_rows,
     compact_json,
     indent_lines,
     inline,
@@ -277,6 +278,8 @@ class _Costs:
         #: (id(scheme), id(node), path or None) -> (node, total value)
         self._values: dict[tuple, tuple[Node, float]] = {}
         self._aliases: dict[int, tuple[Node, list[tuple[Node, list[str]]]]] = {}
+        #: id(node) -> (node, its table rows of cells) (:meth:`_rows`)
+        self._table_rows: dict[int, tuple[Node, list[list[str]]]] = {}
         #: id(node) -> (node, to_python(node)), for the nodes asked (:meth:`python`)
         self._python: dict[int, tuple[Node, Any]] = {}
 
@@ -296,6 +299,13 @@ class _Costs:
     def _cell(self, node: Node) -> str:
         """``inline(node)``, once per node: a table's cell."""
         return self._texts(node)[2]
+
+    def _rows(self, node: Array) -> list[list[str]]:
+        """A table's rows of cells (:func:`cell_rows`), once per node for every table format."""
+        hit = self._table_rows.get(id(node))
+        if hit is None:
+            hit = self._table_rows[id(node)] = (node, cell_rows(node, self._cell))
+        return hit[1]
 
     def _texts(self, node: Node) -> tuple[Node, str, str]:
         hit = self._inline.get(id(node))
@@ -374,7 +384,7 @@ class _Costs:
         nothing where no alias saves tokens (chosen once per node)."""
         hit = self._aliases.get(id(node))
         if hit is None:
-            table = A.choose(node, self.text)
+            table = A.choose(node, self.text, self.compact(node))
             out = [(A.apply(node, table), A.hint_lines(table))] if table else []
             hit = self._aliases[id(node)] = (node, out)
         return hit[1]
@@ -402,7 +412,7 @@ class _Costs:
         hit = self._blocks.get(key)
         if hit is None:
             try:
-                body: str | None = render_block(node, fmt, self._cell)
+                body: str | None = render_block(node, fmt, self._cell, self._rows)
             except Exception:  # noqa: BLE001 - fail closed, as block_ok
                 body = None
             hit = self._blocks[key] = (node, body)
