@@ -67,6 +67,18 @@ use rule score as model_score with:
         model_path(paths.results("logs/score/{task}/{group}.log")),
 
 
+use rule score_run as model_score_run with:
+    input:
+        run=model_path(paths.RUN),
+        sample=paths.SAMPLE,
+        reference=reference_run,
+    output:
+        records=model_path(paths.METRICS),
+        scores=model_path(paths.SCORES),
+    log:
+        model_path(paths.results("logs/score/{task}/{system}/{variant}.log")),
+
+
 use rule aggregate as model_aggregate with:
     input:
         model_score_manifests,

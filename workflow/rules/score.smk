@@ -41,6 +41,32 @@ rule score:
         "--manifest {output} > {log} 2>&1"
 
 
+# One run's metrics and scores alone: what a metrics or score file named as a target needs
+# (the workflow itself scores runs in groups, above, and asks for their manifests).
+rule score_run:
+    input:
+        run=paths.RUN,
+        sample=paths.SAMPLE,
+        reference=reference_run,
+    output:
+        records=paths.METRICS,
+        scores=paths.SCORES,
+    log:
+        paths.results("logs/score/{task}/{system}/{variant}.log"),
+    priority: run_priority
+    conda:
+        ENV
+    resources:
+        mem_mb=3000,
+        runtime=11,
+    params:
+        cache_dir=config["cache_dir"],
+    shell:
+        "tersetalk score --sample {input.sample} --reference {input.reference} "
+        "--cache-dir {params.cache_dir:q} --run {input.run} --out-records {output.records} "
+        "--out {output.scores} > {log} 2>&1"
+
+
 rule aggregate:
     input:
         score_manifests(run_triples()),
