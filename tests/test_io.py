@@ -134,6 +134,9 @@ def test_a_manifest_lists_its_files_and_tells_a_missing_or_changed_one(tmp_path)
     b.unlink()
     with pytest.raises(InputFileError, match=r"b\.parquet is missing .*delete the manifest"):
         check_manifest(manifest)
+    manifest.write_text(json.dumps({"files": [{"path": "x" * 5000, "sha256": "0"}]}))
+    with pytest.raises(InputFileError, match=r"x+ is missing"):  # a name too long for a file
+        check_manifest(manifest)
     manifest.write_text("{not json")
     with pytest.raises(InputFileError, match="manifest .* is unreadable"):
         check_manifest(manifest)

@@ -400,8 +400,13 @@ def check_manifest(path: str | Path) -> list[str]:
             "it and rerun the workflow, which reruns the job that writes it"
         ) from exc
     for name, digest in listed:
-        if not Path(name).exists() or file_sha256(name) != digest:
-            what = "is missing" if not Path(name).exists() else "changed"
+        try:
+            found = Path(name).is_file()
+            same = found and file_sha256(name) == digest
+        except OSError:  # a name no file can have (too long, a NUL): not the job's file
+            found, same = False, False
+        if not same:
+            what = "is missing" if not found else "changed"
             raise InputFileError(
                 f"{name} {what} since {by} wrote it (manifest {path}); delete the manifest "
                 "and rerun the workflow to write the file again"
