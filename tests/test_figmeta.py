@@ -16,6 +16,11 @@ import pandas as pd
 import pytest
 
 from tersetalk.core import figmeta
+from tersetalk.tasks import registry
+
+# the processes that draw and caption figures (the figure commands, Snakemake's) load the
+# task registry, which names each task to readers (Task.display_name)
+registry.names()
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "workflow" / "report"
@@ -65,6 +70,11 @@ def test_save_figure_records_n_from_the_data_model_seed_and_commit(tmp_path):
     pdf = next(p for p in paths if p.suffix == ".pdf")
     raw = pdf.read_bytes().decode("latin-1")
     assert "/Subject (Built from: n per task: GSM8K 1, HotpotQA 2" in raw
+
+
+def test_a_caption_names_each_task_by_its_display_name_else_by_its_id():
+    meta = {"n": {"socialiqa": 3, "my_plugin_task": 4}}
+    assert "n per task: Social IQa 3, my_plugin_task 4" in figmeta.caption(meta)
 
 
 def test_n_per_task_from_per_example_rows_and_differing_runs():
@@ -172,6 +182,9 @@ def test_caption_template_prints_the_recorded_values_not_the_config(tmp_path):
 SNAKEFILE = """
 import sys
 from tersetalk.core import figmeta
+from tersetalk.tasks import registry
+
+registry.names()  # as the workflow's config check does: tasks are named to readers
 
 configfile: "config.yaml"
 

@@ -66,7 +66,7 @@ RUN = textwrap.dedent(
     from tersetalk.models import ScriptedClient
     from tersetalk.pipeline.runner import run
     from tersetalk.tasks.loading import load_records, sample
-    from tersetalk.tasks.registry import get, names
+    from tersetalk.tasks.registry import display_name, get, names
 
     assert "arith" in names(), names()
     cfg = load_config("config/config.yaml", sys.argv[1])  # validated: a known task now
@@ -92,6 +92,7 @@ RUN = textwrap.dedent(
         "correct": list(df["correct"]),
         "accuracy": float(m["accuracy"].iloc[0]),
         "title": get("arith").title,
+        "display": display_name("arith"),
     }))
     """
 )
@@ -131,6 +132,7 @@ def test_a_toy_task_from_one_file_runs_through_registry_config_and_a_scripted_ru
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["errors"] == 0 and out["task"] == ["arith"]
     assert out["title"] == "Arithmetic (accuracy)"
+    assert out["display"] == "Arithmetic"  # no display_name given: the title's name
     # its own extraction (the last integer) and scorer: one answer wrong on purpose
     assert out["prediction"][0] == "1000" and out["prediction"][1:] == out["gold"][1:]
     assert out["correct"] == [0.0, 1.0, 1.0, 1.0]
@@ -199,3 +201,16 @@ def test_a_broken_plug_in_is_an_error_line_naming_it_and_the_fix(toy, repo, modu
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"tersetalk: error: TERSETALK_TASKS module {module!r} ")
     assert said in proc.stderr
+
+
+def test_every_built_in_task_is_named_to_readers_by_its_own_display_name():
+    from tersetalk.core.display import task_display
+    from tersetalk.tasks.registry import display_name, get, names
+
+    expected = {"hotpotqa": "HotpotQA", "gsm8k": "GSM8K", "boolq": "BoolQ",
+                "commonsenseqa": "CommonsenseQA", "socialiqa": "Social IQa",
+                "humaneval": "HumanEval", "toolqa": "ToolQA"}  # fmt: skip
+    assert {t: get(t).display_name for t in names()} == expected
+    assert {t: display_name(t) for t in names()} == expected
+    assert task_display("socialiqa") == "Social IQa"  # the registry named it on loading
+    assert display_name("not_a_task_here") == "not_a_task_here"

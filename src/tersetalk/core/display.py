@@ -1,25 +1,26 @@
-"""How tasks are named to readers: one mapping for every figure, table caption and
-document, with no import beyond the standard library (figures, captions and the results
-document all read it)."""
+"""How tasks are named to readers: one lookup for every figure, table caption and
+document, with no import beyond the standard library.
+
+The names are each task's own :attr:`tersetalk.tasks.base.Task.display_name` ("Social
+IQa", "GSM8K"): the task registry hands them here as it registers the tasks
+(:func:`name_task`), so a figure never names a task "gsm8k" while the next says
+"GSM8K". A name nobody registered (a task of another installation, or asked before any
+task was loaded) appears by its id; code that draws asks the registry first
+(:func:`tersetalk.tasks.registry.display_name`).
+"""
 
 from __future__ import annotations
 
-__all__ = ["TASK_NAMES", "task_display"]
+__all__ = ["name_task", "task_display"]
 
-#: Every figure names a task this way (the paper's spelling), whatever the module: one
-#: mapping, so a task is never "gsm8k" in one figure and "GSM8K" in the next. A task
-#: not listed (a plug-in) appears by its id.
-TASK_NAMES = {
-    "hotpotqa": "HotpotQA",
-    "gsm8k": "GSM8K",
-    "boolq": "BoolQ",
-    "commonsenseqa": "CommonsenseQA",
-    "socialiqa": "Social IQa",
-    "humaneval": "HumanEval",
-    "toolqa": "ToolQA",
-}
+_NAMES: dict[str, str] = {}
+
+
+def name_task(task: str, display: str) -> None:
+    """Record how task ``task`` is named to readers."""
+    _NAMES[str(task)] = str(display)
 
 
 def task_display(task: str) -> str:
-    """The display name of a task id ("socialiqa" -> "Social IQa")."""
-    return TASK_NAMES.get(str(task), str(task))
+    """The display name of a task id ("socialiqa" -> "Social IQa"), else the id."""
+    return _NAMES.get(str(task), str(task))

@@ -16,18 +16,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from tersetalk.core.display import TASK_NAMES, task_display  # noqa: E402
-
 __all__ = [
     "OKABE_ITO",
-    "TASK_NAMES",
     "categorical_styles",
     "dodge",
     "note_dodged",
     "shifted",
     "save_figure",
     "system_style",
-    "task_display",
     "theme",
     "wilson_errors",
 ]

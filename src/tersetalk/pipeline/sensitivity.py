@@ -94,7 +94,8 @@ def plot_comparison(table: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     import numpy as np
     import seaborn as sns
 
-    from tersetalk.core.plotting import task_display, wilson_errors
+    from tersetalk.core.plotting import wilson_errors
+    from tersetalk.tasks.registry import display_name as task_display
 
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
     tasks = list(dict.fromkeys(table["task"]))

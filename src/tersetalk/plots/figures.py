@@ -23,10 +23,16 @@ from tersetalk.core.plotting import (  # noqa: E402
     save_figure,
     shifted,
     system_style,
-    task_display,
     theme,
     wilson_errors,
 )
+
+
+def task_display(task: str) -> str:
+    """A task's display name (:attr:`tersetalk.tasks.base.Task.display_name`), else its id."""
+    from tersetalk.tasks.registry import display_name
+
+    return display_name(task)
 
 
 def task_title(task: str) -> str:

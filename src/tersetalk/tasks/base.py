@@ -13,7 +13,8 @@ task's name. A task declares:
 - ``extract``: how the prediction is read from the Worker's reply;
 - ``correct`` / ``score`` / ``aggregate``: the official check of one prediction, the
   per-example score columns, and the run's accuracy (``metric`` names it);
-- ``title`` (figures), ``topology`` (the topology study's label), and smaller hooks
+- ``title`` (figures, with the metric), ``display_name`` (how readers are told its
+  name), ``topology`` (the topology study's label), and smaller hooks
   (see the field comments).
 """
 
@@ -249,6 +250,13 @@ class Task:
     #: the rules for facts written ``"Title: sentence"`` (:class:`TitledFacts`), which
     #: TerseTalk's brief and the token audit use; None: facts are plain sentences
     titled_facts: TitledFacts | None = None
+    #: how every figure, caption and document names the task, the paper's spelling
+    #: ("Social IQa"); empty: the title without its metric ("GSM8K (accuracy)" -> "GSM8K")
+    display_name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.display_name:
+            object.__setattr__(self, "display_name", self.title.split(" (")[0] or self.name)
 
     def scores(self, prediction: str, gold: str, options: Mapping[str, Any] | None) -> dict:
         """The per-example score columns of one prediction."""

@@ -23,6 +23,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
+from tersetalk.core import display
 from tersetalk.core.configio import UnknownNameError
 from tersetalk.tasks.base import CHAIN, DIRECT, Task
 
@@ -33,6 +34,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "ENV_VAR",
     "TaskPluginError",
+    "display_name",
     "get",
     "names",
     "preflight",
@@ -72,6 +74,7 @@ def register(task: Task) -> Task:
     if known is not None and known is not task:
         raise ValueError(f"task {task.name!r} is registered twice (two modules declare it)")
     _TASKS[task.name] = task
+    display.name_task(task.name, task.display_name)
     return task
 
 
@@ -170,6 +173,13 @@ def get(name: str) -> Task:
             f"unknown task {name!r}; known tasks: {', '.join(_TASKS)} (a task of your own is "
             f"a module declaring TASK, named in {ENV_VAR}: see README 'Adding a task')"
         ) from None
+
+
+def display_name(name: str) -> str:
+    """How readers are told task ``name`` (its :attr:`Task.display_name`); a task this
+    installation does not know (results from another one) by its id."""
+    _load()
+    return display.task_display(name)
 
 
 def topology_labels() -> dict[str, str]:
