@@ -1,7 +1,7 @@
 """An independent oracle for the HotpotQA answer metrics (test helper, not the package).
 
 Written from the definition of the official ``hotpot_evaluate_v1.py`` answer
-metrics, deliberately by a different route than :mod:`tersetalk.tasks.scoring`,
+metrics, deliberately by a different route than :mod:`tersetalk.tasks.hotpotqa`'s scorer,
 so that a test comparing the two can catch a slip in either:
 
 * normalise: lowercase, delete every character of ``string.punctuation``, turn each

@@ -19,9 +19,9 @@ import pytest
 from tersetalk.agents.roles import build_brief
 from tersetalk.tasks.base import CHAIN, DIRECT
 from tersetalk.tasks.boolq import split_sentences as passage_sentences
+from tersetalk.tasks.gsm8k import gsm8k_gold
 from tersetalk.tasks.hotpotqa import hotpot_facts
 from tersetalk.tasks.registry import topology_labels
-from tersetalk.tasks.scoring import gsm8k_gold
 
 HELDOUT = Path(__file__).resolve().parents[1] / "data" / "topology" / "heldout"
 TASKS = ("boolq", "commonsenseqa", "socialiqa", "hotpotqa", "gsm8k", "humaneval")

@@ -285,7 +285,7 @@ def test_merging_side_files_and_seeding_tiktoken_leave_another_writers_temp_alon
 
 # -- 6. a memory pointer is not a number ---------------------------------------------------
 def test_gsm8k_scorer_does_not_read_a_memory_pointer_as_a_number():
-    from tersetalk.tasks.scoring import extract_number, gsm8k_correct
+    from tersetalk.tasks.gsm8k import extract_number, gsm8k_correct
 
     assert extract_number("The answer is M#1") is None
     assert not gsm8k_correct("The answer is M#1", "#### 1")

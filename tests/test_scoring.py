@@ -1,4 +1,5 @@
-"""Tests for tersetalk.tasks.scoring (HotpotQA official metrics, GSM8K numbers)."""
+"""The official scorers of HotpotQA (EM/F1 of ``hotpot_evaluate_v1.py``) and GSM8K
+(the number after ``#### ``), each in its task's module."""
 
 from __future__ import annotations
 
@@ -12,16 +13,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tersetalk.tasks.scoring import (
-    ScoringError,
-    extract_number,
-    gsm8k_correct,
-    gsm8k_gold,
-    hotpot_aggregate,
-    hotpot_em,
-    hotpot_f1,
-    normalize_answer,
-)
+from tersetalk.tasks.base import ScoringError
+from tersetalk.tasks.gsm8k import extract_number, gsm8k_correct, gsm8k_gold
+from tersetalk.tasks.hotpotqa import hotpot_aggregate, hotpot_em, hotpot_f1, normalize_answer
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

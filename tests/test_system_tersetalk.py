@@ -509,8 +509,7 @@ _RESIDUE_TEXT = st.lists(
 def test_stripping_residue_keeps_the_normalised_text_the_checks_read(text):
     # gold-reaches-Worker and facts-reaching-Worker compare normalised text: stripping
     # must remove nothing a reader of it could see, nor glue two words together
-    from tersetalk.tasks.hotpotqa import strip_residue
-    from tersetalk.tasks.scoring import normalize_answer
+    from tersetalk.tasks.hotpotqa import normalize_answer, strip_residue
 
     assert normalize_answer(strip_residue(text)) == normalize_answer(text)
 

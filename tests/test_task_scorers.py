@@ -11,10 +11,9 @@ import pytest
 
 from tersetalk.agents.roles import build_brief
 from tersetalk.tasks import boolq, humaneval, multiple_choice, registry
-from tersetalk.tasks.base import CHAIN, DIRECT
+from tersetalk.tasks.base import CHAIN, DIRECT, ScoringError
 from tersetalk.tasks.humaneval.sandbox import bubblewrap_status
 from tersetalk.tasks.loading import load_records, sample
-from tersetalk.tasks.scoring import ScoringError
 
 NEW_TASKS = ("boolq", "commonsenseqa", "socialiqa", "humaneval")
 

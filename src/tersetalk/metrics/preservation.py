@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tersetalk.core.io import message_list
 from tersetalk.models.embedding import minilm_path
+from tersetalk.tasks.hotpotqa import normalize_answer
 from tersetalk.tasks.registry import get as get_task
-from tersetalk.tasks.scoring import normalize_answer
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,10 @@ DIRECT = "direct"
 CHAIN = "chain"
 
 
+class ScoringError(ValueError):
+    """A gold answer or a scoring input that cannot be interpreted."""
+
+
 class TaskUnavailableError(RuntimeError):
     """A task's own machinery cannot run on this machine (HumanEval's code sandbox, say):
     the run stops before its first example, as for a config error, and the message says

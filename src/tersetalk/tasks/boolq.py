@@ -92,7 +92,7 @@ def yes_no(text: str) -> str | None:
 def correct(prediction: str, gold: str) -> bool:
     """Whether the prediction's yes/no equals the gold ``"yes"``/``"no"``."""
     if gold not in ("yes", "no"):
-        from tersetalk.tasks.scoring import ScoringError
+        from tersetalk.tasks.base import ScoringError
 
         raise ScoringError(f"BoolQ gold must be 'yes' or 'no', got {gold!r}")
     return yes_no(prediction or "") == gold

@@ -6,9 +6,14 @@ Record layout: the official file's ``id``, ``question``, ``answer``, ``type``,
 supporting sentences (config ``hotpotqa.facts: supporting``, the default) or every
 context paragraph (``context``).
 
-Scoring is the official ``hotpot_evaluate_v1.py`` answer part
-(:mod:`tersetalk.tasks.scoring`): EM is the run's accuracy, F1, precision and recall
-are reported beside it, every average over every gold question.
+Scoring is the official ``hotpot_evaluate_v1.py`` answer part, written here so our
+numbers compare with published ones: normalisation is
+``white_space_fix(remove_articles(remove_punc(lower(s))))``; F1 is the token overlap
+(multiset intersection) after normalisation, except that when either normalised side is
+``yes``, ``no`` or ``noanswer`` and the two differ, precision, recall and F1 are all 0;
+EM is equality after normalisation; every average divides by the number of *gold*
+questions, so a question without a prediction adds 0. EM is the run's accuracy, F1,
+precision and recall are reported beside it.
 
 The rest of this module is the "Title: sentence" rules TerseTalk's brief applies
 (``fact_titles``, ``title_names``, ``residue``) and the token audit measures: when a
@@ -21,11 +26,114 @@ import html
 import re
 import string
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from tersetalk.tasks.base import CHAIN, Brief, DatasetFile, Metric, Task, TitledFacts
-from tersetalk.tasks.scoring import hotpot_aggregate, hotpot_em, hotpot_f1
+from tersetalk.tasks.base import (
+    CHAIN,
+    Brief,
+    DatasetFile,
+    Metric,
+    ScoringError,
+    Task,
+    TitledFacts,
+)
+
+# --- the official answer scoring -------------------------------------------------
+
+# ASCII punctuation only, as in the official script (it uses string.punctuation).
+_PUNCTUATION = frozenset(string.punctuation)
+# \b is Unicode-aware on str patterns, matching the official regex exactly.
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+# Answers for which partial credit makes no sense: the official script zeroes
+# F1 whenever one side is one of these and the two sides are not identical.
+_SPECIAL_ANSWERS = frozenset({"yes", "no", "noanswer"})
+
+
+def normalize_answer(s: str) -> str:
+    """Normalise an answer the official HotpotQA way.
+
+    Steps, in this order: lowercase, drop ASCII punctuation, replace the
+    whole words ``a``/``an``/``the`` by a space, collapse whitespace.  The
+    order matters: punctuation goes first, so ``"the-end"`` becomes
+    ``"theend"`` and keeps no article, and articles are matched on word
+    boundaries, so ``"theory"`` is untouched.
+    """
+    text = s.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def hotpot_f1(prediction: str, gold: str) -> tuple[float, float, float]:
+    """Return ``(f1, precision, recall)`` of token overlap, official rules.
+
+    A yes/no/noanswer mismatch scores 0 on all three, so a model cannot earn
+    partial credit on a binary question.  No shared tokens (which includes
+    an empty prediction or gold) also scores 0; note that this makes two
+    empty answers score F1 0 even though their EM is 1, as in the official
+    script.
+    """
+    norm_pred = normalize_answer(prediction)
+    norm_gold = normalize_answer(gold)
+
+    if norm_pred != norm_gold and (norm_pred in _SPECIAL_ANSWERS or norm_gold in _SPECIAL_ANSWERS):
+        return 0.0, 0.0, 0.0
+
+    pred_tokens = norm_pred.split()
+    gold_tokens = norm_gold.split()
+    overlap = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if overlap == 0:
+        return 0.0, 0.0, 0.0
+
+    precision = overlap / len(pred_tokens)
+    recall = overlap / len(gold_tokens)
+    f1 = 2 * precision * recall / (precision + recall)
+    return f1, precision, recall
+
+
+def hotpot_em(prediction: str, gold: str) -> float:
+    """Return 1.0 when the normalised answers are identical, else 0.0."""
+    return 1.0 if normalize_answer(prediction) == normalize_answer(gold) else 0.0
+
+
+def hotpot_aggregate(predictions: Mapping[str, str], golds: Mapping[str, str]) -> dict[str, float]:
+    """Average EM, F1, precision and recall over every gold question.
+
+    The denominator is ``len(golds)``: a question with no prediction adds 0,
+    so dropping hard questions cannot raise the score (official behaviour).
+    Predictions for ids not in ``golds`` are ignored.  Returns keys ``em``,
+    ``f1``, ``precision``, ``recall`` and ``n`` (the number of gold questions).
+
+    Raises ScoringError when ``golds`` is empty, since an average over no
+    questions is undefined and usually means an upstream bug.
+    """
+    n = len(golds)
+    if n == 0:
+        raise ScoringError("hotpot_aggregate needs at least one gold answer")
+
+    em_sum = f1_sum = precision_sum = recall_sum = 0.0
+    for qid, gold in golds.items():
+        if qid not in predictions:
+            continue
+        prediction = predictions[qid]
+        em_sum += hotpot_em(prediction, gold)
+        f1, precision, recall = hotpot_f1(prediction, gold)
+        f1_sum += f1
+        precision_sum += precision
+        recall_sum += recall
+
+    return {
+        "em": em_sum / n,
+        "f1": f1_sum / n,
+        "precision": precision_sum / n,
+        "recall": recall_sum / n,
+        "n": n,
+    }
+
+
+# --- the task ------------------------------------------------------------------------
 
 GOAL = "Answer the question with a short span taken from the facts."
 WORKER_SYSTEM = (
@@ -202,7 +310,7 @@ def strip_residue(text: str) -> str:
     ``McLean ( ) is``, ``Roger Joseph Ebert ( ; June 18, 1942 ...`` or ``Mendoza (    ;
     born ...``. Those characters say nothing. Only spaces and punctuation go, and an
     empty aside between two words leaves a space, so the text a reader (or
-    :func:`tersetalk.tasks.scoring.normalize_answer`) takes from it is the same.
+    :func:`normalize_answer`) takes from it is the same.
     """
 
     def empty(match: re.Match) -> str:

@@ -85,7 +85,7 @@ def gold_of(record: dict) -> str:
 
 def parse_gold(gold: str) -> tuple[str, dict[str, str]]:
     """``(label, {label: text})`` from a sample's gold; a bare label has no options."""
-    from tersetalk.tasks.scoring import ScoringError
+    from tersetalk.tasks.base import ScoringError
 
     text = gold.strip()
     if len(text) == 1 and text.isupper():

@@ -92,7 +92,7 @@ def gold_of(record: dict) -> str:
 
 
 def parse_gold(gold: str) -> dict[str, str]:
-    from tersetalk.tasks.scoring import ScoringError
+    from tersetalk.tasks.base import ScoringError
 
     try:
         obj = json.loads(gold)
