@@ -1,5 +1,6 @@
 """Real Snakemake: lint, dry runs, a wrong config, and a one-example run on the real model."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,19 @@ def test_rules_are_snakefmt_formatted(repo):
         cwd=repo, capture_output=True, text=True,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_rules_take_every_path_from_tersetalk_paths(repo):
+    """Path templates are written once, in tersetalk.core.paths: a rule file that quotes a
+    results/ or figures/ path keeps a second copy that can drift from it."""
+    quoted = re.compile(r"""["'](?:results|figures)/""")
+    found = [
+        f"{smk.relative_to(repo)}:{n}: {line.strip()}"
+        for smk in [repo / "Snakefile", *sorted(repo.glob("workflow/rules/**/*.smk"))]
+        for n, line in enumerate(smk.read_text().splitlines(), 1)
+        if quoted.search(line.split("#", 1)[0])
+    ]
+    assert not found, found
 
 
 @pytest.mark.parametrize("cfg", ["config/config.yaml", "config/paper.yaml"])

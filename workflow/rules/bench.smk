@@ -19,9 +19,9 @@ rule bench_corpus:
     input:
         runs=bench_corpus_inputs(),
     output:
-        "results/bench/corpus.parquet",
+        paths_module.BENCH_CORPUS,
     log:
-        "results/logs/bench/corpus.log",
+        paths_module.shared_log("bench/corpus.log"),
     conda:
         ENV
     resources:
@@ -33,12 +33,12 @@ rule bench_corpus:
 
 rule bench_run:
     input:
-        "results/bench/corpus.parquet",
+        paths_module.BENCH_CORPUS,
     output:
-        parquet="results/bench/{mb}.parquet",
-        csv="results/bench/{mb}.csv",
+        parquet=paths_module.BENCH_RESULT,
+        csv=paths_module.BENCH_TABLE,
     log:
-        "results/logs/bench/{mb}.log",
+        paths_module.shared_log("bench/{mb}.log"),
     wildcard_constraints:
         mb="mb[123]",
     conda:
@@ -58,10 +58,10 @@ rule bench_run:
 
 rule bench_mb4:
     output:
-        parquet="results/bench/mb4.parquet",
-        csv="results/bench/mb4.csv",
+        parquet=paths_module.BENCH_RESULT.format(mb="mb4"),
+        csv=paths_module.BENCH_TABLE.format(mb="mb4"),
     log:
-        "results/logs/bench/mb4.log",
+        paths_module.shared_log("bench/mb4.log"),
     conda:
         ENV
     # alone on every core, as bench_run
@@ -78,19 +78,19 @@ rule bench_mb4:
 
 rule bench_plot:
     input:
-        mb1="results/bench/mb1.parquet",
-        mb2="results/bench/mb2.parquet",
-        mb3="results/bench/mb3.parquet",
-        mb4="results/bench/mb4.parquet",
+        mb1=paths_module.BENCH_RESULT.format(mb="mb1"),
+        mb2=paths_module.BENCH_RESULT.format(mb="mb2"),
+        mb3=paths_module.BENCH_RESULT.format(mb="mb3"),
+        mb4=paths_module.BENCH_RESULT.format(mb="mb4"),
     output:
-        pdf="figures/bench.pdf",
+        pdf=paths_module.BENCH_PDF,
         png=report(
-            "figures/bench.png",
+            paths_module.BENCH_PNG,
             caption="../report/bench.rst",
             category="Microbenchmarks",
         ),
     log:
-        "results/logs/bench/plot.log",
+        paths_module.shared_log("bench/plot.log"),
     conda:
         ENV
     resources:
@@ -115,9 +115,9 @@ rule bench_events:
     input:
         sample=paths.SAMPLE.format(task=EVENTS_BENCH_TASK),
     output:
-        "results/bench/events.parquet",
+        paths_module.BENCH_EVENTS,
     log:
-        "results/logs/bench/events.log",
+        paths_module.shared_log("bench/events.log"),
     conda:
         ENV
     threads: os.cpu_count() or 1
@@ -141,12 +141,12 @@ rule bench_events:
 # bench.driver.in_flight level, beside the plain OpenAI SDK making as many calls.
 rule bench_driver:
     output:
-        parquet="results/bench/driver.parquet",
-        csv="results/bench/driver.csv",
-        png="figures/bench_driver.png",
-        pdf="figures/bench_driver.pdf",
+        parquet=paths_module.BENCH_DRIVER,
+        csv=paths_module.BENCH_DRIVER_TABLE,
+        png=paths_module.BENCH_DRIVER_PNG,
+        pdf=paths_module.BENCH_DRIVER_PDF,
     log:
-        "results/logs/bench/driver.log",
+        paths_module.shared_log("bench/driver.log"),
     conda:
         ENV
     # alone on every core: the client's CPU per call is what is measured
@@ -166,6 +166,6 @@ rule bench_driver:
 
 rule bench:
     input:
-        expand("results/bench/{mb}.parquet", mb=BENCHMARKS),
-        "figures/bench.pdf",
-        "figures/bench.png",
+        expand(paths_module.BENCH_RESULT, mb=BENCHMARKS),
+        paths_module.BENCH_PDF,
+        paths_module.BENCH_PNG,

@@ -11,9 +11,9 @@
 
 rule prepare_compressor:
     output:
-        directory("results/models/smollm2-hf"),
+        directory(paths_module.COMPRESSOR_DIR),
     log:
-        "results/logs/prepare_compressor.log",
+        paths_module.shared_log("prepare_compressor.log"),
     priority: HEADLINE_PRIORITY
     conda:
         ENV

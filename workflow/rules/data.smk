@@ -11,7 +11,7 @@ rule sample:
         eval=paths.SAMPLE,
         calibration=paths.CALIBRATION_SAMPLE,
     log:
-        "results/logs/sample/{task}.log",
+        paths_module.shared_log("sample/{task}.log"),
     priority: HEADLINE_PRIORITY
     conda:
         ENV

@@ -46,35 +46,35 @@ include: "helpers/mcp.smk"
 
 rule mcp:
     input:
-        "results/mcp/summary.csv",
-        "figures/mcp.pdf",
-        "figures/mcp.png",
-        "results/mcp/mb5.parquet",
-        "results/mcp/tuned_summary.csv",
-        "figures/mcp_tuned.pdf",
-        "figures/mcp_tuned.png",
+        paths_module.MCP_SUMMARY,
+        paths_module.MCP_PDF,
+        paths_module.MCP_PNG,
+        paths_module.MCP_BENCH,
+        paths_module.MCP_TUNED_SUMMARY,
+        paths_module.MCP_TUNED_PDF,
+        paths_module.MCP_TUNED_PNG,
 
 
 # the Node servers alone (the name of their target before `mcp` took them in)
 rule mcp_npm:
     input:
-        expand("results/mcp/{server}.parquet", server=MCP_NPM_SERVERS),
+        expand(paths_module.MCP_RUN, server=MCP_NPM_SERVERS),
 
 
 rule mcp_tuned:
     input:
-        "results/mcp/tuned_summary.csv",
-        "figures/mcp_tuned.pdf",
-        "figures/mcp_tuned.png",
+        paths_module.MCP_TUNED_SUMMARY,
+        paths_module.MCP_TUNED_PDF,
+        paths_module.MCP_TUNED_PNG,
 
 
 rule mcp_env:
     input:
         mcp_requirements,
     output:
-        "results/mcp/envs/{server}.json",
+        paths_module.MCP_ENV,
     log:
-        "results/logs/mcp/env_{server}.log",
+        paths_module.shared_log("mcp/env_{server}.log"),
     wildcard_constraints:
         server=MCP_SERVER_PATTERN,
     conda:
@@ -83,7 +83,7 @@ rule mcp_env:
         mem_mb=1000,
         runtime=20,
     params:
-        dest=lambda wildcards: os.path.join(MCP_ENV_DIR, wildcards.server),
+        dest=lambda wildcards: os.path.join(paths_module.MCP_ENV_DIR, wildcards.server),
         requirements=lambda wildcards, input: f"--requirements {input}" if input else "",
     shell:
         "tersetalk mcp-experiment env --server {wildcards.server} {params.requirements} "
@@ -95,9 +95,9 @@ rule mcp_database:
         hotpotqa=MCP_HOTPOTQA,
         toolresponses=MCP_TOOLRESPONSES,
     output:
-        "results/mcp/data/questions.sqlite",
+        paths_module.MCP_DATABASE,
     log:
-        "results/logs/mcp/database.log",
+        paths_module.shared_log("mcp/database.log"),
     conda:
         ENV
     resources:
@@ -112,9 +112,9 @@ rule mcp_database:
 
 rule mcp_repository:
     output:
-        directory("results/mcp/data/repo"),
+        directory(paths_module.MCP_REPOSITORY),
     log:
-        "results/logs/mcp/repository.log",
+        paths_module.shared_log("mcp/repository.log"),
     conda:
         ENV
     resources:
@@ -127,9 +127,9 @@ rule mcp_repository:
 # the tuned experiment's git server serves this one: a coding agent's project
 rule mcp_project_repository:
     output:
-        directory("results/mcp/data/project_repo"),
+        directory(paths_module.MCP_PROJECT_REPOSITORY),
     log:
-        "results/logs/mcp/project_repository.log",
+        paths_module.shared_log("mcp/project_repository.log"),
     conda:
         ENV
     resources:
@@ -142,9 +142,9 @@ rule mcp_project_repository:
 # the tuned experiment's memory server reads (a copy of) this graph
 rule mcp_memory_graph:
     output:
-        "results/mcp/data/memory_graph.jsonl",
+        paths_module.MCP_MEMORY_GRAPH,
     log:
-        "results/logs/mcp/memory_graph.log",
+        paths_module.shared_log("mcp/memory_graph.log"),
     conda:
         ENV
     resources:
@@ -156,12 +156,12 @@ rule mcp_memory_graph:
 
 rule mcp_run:
     input:
-        env="results/mcp/envs/{server}.json",
+        env=paths_module.MCP_ENV,
         target=mcp_target,
     output:
-        "results/mcp/{server}.parquet",
+        paths_module.MCP_RUN,
     log:
-        "results/logs/mcp/run_{server}.log",
+        paths_module.shared_log("mcp/run_{server}.log"),
     wildcard_constraints:
         server=MCP_SERVER_PATTERN,
     conda:
@@ -182,17 +182,17 @@ rule mcp_run:
 
 rule mcp_report:
     input:
-        expand("results/mcp/{server}.parquet", server=config["mcp"]["servers"]),
+        expand(paths_module.MCP_RUN, server=config["mcp"]["servers"]),
     output:
-        csv="results/mcp/summary.csv",
-        pdf="figures/mcp.pdf",
+        csv=paths_module.MCP_SUMMARY,
+        pdf=paths_module.MCP_PDF,
         png=report(
-            "figures/mcp.png",
+            paths_module.MCP_PNG,
             caption="../report/mcp.rst",
             category="MCP proxy",
         ),
     log:
-        "results/logs/mcp/report.log",
+        paths_module.shared_log("mcp/report.log"),
     conda:
         ENV
     resources:
@@ -208,10 +208,10 @@ rule mcp_report:
 
 rule mcp_bench:
     output:
-        parquet="results/mcp/mb5.parquet",
-        csv="results/mcp/mb5.csv",
+        parquet=paths_module.MCP_BENCH,
+        csv=paths_module.MCP_BENCH_TABLE,
     log:
-        "results/logs/mcp/mb5.log",
+        paths_module.shared_log("mcp/mb5.log"),
     conda:
         ENV
     # alone on every core, as bench_run
@@ -230,13 +230,13 @@ rule mcp_bench:
 
 rule mcp_tuned_train:
     input:
-        env="results/mcp/envs/{server}.json",
+        env=paths_module.MCP_ENV,
         target=mcp_tuned_target,
     output:
-        parquet="results/mcp/tuned/{server}/train.parquet",
-        telemetry=directory("results/mcp/tuned/{server}/telemetry"),
+        parquet=mcp_tuned_file("train.parquet"),
+        telemetry=directory(mcp_tuned_file("telemetry")),
     log:
-        "results/logs/mcp/tuned_train_{server}.log",
+        paths_module.shared_log("mcp/tuned_train_{server}.log"),
     wildcard_constraints:
         server="|".join(MCP_TUNED_SERVERS),
     conda:
@@ -257,12 +257,12 @@ rule mcp_tuned_train:
 
 rule mcp_tuned_analyze:
     input:
-        "results/mcp/tuned/{server}/telemetry",
+        mcp_tuned_file("telemetry"),
     output:
-        tuned="results/mcp/tuned/{server}/tuned.yaml",
-        evidence="results/mcp/tuned/{server}/evidence.csv",
+        tuned=mcp_tuned_file("tuned.yaml"),
+        evidence=mcp_tuned_file("evidence.csv"),
     log:
-        "results/logs/mcp/tuned_analyze_{server}.log",
+        paths_module.shared_log("mcp/tuned_analyze_{server}.log"),
     wildcard_constraints:
         server="|".join(MCP_TUNED_SERVERS),
     conda:
@@ -277,14 +277,14 @@ rule mcp_tuned_analyze:
 
 rule mcp_tuned_eval:
     input:
-        env="results/mcp/envs/{server}.json",
+        env=paths_module.MCP_ENV,
         target=mcp_tuned_target,
-        tuned="results/mcp/tuned/{server}/tuned.yaml",
-        evidence="results/mcp/tuned/{server}/evidence.csv",
+        tuned=mcp_tuned_file("tuned.yaml"),
+        evidence=mcp_tuned_file("evidence.csv"),
     output:
-        "results/mcp/tuned/{server}/eval.parquet",
+        mcp_tuned_file("eval.parquet"),
     log:
-        "results/logs/mcp/tuned_eval_{server}.log",
+        paths_module.shared_log("mcp/tuned_eval_{server}.log"),
     wildcard_constraints:
         server="|".join(MCP_TUNED_SERVERS),
     conda:
@@ -306,21 +306,21 @@ rule mcp_tuned_eval:
 rule mcp_tuned_report:
     input:
         expand(
-            "results/mcp/tuned/{server}/{split}.parquet",
+            mcp_tuned_file("{split}.parquet"),
             server=mcp_tuned_servers(),
             split=["train", "eval"],
         ),
     output:
-        parquet="results/mcp/tuned.parquet",
-        csv="results/mcp/tuned_summary.csv",
-        pdf="figures/mcp_tuned.pdf",
+        parquet=paths_module.MCP_TUNED_RUNS,
+        csv=paths_module.MCP_TUNED_SUMMARY,
+        pdf=paths_module.MCP_TUNED_PDF,
         png=report(
-            "figures/mcp_tuned.png",
+            paths_module.MCP_TUNED_PNG,
             caption="../report/mcp_tuned.rst",
             category="MCP proxy",
         ),
     log:
-        "results/logs/mcp/tuned_report.log",
+        paths_module.shared_log("mcp/tuned_report.log"),
     conda:
         ENV
     resources:

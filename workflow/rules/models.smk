@@ -99,14 +99,14 @@ rule model_sensitivity:
         unpack(compared_summaries),
     output:
         png=report(
-            COMPARE_PNG,
+            paths_module.COMPARE_PNG,
             caption="../report/model_sensitivity.rst",
             category="Model sensitivity",
         ),
-        pdf=COMPARE_PDF,
-        table=COMPARE_TABLE,
+        pdf=paths_module.COMPARE_PDF,
+        table=paths_module.COMPARE_TABLE,
     log:
-        "results/logs/compare_models.log",
+        paths_module.shared_log("compare_models.log"),
     conda:
         ENV
     resources:
@@ -131,4 +131,4 @@ rule sensitivity:
 
 rule compare:
     input:
-        COMPARE_TABLE,
+        paths_module.COMPARE_TABLE,

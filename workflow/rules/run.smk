@@ -72,7 +72,7 @@ rule shard_sample:
     output:
         paths.SAMPLE_SHARD,
     log:
-        "results/logs/sample/shards/{task}/{shard}.log",
+        paths_module.shared_log("sample/shards/{task}/{shard}.log"),
     priority: HEADLINE_PRIORITY
     conda:
         ENV

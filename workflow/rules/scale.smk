@@ -13,11 +13,11 @@ rule bench_concurrency:
     input:
         sample=paths.SAMPLE.format(task=SCALE_BENCH_TASK),
     output:
-        csv="results/bench/concurrency.csv",
-        runs="results/bench/concurrency_runs.csv",
-        png="results/bench/concurrency.png",
+        csv=paths_module.BENCH_CONCURRENCY,
+        runs=paths_module.BENCH_CONCURRENCY_RUNS,
+        png=paths_module.BENCH_CONCURRENCY_PNG,
     log:
-        "results/logs/bench/concurrency.log",
+        paths_module.shared_log("bench/concurrency.log"),
     conda:
         ENV
     # alone on every core: the servers are the work being measured

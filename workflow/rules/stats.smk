@@ -95,7 +95,9 @@ rule targets:
         ),
     shell:
         "tersetalk targets {params.records} --summary {input.summary} --stats {input.stats} "
-        "--config-json {params.config:q} --bench-dir results/bench --formats-dir {params.formats} "
+        "--config-json {params.config:q} --bench-dir "
+        + paths_module.BENCH_DIR
+        + " --formats-dir {params.formats} "
         "--topology-dir {params.topology} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
 
 

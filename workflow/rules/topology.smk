@@ -55,7 +55,7 @@ rule topology_sample:
         sample=paths.TOPOLOGY_SAMPLE,
         calibration=paths.TOPOLOGY_CALIBRATION,
     log:
-        "results/logs/topology/sample/{task}.log",
+        paths_module.shared_log("topology/sample/{task}.log"),
     wildcard_constraints:
         task="|".join(topology_labels()),
     conda:

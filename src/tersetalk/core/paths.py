@@ -45,6 +45,72 @@ TOPOLOGY_CALIBRATION = "results/samples/topology/{task}.calibration.parquet"
 #: the router's held-out briefs, in each task's record format (shipped, never trained on)
 TOPOLOGY_HELDOUT = "data/topology/heldout/{task}.jsonl"
 
+# ---- shared: logs of the jobs that write shared files (a model's own: results/<key>/logs/)
+LOGS = "results/logs/"
+
+
+def shared_log(rel: str) -> str:
+    """``results/logs/<rel>``: the log of a job that writes shared files
+    (``shared_log("bench/{mb}.log")``)."""
+    return f"{LOGS}{rel}"
+
+
+# ---- shared: the compressor and the cross-model comparison (compressor.smk, models.smk) -
+#: the LLMLingua compressor, an HF-format copy of the embedded model
+COMPRESSOR_DIR = "results/models/smollm2-hf"
+COMPARE_TABLE = "results/compare/models.csv"
+COMPARE_PNG = "figures/compare/models.png"
+COMPARE_PDF = "figures/compare/models.pdf"
+
+# ---- shared: microbenchmarks (bench.smk, scale.smk; the targets table reads them) ------
+BENCH_DIR = "results/bench"
+#: the texts MB-1 to MB-3 measure on
+BENCH_CORPUS = "results/bench/corpus.parquet"
+#: one microbenchmark's rows and its table ({mb}: mb1 to mb4)
+BENCH_RESULT = "results/bench/{mb}.parquet"
+BENCH_TABLE = "results/bench/{mb}.csv"
+BENCH_PNG = "figures/bench.png"
+BENCH_PDF = "figures/bench.pdf"
+#: the dashboard's progress events, timed on and off
+BENCH_EVENTS = "results/bench/events.parquet"
+#: the driver's own cost per model call (its table is read by `tersetalk plan`)
+BENCH_DRIVER = "results/bench/driver.parquet"
+BENCH_DRIVER_TABLE = "results/bench/driver.csv"
+BENCH_DRIVER_PNG = "figures/bench_driver.png"
+BENCH_DRIVER_PDF = "figures/bench_driver.pdf"
+#: examples per second at several concurrency levels: the table, every run, the figure
+BENCH_CONCURRENCY = "results/bench/concurrency.csv"
+BENCH_CONCURRENCY_RUNS = "results/bench/concurrency_runs.csv"
+BENCH_CONCURRENCY_PNG = "results/bench/concurrency.png"
+
+# ---- shared: the MCP study (mcp.smk) --------------------------------------------------
+#: a server's launch description, and the folder of the servers' installs (each beside its
+#: JSON, rebuilt only when its requirements file changes; the tests keep their own under
+#: $TERSETALK_MCP_ENVS)
+MCP_ENV = "results/mcp/envs/{server}.json"
+MCP_ENV_DIR = "results/mcp/envs"
+#: what the servers serve: the database (sqlite), the repository (git, and filesystem's
+#: copy), and the tuned experiment's project repository (git) and graph (memory)
+MCP_DATABASE = "results/mcp/data/questions.sqlite"
+MCP_REPOSITORY = "results/mcp/data/repo"
+MCP_PROJECT_REPOSITORY = "results/mcp/data/project_repo"
+MCP_MEMORY_GRAPH = "results/mcp/data/memory_graph.jsonl"
+#: one server's sessions, direct and through the proxy; every server's summary
+MCP_RUN = "results/mcp/{server}.parquet"
+MCP_SUMMARY = "results/mcp/summary.csv"
+MCP_PNG = "figures/mcp.png"
+MCP_PDF = "figures/mcp.pdf"
+#: MB-5: the proxy's session pipeline
+MCP_BENCH = "results/mcp/mb5.parquet"
+MCP_BENCH_TABLE = "results/mcp/mb5.csv"
+#: the tuned-vs-default experiment: one server's folder (train.parquet, telemetry/,
+#: tuned.yaml, evidence.csv, eval.parquet), then every server's rows and their summary
+MCP_TUNED_DIR = "results/mcp/tuned/{server}"
+MCP_TUNED_RUNS = "results/mcp/tuned.parquet"
+MCP_TUNED_SUMMARY = "results/mcp/tuned_summary.csv"
+MCP_TUNED_PNG = "figures/mcp_tuned.png"
+MCP_TUNED_PDF = "figures/mcp_tuned.pdf"
+
 # ---- one model's files, relative to results/<model key>/ ------------------------------
 MODEL_TEMPLATES = {
     # runs, their metrics and scores (run.smk, score.smk)

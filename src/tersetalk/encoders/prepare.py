@@ -41,12 +41,13 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from tersetalk.core.paths import COMPRESSOR_DIR
 from tersetalk.encoders.errors import CompressorUnavailableError
 
 log = logging.getLogger(__name__)
 
 #: where the workflow keeps the prepared compressor (relative to the repository root)
-DEFAULT_COMPRESSOR_DIR = "results/models/smollm2-hf"
+DEFAULT_COMPRESSOR_DIR = COMPRESSOR_DIR
 MANIFEST = "tersetalk-compressor.json"
 #: bump when the preparation itself changes, so old folders are rebuilt
 PREPARE_VERSION = 1

@@ -62,6 +62,7 @@ from pathlib import Path
 
 from tersetalk.core.cliargs import add_config_option
 from tersetalk.core.io import InputFileError
+from tersetalk.core.paths import BENCH_DRIVER_TABLE
 
 __all__ = [
     "PARAMS",
@@ -105,7 +106,7 @@ STATED_DRIVER_CPU_MS = 8.0
 #: model on vLLM with 64 requests in flight)
 STATED_SERVER_CALLS_PER_S = 30.0
 #: where the driver benchmark writes its table (the workflow's bench_driver rule)
-DRIVER_BENCH_TABLE = Path("results/bench/driver.csv")
+DRIVER_BENCH_TABLE = Path(BENCH_DRIVER_TABLE)
 
 #: the GPU server's defaults: assumptions, not measurements (state yours with the flags)
 GPU_PROMPT_TPS = 2000.0

@@ -1,8 +1,5 @@
 # The helpers of mcp.smk's rules: paths, input and param functions.
 
-#: the servers' venvs, beside their JSON; each is rebuilt only when its requirements
-#: file changes (the tests build their own under $TERSETALK_MCP_ENVS)
-MCP_ENV_DIR = "results/mcp/envs"
 MCP_HOTPOTQA = os.path.join(config["data"]["dir"], "hotpotqa", "hotpot_dev_distractor.jsonl.gz")
 MCP_TOOLRESPONSES = os.path.join(config["formats"]["data_dir"], "json.jsonl")
 
@@ -26,9 +23,9 @@ def mcp_target(wildcards):
     """What the server serves: the database file, the repository (git, and a copy of it
     for filesystem), or nothing (memory keeps a graph file of each arm's own)."""
     if wildcards.server == "sqlite":
-        return ["results/mcp/data/questions.sqlite"]
+        return [paths_module.MCP_DATABASE]
     if wildcards.server in ("git", "filesystem"):
-        return ["results/mcp/data/repo"]
+        return [paths_module.MCP_REPOSITORY]
     return []
 
 
@@ -37,10 +34,15 @@ def mcp_tuned_target(wildcards):
     repository (a package with a few dozen commits: a coding agent's history to read),
     for memory a knowledge graph about that project (each arm writes to its own copy)."""
     if wildcards.server == "git":
-        return ["results/mcp/data/project_repo"]
+        return [paths_module.MCP_PROJECT_REPOSITORY]
     if wildcards.server == "memory":
-        return ["results/mcp/data/memory_graph.jsonl"]
+        return [paths_module.MCP_MEMORY_GRAPH]
     return mcp_target(wildcards)
+
+
+def mcp_tuned_file(name):
+    """A file of one server's tuned experiment (the {server} wildcard's folder)."""
+    return f"{paths_module.MCP_TUNED_DIR}/{name}"
 
 
 def mcp_tuned_servers():

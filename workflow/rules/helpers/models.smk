@@ -1,10 +1,5 @@
 # The helpers of models.smk's rules: target lists, input and param functions.
 
-#: the comparison of every model with results (shared by the models: not under one's key)
-COMPARE_PNG = "figures/compare/models.png"
-COMPARE_PDF = "figures/compare/models.pdf"
-COMPARE_TABLE = "results/compare/models.csv"
-
 
 def model_path(path):
     """A path of the configured model (results/<key>/...) as the {model} wildcard's."""
@@ -15,7 +10,7 @@ def sensitivity_targets():
     """The model comparison (figure and table) when sensitivity.models lists models."""
     if not SENSITIVITY:
         return []
-    return [COMPARE_PNG, COMPARE_PDF, COMPARE_TABLE]
+    return [paths_module.COMPARE_PNG, paths_module.COMPARE_PDF, paths_module.COMPARE_TABLE]
 
 
 def model_score_targets(wildcards):

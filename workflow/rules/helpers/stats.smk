@@ -7,7 +7,6 @@ from tersetalk.tasks.schedule import planned_runs
 def stats_targets():
     return [paths.results(f"stats/noninferiority.{ext}") for ext in ("parquet", "csv", "tex")]
 
-
 # The targets table also reads the bench and topology studies' results when they are
 # there (results/bench/mb*.csv, results/<key>/topology/; tersetalk.stats.targets:
 # bench_rows, topology_rows; it says "not run" otherwise). They are not declared inputs:

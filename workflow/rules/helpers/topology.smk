@@ -56,6 +56,5 @@ def topology_heldout_files(wildcards=None):
         paths.TOPOLOGY_HELDOUT_SIGNALS.format(task=task, system=system)
         for task in study["tasks"]
         for system in enabled_systems(study)
-        if runs_on(study, system, task)
-        and os.path.exists(paths.TOPOLOGY_HELDOUT.format(task=task))
+        if runs_on(study, system, task) and os.path.exists(paths.TOPOLOGY_HELDOUT.format(task=task))
     ]

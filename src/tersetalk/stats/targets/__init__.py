@@ -38,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 
+from tersetalk.core.paths import BENCH_DIR
 from tersetalk.stats.latex import to_latex
 
 from . import bench, formats, mediator, msp, protocol, topology
@@ -121,7 +122,7 @@ def build_targets(
     metrics: Iterable[pd.DataFrame],
     stats_table: pd.DataFrame | None,
     config: Mapping[str, Any],
-    bench_dir: str | Path = "results/bench",
+    bench_dir: str | Path = BENCH_DIR,
     formats_dir: str | Path = "results/formats",
     topology_dir: str | Path = "results/topology",
 ) -> pd.DataFrame:
@@ -207,7 +208,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     from tersetalk.core.cliargs import add_renamed_option
 
     add_renamed_option(t, "--config", "--config-json")
-    t.add_argument("--bench-dir", default="results/bench")
+    t.add_argument("--bench-dir", default=BENCH_DIR)
     t.add_argument("--formats-dir", default="results/formats")
     t.add_argument("--topology-dir", default="results/topology")
     t.add_argument("--csv", required=True, help="output CSV")
