@@ -167,6 +167,16 @@ def test_missing_run_file_is_a_clear_error(tmp_path, capsys):
     assert code == 2 and "nope.parquet" in capsys.readouterr().err
 
 
+def test_present_runs_are_read_where_they_exist_and_the_rest_are_left_out(outputs, tmp_path):
+    # the workflow names every run of its config; those not written yet are no error
+    run = outputs["corpus"].parent / "run.parquet"
+    corpus = tmp_path / "c.parquet"
+    assert main(["bench", "corpus", "--present-runs", str(tmp_path / "not_yet.parquet"), str(run),
+                 "--sizes", "1", "--per-size", "2", "--out", str(corpus)]) == 0  # fmt: skip
+    meta = json.loads(pq.read_schema(corpus).metadata[b"tersetalk"])
+    assert meta["runs"] == [str(run)] and meta["n_real"] == 2
+
+
 def test_measure_interleaves_and_counts_repeats():
     calls = []
     timings = measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},

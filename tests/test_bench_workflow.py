@@ -1,7 +1,7 @@
 """The `bench` target of the real Snakefile, under real Snakemake on a copy of the workflow.
 
 The copy is taken as is (nothing patched in), so losing the Snakefile's
-``include: "workflow/rules/bench.smk"`` or its helpers' ``bench_corpus_inputs`` fails
+``include: "workflow/rules/bench.smk"`` or its helpers' ``bench_corpus_runs`` fails
 here, and the fast check below fails even where the integration tests are skipped.
 """
 
@@ -27,7 +27,7 @@ def test_the_real_snakefile_includes_the_bench_rules(repo):
     assert re.search(r"^rule bench:", rules, re.MULTILINE)
     assert 'include: "helpers/bench.smk"' in rules
     helpers = (repo / "workflow" / "rules" / "helpers" / "bench.smk").read_text()
-    assert "def bench_corpus_inputs" in helpers
+    assert "def bench_corpus_runs" in helpers
 
 
 def test_bench_include_pattern_is_not_fooled_by_a_comment():

@@ -28,16 +28,21 @@ def _cmd_corpus(args: argparse.Namespace) -> None:
 
     from .corpus import build_corpus
 
+    runs = list(args.runs)
+    if args.present_runs:  # the workflow's run files: those written so far
+        runs += [p for p in args.present_runs if Path(p).is_file()]
+        log.info("%d of the %d run files of --present-runs are present", len(runs) - len(args.runs),
+                 len(args.present_runs))  # fmt: skip
     for path in args.runs:
         if not Path(path).is_file():
             raise FileNotFoundError(f"run file {path} does not exist")
-    df, summary = build_corpus(args.runs, sizes=args.sizes, per_size=args.per_size,
+    df, summary = build_corpus(runs, sizes=args.sizes, per_size=args.per_size,
                                max_real=args.max_real, seed=args.seed)  # fmt: skip
     write_parquet_atomic(df, args.out, summary)
     real = summary["real"]
-    if args.runs:
+    if runs:
         log.info("real messages from %d run files: %d sent, %d without typed fields, %d "
-                 "duplicates, %d ambiguous as prose (left out), %d kept", len(args.runs),
+                 "duplicates, %d ambiguous as prose (left out), %d kept", len(runs),
                  real.get("messages", 0), real.get("untyped", 0), real.get("duplicates", 0),
                  real.get("ambiguous", 0), real.get("kept", 0))  # fmt: skip
     # a corpus without real messages, and messages left out, are warned about by build_corpus
@@ -254,6 +259,10 @@ def _add_corpus_parser(sub) -> None:
     c.add_argument("--runs", nargs="*", default=[],
                    help="run Parquet files from `tersetalk run` (their messages column); none: "
                    "synthetic only")  # fmt: skip
+    c.add_argument("--present-runs", nargs="*", default=[], metavar="RUN",
+                   help="run Parquet files to read if they exist when the corpus is built (the "
+                   "workflow names every run of its config here: the benchmarks never force a "
+                   "model run); the corpus's metadata lists those read")  # fmt: skip
     c.add_argument("--sizes", type=_ints, default=DEFAULT_SIZES,
                    help=f"typed items per synthetic message (default: "
                    f"{','.join(map(str, DEFAULT_SIZES))})")  # fmt: skip
