@@ -25,7 +25,7 @@ import pytest  # noqa: E402
 import tersetalk.core.plotting as plotting  # noqa: E402
 import tersetalk.formats.plot as formats_plot  # noqa: E402
 import tersetalk.plots.figures as F  # noqa: E402
-import tersetalk.plots.topology as topology_plot  # noqa: E402
+import tersetalk.topology.plots as topology_plot  # noqa: E402
 from tersetalk.core.figcheck import (  # noqa: E402
     FigureLayoutError,
     _tick_labels,
@@ -343,7 +343,7 @@ def test_formats_figures(caught, tmp_path):
 def test_topology_figures(caught, tmp_path):
     from test_topology_report import study
 
-    from tersetalk.metrics.topology_cli import report
+    from tersetalk.topology.cli import report
 
     runs = []
     for (system, variant), g in study(n=3).groupby(["system", "variant"]):

@@ -302,8 +302,23 @@ FLOOR_RULES = [
               "the agents run what a system hands them; the registry stands above them"),
     FloorRule("analysis imports no engine, systems or pipeline", ("metrics", "plots"),
               ("agents", "systems", "pipeline"),
-              "metrics and figures read what the runs recorded, not the code that ran "
-              "(the router's rule, which they replay, is tersetalk.core.routing)"),
+              "metrics and figures read what the runs recorded, not the code that ran"),
+    FloorRule("the topology study imports no engine, systems or pipeline", ("topology",),
+              ("agents", "systems", "pipeline"),
+              "the engine runs the router (tersetalk.agents.topology.Routed), so the study "
+              "stands below it; what writes briefs through a routed system is a pipeline "
+              "step (tersetalk.pipeline.topology_signals and its commands)"),
+    FloorRule("the router imports none of the study's analysis or commands",
+              ("topology.router", "topology.signals", "topology.rule"),
+              ("topology.metrics", "topology.fit", "topology.heldout", "topology.plots",
+               "topology.cli", "topology.fit_cli"),
+              "every run imports the router; the tables, fits and figures are not its to carry"),
+    FloorRule("the topology study's analysis replays the rule, not the router",
+              ("topology.metrics", "topology.fit", "topology.heldout", "topology.plots"),
+              ("topology.router", "topology.signals", "topology.cli", "topology.fit_cli",
+               "agents", "systems", "pipeline"),
+              "metrics, fits and figures read what the runs and signals files recorded and "
+              "apply tersetalk.topology.rule to it again, not the code that read the briefs"),
 ]  # fmt: skip
 
 

@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tersetalk.agents.brief_content import prose_parts, typed_parts
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.planner import (
     MAX_REPLY_CHARS,
@@ -24,7 +23,6 @@ from tersetalk.agents.planner import (
     prose_plan,
 )
 from tersetalk.agents.roles import Brief
-from tersetalk.agents.router import prose_signals, typed_lines, typed_signals
 from tersetalk.models import GenerationConfig, ModelCallError, ScriptedClient
 from tersetalk.protocol import (
     DeltaLine,
@@ -35,6 +33,8 @@ from tersetalk.protocol import (
     parse_strict,
     serialize,
 )
+from tersetalk.topology.router import prose_signals, typed_lines, typed_signals
+from tersetalk.topology.signals import prose_parts, typed_parts
 
 GEN = GenerationConfig(max_tokens=64)
 REF_MENTIONS = re.compile(r"(?<![A-Za-z0-9_])M#[1-9][0-9]*(?![0-9])")
@@ -364,7 +364,7 @@ def test_the_prose_plan_goes_before_the_question_line():
 
 
 def test_settings_are_a_fragment_a_codec_inherits():
-    from tersetalk.agents.router import RouteSettings
+    from tersetalk.topology.router import RouteSettings
 
     class Combined(RouteSettings, PlannerSettings):
         pass

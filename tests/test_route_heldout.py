@@ -16,14 +16,14 @@ import pandas as pd
 import pytest
 from router_support import scripted
 
-from tersetalk.agents.router import DEFAULT_THETA, DEFAULT_WEIGHTS, SIGNALS
 from tersetalk.core.io import InputFileError
-from tersetalk.metrics import topology_heldout as th
 from tersetalk.models import ScriptedClient
 from tersetalk.pipeline.config import run_spec, validate_config
 from tersetalk.pipeline.runner import run
 from tersetalk.pipeline.topology_signals import read_records
 from tersetalk.tasks.loading import load_records, sample
+from tersetalk.topology import heldout as th
+from tersetalk.topology.router import DEFAULT_THETA, DEFAULT_WEIGHTS, SIGNALS
 
 REPO = Path(__file__).resolve().parents[1]
 

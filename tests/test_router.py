@@ -17,14 +17,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from router_support import scripted
 
-from tersetalk.agents.brief_content import (
-    MAX_PROGRAM_WORK,
-    prose_parts,
-    quantities,
-    question_hops,
-    typed_parts,
-)
-from tersetalk.agents.router import (
+from tersetalk.core.io import message_list
+from tersetalk.models import ScriptedClient
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
+from tersetalk.protocol import TAGS
+from tersetalk.systems import system
+from tersetalk.tasks.loading import load_records, sample
+from tersetalk.tasks.registry import topology_labels
+from tersetalk.topology.router import (
     DEFAULT_WEIGHTS,
     SIGNALS,
     RouteSettings,
@@ -38,14 +39,13 @@ from tersetalk.agents.router import (
     typed_lines,
     typed_signals,
 )
-from tersetalk.core.io import message_list
-from tersetalk.models import ScriptedClient
-from tersetalk.pipeline.config import run_spec, validate_config
-from tersetalk.pipeline.runner import run
-from tersetalk.protocol import TAGS
-from tersetalk.systems import system
-from tersetalk.tasks.loading import load_records, sample
-from tersetalk.tasks.registry import topology_labels
+from tersetalk.topology.signals import (
+    MAX_PROGRAM_WORK,
+    prose_parts,
+    quantities,
+    question_hops,
+    typed_parts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -521,8 +521,8 @@ def hostile_router_files(folder: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize("name", ["laughs", "deep"])
 def test_every_reader_of_a_router_file_refuses_a_hostile_one_naming_it(tmp_path, name):
-    from tersetalk.metrics.topology_cli import fitted_router
-    from tersetalk.metrics.topology_fit import RouterFileError, read_router_yaml
+    from tersetalk.topology.cli import fitted_router
+    from tersetalk.topology.fit import RouterFileError, read_router_yaml
 
     path, said = hostile_router_files(tmp_path)[name]
     start = f"router file {path}: "
@@ -568,6 +568,6 @@ def test_a_hostile_question_is_read_in_bounded_time(question):
     matched without ambiguous whitespace (double spaces once made a pattern backtrack
     for minutes). The bound is on the work, so the test counts nothing slow: it would
     hang, not fail, without it."""
-    from tersetalk.agents.brief_content import MAX_QUESTION_CHARS
+    from tersetalk.topology.signals import MAX_QUESTION_CHARS
 
     assert question_hops(question) == question_hops(question[:MAX_QUESTION_CHARS])

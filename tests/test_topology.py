@@ -20,11 +20,16 @@ from tersetalk.agents.codecs.prose import ProseCodec
 from tersetalk.agents.codecs.tersetalk import TerseTalkCodec
 from tersetalk.agents.context import RunContext
 from tersetalk.agents.engine import converse
-from tersetalk.agents.router import Routed
-from tersetalk.agents.topology import CHAIN, STAR
+from tersetalk.agents.topology import CHAIN, STAR, Routed
 from tersetalk.core.io import message_list
 from tersetalk.core.records import deterministic_columns
-from tersetalk.metrics.topology import (
+from tersetalk.models import GenerationConfig, ScriptedClient
+from tersetalk.pipeline.config import run_spec, validate_config
+from tersetalk.pipeline.runner import run
+from tersetalk.systems import system
+from tersetalk.systems.topology import ProseRouteSettings, TerseTalkRouteSettings
+from tersetalk.tasks.loading import load_records, read_sample, sample
+from tersetalk.topology.metrics import (
     best_fixed,
     compare_to_fixed,
     efficiency_score,
@@ -36,12 +41,6 @@ from tersetalk.metrics.topology import (
     theta_sweep,
     token_reduction,
 )
-from tersetalk.models import GenerationConfig, ScriptedClient
-from tersetalk.pipeline.config import run_spec, validate_config
-from tersetalk.pipeline.runner import run
-from tersetalk.systems import system
-from tersetalk.systems.topology import ProseRouteSettings, TerseTalkRouteSettings
-from tersetalk.tasks.loading import load_records, read_sample, sample
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -354,7 +353,7 @@ def test_leave_one_task_out_chooses_theta_without_the_held_out_task():
 
 
 def test_report_writes_the_tables_and_figures(base_config, tmp_path, samples):
-    from tersetalk.metrics.topology_cli import main
+    from tersetalk.topology.cli import main
 
     variants = {p: {"policy": p} for p in ("star", "chain", "adaptive")}
     paths = []

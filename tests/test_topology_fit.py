@@ -22,9 +22,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from router_support import scripted
 
-from tersetalk.agents.router import DEFAULT_WEIGHTS, SIGNALS, decide, load_fitted
 from tersetalk.core.io import message_list
-from tersetalk.metrics.topology_fit import (
+from tersetalk.models import ScriptedClient
+from tersetalk.pipeline.config import run_spec, topology_config
+from tersetalk.pipeline.runner import run
+from tersetalk.pipeline.topology_signals import LazyClient, brief_signals
+from tersetalk.tasks.humaneval.sandbox import bubblewrap_status
+from tersetalk.tasks.loading import load_records, sample
+from tersetalk.topology.fit import (
     FittedRouter,
     RouterFileError,
     fit_frame,
@@ -33,12 +38,7 @@ from tersetalk.metrics.topology_fit import (
     read_router_yaml,
     write_router_yaml,
 )
-from tersetalk.models import ScriptedClient
-from tersetalk.pipeline.config import run_spec, topology_config
-from tersetalk.pipeline.runner import run
-from tersetalk.pipeline.topology_signals import LazyClient, brief_signals
-from tersetalk.tasks.humaneval.sandbox import bubblewrap_status
-from tersetalk.tasks.loading import load_records, sample
+from tersetalk.topology.router import DEFAULT_WEIGHTS, SIGNALS, decide, load_fitted
 
 REPO = Path(__file__).resolve().parents[1]
 DIRECT = ("boolq", "commonsenseqa", "socialiqa")

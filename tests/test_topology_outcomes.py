@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tersetalk.agents.router import SIGNALS
 from tersetalk.core.intervals import wilson
-from tersetalk.metrics.topology import (
+from tersetalk.stats.cluster import cluster_bootstrap
+from tersetalk.topology.metrics import (
     SIX_POLICIES,
     compare_to_fixed,
     fixed_comparison,
@@ -30,7 +30,7 @@ from tersetalk.metrics.topology import (
     protocol_advantage,
     six_policies,
 )
-from tersetalk.stats.cluster import cluster_bootstrap
+from tersetalk.topology.router import SIGNALS
 
 TT, FF = "topology_tersetalk", "topology_freeform"
 SIGNALS_JSON = json.dumps(dict.fromkeys(SIGNALS, 1), sort_keys=True)
@@ -265,7 +265,7 @@ def test_protocol_advantage_of_the_fitted_routers_by_outcomes():
 
 
 def write_study(tmp_path, df, name="t"):
-    from tersetalk.metrics.topology_cli import report
+    from tersetalk.topology.cli import report
 
     runs = []
     for (system, variant), g in df.groupby(["system", "variant"]):

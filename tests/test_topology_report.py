@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tersetalk.agents.router import SIGNALS
 from tersetalk.core.intervals import wilson
-from tersetalk.metrics.topology import (
+from tersetalk.topology.cli import main, report
+from tersetalk.topology.metrics import (
     ablation_table,
     compare_to_fixed,
     loto_summary,
@@ -25,8 +25,8 @@ from tersetalk.metrics.topology import (
     paired_to_fixed,
     policy_table,
 )
-from tersetalk.metrics.topology_cli import main, report
-from tersetalk.plots.topology import ablations_figure, task_name
+from tersetalk.topology.plots import ablations_figure, task_name
+from tersetalk.topology.router import SIGNALS
 
 TT, FF = "topology_tersetalk", "topology_freeform"
 TASKS = {"boolq": "star", "socialiqa": "star", "gsm8k": "chain", "hotpotqa": "chain"}

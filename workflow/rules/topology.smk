@@ -23,7 +23,7 @@ TOPOLOGY_TABLES = [
         "outcome_oracle",
     )
 ]
-# the router on briefs it never trained on (tersetalk.metrics.topology_heldout)
+# the router on briefs it never trained on (tersetalk.topology.heldout)
 TOPOLOGY_HELDOUT_TABLES = [
     paths.results(f"topology/{name}")
     for name in ("heldout.csv", "heldout_loto.csv", "heldout_lofo.csv", "heldout.json")

@@ -45,15 +45,17 @@ PLUGIN_COMMANDS: dict[str, dict[str, str]] = {
     "tersetalk.stats.targets": {
         "targets": "the TerseTalk design's targets: measured, met / not met / inconclusive",
     },
-    "tersetalk.metrics.topology_cli": {
+    "tersetalk.topology.cli": {
         "topology": "the topology study's tables and figures from routed runs",
     },
-    "tersetalk.pipeline.topology_fit_cli": {
+    "tersetalk.pipeline.topology_signals_cli": {
         "topology-signals": "the router's signals of a sample's briefs (no Worker runs)",
+        "route": "the router's signals and decision for each record of a file (offline)",
+    },
+    "tersetalk.topology.fit_cli": {
         "topology-fit": "fit the router's weights and θ on briefs' signals (logistic regression)",
         "topology-selection": "selection accuracy of briefs' signals, by the variant's rule and "
         "the fitted one",
-        "route": "the router's signals and decision for each record of a file (offline)",
         "topology-heldout": "the router on held-out briefs, leave-one-task-out and "
         "leave-one-format-out",
     },

@@ -235,7 +235,7 @@ def _check_systems(systems: dict, key: str) -> None:
 def _check_topology(config: dict) -> None:
     """The topology study's systems: registered, valid, and routed (their topology is the
     router's), each running on at least one of the study's tasks."""
-    from tersetalk.agents.router import Routed
+    from tersetalk.agents.topology import Routed
     from tersetalk.systems import system as registered_system
     from tersetalk.tasks.registry import topology_labels
 

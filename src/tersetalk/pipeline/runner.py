@@ -66,7 +66,6 @@ from typing import Any, NoReturn
 import pandas as pd
 from tqdm import tqdm
 
-from tersetalk.agents.router import RouterFileError
 from tersetalk.core.events import open_publisher, publishing
 from tersetalk.core.inflight import InFlight
 from tersetalk.core.io import (
@@ -101,6 +100,7 @@ from tersetalk.systems import RunContext, system
 from tersetalk.tasks.base import TaskHostFault, TaskUnavailableError
 from tersetalk.tasks.loading import read_sample
 from tersetalk.tasks.registry import preflight
+from tersetalk.topology.router import RouterFileError
 
 log = logging.getLogger(__name__)
 

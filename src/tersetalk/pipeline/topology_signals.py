@@ -5,7 +5,7 @@ fitted router learns from briefs alone: for each example of a sample, the brief 
 and written exactly as a run of the routed system writes it (the task's brief hook, the
 variant's brief layout, the system's own codec with the variant's settings, ``write(
 "brief", "M", "W", ...)``), and its signals are counted by the system's own
-:meth:`tersetalk.agents.router.Routed.signals` (typed lines for TerseTalk, prose for
+:meth:`tersetalk.agents.topology.Routed.signals` (typed lines for TerseTalk, prose for
 free-form). One row per example: task, example id, the brief as sent, the route its
 task's label asks for, the six signals (each a column, and ``route_signals`` as a run
 records them), what the variant's rule decides, and the brief's size on the wire.
@@ -29,7 +29,7 @@ import pandas as pd
 from tersetalk.agents.context import RunContext
 from tersetalk.agents.conversation import Conversation
 from tersetalk.agents.roles import build_brief, lay_out
-from tersetalk.agents.router import SIGNALS, Routed, RouteSettings, decide
+from tersetalk.agents.topology import Routed
 from tersetalk.core.tokens import count_tokens
 from tersetalk.models import ModelClient, ModelEnvironmentError, caused_by, is_transient
 from tersetalk.pipeline.config import ConfigError
@@ -41,6 +41,7 @@ from tersetalk.pipeline.runner import (
 )
 from tersetalk.systems import system
 from tersetalk.tasks.loading import read_sample
+from tersetalk.topology.router import SIGNALS, RouteSettings, decide
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ def brief_signals(
     that cannot be written is an error row (signals missing, ``error`` set); a model
     server that is down stops.
     """
-    from tersetalk.metrics.topology import label_of
+    from tersetalk.topology.metrics import label_of
 
     registered = system(spec["system"])
     topology = registered.topology

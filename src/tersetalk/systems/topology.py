@@ -4,7 +4,8 @@ Each runs one example on the star (Manager -> Worker -> Critic, one revise round
 the chain (Manager -> Worker1 -> Worker2 -> Critic -> Manager -> Worker1, one
 verify/fix loop), as its variant's routing ``policy`` says: ``star`` or ``chain``
 (fixed), ``random`` (seeded 50/50), ``oracle`` (the task's label) or ``adaptive`` (the
-router's rule, :mod:`tersetalk.agents.router`). ``topology_freeform`` speaks plain
+router's rule, :mod:`tersetalk.topology.router`, run by the engine's
+:class:`~tersetalk.agents.topology.Routed`). ``topology_freeform`` speaks plain
 language and its router reads the brief as prose; ``topology_tersetalk`` speaks
 TerseTalk-JSONL (every ``tersetalk`` setting applies) and its router reads the typed
 lines. The six policies of the study are the five fixed/random/oracle/adaptive ones on
@@ -43,11 +44,12 @@ from tersetalk.agents.planner import (
     plan_lines,
     prose_plan,
 )
-from tersetalk.agents.roles import Brief, Participant
-from tersetalk.agents.router import Routed, RouteSettings
+from tersetalk.agents.roles import Brief, BriefLayoutSettings, Participant
+from tersetalk.agents.topology import Routed
 from tersetalk.encoders.prepare import prepared_compressor_inputs
 from tersetalk.protocol import LineBase, serialize
 from tersetalk.systems import Axis, register
+from tersetalk.topology.router import RouteSettings
 
 __all__ = [
     "ProseRouteSettings",
@@ -57,7 +59,7 @@ __all__ = [
 ]
 
 
-class ProseRouteSettings(RouteSettings, PlannerSettings):
+class ProseRouteSettings(RouteSettings, BriefLayoutSettings, PlannerSettings):
     """``topology_freeform``'s variant settings: the routing knobs, the brief's layout and
     the planning Manager (no codec knobs: free-form has none)."""
 
@@ -71,8 +73,11 @@ class ProseRouteSettings(RouteSettings, PlannerSettings):
         return self
 
 
-class TerseTalkRouteSettings(TerseTalkSettings, RouteSettings, PlannerSettings):
-    """``topology_tersetalk``'s variant settings: TerseTalk's knobs and the routing ones.
+class TerseTalkRouteSettings(
+    TerseTalkSettings, RouteSettings, BriefLayoutSettings, PlannerSettings
+):
+    """``topology_tersetalk``'s variant settings: TerseTalk's knobs, the routing ones, the
+    brief's layout and the planning Manager.
 
     One difference from ``tersetalk``'s defaults: ``fact_lines: each``. The router counts
     facts by their ``f`` lines, and merged lines would send a paragraph of facts as one.

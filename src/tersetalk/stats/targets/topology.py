@@ -1,6 +1,6 @@
 """The topology study's targets (TerseTalk design, section 16), from ``results/topology/``.
 
-What ``tersetalk topology`` writes (:mod:`tersetalk.metrics.topology_cli`) is read here,
+What ``tersetalk topology`` writes (:mod:`tersetalk.topology.cli`) is read here,
 with the table's rules (:mod:`tersetalk.stats.targets`). Every met / not met is decided
 on an interval, which the row carries (``ci_low`` / ``ci_high``):
 

@@ -60,7 +60,7 @@ free-form's fitted router, as the difference and ratio of their outcome-oracle a
 
 Undefined ratios (a zero denominator) are NaN, or infinity for a positive numerator over
 zero, never a silent 0. The θ sweep and leave-one-task-out replay
-:func:`tersetalk.core.routing.decide` on the recorded signals, so they need no model
+:func:`tersetalk.topology.rule.decide` on the recorded signals, so they need no model
 call (:func:`theta_sweep`, :func:`leave_one_task_out`). The ablations (a signal dropped
 from the score, scrambled tags) are rows of the policy table set beside the full router
 (:func:`ablation_table`).
@@ -76,11 +76,11 @@ import numpy as np
 import pandas as pd
 
 from tersetalk.core.intervals import wilson
-from tersetalk.core.routing import TOPOLOGY_OF_LABEL, decide
 from tersetalk.stats.bootstrap import paired_bootstrap
 from tersetalk.stats.cluster import cluster_t_interval
 from tersetalk.stats.noninferiority import noninferiority
 from tersetalk.tasks.registry import topology_labels
+from tersetalk.topology.rule import TOPOLOGY_OF_LABEL, decide
 
 __all__ = [
     "FIXED",

@@ -15,7 +15,7 @@ Reads the run Parquet files of the routed systems (``topology_freeform``,
   topologies: the best fixed one only on a significant exact McNemar test (else ``none
   (tie: p = ...)``), against each fixed run the token reduction, quality preservation
   and, paired on the same examples, the token reduction's bootstrap interval and the
-  quality drop's non-inferiority verdict (see :mod:`tersetalk.metrics.topology`);
+  quality drop's non-inferiority verdict (see :mod:`tersetalk.topology.metrics`);
 - ``six_policies.csv``: the study's six policies from that table, in order, and the
   virtual Outcome-Oracle row;
 - ``policies_by_task.csv``: the same numbers per task (agreement intervals: Wilson; no
@@ -46,7 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 from tersetalk.core.cliargs import nonnegative_int, user_error
-from tersetalk.metrics.topology import (
+from tersetalk.topology.metrics import (
     FIXED,
     MIN_DECISIVE,
     MIN_DECISIVE_TASKS,
@@ -125,7 +125,7 @@ def variants_summary(table: pd.DataFrame) -> dict:
 
 def advantage_summary(df: pd.DataFrame, oracles: dict, **boot) -> dict:
     """The protocol advantage block of summary.json: the fitted routers of both systems
-    (:func:`tersetalk.metrics.topology.protocol_advantage`), or a block that says why it
+    (:func:`tersetalk.topology.metrics.protocol_advantage`), or a block that says why it
     is missing."""
     pick = {s: df[(df["system"] == s) & (df["variant"] == ADVANTAGE_VARIANT)]
             for s in (TYPED, PROSE)}  # fmt: skip
@@ -185,7 +185,7 @@ def report(
     ``router_yaml``: the fitted router file, copied into the summary (``fitted_router``).
     ``loto_fitted``: the fitted router's leave-one-task-out frame (or its CSV), computed
     by the fit step; summarised into ``leave_one_task_out_fitted``
-    (:func:`tersetalk.metrics.topology.loto_summary`). ``n_resamples`` and ``seed``: every
+    (:func:`tersetalk.topology.metrics.loto_summary`). ``n_resamples`` and ``seed``: every
     bootstrap (paired against the fixed runs, the jackknife t interval over tasks of the
     outcome columns and of the protocol advantage); ``margin``: the non-inferiority test
     against the fixed runs. Error rows count as wrong answers throughout.
@@ -312,7 +312,7 @@ def _draw_figures(
 ) -> None:
     """The study's four figures: selection by task (the six policies only), tokens
     against accuracy, the θ sweep over all tasks, and the ablations."""
-    from tersetalk.plots.topology import (
+    from tersetalk.topology.plots import (
         ablations_figure,
         selection_by_task,
         theta_sweep_figure,
@@ -389,7 +389,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tersetalk.metrics.topology_cli``: the subcommand on its own."""
+    """``python -m tersetalk.topology.cli``: the subcommand on its own."""
     parser = argparse.ArgumentParser(prog="tersetalk")
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -4,7 +4,7 @@ The router reads the brief as it went on the wire and turns it into a few counts
 (*signals*), weighs them into a complexity score and sends the example down the chain
 when the score reaches a threshold θ. Both protocols' routers read the same parts of a
 brief (the question, context passages, options, facts, program text, plan steps) and
-count the same six signals from their content (:mod:`tersetalk.agents.brief_content`):
+count the same six signals from their content (:mod:`tersetalk.topology.signals`):
 ``hops`` (bridging structure in the question: multi-hop), ``quantities`` and
 ``arithmetic`` (numbers, and sentences that compute with them: multi-step),
 ``conditions`` and ``code`` (constraints to check, a program to write:
@@ -40,34 +40,28 @@ Policies (the study's six are these five on the two codecs): ``star`` and ``chai
 :func:`tersetalk.tasks.registry.topology_label`) and ``adaptive`` (the rule above). Every
 policy computes and records the signals, the score and what the rule would say
 (``route_rule``), so a fixed-policy run also tells how the router would have routed.
+
+This module decides; the engine's routed topology (:class:`tersetalk.agents.topology.
+Routed`) writes the brief, asks it for the signals, the rule and the policy's route, runs
+the star or the chain and records the route. The router imports nothing of the engine,
+so the study's commands read briefs with it and no conversation is needed.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
-import json
 import math
 import random
-import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tersetalk.agents.brief_content import (
-    content_signals,
-    has_code,
-    prose_parts,
-    typed_parts,
-)
-from tersetalk.agents.engine import Dialogue, Sent
-from tersetalk.agents.roles import BriefLayoutSettings
-from tersetalk.agents.topology import CHAIN, STAR, Outcome, Topology
-from tersetalk.core.records import OutcomeField, RecordLayout
-from tersetalk.core.routing import (  # the rule itself: the analysis replays it
+from tersetalk.protocol import TAGS, parse_lenient
+from tersetalk.tasks.registry import topology_label
+from tersetalk.topology.rule import (  # the rule itself: the analysis replays it
     DEFAULT_THETA,
     DEFAULT_WEIGHTS,
     SIGNALS,
@@ -75,8 +69,12 @@ from tersetalk.core.routing import (  # the rule itself: the analysis replays it
     decide,
     score,
 )
-from tersetalk.protocol import TAGS, parse_lenient
-from tersetalk.tasks.registry import topology_label, topology_labels
+from tersetalk.topology.signals import (
+    content_signals,
+    has_code,
+    prose_parts,
+    typed_parts,
+)
 
 __all__ = [
     "RouterFileError",
@@ -89,7 +87,6 @@ __all__ = [
     "SIGNALS",
     "TOPOLOGY_OF_LABEL",
     "RouteSettings",
-    "Routed",
     "decide",
     "label_route",
     "policy_route",
@@ -121,13 +118,13 @@ def typed_lines(wire: str) -> list[TypedLine]:
 
 
 def typed_signals(lines: list[TypedLine]) -> dict[str, int]:
-    """The six signals of typed lines: their parts (:func:`~tersetalk.agents.
-    brief_content.typed_parts`) counted by content."""
+    """The six signals of typed lines: their parts (:func:`~tersetalk.topology.
+    signals.typed_parts`) counted by content."""
     return content_signals(typed_parts(lines))
 
 
 def prose_signals(text: str) -> dict[str, int]:
-    """The same six signals of a free-form brief (:func:`~tersetalk.agents.brief_content.
+    """The same six signals of a free-form brief (:func:`~tersetalk.topology.signals.
     prose_parts`)."""
     return content_signals(prose_parts(text))
 
@@ -175,10 +172,14 @@ def policy_route(policy: str, *, rule: str, task: str, seed: int, example_id: st
 
 
 # -- settings -----------------------------------------------------------------------------
-class RouteSettings(BriefLayoutSettings):
-    """A routed system's routing knobs (flat in ``systems.<name>.variants.<variant>``),
-    and how its brief carries the task's parts (``brief_context``, ``brief_options``,
-    ``brief_code``: :class:`~tersetalk.agents.roles.BriefLayoutSettings`)."""
+class RouteSettings(BaseModel):
+    """A routed system's routing knobs (flat in ``systems.<name>.variants.<variant>``).
+
+    A routed system's settings extend this model and the engine's
+    :class:`~tersetalk.agents.roles.BriefLayoutSettings` (how its brief carries the task's
+    parts: ``brief_context``, ``brief_options``, ``brief_code``); the router stands below
+    the engine, so the two are joined there (:mod:`tersetalk.systems.topology`), not here.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -280,120 +281,3 @@ def _load_fitted(path: str, _mtime: int, _size: int, system: str) -> tuple[dict,
 
 def _finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-# -- the routed topology ------------------------------------------------------------------
-#: the columns a routed run adds (after the star's and chain's own outcome fields)
-ROUTE_FIELDS = (
-    OutcomeField("route", "string", "error"),
-    OutcomeField("route_policy", "string", "error"),
-    OutcomeField("route_rule", "string", "error"),
-    OutcomeField("route_label", "string", ""),
-    OutcomeField("route_score", "float64", float("nan")),
-    OutcomeField("route_theta", "float64", float("nan")),
-    OutcomeField("route_signals", "string", "{}"),
-    OutcomeField("route_weights", "string", "{}"),
-    OutcomeField("route_features", "string", "error"),
-    OutcomeField("route_drop", "string", ""),
-    OutcomeField("route_scrambled", "bool", False),
-    OutcomeField("route_capped", "bool", False),
-    # a timing (t_* columns are not deterministic): signals, score and policy
-    OutcomeField("t_route_s", "float64", float("nan")),
-)
-
-
-class _BriefWritten(Dialogue):
-    """The outer dialogue with the Manager's brief already written.
-
-    The router has to read the brief before it knows who receives it, and writing it
-    twice could differ (a codec may fill its memory or call a model to write it), so
-    it is written once and this dialogue posts it, addressed to whoever the chosen
-    topology sends it to. Everything else passes through; messages land in the outer
-    dialogue's list, which the codec's counters read.
-    """
-
-    def __init__(self, outer: Dialogue, brief: Sent) -> None:
-        super().__init__(outer.ctx, outer.codec, outer.conv, outer.directions)
-        self.sent = outer.sent
-        self._brief: Sent | None = brief
-
-    def send(self, sender: str, receiver: str, kind: str, content: Any) -> Sent:
-        if kind == "brief" and sender == "M" and self._brief is not None:
-            brief, self._brief = self._brief, None
-            return self._post(dataclasses.replace(brief, sender=sender, receiver=receiver))
-        return super().send(sender, receiver, kind, content)
-
-
-def _directions(*layouts: RecordLayout) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(d for layout in layouts for d in layout.directions))
-
-
-class Routed(Topology):
-    """Star or chain per example, chosen by a policy from the Manager's brief.
-
-    ``features`` says how the brief is read (``typed`` lines or ``prose``). The codec's
-    validated settings must be a :class:`RouteSettings` (the routed systems' settings
-    extend it). A brief is written for the topology's first receiver (``W`` for the
-    star, ``W1`` for the chain); codecs whose brief does not depend on its receiver
-    (prose, TerseTalk) give a star run byte-identical to the fixed star's.
-    """
-
-    def __init__(self, features: str, system: str = "") -> None:
-        if features not in FEATURES:
-            raise ValueError(f"unknown router features {features!r}; known: {FEATURES}")
-        self.features = features
-        #: the system whose fitted router ``weights_from`` names
-        self.system = system
-        self.name = f"routed_{features}"
-        self.layout = RecordLayout(
-            directions=_directions(STAR.layout, CHAIN.layout),
-            outcome=(*STAR.layout.outcome, *ROUTE_FIELDS),
-        )
-
-    def signals(self, wire: str, rs: RouteSettings, seed: int, example_id: str) -> dict[str, int]:
-        if self.features == "prose":
-            return prose_signals(wire)
-        lines = typed_lines(wire)
-        if rs.scramble_tags:
-            lines = scramble(lines, seed, example_id)
-        return typed_signals(lines)
-
-    def run(self, d: Dialogue) -> Outcome:
-        rs = d.codec.settings
-        if not isinstance(rs, RouteSettings):
-            raise TypeError(
-                f"the routed topology needs route settings (tersetalk.agents.router."
-                f"RouteSettings), got {type(rs).__name__}: register the system with a "
-                "settings model that extends RouteSettings"
-            )
-        if rs.scramble_tags and self.features != "typed":
-            raise ValueError("scramble_tags needs typed lines; this system reads prose")
-        seed, example_id, task = d.ctx.gen.seed, str(d.codec.example["example_id"]), d.ctx.task
-        brief = d.codec.write("brief", "M", "W", d.brief)
-        start = time.perf_counter()
-        signals = self.signals(brief.text, rs, seed, example_id)
-        weights, theta = rs.rule(self.system)
-        rule, s = decide(signals, weights, theta)
-        route = policy_route(rs.policy, rule=rule, task=task, seed=seed, example_id=example_id)
-        capped = FAN_OUT[route] > rs.fan_out_cap
-        if capped:
-            route = "star"
-        elapsed = time.perf_counter() - start
-        outcome = (CHAIN if route == "chain" else STAR).run(_BriefWritten(d, brief))
-        label = topology_labels().get(task)
-        outcome.fields.update(
-            route=route,
-            route_policy=rs.policy,
-            route_rule=rule,
-            route_label=TOPOLOGY_OF_LABEL[label] if label else "",
-            route_score=s,
-            route_theta=theta,
-            route_signals=json.dumps(signals, sort_keys=True),
-            route_weights=json.dumps(weights, sort_keys=True),
-            route_features=self.features,
-            route_drop=rs.drop or "",
-            route_scrambled=rs.scramble_tags,
-            route_capped=capped,
-            t_route_s=elapsed,
-        )
-        return outcome

@@ -50,9 +50,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tersetalk.core.routing import SIGNALS
 from tersetalk.protocol import parse_lenient
 from tersetalk.tasks.base import split_sentences
+from tersetalk.topology.rule import SIGNALS
 
 __all__ = [
     "CONTENT_SIGNALS",

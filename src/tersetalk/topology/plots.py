@@ -16,7 +16,6 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from tersetalk.core.plotting import (  # noqa: E402
-    TASK_NAMES,
     categorical_styles,
     dodge,
     note_dodged,
@@ -40,17 +39,14 @@ def _theme() -> None:
 
 
 def task_name(task: str) -> str:
-    """A task's display name as the paper writes it ("BoolQ", "Social IQa"): the shared
-    mapping (:data:`tersetalk.core.plotting.TASK_NAMES`), else the registry title without the
-    metric; a task the registry does not know by its id."""
-    if task in TASK_NAMES:
-        return TASK_NAMES[task]
-    from tersetalk.tasks.registry import get
+    """A task's display name as the paper writes it ("BoolQ", "Social IQa"): its
+    :attr:`~tersetalk.tasks.base.Task.display_name`, asked of the registry as every figure
+    asks it (:func:`tersetalk.tasks.registry.display_name`, which loads the tasks before
+    :func:`tersetalk.core.display.task_display` looks the name up); a task this
+    installation does not know by its id."""
+    from tersetalk.tasks.registry import display_name
 
-    try:
-        return get(task).title.split(" (")[0]
-    except KeyError:
-        return task
+    return display_name(task)
 
 
 def _bars(ax, per_task: pd.DataFrame, tasks: list[str], policies: list[str], colors: dict,
@@ -225,11 +221,11 @@ def _panel(ax, data: pd.DataFrame, key: str, order: list[str], routers: list[str
 def ablations_figure(ablations: pd.DataFrame, model: str, out_stem: str | Path) -> list[Path]:
     """The router's ablations: label agreement per dropped signal beside the full
     router (left) and with and without scrambled tags (right), per protocol, each with its
-    95% Wilson interval and n. ``ablations``: :func:`tersetalk.metrics.topology.ablation_table`
+    95% Wilson interval and n. ``ablations``: :func:`tersetalk.topology.metrics.ablation_table`
     rows with a ``router`` column. A panel whose ablation did not run is left out (the
     title names it); with neither, the full routers alone are drawn."""
     _theme()
-    from tersetalk.core.routing import SIGNALS
+    from tersetalk.topology.rule import SIGNALS
 
     routers = list(dict.fromkeys(ablations["router"])) if len(ablations) else []
     palette = sns.color_palette(n_colors=max(len(routers), 1))

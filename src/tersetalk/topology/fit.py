@@ -1,9 +1,9 @@
 """The fitted topology router: weights and θ learned from labelled briefs.
 
-The router's rule is linear (:func:`tersetalk.core.routing.decide`: chain iff
+The router's rule is linear (:func:`tersetalk.topology.rule.decide`: chain iff
 ``Σ weight · signal >= θ``), so the model that learns it is the linear classifier a
 reader can check by hand: an L2-regularised logistic regression on the six signals of
-:data:`~tersetalk.core.routing.SIGNALS`, with chain as the positive class. Its decision
+:data:`~tersetalk.topology.rule.SIGNALS`, with chain as the positive class. Its decision
 ``w · x + b >= 0`` is the router's rule with ``θ = -b``, so the fitted weights go into a
 routed variant unchanged (``weights_from``) and every row's decision stays a pure
 function of its recorded signals.
@@ -14,7 +14,7 @@ How it is fitted, and why:
   penalty treats a count of numbers and a 0/1 code flag alike; the weights and θ are then
   given back in raw signal units;
 - the penalty ``l2/2 · ||w - w₀||²`` (on the scaled weights, not the intercept) shrinks
-  the weights towards the design's (:data:`~tersetalk.core.routing.DEFAULT_WEIGHTS`,
+  the weights towards the design's (:data:`~tersetalk.topology.rule.DEFAULT_WEIGHTS`,
   ``w₀``) rather than towards 0. It keeps them finite when the calibration briefs are
   linearly separable, which at a few examples per task they often are, and a signal that
   never varies in the calibration briefs keeps its design weight: when the one task that
@@ -30,7 +30,7 @@ fitted weights), not the classifier's probability rounded, so it is what a run w
 
 :func:`leave_one_task_out_fitted` fits on all tasks but one and scores the one left out;
 :func:`write_router_yaml` / :func:`read_router_yaml` keep the fits in
-``results/topology/router.yaml`` (the file :func:`tersetalk.agents.router.load_fitted`
+``results/topology/router.yaml`` (the file :func:`tersetalk.topology.router.load_fitted`
 reads).
 """
 
@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tersetalk.core.routing import DEFAULT_WEIGHTS, SIGNALS, decide
+from tersetalk.topology.rule import DEFAULT_WEIGHTS, SIGNALS, decide
 
 __all__ = [
     "LABELS",
@@ -205,7 +205,7 @@ def fit_router(
     ``signals``: one mapping per brief with each of :data:`SIGNALS`; ``labels``: the
     route each brief's task asks for (``star`` or ``chain``). ``l2`` > 0 (it keeps the
     weights finite on separable data). ``prior``: the weights the penalty shrinks
-    towards (default: the design's, :data:`~tersetalk.core.routing.DEFAULT_WEIGHTS`;
+    towards (default: the design's, :data:`~tersetalk.topology.rule.DEFAULT_WEIGHTS`;
     ``{}`` shrinks towards 0). A signal that never varies in the calibration briefs keeps
     its prior weight: nothing there says otherwise, and a task held out of the fit may be
     the one that carries it. Deterministic: the same inputs give the same floats.
@@ -296,7 +296,7 @@ def _usable(frame: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("the frame has no task column: leave-one-task-out and labels need it")
     ok = frame[frame["error"].isna()] if "error" in frame.columns else frame
     if "label" not in ok.columns:
-        from tersetalk.metrics.topology import label_of
+        from tersetalk.topology.metrics import label_of
 
         ok = ok.assign(label=[label_of(t) for t in ok["task"]])
     return ok
@@ -366,7 +366,7 @@ def leave_one_task_out_fitted(
 _HEADER = """\
 # The fitted topology router (`tersetalk topology-fit`).
 # Per routed system: the route is chain iff sum(weight * signal) >= theta, with the
-# signals counted from the Manager's brief (tersetalk.agents.router). The weights are in
+# signals counted from the Manager's brief (tersetalk.topology.router). The weights are in
 # raw signal units; a variant reads them with `weights_from: <this file>`.
 """
 

@@ -12,7 +12,7 @@ ask more of it, all offline (signals only, no model):
   items and per format, each with its Wilson interval;
 - **leave one task out** on the study's calibration briefs (:func:`leave_one_task_out`):
   θ chosen on the other tasks' briefs (the design's weights), or the whole router fitted
-  on them (:func:`~tersetalk.metrics.topology_fit.fit_frame`), scored on the task left
+  on them (:func:`~tersetalk.topology.fit.fit_frame`), scored on the task left
   out. The headline is the chain tasks' mean, since the direct tasks' briefs are alike;
 - **leave one format out** (:func:`leave_one_format_out`): the same two routers, fitted
   without a task's briefs, scored on the held-out items written in that task's format.
@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from tersetalk.core.intervals import wilson
-from tersetalk.core.routing import SIGNALS, decide
-from tersetalk.metrics.topology_fit import FittedRouter, fit_frame
 from tersetalk.tasks.registry import topology_labels
+from tersetalk.topology.fit import FittedRouter, fit_frame
+from tersetalk.topology.rule import SIGNALS, decide
 
 __all__ = [
     "AGREEMENT_COLUMNS",

@@ -4,7 +4,7 @@ replays without the engine.
 A routed example's record keeps its signals (counts read off the Manager's brief), the
 weights and θ; the decision is ``score = Σ weight[s] · signal[s]`` over the signals in
 sorted order, chain iff ``score >= θ``. The engine's router
-(:mod:`tersetalk.agents.router`) counts the signals and applies this rule; the topology
+(:mod:`tersetalk.topology.router`) counts the signals and applies this rule; the topology
 study's metrics and figures apply it again to what was recorded (θ swept, fitted
 weights, held-out briefs), so both stand on this module and neither on the other.
 """
