@@ -122,7 +122,7 @@ def default_runs(config: dict) -> list[tuple[str, str, str]]:
     """(task, system, variant) of every run of the default target, as the workflow's
     ``run_targets`` lists them (systems and variants narrowed to the tasks they run on)."""
     from tersetalk.pipeline.config import enabled_systems
-    from tersetalk.tasks.schedule import runs_on, variant_runs_on
+    from tersetalk.pipeline.schedule import runs_on, variant_runs_on
 
     return [
         (task, system, variant)

@@ -14,10 +14,10 @@ from tersetalk.core.io import message_list
 from tersetalk.models import ScriptedClient
 from tersetalk.pipeline.config import ConfigError, load_config, run_spec, validate_config
 from tersetalk.pipeline.runner import run
+from tersetalk.pipeline.schedule import planned_runs, task_runs, variant_tasks
 from tersetalk.systems import system, validate_variant
 from tersetalk.systems.freeform import COD_INSTRUCTION, cod_worker_system, read_cod_answer
 from tersetalk.tasks.loading import load_records, sample
-from tersetalk.tasks.schedule import planned_runs, task_runs, variant_tasks
 
 CONFIG = "config/config.yaml"
 

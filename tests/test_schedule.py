@@ -22,8 +22,7 @@ import pandas as pd
 import pytest
 
 from tersetalk.pipeline.config import ConfigError, load_config, validate_config
-from tersetalk.stats import noninferiority_table
-from tersetalk.tasks.schedule import (
+from tersetalk.pipeline.schedule import (
     ablation_batches,
     batch_cost,
     batched_variants,
@@ -39,6 +38,7 @@ from tersetalk.tasks.schedule import (
     task_runs,
     whole_batched,
 )
+from tersetalk.stats import noninferiority_table
 
 FORMATS = ["json_pretty", "json_compact", "toon", "mckp", "mckp_budget_200"]
 TOOLQA_RUNS = ["freeform/default", *(f"formats/{v}" for v in FORMATS)]
@@ -234,7 +234,7 @@ def test_the_topology_target_samples_and_runs_its_own_study(repo):
 
 
 def test_score_groups_split_each_task_into_headline_and_ablation_runs(cfg):
-    from tersetalk.tasks.schedule import ablation_only, score_groups
+    from tersetalk.pipeline.schedule import ablation_only, score_groups
 
     for task in cfg["tasks"]:
         groups = score_groups(cfg, task)

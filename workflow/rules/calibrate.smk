@@ -33,7 +33,7 @@ rule calibration_run:
 
 
 # One job per task and batch runs the grids of its calibrated systems (a system alone, or
-# LLMLingua and the hybrid together: tersetalk.tasks.schedule.BATCH_WITH): `tersetalk run`
+# LLMLingua and the hybrid together: tersetalk.pipeline.schedule.BATCH_WITH): `tersetalk run`
 # with a spec per point, one after the other in one process, so the imports and
 # LLMLingua's compressor are loaded once per job, not once per point or system. Each
 # point still has its own run file, checkpoint and cached calls. As with run_batch, the

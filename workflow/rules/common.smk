@@ -24,7 +24,7 @@ from tersetalk.pipeline.config import (
 from tersetalk.pipeline.shards import shard_names
 from tersetalk.tasks.registry import TaskPluginError
 from tersetalk.systems import workflow_inputs
-from tersetalk.tasks.schedule import (
+from tersetalk.pipeline.schedule import (
     ablation_only,
     ablation_batches,
     batch_cost,

@@ -34,7 +34,7 @@ rule run_system:
 # that load a model of their own (LLMLingua and the hybrid: the compressor; the mediator
 # and MSP: the MiniLM judge), with the headline jobs; and every system's ablation-only
 # variants, after them, the costliest batch first. Systems that load the same model
-# share a batch (tersetalk.tasks.schedule.BATCH_WITH). Each run still has its own run
+# share a batch (tersetalk.pipeline.schedule.BATCH_WITH). Each run still has its own run
 # file, checkpoint and cached calls, so a batch that reruns for one changed variant
 # replays the others from the caches. Not with run.shard_size (PHASES are empty then).
 # Which runs a batch holds differs by task (some variants run on HotpotQA only), and a

@@ -8,7 +8,7 @@ from tersetalk.core import figmeta  # report captions: what each file recorded
 include: "helpers/score.smk"
 
 
-# One job scores a group of a task's runs (tersetalk.tasks.schedule.score_groups): the
+# One job scores a group of a task's runs (tersetalk.pipeline.schedule.score_groups): the
 # headline runs, then the ablation runs. Why not one job per run: scoring loads BERTScore's
 # sentence encoder (torch, transformers: seconds per process), which 82 jobs paid again
 # for 10 examples each. Why two groups: the headline comparison is scored, aggregated and

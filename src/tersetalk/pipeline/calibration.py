@@ -510,7 +510,7 @@ def options(config: Mapping, task: str) -> dict:
     runs on ``task`` its objective, preservation margin and, when it names one, its own
     reference)."""
     from tersetalk.pipeline.config import calibration_reference_runs
-    from tersetalk.tasks.schedule import calibration_systems
+    from tersetalk.pipeline.schedule import calibration_systems
 
     own = calibration_reference_runs(config)
     systems = {}

@@ -329,7 +329,7 @@ def ablation_values(config: dict, name: str) -> dict[str, object]:
 
 
 def _check_evaluation(config: dict) -> None:
-    from tersetalk.tasks.schedule import check_schedule
+    from tersetalk.pipeline.schedule import check_schedule
 
     ev = config["evaluation"]
     runs = configured_runs(config)

@@ -9,16 +9,16 @@ What is counted, with the functions the Snakefile's target functions use (so the
 the jobs ``snakemake -n`` lists for the same config):
 
 - ``evaluation``: every run of ``all`` (task x enabled system x variant that runs on
-  the task, :func:`tersetalk.tasks.schedule.task_runs`), ``n_eval`` examples each, cut
+  the task, :func:`tersetalk.pipeline.schedule.task_runs`), ``n_eval`` examples each, cut
   into ``run.shard_size`` shards; without shards, a batch's ablation-only variants on a
-  task are one job (:func:`tersetalk.tasks.schedule.ablation_batches`), and so are the
+  task are one job (:func:`tersetalk.pipeline.schedule.ablation_batches`), and so are the
   headline variants of the systems that load a model of their own
-  (:func:`tersetalk.tasks.schedule.headline_batches`);
+  (:func:`tersetalk.pipeline.schedule.headline_batches`);
 - ``calibration``: every grid point (:func:`tersetalk.pipeline.config.calibration_points`) of every
   calibrated system on every task it runs on, and the reference runs the grid is judged
   against (:func:`tersetalk.pipeline.calibration.options`), ``calibration_n`` examples each; a
   batch's grid points on a task are one job (a sweep: ``PlannedRun.sweep``; a batch is a
-  system, or systems that share one: :func:`tersetalk.tasks.schedule.sweep_batches`);
+  system, or systems that share one: :func:`tersetalk.pipeline.schedule.sweep_batches`);
 - ``comprehension``: the format study's questions, each answered once per encoding by the
   model. Which payloads and questions: the study's own selection
   (:func:`tersetalk.formats.experiments.comprehension`) run with a client that counts
@@ -390,8 +390,7 @@ def plan_runs(config: dict) -> list[PlannedRun]:
     (grid points, then references), in the order the target functions list them."""
     from tersetalk.pipeline import calibration
     from tersetalk.pipeline.config import calibration_points, calibration_spec, run_spec
-    from tersetalk.pipeline.shards import shard_names
-    from tersetalk.tasks.schedule import (
+    from tersetalk.pipeline.schedule import (
         batch_host,
         batched_variants,
         calibration_systems,
@@ -399,6 +398,7 @@ def plan_runs(config: dict) -> list[PlannedRun]:
         headline_variants,
         task_runs,
     )
+    from tersetalk.pipeline.shards import shard_names
 
     shard_size = (config.get("run") or {}).get("shard_size") or 0
     n_eval, n_cal = config["n_eval"], config["calibration_n"]
@@ -587,8 +587,8 @@ def correct_for_samples(
     import pandas as pd
     import pyarrow.parquet as pq
 
+    from tersetalk.pipeline.schedule import calibration_tasks
     from tersetalk.tasks.loading import dataset_of, load_records, sample
-    from tersetalk.tasks.schedule import calibration_tasks
 
     samples = Path(folder).parent / "samples"
     by_path = {m.path: m for m in measured}

@@ -135,7 +135,7 @@ def registered_systems() -> list[str]:
 def validate_variant(name: str, variant: str, settings: dict) -> dict:
     """Validate one variant's settings; raise ValueError naming the config key."""
     settings = dict(settings)
-    # `tasks`: where this variant runs (tersetalk.tasks.schedule), not a system setting
+    # `tasks`: where this variant runs (tersetalk.pipeline.schedule), not a system setting
     tasks = settings.pop("tasks", None)
     scope = {} if tasks is None else {"tasks": list(tasks)}
     # `calibrated: true` takes the settings chosen by calibration at run time

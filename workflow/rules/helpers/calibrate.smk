@@ -2,14 +2,14 @@
 
 from tersetalk.pipeline import calibration
 from tersetalk.pipeline.config import calibration_points, calibration_spec
-from tersetalk.tasks.schedule import calibration_systems, calibration_tasks, sweep_batches
+from tersetalk.pipeline.schedule import calibration_systems, calibration_tasks, sweep_batches
 
 #: a grid point's name (calibration_points: g00, g01, ...); a {point} that is not one is a
 #: reference run's variant, which rule calibration_run makes (the sweeps make the points)
 REFERENCE_POINT = r"(?!g[0-9][0-9]+(?![A-Za-z0-9_-]))[A-Za-z0-9_-]+"
 #: task -> batch -> the calibrated systems whose grids on the task one job runs, rule
 #: calibration_sweep (a system alone, or systems that share a batch:
-#: tersetalk.tasks.schedule.sweep_batches)
+#: tersetalk.pipeline.schedule.sweep_batches)
 SWEEPS = {task: sweep_batches(config, task) for task in calibration_tasks(config)}
 
 

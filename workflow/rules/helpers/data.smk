@@ -1,7 +1,7 @@
 # The helpers of data.smk's rules: target lists, input and param functions.
 
 from tersetalk.tasks.loading import dataset_of
-from tersetalk.tasks.schedule import calibration_tasks
+from tersetalk.pipeline.schedule import calibration_tasks
 
 
 def sample_input(wildcards):

@@ -3,7 +3,7 @@
 from snakemake.io import report as report_file  # `report(` opens a directive here
 
 from tersetalk.pipeline.config import ablation_values
-from tersetalk.tasks.schedule import system_tasks
+from tersetalk.pipeline.schedule import system_tasks
 
 MAIN_FIGURES = ["quality_vs_tokens", "token_breakdown", "accuracy_by_length"]
 

@@ -27,7 +27,7 @@ def batch_runs_of(task, batch, phase="ablations"):
 
 
 #: (task, batch) -> its priority. Longest first: the batches ranked by estimated seconds
-#: (tasks.schedule.batch_cost: their runs, by system and task), the costliest just below
+#: (pipeline.schedule.batch_cost: their runs, by system and task), the costliest just below
 #: FILL_PRIORITY (under every headline job, so the reading order holds), the next one
 #: lower, none at or under ABLATION_PRIORITY (over the format study's model-free jobs).
 #: Started first, the long batches no longer run alone at the end while the other core

@@ -1,6 +1,6 @@
 # The helpers of score.smk's rules: target lists, input and param functions.
 
-from tersetalk.tasks.schedule import SCORE_GROUPS
+from tersetalk.pipeline.schedule import SCORE_GROUPS
 
 
 def reference_run(wildcards):

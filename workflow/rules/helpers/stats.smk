@@ -1,7 +1,7 @@
 # The helpers of stats.smk's rules: target lists, input and param functions.
 
 from tersetalk.stats.targets import targets_config
-from tersetalk.tasks.schedule import planned_runs
+from tersetalk.pipeline.schedule import planned_runs
 
 
 def stats_targets():
