@@ -458,3 +458,12 @@ def test_a_planning_manager_asks_the_model_once_per_brief(base_config, tmp_path,
     ran = run(spec, samples["hotpotqa"], tmp_path / "run.parquet",
               client=ScriptedClient(planning), progress=False, events=False)  # fmt: skip
     assert list(df["route_signals"]) == list(ran["route_signals"])
+
+
+def test_one_router_file_error_for_the_run_and_the_fit():
+    # a run stops on a bad router file whichever reader found it (the runner knows one class)
+    from tersetalk.pipeline.runner import stopping_fault
+    from tersetalk.topology import fit, router
+
+    assert fit.RouterFileError is router.RouterFileError
+    assert stopping_fault(fit.RouterFileError("router file x: key theta is missing"))

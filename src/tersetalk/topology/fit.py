@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tersetalk.topology.rule import DEFAULT_WEIGHTS, SIGNALS, decide
+from tersetalk.topology.rule import DEFAULT_WEIGHTS, SIGNALS, RouterFileError, decide
 
 __all__ = [
     "LABELS",
@@ -65,10 +65,6 @@ __all__ = [
 LABELS: tuple[str, ...] = ("star", "chain")
 _MAX_ITER = 100
 _TOL = 1e-10
-
-
-class RouterFileError(ValueError):
-    """A router file that cannot be read or does not hold what a fitted router needs."""
 
 
 @dataclass(frozen=True)

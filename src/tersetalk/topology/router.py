@@ -66,6 +66,7 @@ from tersetalk.topology.rule import (  # the rule itself: the analysis replays i
     DEFAULT_WEIGHTS,
     SIGNALS,
     TOPOLOGY_OF_LABEL,
+    RouterFileError,
     decide,
     score,
 )
@@ -228,11 +229,6 @@ class RouteSettings(BaseModel):
             return self.effective_weights(), self.theta
         weights, theta = load_fitted(self.weights_from, system)
         return self.effective_weights(weights), theta
-
-
-class RouterFileError(ValueError):
-    """A fitted router file is missing, unreadable or wrong: a fault of the run's setup,
-    not of an example, so a run stops on it (:func:`tersetalk.pipeline.runner.stopping_fault`)."""
 
 
 def load_fitted(path: str | Path, system: str) -> tuple[dict[str, float], float]:

@@ -14,7 +14,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-__all__ = ["DEFAULT_THETA", "DEFAULT_WEIGHTS", "SIGNALS", "TOPOLOGY_OF_LABEL", "decide", "score"]
+__all__ = [
+    "DEFAULT_THETA",
+    "DEFAULT_WEIGHTS",
+    "SIGNALS",
+    "TOPOLOGY_OF_LABEL",
+    "RouterFileError",
+    "decide",
+    "score",
+]
+
+
+class RouterFileError(ValueError):
+    """A fitted router file that is missing, unreadable or does not hold what a fitted
+    router needs: a fault of the run's setup, not of an example, so a run stops on it
+    (:func:`tersetalk.pipeline.runner.stopping_fault`); the fit's reader raises it too."""
+
 
 #: the router's signals, in the order records and figures list them
 SIGNALS: tuple[str, ...] = ("hops", "quantities", "arithmetic", "conditions", "code", "plans")
