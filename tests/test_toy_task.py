@@ -166,7 +166,7 @@ def test_without_its_plug_in_the_task_is_a_config_error_naming_the_known_tasks(t
     )  # fmt: skip
     assert proc.returncode != 0
     assert "config key 'tasks': unknown task(s) ['arith']" in proc.stderr
-    assert "registered tasks are ['hotpotqa', 'gsm8k'" in proc.stderr
+    assert "registered tasks are ['boolq', 'gsm8k', 'hotpotqa'" in proc.stderr
 
 
 BROKEN_PLUGINS = {
@@ -214,3 +214,21 @@ def test_every_built_in_task_is_named_to_readers_by_its_own_display_name():
     assert {t: display_name(t) for t in names()} == expected
     assert task_display("socialiqa") == "Social IQa"  # the registry named it on loading
     assert display_name("not_a_task_here") == "not_a_task_here"
+
+
+def test_the_shipped_tasks_are_found_in_their_package_not_listed_by_hand():
+    from pathlib import Path
+
+    from tersetalk.tasks import registry
+
+    folder = Path(registry.__file__).parent
+    modules = sorted(
+        f"tersetalk.tasks.{p.stem}"
+        for p in folder.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    )
+    assert registry.builtin_modules() == [
+        m for m in modules if m.rsplit(".", 1)[1] not in registry.MACHINERY
+    ]
+    assert "tersetalk.tasks.humaneval" in registry.builtin_modules()  # a sub-package too
+    assert set(registry.names()) >= {"hotpotqa", "gsm8k", "humaneval", "socialiqa"}

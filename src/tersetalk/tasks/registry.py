@@ -1,7 +1,9 @@
 """The registry of tasks: a task is one module that declares a :class:`~tersetalk.tasks.base.Task`.
 
-The built-in tasks are the modules named in :data:`BUILTIN`, each holding ``TASK`` (or
-``TASKS``, a module with several: CommonsenseQA and Social IQa). More come from
+The built-in tasks are found as the systems are: every module and sub-package of
+``tersetalk.tasks`` but the machinery (:data:`MACHINERY`) is imported, and each that
+holds ``TASK`` (or ``TASKS``, a module with several: CommonsenseQA and Social IQa) is
+registered, in the order of the modules' names (:func:`builtin_modules`). More come from
 
 - the environment variable ``TERSETALK_TASKS``: comma-separated module names,
   importable from ``PYTHONPATH`` (as ``TERSETALK_SYSTEMS`` does for systems);
@@ -18,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import pkgutil
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -28,12 +31,13 @@ from tersetalk.core.configio import UnknownNameError
 from tersetalk.tasks.base import CHAIN, DIRECT, Task
 
 __all__ = [
-    "BUILTIN",
+    "MACHINERY",
     "CHAIN",
     "DIRECT",
     "ENTRY_POINT_GROUP",
     "ENV_VAR",
     "TaskPluginError",
+    "builtin_modules",
     "display_name",
     "get",
     "names",
@@ -44,15 +48,8 @@ __all__ = [
     "topology_labels",
 ]
 
-#: the modules of the shipped tasks, in the order ``names()`` lists them
-BUILTIN = (
-    "tersetalk.tasks.hotpotqa",
-    "tersetalk.tasks.gsm8k",
-    "tersetalk.tasks.toolqa",
-    "tersetalk.tasks.boolq",
-    "tersetalk.tasks.multiple_choice",
-    "tersetalk.tasks.humaneval",
-)
+#: the modules of ``tersetalk.tasks`` that are the tasks' machinery, not tasks
+MACHINERY = frozenset({"base", "loading", "registry"})
 ENV_VAR = "TERSETALK_TASKS"
 ENTRY_POINT_GROUP = "tersetalk.tasks"
 
@@ -83,6 +80,17 @@ def _register_module(module: ModuleType) -> None:
     for task in found:
         if task is not None:
             register(task)
+
+
+def builtin_modules() -> list[str]:
+    """The shipped tasks' modules, by name: every module and sub-package of
+    ``tersetalk.tasks`` but :data:`MACHINERY` (a new one is found without a list to edit)."""
+    package = importlib.import_module(__package__)
+    return sorted(
+        f"{__package__}.{info.name}"
+        for info in pkgutil.iter_modules(package.__path__)
+        if info.name not in MACHINERY
+    )
 
 
 def _plugin_modules() -> list[str]:
@@ -145,7 +153,7 @@ def _load() -> None:
         return
     _loaded = True  # first: a plug-in that asks the registry while it loads sees no loop
     try:
-        for name in BUILTIN:
+        for name in builtin_modules():
             _register_module(importlib.import_module(name))
         for name in _plugin_modules():
             load = functools.partial(importlib.import_module, name)
