@@ -220,6 +220,23 @@ def test_comparison_refuses_a_summary_without_token_reduction():
         comparison_table({"a": _summary(0.5, 0.1).drop(columns="token_reduction_mean")}, "x")
 
 
+def test_compare_reads_the_other_models_summaries_found_when_it_runs(tmp_path):
+    from tersetalk.cli import main
+
+    results = tmp_path / "results"
+    for key, acc in (("mine", 0.5), ("earlier", 0.25), ("no-summary-yet", 0.0)):
+        (results / key / "runs").mkdir(parents=True)
+        if key != "no-summary-yet":
+            _summary(acc, 0.2).to_parquet(results / key / "summary.parquet")
+    (results / "samples").mkdir()  # a shared folder: never a model
+    table = tmp_path / "models.csv"
+    assert main(["models", "compare", "--summary", f"mine={results / 'mine/summary.parquet'}",
+                 "--others-in", str(results), "--reference", "freeform/default",
+                 "--table", str(table), "--out-stem", str(tmp_path / "fig")]) == 0  # fmt: skip
+    # the named model first, then the one found; a folder without a summary is left out
+    assert pd.read_csv(table)["model_name"].unique().tolist() == ["mine", "earlier"]
+
+
 # --- the multi-model DAG, for real ----------------------------------------------------
 
 

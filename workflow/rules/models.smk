@@ -92,8 +92,10 @@ use rule aggregate as model_aggregate with:
         scores=model_score_targets,
 
 
-# Every model with results: the configured one, the sensitivity models, and the models
-# whose summaries are already on disk (an earlier `models:`), read as they are.
+# Every model with results: the configured one and the sensitivity models (inputs, built
+# if missing), and the models whose summaries are on disk when the job runs (an earlier
+# `models:`, read as they are: `--others-in`; after a new one, `--forcerun
+# model_sensitivity` reads it).
 rule model_sensitivity:
     input:
         unpack(compared_summaries),
@@ -119,8 +121,11 @@ rule model_sensitivity:
         ),
         reference=config["evaluation"]["reference"],
         stem=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+        # the results folder the models' folders are in (results/<key>/summary.parquet)
+        results=lambda wildcards, input: os.path.dirname(os.path.dirname(input[0])),
     shell:
-        "tersetalk models compare {params.summaries} --reference {params.reference} "
+        "tersetalk models compare {params.summaries} --others-in {params.results} "
+        "--reference {params.reference} "
         "--table {output.table} --out-stem {params.stem} > {log} 2>&1"
 
 

@@ -161,8 +161,18 @@ def _named_path(text: str) -> tuple[str, str]:
 def _cmd_compare(args: argparse.Namespace) -> None:
     from tersetalk.core.io import read_parquet, write_csv_atomic
 
+    named = list(args.summary)
+    if args.others_in:  # every other model's summary there now (an earlier `models:`)
+        from tersetalk.core.paths import MODEL_TEMPLATES, model_keys, model_root
+
+        given = {name for name, _ in named}
+        others = [k for k in model_keys(args.others_in) if k not in given]
+        found = [(k, model_root(k, args.others_in) / MODEL_TEMPLATES["SUMMARY"]) for k in others]
+        named += [(k, str(path)) for k, path in found if path.is_file()]
+        log.info("models compare: %d other models with a summary in %s", len(named) - len(given),
+                 args.others_in)  # fmt: skip
     summaries: dict[str, pd.DataFrame] = {}
-    for name, path in args.summary:
+    for name, path in named:
         if name in summaries:
             raise SystemExit(f"error: model {name!r} given twice")
         summaries[name] = read_parquet(path, f"summary of model {name!r}")
@@ -193,6 +203,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--summary", action="append", type=_named_path, required=True,
         help="NAME=PATH of one model's summary Parquet; repeat per model (order kept)",
+    )  # fmt: skip
+    c.add_argument(
+        "--others-in", metavar="RESULTS",
+        help="also every other model's summary in this results folder when the command runs "
+        "(<RESULTS>/<model>/summary.parquet, after the --summary models; the workflow gives "
+        "results/ so that earlier models are compared without the DAG depending on them)",
     )  # fmt: skip
     c.add_argument("--reference", required=True, help="the reference run, e.g. freeform/default")
     c.add_argument("--table", required=True, help="comparison CSV to write")

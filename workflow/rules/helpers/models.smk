@@ -24,9 +24,9 @@ def model_score_manifests(wildcards):
 
 
 def compared_summaries(wildcards):
-    """key -> summary of every model compared: the configured model and the sensitivity
-    models (built if missing), then every other model folder holding a summary."""
+    """key -> summary of the models the config names: the configured model and the
+    sensitivity models (built if missing). Other models' summaries on disk (an earlier
+    `models:`) are read by the job itself (`--others-in`), not looked for while the DAG
+    is built."""
     keys = [MODEL_KEY, *SENSITIVITY_BY_KEY]
-    found = [k for k in paths_module.model_keys(paths_module.RESULTS) if k not in keys]
-    on_disk = [k for k in found if os.path.exists(paths.for_model(paths.SUMMARY, k))]
-    return {key: paths.for_model(paths.SUMMARY, key) for key in keys + on_disk}
+    return {key: paths.for_model(paths.SUMMARY, key) for key in keys}
