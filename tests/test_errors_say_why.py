@@ -129,7 +129,10 @@ def gsm8k_sample_file(repo, tmp_path, monkeypatch):
 
 
 UNKNOWN = [
-    (["--task", "gsmk", "--system", "freeform"], "unknown task 'gsmk'; known tasks: boolq, gsm8k, "),
+    (
+        ["--task", "gsmk", "--system", "freeform"],
+        "unknown task 'gsmk'; known tasks: boolq, gsm8k, ",
+    ),
     (
         ["--task", "gsm8k", "--system", "freefrom"],
         "unknown system 'freefrom'; the configured systems: freeform, tersetalk",
