@@ -177,6 +177,16 @@ def test_present_runs_are_read_where_they_exist_and_the_rest_are_left_out(output
     assert meta["runs"] == [str(run)] and meta["n_real"] == 2
 
 
+def test_a_present_run_that_is_not_parquet_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "run.parquet"
+    bad.write_bytes(b"PAR1 cut short by a crash")
+    code = main(["bench", "corpus", "--present-runs", str(bad), "--sizes", "1", "--per-size", "1",
+                 "--out", str(tmp_path / "c.parquet")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "not a readable Parquet file" in err and str(bad) in err
+    assert not (tmp_path / "c.parquet").exists()
+
+
 def test_measure_interleaves_and_counts_repeats():
     calls = []
     timings = measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tersetalk.core.io import message_list
+from tersetalk.core.io import message_list, read_parquet
 from tersetalk.protocol import OverflowLine, ProtocolError, parse_strict
 
 from .defaults import DEFAULT_MAX_REAL, DEFAULT_PER_SIZE, DEFAULT_SIZES
@@ -177,7 +177,7 @@ def real_messages(run_paths: Iterable[str | Path]) -> tuple[list[dict], Counter]
     seen: set[Fields] = set()
     rows: list[dict] = []
     for path in sorted(map(str, run_paths)):
-        df = pd.read_parquet(path)
+        df = read_parquet(path, "run")
         for rec in df.itertuples(index=False):
             messages = message_list(getattr(rec, "messages", None))
             for msg in messages:
