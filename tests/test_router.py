@@ -41,6 +41,7 @@ from tersetalk.topology.router import (
 )
 from tersetalk.topology.signals import (
     MAX_PROGRAM_WORK,
+    premises,
     prose_parts,
     quantities,
     question_hops,
@@ -275,6 +276,60 @@ def test_a_question_one_sentence_states_whole_has_no_hops():
         '["q","W","Who directed the film that starred the painter of the Sistine Chapel?"]'
     )
     assert typed_signals(typed_lines(bridge))["hops"] >= 1
+
+
+# a Social IQa situation as each protocol carries it, and the question asked about it
+def _situation(sentences: list[str], question: str) -> tuple[str, str]:
+    typed = [json.dumps(["x", "situation", s]) for s in sentences]
+    prose = "".join(f"Situation:\n{s}\n" for s in sentences)
+    return (
+        "\n".join([*typed, json.dumps(["q", "W", question])]),
+        f"Goal: Choose the best option for the question.\n{prose}Question: {question}?",
+    )
+
+
+@pytest.mark.parametrize(
+    ("sentences", "question", "count"),
+    [
+        # a later event takes up what an earlier one told of: an inference step
+        (["Grace lent her only umbrella to a colleague.",
+          "At six it was pouring, and the colleague had gone home."],
+         "How will Grace feel on her way home", 1),
+        (["Only Chen and the puppy were home.", "The puppy was shut in the garden.",
+          "There were crumbs on Chen's jumper."], "Who ate the biscuits", 1),
+        # one event, or events that share nothing but a name: one reading of a situation
+        (["Jordan dropped a full glass of juice on the kitchen floor."],
+         "What will Jordan want to do next", 0),
+        (["Rafael arrived at his sister's flat after a long walk in the rain.",
+          "Rafael was holding flowers."], "Why did Rafael bring the flowers", 0),
+        # the sentence that asks is no premise, whatever it shares with the situation
+        (["Noor's classmate held her umbrella over both of them on the walk home."],
+         "How would Noor feel toward her classmate", 0),
+        # short words link nothing
+        (["Riley got out.", "The others ran out too."], "What happens next", 0),
+    ],
+)  # fmt: skip
+def test_premises_that_build_on_an_earlier_one_are_hops(sentences, question, count):
+    typed, prose = _situation(sentences, question)
+    parts = typed_parts(typed)
+    assert parts.situation == sentences and not parts.context
+    assert prose_parts(prose).situation == sentences
+    assert premises(parts) == count == premises(prose_parts(prose))
+    assert typed_signals(typed_lines(typed))["hops"] == count == prose_signals(prose)["hops"]
+
+
+def test_a_question_that_opens_with_premises_counts_them():
+    """CommonsenseQA holds its situation in the question: its sentences before the one
+    that asks are premises too; a passage's sentences are not (it is read, not told)."""
+    told = json.dumps(
+        ["q", "W", "All in the club play in the band. Luis is not in the band. What follows?"]
+    )
+    assert typed_signals(typed_lines(told))["hops"] == 1
+    passage = (
+        '["x","passage","The band plays on Fridays. The band has ten members."]\n'
+        '["q","W","does the band play on fridays"]'
+    )
+    assert premises(typed_parts(passage)) == 0
 
 
 @given(st.integers(0, 10**6), st.text(min_size=1, max_size=12))

@@ -806,7 +806,8 @@ _OTHER: list[Column] = [
         ("label", "string", "", "the route the example's task label asks for (star or "
          "chain); a held-out brief's own label"),
         ("hops", "int64", "bridges", "bridging structures in the question (relative clauses, "
-         "links, descriptions through another entity, a comparison): multi-hop"),
+         "links, descriptions through another entity, a comparison) and premises that build "
+         "on an earlier one (a situation's sentences sharing a word): multi-hop"),
         ("quantities", "int64", "numbers", "numbers a computation could use, years left out"),
         ("arithmetic", "int64", "sentences", "sentences with a number and an operation word, "
          "and a question combining amounts given elsewhere: multi-step"),

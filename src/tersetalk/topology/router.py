@@ -5,14 +5,15 @@ The router reads the brief as it went on the wire and turns it into a few counts
 when the score reaches a threshold θ. Both protocols' routers read the same parts of a
 brief (the question, context passages, options, facts, program text, plan steps) and
 count the same six signals from their content (:mod:`tersetalk.topology.signals`):
-``hops`` (bridging structure in the question: multi-hop), ``quantities`` and
+``hops`` (bridging structure in the question, premises that build on each other:
+multi-hop), ``quantities`` and
 ``arithmetic`` (numbers, and sentences that compute with them: multi-step),
 ``conditions`` and ``code`` (constraints to check, a program to write:
 verification-heavy) and ``plans`` (plan steps). Only how the parts are found differs:
 
 - ``typed`` (TerseTalk-JSONL): from the tags (``q`` the question; ``x`` lines keyed
-  ``passage``/``situation`` context, keyed by an option label options, keyed ``code``
-  program text; ``f`` lines and the summaries of ``o`` pointers facts; ``p`` plans);
+  ``passage`` context, ``situation`` a situation, keyed by an option label options, keyed
+  ``code`` program text; ``f`` lines and the summaries of ``o`` pointers facts; ``p`` plans);
 - ``prose`` (free-form): from the rendering's headings, bullets, fences and numbered
   steps, or, in prose without headings, from its sentences.
 

@@ -3,9 +3,11 @@
 The router decides star or chain from the brief as it went on the wire. Both protocols
 carry the same parts of a brief: the question, context passages (a BoolQ passage, a
 Social IQa situation, a tool response), answer options, facts (evidence sentences, a word
-problem's statements), program text and plan steps. :func:`typed_parts` finds them in
-TerseTalk-JSONL lines (``q``, ``x`` keyed ``passage``/``situation``/an option label/
-``code``, ``f`` and the summaries of ``o`` pointers, ``p``), :func:`prose_parts` in the
+problem's statements), program text and plan steps; a situation (Social IQa's) is a
+context part of its own, for it tells what happened rather than what to look up.
+:func:`typed_parts` finds them in TerseTalk-JSONL lines (``q``, ``x`` keyed ``passage``/
+``situation``/an option label/``code``, ``f`` and the summaries of ``o`` pointers, ``p``),
+:func:`prose_parts` in the
 free-form rendering (its headings, bullets, fences and numbered steps, or, for prose
 without headings, its sentences). :func:`content_signals` then counts the same things in
 both, from the words, never from which part a sentence sat in:
@@ -18,7 +20,12 @@ both, from the words, never from which part a sentence sat in:
   Y* between names, a comparative with *than*, two dates), a chain of *of the* or
   possessives. Each is one more lookup the answer depends on (multi-hop). None when one
   sentence of the facts or context holds every content word of the question (two or
-  more): the answer is then stated whole, one lookup;
+  more): the answer is then stated whole, one lookup. And one for each premise that
+  builds on an earlier one (:func:`premises`): in what the brief tells happened (a
+  situation, and the sentences a question opens with before it asks), a sentence that
+  takes up something an earlier sentence told of (a shared word of four letters or more,
+  names aside: *lent her only umbrella ... the colleague had gone home*): each is an
+  inference step the answer depends on. The sentence that asks is no premise;
 - ``quantities``: numbers a computation could use (digits, number words, *twice*,
   *half*, *dozen*, a clock time, a day of the week), years and ordinals left out, in
   every part; a program's doctest examples left out;
@@ -59,6 +66,7 @@ __all__ = [
     "MAX_PROGRAM_WORK",
     "BriefParts",
     "content_signals",
+    "premises",
     "has_code",
     "program_prose",
     "program_work",
@@ -76,6 +84,8 @@ class BriefParts:
 
     question: list[str] = field(default_factory=list)
     context: list[str] = field(default_factory=list)
+    #: what happened (a Social IQa situation): context whose sentences are premises
+    situation: list[str] = field(default_factory=list)
     options: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)
     code: list[str] = field(default_factory=list)
@@ -83,7 +93,8 @@ class BriefParts:
 
     def texts(self) -> list[str]:
         """Every part's texts, question first."""
-        return [*self.question, *self.facts, *self.context, *self.options, *self.code]
+        return [*self.question, *self.facts, *self.context, *self.situation, *self.options,
+                *self.code]  # fmt: skip
 
 
 # -- finding the parts ---------------------------------------------------------------------
@@ -129,6 +140,8 @@ def typed_parts(wire: str | Iterable[tuple[str, tuple[str, ...]]]) -> BriefParts
                 parts.code.append(text)
             elif _OPTION_KEY.match(key) and key.lower() not in _CONTEXT_KEYS:
                 parts.options.append(text)
+            elif key.lower() == "situation":
+                parts.situation.append(text)
             else:
                 parts.context.append(text)
     return parts
@@ -141,7 +154,7 @@ _OPTION_LINE = re.compile(r"^([A-Za-z0-9]{1,2})[:.)]\s+(.*)$")
 _SECTIONS = {
     "goal": None, "facts": "facts", "fact": "facts", "options": "options",
     "question": "question", "code": "code", "plan": "plans", "steps": "plans",
-    **{k: "context" for k in _CONTEXT_KEYS},
+    **{k: "context" for k in _CONTEXT_KEYS}, "situation": "situation",
 }  # fmt: skip
 
 
@@ -555,20 +568,54 @@ def quantities(text: str) -> int:
     return sum(1 for m in _QUANTITY.finditer(text) if not _YEAR.match(m.group(0)))
 
 
+#: the shortest word :func:`premises` links two sentences by (*out*, *day* link nothing)
+MIN_PREMISE_WORD = 4
+#: the most sentences :func:`premises` reads (a record can hold anything)
+MAX_PREMISES_READ = 50
+
+
+def _told_words(sentence: str) -> set[str]:
+    """The words a premise may take up: lower case in the text (names aside), at least
+    :data:`MIN_PREMISE_WORD` letters, no function word; a plural's or a verb's ending cut
+    as :func:`_content_words` cuts it."""
+    words = (w for w in re.findall(r"[A-Za-z]+", sentence) if not w[0].isupper())
+    return {re.sub(r"(?:es|s|ed|ing)$", "", w) if len(w) > 4 else w
+            for w in words
+            if len(w) >= MIN_PREMISE_WORD and w not in _FUNCTION_WORDS}  # fmt: skip
+
+
+def premises(parts: BriefParts) -> int:
+    """Premises that build on an earlier one (part of the ``hops`` signal): the sentences
+    of the situation and of the question but its last (the one that asks), in order; each
+    after the first that shares a word (:func:`_told_words`) with a sentence before it
+    counts one. A lone event, or events that share nothing, count 0."""
+    told = [s for text in (*parts.situation, *parts.question) for s in split_sentences(text)]
+    if parts.question:
+        told = told[:-1]
+    seen: set[str] = set()
+    count = 0
+    for sentence in told[:MAX_PREMISES_READ]:
+        words = _told_words(sentence)
+        count += bool(seen) and bool(words & seen)
+        seen |= words
+    return count
+
+
 def content_signals(parts: BriefParts) -> dict[str, int]:
     """The router's six signals of a brief's parts (module docstring), in
     :data:`CONTENT_SIGNALS` order."""
     # a program counts by its description: its examples' numbers are not amounts to use
-    texts = [*parts.question, *parts.facts, *parts.context, *parts.options,
+    context = [*parts.context, *parts.situation]
+    texts = [*parts.question, *parts.facts, *context, *parts.options,
              *(program_prose(c) for c in parts.code)]  # fmt: skip
-    evidence = [s for text in (*parts.facts, *parts.context) for s in split_sentences(text)]
-    work = [*parts.question, *parts.facts, *parts.context, *parts.plans,
+    evidence = [s for text in (*parts.facts, *context) for s in split_sentences(text)]
+    work = [*parts.question, *parts.facts, *context, *parts.plans,
             *(program_prose(c) for c in parts.code)]  # fmt: skip
     n_quantities = sum(quantities(text) for text in texts)
     # a passage's (or a situation's) amounts are steps only for a question that computes
     # (one with an operation word; *does the heart have four chambers* reads a number)
     computes = any(_OPERATION.search(q) for q in parts.question)
-    read = texts if computes else [t for t in texts if t not in parts.context]
+    read = texts if computes else [t for t in texts if t not in context]
     sentences = [s for text in read for s in split_sentences(text.replace("\n", " "))]
     steps = sum(1 for s in sentences if quantities(s) and _OPERATION.search(s))
     # a question that asks to combine amounts given elsewhere (*how many legs altogether?*)
@@ -577,7 +624,8 @@ def content_signals(parts: BriefParts) -> dict[str, int]:
         if not quantities(q) and n_quantities >= 2 and _OPERATION.search(q)
     )  # fmt: skip
     return {
-        "hops": sum(0 if _stated_whole(q, evidence) else question_hops(q) for q in parts.question),
+        "hops": premises(parts)
+        + sum(0 if _stated_whole(q, evidence) else question_hops(q) for q in parts.question),
         "quantities": n_quantities,
         "arithmetic": combines + steps,
         "conditions": sum(len(_CONDITION.findall(text)) for text in work),
