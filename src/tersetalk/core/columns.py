@@ -837,8 +837,8 @@ _OTHER: list[Column] = [
         ("ci_high", "float64", "0-1", "95% Wilson interval of the agreement, upper end"),
     ]],
     _E("subset", "string", "", "all, crossing (label differs from the format's task label "
-       "group), not crossing, format <task>, or batch <b> (batches 5 and 6: written after "
-       "the signals' last revision, by authors who never saw the router)", ("topology_heldout",)),
+       "group), not crossing, format <task>, or batch <b> (batch 7: written after the "
+       "signals' last revision, by an author who never saw the router)", ("topology_heldout",)),
     *[_E(n, t, u, m, ("topology_heldout_loo",)) for n, t, u, m in [
         ("held_out", "string", "", "the task left out (heldout_loto.csv)"),
         ("group", "string", "", "its label group: direct or chain (heldout_loto.csv)"),
