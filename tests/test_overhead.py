@@ -235,14 +235,20 @@ def test_run_files_reads_the_runs_a_batch_or_sweep_wrote_from_its_manifest(tmp_p
     monkeypatch.chdir(tmp_path)
     runs = [f"{KEY}/runs/hotpotqa/tersetalk/caps_{i}.parquet" for i in range(2)]
     points = [f"{KEY}/calibration/runs/gsm8k/tersetalk/g0{i}.parquet" for i in range(2)]
-    for f in runs + points:
+    routed = [
+        f"{KEY}/topology/runs/boolq/topology_tersetalk/{v}.parquet" for v in ("star", "chain")
+    ]
+    for f in runs + points + routed:
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_bytes(b"x")
     batch = f"{KEY}/runs/hotpotqa/batches/ablations/tersetalk.json"
     sweep = f"{KEY}/calibration/runs/gsm8k/sweeps/tersetalk.json"
     write_manifest(batch, runs, "tersetalk run")
     write_manifest(sweep, points, "tersetalk run")
+    topology = f"{KEY}/topology/batches/boolq/topology_tersetalk.json"
+    write_manifest(topology, routed, "tersetalk run")
     jobs = [
+        overhead.Job("topology_batch", at(1), 4, [topology], status="finished"),
         overhead.Job("run_batch", at(1), 1, [batch], status="finished"),
         overhead.Job("calibration_sweep", at(1), 2, [sweep], status="finished"),
         overhead.Job(
@@ -250,8 +256,9 @@ def test_run_files_reads_the_runs_a_batch_or_sweep_wrote_from_its_manifest(tmp_p
         ),  # fmt: skip
     ]
     found = overhead.run_files(jobs)
-    assert sorted(found) == sorted(runs + points)
+    assert sorted(found) == sorted(runs + points + routed)
     assert {found[r].rule for r in runs} == {"run_batch"}
+    assert {found[r].rule for r in routed} == {"topology_batch"}
 
 
 def test_record_calls_splits_made_cached_and_untimed(tmp_path):

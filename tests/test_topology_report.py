@@ -312,3 +312,25 @@ def test_report_refuses_an_unreadable_router_file(tmp_path):
     with pytest.raises(SystemExit, match="expected a mapping"):
         main(["topology", *runs, "--tables", str(tmp_path / "t"), "--figures",
               str(tmp_path / "f"), "--router-yaml", str(bad), "--n-resamples", "10"])  # fmt: skip
+
+
+def test_the_report_reads_the_runs_a_batch_manifest_lists_and_checks_them(tmp_path):
+    """The workflow's topology_batch job declares a manifest of the run files it wrote:
+    the report reads those, and refuses one that changed since (naming it and the fix)."""
+    from tersetalk.core.io import write_manifest
+    from tersetalk.topology.cli import run_files
+
+    runs = []
+    for (system, variant), g in study(n=2).groupby(["system", "variant"]):
+        p = tmp_path / f"{system}-{variant}.parquet"
+        g.to_parquet(p)
+        runs.append(str(p))
+    manifest = write_manifest(tmp_path / "batch.json", runs[1:], "tersetalk run")
+    assert run_files([runs[0], manifest]) == runs
+    direct = report(runs, tmp_path / "a", tmp_path / "fa", n_resamples=50)
+    batched = report([runs[0], manifest], tmp_path / "b", tmp_path / "fb", n_resamples=50)
+    assert json.dumps(direct, sort_keys=True) == json.dumps(batched, sort_keys=True)
+    pd.read_parquet(runs[-1]).iloc[:1].to_parquet(runs[-1])  # replaced since the batch
+    with pytest.raises(SystemExit, match=r"changed since tersetalk run wrote it.*rerun"):
+        main(["topology", runs[0], str(manifest), "--tables", str(tmp_path / "c"),
+              "--figures", str(tmp_path / "fc"), "--n-resamples", "10"])  # fmt: skip

@@ -62,7 +62,7 @@ SYSTEMS = enabled_systems(config)
 # run.shard_size: examples per run job (0: one job per run; see tersetalk.pipeline.shards)
 SHARD_SIZE = config["run"]["shard_size"] or 0
 SHARDS = shard_names(config["n_eval"], SHARD_SIZE)
-# threads of a job that runs the model (run_system, the batches and sweeps, topology_run)
+# threads of a job that runs the model (run_system, the batches and sweeps, topology_batch)
 MODEL_THREADS = config["models"]["threads"] or max(1, (os.cpu_count() or 2) // 2)
 # Results in reading order: Snakemake starts ready jobs highest priority first, so the
 # jobs the main figure needs (samples, compressor, calibration, each system's headline

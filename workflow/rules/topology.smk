@@ -2,7 +2,8 @@
 # ablations. Target: `snakemake --cores all topology` (config: the `topology` section).
 # The study samples its own examples (topology.n_eval per task of topology.tasks) and runs
 # its routed systems (topology.systems) under results/<key>/topology/, so it never re-samples or
-# reruns the main study; one report job reads all its runs.
+# reruns the main study (one job per task and system: topology_batch); one report job reads
+# all its runs.
 
 
 from tersetalk.core import figmeta  # report captions: what each file recorded
@@ -164,29 +165,40 @@ rule topology_heldout:
         "--out-dir {params.out} > {log} 2>&1"
 
 
-# One routed system's policy (a variant) on the study's sample of one task: run_system's
-# command and threads, on the study's sample and config, under results/<key>/topology/.
-use rule run_system as topology_run with:
+# Every variant of one routed system (its policies, the fitted router, the ablations) on
+# the study's sample of one task, in one job, under results/<key>/topology/: `tersetalk
+# run` with a spec per variant, as run_batch runs the main study's batches, so the
+# imports and the model load once per (task, system), not once per variant (a task has
+# 29). Each run keeps its own run file, checkpoint and cached calls, so a batch that
+# reruns for one changed variant replays the others from the caches. The rule declares
+# the batch's manifest (the run files with their digests); the report reads the runs
+# through it and checks them. Rerun the study's runs: --forcerun topology_batch.
+rule topology_batch:
     input:
-        unpack(topology_run_input),
+        unpack(topology_batch_input),
     output:
-        paths.TOPOLOGY_RUN,
+        paths.TOPOLOGY_BATCH,
     log:
-        paths.results("logs/topology/run/{task}/{system}/{variant}.log"),
+        paths.results("logs/topology/run/{task}/{system}.log"),
     wildcard_constraints:
         task="|".join(topology_labels()),
         system="|".join(TOPOLOGY_SYSTEMS) or "no-topology-system",
-        variant="[A-Za-z0-9_-]+",  # run_system's leaves out the batched ablation variants
+    conda:
+        ENV
+    threads: MODEL_THREADS
     resources:
         mem_mb=4000,
-        runtime=10 + 2 * TOPOLOGY["n_eval"],
+        runtime=topology_batch_runtime_min,
     params:
-        spec=topology_spec_json,
+        runs=topology_batch_runs,
+    shell:
+        "tersetalk run {params.runs} --sample {input.sample} --manifest {output} "
+        "2>&1 | tee {log}"
 
 
 rule topology_report:
     input:
-        runs=topology_runs,
+        runs=topology_batches,
         router=paths.ROUTER_FILE,
         loto=paths.results("topology/leave_one_task_out_fitted.csv"),
     output:

@@ -129,9 +129,11 @@ MODEL_TEMPLATES = {
     # its variant, on the calibration shard; the file the runs choose by
     "CALIBRATION_RUN": "calibration/runs/{task}/{system}/{point}.parquet",
     "CALIBRATION": "calibration/{task}.yaml",
-    # the topology study (topology.smk): its runs, the router signals read from its
-    # calibration briefs, and the router fitted on them
+    # the topology study (topology.smk): its runs, the manifest of the job that writes a
+    # routed system's runs on a task, the router signals read from its calibration briefs,
+    # and the router fitted on them
     "TOPOLOGY_RUN": "topology/runs/{task}/{system}/{variant}.parquet",
+    "TOPOLOGY_BATCH": "topology/batches/{task}/{system}.json",
     "TOPOLOGY_SIGNALS": "topology/calibration/{task}/{system}.parquet",
     "TOPOLOGY_HELDOUT_SIGNALS": "topology/heldout/{task}/{system}.parquet",
     "ROUTER_FILE": "topology/router.yaml",

@@ -85,7 +85,8 @@ COLUMNS = ("metric", "rule", "value", "unit", "source")
 _RUN_FILE = re.compile(r"(?:^|/)results/[^/]+/(?:runs|calibration/runs|topology/runs)/.+\.parquet$")
 #: a batch's or sweep's manifest (the run files it wrote: tersetalk.core.io.write_manifest)
 _RUN_MANIFEST = re.compile(
-    r"(?:^|/)results/[^/]+/(?:runs/[^/]+/batches|calibration/runs/[^/]+/sweeps)/.+\.json$"
+    r"(?:^|/)results/[^/]+/"
+    r"(?:runs/[^/]+/batches|calibration/runs/[^/]+/sweeps|topology/batches)/.+\.json$"
 )
 _MERGED_RUN = re.compile(
     r"^(?P<root>(?:.*/)?results/[^/]+/runs)/(?P<rest>[^/]+/[^/]+/[^/]+)\.parquet$"

@@ -46,6 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 from tersetalk.core.cliargs import nonnegative_int, user_error
+from tersetalk.core.io import read_parquet
 from tersetalk.topology.metrics import (
     FIXED,
     MIN_DECISIVE,
@@ -210,16 +211,30 @@ def report(
     (tables / "summary.json").write_text(text + "\n")
 
     _draw_figures(by_task, six, sweep, ablations, model, figures)
-    log.info("topology report: %d rows from %d runs -> %s, %s", len(df), len(runs), tables,
+    log.info("topology report: %d rows from %d inputs -> %s, %s", len(df), len(runs), tables,
              figures)  # fmt: skip
     return summary
 
 
+def run_files(runs: list[str | Path]) -> list[str | Path]:
+    """The run files ``runs`` names: each run file itself, and for a batch's manifest
+    (``.json``: the workflow's topology_batch) the run files it lists, once each is
+    checked to be the file the batch wrote (:func:`tersetalk.core.io.check_manifest`)."""
+    from tersetalk.core.io import check_manifest
+
+    files: list[str | Path] = []
+    for run in runs:
+        files += check_manifest(run) if str(run).endswith(".json") else [run]
+    return files
+
+
 def _read_runs(runs: list[str | Path]) -> pd.DataFrame:
-    """The run files as one frame; every system in them must be a routed one."""
+    """The run files as one frame (manifests read as :func:`run_files` reads them); every
+    system in them must be a routed one."""
+    runs = run_files(runs)
     if not runs:
         raise ValueError("no run files given")
-    df = pd.concat([pd.read_parquet(p) for p in runs], ignore_index=True)
+    df = pd.concat([read_parquet(p, "run") for p in runs], ignore_index=True)
     unknown = sorted(set(df["system"]) - set(ROUTER_OF))
     if unknown:
         raise ValueError(f"not routed systems: {unknown}; expected runs of {sorted(ROUTER_OF)}")
@@ -351,7 +366,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "the fitted routers; the θ sweep and leave-one-task-out replayed on the recorded "
         "router signals.",
     )
-    t.add_argument("runs", nargs="+", help="run Parquet files of topology_* systems")
+    t.add_argument(
+        "runs",
+        nargs="+",
+        help="run Parquet files of topology_* systems, or the manifests of the jobs that "
+        "wrote them (.json: each lists its run files, checked to be the ones it wrote)",
+    )
     t.add_argument("--tables", required=True, help="folder for the CSV tables and summary.json")
     t.add_argument("--figures", required=True, help="folder for the figures")
     t.add_argument(

@@ -19,23 +19,43 @@ def topology_study():
         raise WorkflowError(str(exc)) from None
 
 
-def topology_runs(wildcards=None):
-    """One run file per (study task, routed system that runs on it, variant that runs on it)."""
-    return run_targets(paths.TOPOLOGY_RUN, study=topology_study())
+def topology_variants(task, system):
+    """The variants of a routed system that run on a study task, in config order."""
+    return [v for t, s, v in run_triples(topology_study()) if (t, s) == (task, system)]
 
 
-def topology_run_input(wildcards):
-    settings = topology_study()["systems"][wildcards.system]["variants"][wildcards.variant]
+def topology_batches(wildcards=None):
+    """The manifest of each (study task, routed system that runs on it): its job writes
+    the run file of every variant that runs on the task."""
+    pairs = dict.fromkeys((t, s) for t, s, _ in run_triples(topology_study()))
+    return [paths.TOPOLOGY_BATCH.format(task=t, system=s) for t, s in pairs]
+
+
+def topology_batch_input(wildcards):
+    """The study's sample of the task, and what any of the variants needs built first
+    (the fitted router file for a variant that reads it)."""
+    variants = topology_study()["systems"][wildcards.system]["variants"]
+    settings = [variants[v] for v in topology_variants(wildcards.task, wildcards.system)]
     return {
         "sample": paths.TOPOLOGY_SAMPLE.format(task=wildcards.task),
-        **workflow_inputs(wildcards.system, settings),
+        **batch_workflow_inputs({wildcards.system: settings}),
     }
 
 
-def topology_spec_json(wildcards):
-    return spec_json(
-        run_spec(topology_study(), wildcards.task, wildcards.system, wildcards.variant)
+def topology_batch_runs(wildcards):
+    """`tersetalk run`'s arguments: a --spec-json and its --out per variant."""
+    task, system = wildcards.task, wildcards.system
+    variants = topology_variants(task, system)
+    return runs_args(
+        [run_spec(topology_study(), task, system, v) for v in variants],
+        [paths.TOPOLOGY_RUN.format(task=task, system=system, variant=v) for v in variants],
     )
+
+
+def topology_batch_runtime_min(wildcards):
+    """The cluster budget of a batch: its variants one after the other."""
+    n = len(topology_variants(wildcards.task, wildcards.system))
+    return max(1, n) * (10 + 2 * TOPOLOGY["n_eval"])
 
 
 def topology_signal_files(wildcards=None):
