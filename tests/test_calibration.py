@@ -374,6 +374,10 @@ def make_run(template):
         n = len(correct)
         df = frame.iloc[:n].copy().reset_index(drop=True)
         df["correct"] = [float(c) for c in correct]
+        # a prediction the task's scorer agrees with: calibration scores the runs itself
+        df["prediction"] = [
+            g if c else "not the answer" for g, c in zip(df["gold"], correct, strict=True)
+        ]
         df["tokens_total_cl100k"] = [float(t) for t in tokens]
         df["error"] = errors or [None] * n
         if kept is not None:

@@ -225,3 +225,42 @@ def test_per_record_carries_the_runs_counters_in_order_without_fragmenting():
     assert carried == [c for c in run.columns if c.startswith("c_")]
     assert pr["c_counter_007"].iloc[0] == 7 and pr["c_counter_007"].dtype == "int64"
     assert pr["c_flag"].dtype == bool and pr["c_flag"].iloc[0]
+
+
+def test_correctness_is_computed_once_in_the_score_step_and_read_by_every_output(tmp_path):
+    """A scorer that changed after the run (here: the run's own score columns say the
+    opposite of the official scorer): rerunning only `tersetalk score` gives per-example
+    metrics, the run's aggregate and the statistics' input that agree with each other
+    and with the scorer, none with the run's stale columns."""
+    from tersetalk.cli import main
+    from tersetalk.metrics.summary import example_scores
+
+    run = star_frame([
+        _rec(0, "Paris", "Paris"),
+        _rec(1, "the Paris city", "Paris"),  # EM 0, F1 2/3
+        _rec(2, "Rome", "Paris"),
+        _rec(3, "", "London", error="ModelCallError: timeout"),
+    ])  # fmt: skip
+    official = example_scores(run)
+    assert [s["em"] for s in official] == [1.0, 0.0, 0.0, 0.0]
+    for col in ("em", "f1", "precision", "recall", "correct"):
+        run[col] = 1.0 - run[col]  # what an older scorer had written
+    run.to_parquet(tmp_path / "run.parquet")
+    samples = tmp_path / "sample.parquet"
+    pd.DataFrame({"example_id": run["example_id"], "task": "hotpotqa", "split": "x",
+                  "position": run["position"], "row": run["position"], "question": "q",
+                  "gold": run["gold"],
+                  "record": [json.dumps({"question": "q", "answer": g, "context": [],
+                                          "supporting_facts": []}) for g in run["gold"]]}
+                 ).to_parquet(samples)  # fmt: skip
+    assert main(["score", "--run", str(tmp_path / "run.parquet"), "--sample", str(samples),
+                 "--out-records", str(tmp_path / "records.parquet"),
+                 "--out", str(tmp_path / "score.parquet")]) == 0  # fmt: skip
+    records = pd.read_parquet(tmp_path / "records.parquet")
+    summary = pd.read_parquet(tmp_path / "score.parquet").iloc[0]
+    assert records["em"].tolist() == [1.0, 0.0, 0.0, 0.0]  # the scorer's, not the run's
+    assert records["correct"].tolist() == [s["correct"] for s in official]
+    assert abs(records["f1"].iloc[1] - 2 / 3) < 1e-12
+    assert summary["accuracy"] == summary["em"] == records["correct"].mean() == 0.25
+    assert summary["f1"] == sum(records["f1"]) / 4
+    assert (run["em"].tolist()) == [0.0, 1.0, 1.0, 1.0]  # the run file itself is left alone

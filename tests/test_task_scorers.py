@@ -313,3 +313,23 @@ def test_hub_rows_map_to_the_shipped_layout(monkeypatch):
         "allenai/social_i_qa",
         "openai/openai_humaneval",
     ]
+
+
+def test_humaneval_is_scored_from_the_verdict_its_run_recorded():
+    """Its scorer runs model code: the score step reads the run's sandbox verdict as data
+    and never runs the code again (no sandbox is needed to score a run file)."""
+    import pandas as pd
+
+    from tersetalk.metrics.summary import example_scores
+
+    assert registry.get("humaneval").executes
+    run = pd.DataFrame({
+        "task": "humaneval", "system": "freeform", "variant": "default", "seed": 1,
+        "example_id": ["a", "b", "c"], "prediction": ["import os; os._exit(3)", "x", ""],
+        "gold": "{}", "error": [None, None, "ModelCallError: timeout"],
+        **{c: [1.0, 0.0, 1.0] for c in ("em", "f1", "precision", "recall", "correct")},
+    })  # fmt: skip
+    assert [s["correct"] for s in example_scores(run)] == [1.0, 0.0, 0.0]  # error: 0
+    assert registry.get("humaneval").run_metrics(example_scores(run))["accuracy"] == 1 / 3
+    with pytest.raises(ValueError, match="verdict the run recorded"):
+        registry.get("humaneval").example_scores("x", "{}")

@@ -419,12 +419,13 @@ def _cmd_score(args: argparse.Namespace) -> None:
     """
     from tersetalk.core.io import (
         check_manifest,
+        read_metadata,
         read_parquet,
         write_manifest,
         write_parquet_atomic,
     )
     from tersetalk.metrics.per_record import per_record_metrics_many
-    from tersetalk.metrics.summary import run_metrics
+    from tersetalk.metrics.summary import example_scores, run_metrics
     from tersetalk.pipeline.config import ConfigError
     from tersetalk.systems import pooled_rates
     from tersetalk.tasks.loading import read_sample
@@ -441,17 +442,24 @@ def _cmd_score(args: argparse.Namespace) -> None:
     for manifest in args.check_manifest:
         check_manifest(manifest)
     runs = [read_parquet(path, "run") for path in paths]
+    # each example's correctness, computed once here with the task's scorer (and its
+    # config section as the run had it) and read by the per-example metrics and the
+    # run's aggregate alike; the run's own score columns are its live check only
+    scores = [
+        example_scores(run, (read_metadata(path, "run").get("spec") or {}).get("task_options"))
+        for run, path in zip(runs, paths, strict=True)
+    ]
     per_records: list[Any] = [None] * len(runs)
     if args.sample:
         samples = {row["example_id"]: row for row in read_sample(args.sample)}
         reference = read_parquet(args.reference, "reference run") if args.reference else None
-        per_records = per_record_metrics_many(runs, reference, samples, args.cache_dir)
+        per_records = per_record_metrics_many(runs, reference, samples, args.cache_dir, scores)
     for i, (run, per_record, out) in enumerate(zip(runs, per_records, outs, strict=True)):
         if per_record is not None and records_outs:
             write_parquet_atomic(per_record, Path(records_outs[i]))
         # the pooled rates the run's system declares: the top floor reads the registry
         rates = pooled_rates(str(run["system"].iloc[0])) if len(run) else {}
-        metrics = run_metrics(run, per_record, rates)
+        metrics = run_metrics(run, per_record, rates, scores[i])
         write_parquet_atomic(metrics, Path(out))
         logging.info(
             "%s", metrics.iloc[0][["task", "system", "variant", "n", "accuracy"]].to_dict()

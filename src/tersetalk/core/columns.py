@@ -408,7 +408,10 @@ _COMMON: list[Column] = [
     _E("f1", "float64", "0-1", "token F1 (the task's official definition)", _RM + _SUM),
     _E("precision", "float64", "0-1", "token precision", _RUN + _SUM),
     _E("recall", "float64", "0-1", "token recall", _RUN + _SUM),
-    _E("correct", "float64", "0/1", "the task's accuracy for this example", _RM),
+    _E("correct", "float64", "0/1", "the task's accuracy for this example (in a run file the "
+       "run's live check; metrics, summaries and statistics read the score step's own "
+       "computation from prediction and gold, or, for HumanEval, the run's sandbox "
+       "verdict)", _RM),
     _E("verdict", "string", "", "the Critic's last verdict: accept, revise or escalate", _RUN,
        "star topology"),
     _E("verdict_explicit", "bool", "flag", "False when the Critic stated no verdict and accept "

@@ -24,6 +24,7 @@ from tersetalk.metrics.preservation import (
     messages_of,
     worker_input,
 )
+from tersetalk.metrics.summary import example_scores
 
 
 def _letters(directions: list[str]) -> list[str]:
@@ -72,13 +73,16 @@ def per_record_metrics(
     reference: pd.DataFrame | None,
     samples: dict[str, dict],
     cache_dir: str | Path | None = None,
+    scores: list[dict[str, float]] | None = None,
 ) -> pd.DataFrame:
     """Metrics for every example of ``run``; ``reference`` is the free-form run (or None).
 
     ``cache_dir``: where BERTScore's results are kept between processes (see
     :func:`~tersetalk.metrics.preservation.bertscore_f1_groups`); None computes them
-    afresh."""
-    return per_record_metrics_many([run], reference, samples, cache_dir)[0]
+    afresh. ``scores``: the run's :func:`~tersetalk.metrics.summary.example_scores`
+    (computed here when not given)."""
+    return per_record_metrics_many([run], reference, samples, cache_dir,
+                                   None if scores is None else [scores])[0]  # fmt: skip
 
 
 def per_record_metrics_many(
@@ -86,12 +90,20 @@ def per_record_metrics_many(
     reference: pd.DataFrame | None,
     samples: dict[str, dict],
     cache_dir: str | Path | None = None,
+    scores: list[list[dict[str, float]]] | None = None,
 ) -> list[pd.DataFrame]:
     """:func:`per_record_metrics` of several runs of a task, paired with the same
     ``reference``: their BERTScore in one call of the encoder, which embeds a text the
-    runs share (the reference's messages, a Worker input several variants send) once."""
+    runs share (the reference's messages, a Worker input several variants send) once.
+    ``scores``: each run's :func:`~tersetalk.metrics.summary.example_scores`, the score
+    step's one computation of correctness (computed here when not given)."""
+    if scores is None:
+        scores = [example_scores(run) for run in runs]
     ref_by_id = {} if reference is None else {r.example_id: r for r in reference.itertuples()}
-    collected = [_collect(run, ref_by_id, samples) for run in runs]
+    collected = [
+        _collect(run, ref_by_id, samples, run_scores)
+        for run, run_scores in zip(runs, scores, strict=True)
+    ]
     groups = [([text for _, text in cands], refs) for _, cands, refs in collected]
     scores, method = bertscore_f1_groups(groups, cache_dir)
     if reference is None:
@@ -102,13 +114,14 @@ def per_record_metrics_many(
     ]
 
 
-def _collect(run: pd.DataFrame, ref_by_id: dict, samples: dict[str, dict]):
+def _collect(run: pd.DataFrame, ref_by_id: dict, samples: dict[str, dict],
+             scores: list[dict[str, float]]):  # fmt: skip
     """A run's metric rows without BERTScore, and the pairs it is computed on:
     (row index, the Worker's input as prose) and the reference's Worker input."""
     directions = directions_of(run.columns)
     brief_edge = f"tokens_{directions[0]}_cl100k"  # the Manager's brief (M_W in the star)
     rows, cands, refs = [], [], []
-    for r in run.itertuples():
+    for r, score in zip(run.itertuples(), scores, strict=True):
         msgs = messages_of(r.messages)
         received = worker_input(msgs)
         prose, was_jsonl = as_prose(received)
@@ -120,9 +133,10 @@ def _collect(run: pd.DataFrame, ref_by_id: dict, samples: dict[str, dict]):
             "example_id": r.example_id,
             "position": r.position,
             "error": r.error,
-            "correct": r.correct,
-            "em": r.em,
-            "f1": r.f1,
+            # the score step's one computation of correctness (not the run's columns)
+            "correct": score["correct"],
+            "em": score["em"],
+            "f1": score["f1"],
             **{f"tokens_total_{t}": getattr(r, f"tokens_total_{t}") for t in TOKENIZERS},
             **_role_tokens(msgs, directions),
             "bytes_on_wire": r.bytes_on_wire,

@@ -1,9 +1,12 @@
 """Per-run metrics computed from a run's records, and the summary across runs.
 
-Quality is recomputed here from prediction and gold with the official
-definitions, not copied from the record's columns, so the summary is an
-independent check on the run step. HotpotQA EM/F1 are averaged over every gold
-example of the sample: an error row (no prediction) counts 0, as in the
+Quality is computed once, in the score step, from prediction and gold with the
+official definitions (:func:`example_scores`), not copied from the record's columns:
+the per-example metrics, the run's aggregate and the statistics all read that one
+computation, so rerunning only the score step after a scorer changes leaves none of
+them disagreeing. A task whose scorer runs the prediction (HumanEval's sandbox) has its
+verdict recorded by the run and read here as data. HotpotQA EM/F1 are averaged over
+every gold example of the sample: an error row (no prediction) counts 0, as in the
 official evaluator.
 
 Usage (the backend's own token counts) can be unknown for an example; see
@@ -20,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tersetalk.core.records import TOKENIZERS, direction_columns, directions_of
+from tersetalk.tasks.base import SCORE_COLUMNS
 from tersetalk.tasks.registry import get as get_task
 
 #: per-record token columns averaged into ``<column>_mean``: per role, and per direction
@@ -43,10 +47,29 @@ MEAN_COLUMNS = (
 )
 
 
+def example_scores(run: pd.DataFrame, options: Mapping | None = None) -> list[dict[str, float]]:
+    """Each example's score columns (``em``, ``f1``, ``precision``, ``recall``,
+    ``correct``), in the run's row order, computed once by the task's scorer from the
+    prediction and the gold (an error row scores as an empty prediction: 0), or, for a
+    task whose scorer runs the prediction, read from the verdict the run recorded
+    (:meth:`tersetalk.tasks.base.Task.example_scores`). ``options``: the task's config
+    section, as the run had it (its spec's ``task_options``)."""
+    if run.empty:
+        return []
+    task = get_task(str(run["task"].iloc[0]))
+    read = ["prediction", "gold", "error", *(SCORE_COLUMNS if task.executes else ())]
+    return [
+        task.example_scores(r["prediction"], r["gold"], options, error=not pd.isna(r["error"]),
+                            recorded=r if task.executes else None)
+        for r in run[read].to_dict("records")
+    ]  # fmt: skip
+
+
 def run_metrics(
     df: pd.DataFrame,
     per_record: pd.DataFrame | None = None,
     rates: Mapping[str, tuple[str, str]] | None = None,
+    scores: list[dict[str, float]] | None = None,
 ) -> pd.DataFrame:
     """One row of metrics for one (task, system, variant) run.
 
@@ -54,7 +77,9 @@ def run_metrics(
     preservation metrics; answered examples only, like the token means.
     ``rates`` are the pooled rates the run's system declares (see
     :func:`protocol_rates`); the caller looks them up (``tersetalk score`` asks
-    the system registry), so this module needs no system.
+    the system registry), so this module needs no system. ``scores``: the run's
+    :func:`example_scores` when the caller has computed them (the score step, which
+    also gives them to the per-example metrics); computed here otherwise.
     """
     if df.empty:
         raise ValueError("run file has no records")
@@ -68,15 +93,9 @@ def run_metrics(
         "n": len(df),
         "n_errors": int(df["error"].notna().sum()),
     }
-    preds = {
-        r.example_id: r.prediction for r in df.itertuples() if r.error is pd.NA or r.error is None
-    }
-    golds = dict(zip(df["example_id"], df["gold"], strict=True))
-    # the run's own per-example verdicts, for a task that must not score twice (HumanEval)
-    scored = dict(zip(df["example_id"], df["correct"], strict=True)) if "correct" in df else {}
-    # the task's official aggregate: HotpotQA's EM/F1 over every gold, GSM8K's numbers,
-    # HumanEval's pass@1 as the run scored it (model code runs once, sandboxed)
-    row.update(get_task(task).run_metrics(preds, golds, scored))
+    # the task's official aggregate of the examples' scores: HotpotQA's EM/F1 over every
+    # gold, GSM8K's numbers, HumanEval's pass@1 as the run's sandbox decided it
+    row.update(get_task(task).run_metrics(example_scores(df) if scores is None else scores))
     ok = df[df["error"].isna()]
     for t in TOKENIZERS:
         # a missing count (the model's tokens of a hosted API, see tokens_model_source)

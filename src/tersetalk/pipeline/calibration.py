@@ -67,7 +67,7 @@ import yaml
 from tersetalk.core.intervals import wilson
 from tersetalk.core.io import load_yaml_text, read_run_spec, write_text_atomic
 from tersetalk.metrics.per_record import per_record_metrics
-from tersetalk.metrics.summary import lingua_rate_distribution
+from tersetalk.metrics.summary import example_scores, lingua_rate_distribution
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +281,13 @@ def _why(decided_by: str, evidence: str, informative: bool, preservation: str) -
     return f"{evidence}; {preservation}; {tail}"
 
 
+def _accuracy(run: pd.DataFrame) -> float:
+    """A run's accuracy by the task's scorer, as the score step computes it
+    (:func:`~tersetalk.metrics.summary.example_scores`), not the column the run wrote."""
+    scores = example_scores(run)
+    return float(pd.Series([s["correct"] for s in scores], dtype="float64").mean())
+
+
 def point_row(point: str, settings: dict, run: pd.DataFrame, samples: Mapping[str, dict]) -> dict:
     """One row of the calibration table: accuracy, tokens, preservation and LLMLingua's rates."""
     ok = run[run["error"].isna()]
@@ -289,7 +296,7 @@ def point_row(point: str, settings: dict, run: pd.DataFrame, samples: Mapping[st
         "settings": settings,
         "n": int(len(run)),
         "n_errors": int(len(run) - len(ok)),
-        "accuracy": float(run["correct"].mean()),
+        "accuracy": _accuracy(run),
         "tokens_mean": float(ok["tokens_total_cl100k"].mean()) if len(ok) else float("inf"),
         **preservation_rates(run, samples, where=f"calibration run of point {point}"),
     }
@@ -354,7 +361,7 @@ def choose(
 
 def _reference_entry(label: str, path: Path, samples: Mapping[str, dict], margin: float) -> dict:
     ref = pd.read_parquet(path)
-    accuracy, n = float(ref["correct"].mean()), int(len(ref))
+    accuracy, n = _accuracy(ref), int(len(ref))
     low, high = wilson(accuracy, n)
     entry = {
         "run": label,

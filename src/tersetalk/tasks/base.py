@@ -12,7 +12,11 @@ task's name. A task declares:
   line the TerseTalk Worker's prompt adds about the answer's form;
 - ``extract``: how the prediction is read from the Worker's reply;
 - ``correct`` / ``score`` / ``aggregate``: the official check of one prediction, the
-  per-example score columns, and the run's accuracy (``metric`` names it);
+  per-example score columns, and the run's accuracy from them (``metric`` names it).
+  The score step computes each example's scores once (:meth:`Task.example_scores`) and
+  every per-example metric, the run's aggregate and the statistics read those; a task
+  whose scorer runs the prediction (``executes``: HumanEval's sandbox) has its verdict
+  recorded by the run and read as data, so model code never runs twice;
 - ``title`` (figures, with the metric), ``display_name`` (how readers are told its
   name), ``topology`` (the topology study's label), and smaller hooks
   (see the field comments).
@@ -21,7 +25,7 @@ task's name. A task declares:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,8 +166,25 @@ class DatasetFile:
     example_id: Callable[[int, dict], str] | None = None
 
 
-#: {id: prediction}, {id: gold}, {id: the record's ``correct``} -> the run's metrics
-Aggregate = Callable[[Mapping[str, str], Mapping[str, str], Mapping[str, float]], dict]
+#: each example's score columns (:meth:`Task.example_scores`, in the run's order, an error
+#: row scored as an empty prediction) -> the run's metrics
+Aggregate = Callable[[Sequence[Mapping[str, float]]], dict]
+
+#: the score columns every task's scorer writes (a scorer may add provenance columns)
+SCORE_COLUMNS: tuple[str, ...] = ("em", "f1", "precision", "recall", "correct")
+
+
+def mean_in_order(values: Iterable[float]) -> float:
+    """The mean of ``values`` summed one after the other from 0.0, in the order given (the
+    official HotpotQA script's summation; no compensated or pairwise sum, so a run's
+    aggregate is the same float on every Python and NumPy)."""
+    total, n = 0.0, 0
+    for value in values:
+        total += float(value)
+        n += 1
+    if n == 0:
+        raise ScoringError("a run's metrics need at least one example")
+    return total / n
 
 
 @dataclass(frozen=True)
@@ -230,8 +251,13 @@ class Task:
     #: prediction, gold, config section -> score columns (default: :func:`same_score`
     #: of ``correct``, an empty prediction wrong); a scorer may add provenance columns
     score: Callable[[str, str, Mapping[str, Any]], dict] | None = None
-    #: {id: prediction} (answered examples), {id: gold}, {id: the record's ``correct``}
-    #: -> the run's ``accuracy``, ``em``, ``f1``, ``precision``, ``recall``
+    #: the scorer runs the prediction (model-written code in a sandbox): the run records
+    #: the verdict and the score step reads it (:meth:`example_scores`), never running
+    #: model code a second time
+    executes: bool = False
+    #: each example's score columns, in the run's order -> the run's ``accuracy``,
+    #: ``em``, ``f1``, ``precision``, ``recall`` (default: :func:`accuracy_metrics` of the
+    #: mean of ``correct``)
     aggregate: Aggregate | None = None
     #: the answer string whose arrival at the Worker answer preservation checks, from
     #: the gold (default: the gold itself); None when no string can arrive (code's tests)
@@ -268,17 +294,37 @@ class Task:
             return self.score(prediction or "", gold, options or {})
         return same_score(float(bool(prediction) and self.correct(prediction, gold)))
 
-    def run_metrics(
+    def example_scores(
         self,
-        predictions: Mapping[str, str],
-        golds: Mapping[str, str],
-        scored: Mapping[str, float],
+        prediction: str,
+        gold: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        error: bool = False,
+        recorded: Mapping[str, Any] | None = None,
     ) -> dict[str, float]:
-        """The run's accuracy (and EM/F1 where the task has them) over every gold."""
+        """One example's score columns (:data:`SCORE_COLUMNS`), as the score step computes
+        them once: the scorer's on the prediction (an error row's prediction counts as
+        empty, so it scores 0), or, for a task whose scorer runs the prediction
+        (``executes``), the verdict the run recorded (``recorded``: the run's row)."""
+        if self.executes:
+            if recorded is None:
+                raise ScoringError(
+                    f"{self.name}: its scorer runs the prediction, so the score step reads "
+                    "the verdict the run recorded; none was given"
+                )
+            if error:
+                return same_score(0.0)
+            return {k: float(recorded[k]) for k in SCORE_COLUMNS}
+        scores = self.scores("" if error else prediction, gold, options)
+        return {k: float(scores[k]) for k in SCORE_COLUMNS}
+
+    def run_metrics(self, scores: Sequence[Mapping[str, float]]) -> dict[str, float]:
+        """The run's accuracy (and EM/F1 where the task has them) from every example's
+        score columns (:meth:`example_scores`; the denominator is every example)."""
         if self.aggregate is not None:
-            return self.aggregate(predictions, golds, scored)
-        hits = [bool(predictions.get(i)) and self.correct(predictions[i], golds[i]) for i in golds]
-        return accuracy_metrics(sum(hits) / len(golds))
+            return self.aggregate(scores)
+        return accuracy_metrics(mean_in_order(s["correct"] for s in scores))
 
     def answer_text(self, gold: str) -> str | None:
         """The string of the gold that can reach the Worker (None: none can)."""

@@ -27,7 +27,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tersetalk.tasks.base import (
@@ -38,6 +38,7 @@ from tersetalk.tasks.base import (
     ScoringError,
     Task,
     TitledFacts,
+    mean_in_order,
 )
 
 # --- the official answer scoring -------------------------------------------------
@@ -191,18 +192,11 @@ def score(prediction: str, gold: str, options: Mapping[str, Any]) -> dict[str, f
     return {"em": em, "f1": f1, "precision": p, "recall": r, "correct": em}
 
 
-def aggregate(
-    predictions: Mapping[str, str], golds: Mapping[str, str], scored: Mapping[str, float]
-) -> dict[str, float]:
-    """The official averages over every gold question; accuracy is EM."""
-    agg = hotpot_aggregate(predictions, golds)
-    return {
-        "em": agg["em"],
-        "f1": agg["f1"],
-        "precision": agg["precision"],
-        "recall": agg["recall"],
-        "accuracy": agg["em"],
-    }
+def aggregate(scores: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The official averages over every gold question (an unanswered one scores 0, as in
+    :func:`hotpot_aggregate`, summed in the same order); accuracy is EM."""
+    means = {k: mean_in_order(s[k] for s in scores) for k in ("em", "f1", "precision", "recall")}
+    return {**means, "accuracy": means["em"]}
 
 
 def fact_sentence(fact: str) -> str:

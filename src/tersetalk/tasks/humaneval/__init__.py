@@ -31,7 +31,6 @@ from tersetalk.tasks.base import (
     DatasetFile,
     Metric,
     Task,
-    accuracy_metrics,
     same_score,
 )
 from tersetalk.tasks.humaneval.sandbox import (
@@ -201,14 +200,6 @@ def score(prediction: str, gold: str, options: Mapping[str, Any]) -> dict:
     }
 
 
-def aggregate(
-    predictions: Mapping[str, str], golds: Mapping[str, str], scored: Mapping[str, float]
-) -> dict[str, float]:
-    """pass@1 as the run scored it: model code runs once, sandboxed, never again here."""
-    hits = [i in predictions and scored[i] == 1.0 for i in golds]
-    return accuracy_metrics(sum(hits) / len(golds))
-
-
 TASK = Task(
     name="humaneval",
     title="HumanEval (pass@1)",
@@ -233,7 +224,9 @@ TASK = Task(
     # code: every line counts (the scorer strips a code fence)
     extract=lambda text: text.strip("\n"),
     score=score,
-    aggregate=aggregate,
+    # pass@1 as the run scored it: model code runs once, sandboxed, never again in the
+    # score step, which reads the run's verdict
+    executes=True,
     gold_text=lambda gold: None,  # its gold is tests: no answer string reaches the Worker
     run_options=True,
     preflight=preflight,
