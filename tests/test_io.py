@@ -140,3 +140,6 @@ def test_a_manifest_lists_its_files_and_tells_a_missing_or_changed_one(tmp_path)
     manifest.write_text("{not json")
     with pytest.raises(InputFileError, match="manifest .* is unreadable"):
         check_manifest(manifest)
+    manifest.write_text("[" * 100_000 + "]" * 100_000)  # nested past the parser's stack
+    with pytest.raises(InputFileError, match="manifest .* is unreadable.*nested deeper"):
+        check_manifest(manifest)

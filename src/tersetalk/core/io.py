@@ -391,7 +391,7 @@ def check_manifest(path: str | Path) -> list[str]:
     an InputFileError names the first that is missing or changed and how to rebuild it."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json_text(path.read_bytes(), f"manifest {path}")
         listed = [(str(f["path"]), str(f["sha256"])) for f in data["files"]]
         by = str(data.get("written_by", "its job"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
