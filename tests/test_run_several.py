@@ -35,6 +35,9 @@ def specs(tmp_path, base_config, repo):
     ev, _ = sample("gsm8k", records, n=3, calibration_n=0, seed=5)
     ev.to_parquet(tmp_path / "sample.parquet")
     base_config["cache_dir"] = str(tmp_path / "cache")
+    # short replies: these runs check that a process gives what separate ones give, not
+    # what the model answers (the mediator and MSP test reads this same config)
+    base_config["generation"].update(max_tokens=32, critic_max_tokens=16)
     first = run_spec(base_config, "gsm8k", "freeform", "default")
     second = dict(first, seed=first["seed"] + 1)
     return [first, second], tmp_path / "sample.parquet"
