@@ -30,7 +30,7 @@ TOY = textwrap.dedent(
     import re
     from pathlib import Path
 
-    from tersetalk.tasks.base import Brief, DatasetFile, Metric, Task
+    from tersetalk.tasks.base import Answer, Brief, DatasetFile, Metric, Task
 
     _INT = re.compile(r"-?\\d+")
 
@@ -50,7 +50,7 @@ TOY = textwrap.dedent(
         dataset=DatasetFile(str(Path(__file__).with_name("arith.jsonl")), "{sha256}"),
         brief=lambda record, options: Brief(goal="Add the numbers.", question=record["question"]),
         worker_system="You are the Worker. Reply with the sum only.",
-        answer_note="The answer is a whole number.",
+        answer=Answer("a whole number"),
         metric=Metric("accuracy", "the last integer of the reply equals the sum"),
         correct=correct,
         extract=last_integer,

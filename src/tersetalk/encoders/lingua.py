@@ -133,7 +133,7 @@ class LinguaSettings(CompressorSettings):
     def forces(self, task: str) -> bool:
         """Whether some spans are kept verbatim (digits for GSM8K, or entities)."""
         digits = self.force_digits == "always" or (
-            self.force_digits == "auto" and get_task(task).numeric_answers
+            self.force_digits == "auto" and get_task(task).answer.kind == "number"
         )
         return digits or self.force_entities
 

@@ -45,13 +45,15 @@ COD_INSTRUCTION = (
 
 
 def cod_worker_system(task: str) -> str | None:
-    """The Worker's system prompt under Chain-of-Draft for ``task``: the task's Worker
-    introduction and answer form around :data:`COD_INSTRUCTION` (None: not offered)."""
-    parts = get_task(task).cod_worker
-    if parts is None:
+    """The Worker's system prompt under Chain-of-Draft for ``task``: what the Manager
+    sends and the answer's form (the task's ``brief_holds`` and ``answer``) around
+    :data:`COD_INSTRUCTION`; None (not offered) for a task that does not say what its
+    brief holds."""
+    spec = get_task(task)
+    if spec.brief_holds is None:
         return None
-    intro, form = parts
-    return f"{intro} {COD_INSTRUCTION} {form}"
+    return (f"You are the Worker. The Manager sends you {spec.brief_holds}. "
+            f"{COD_INSTRUCTION} The answer is {spec.answer.form}.")  # fmt: skip
 
 
 class FreeformSettings(BaseModel):

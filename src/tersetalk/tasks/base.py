@@ -8,8 +8,11 @@ task's name. A task declares:
   pipeline's record (:class:`DatasetFile`);
 - ``brief``: how the Manager's :class:`Brief` (goal, facts, question, payload) is built
   from a record and the task's config section;
-- ``worker_system`` and ``answer_note``: the Worker's instruction in prose and the
-  line the TerseTalk Worker's prompt adds about the answer's form;
+- ``worker_system``: the Worker's instruction in prose;
+- ``answer`` (:class:`Answer`) and ``brief_holds``: what the answer is (its form in
+  words and its kind) and what the brief holds, the capabilities a system reads to word
+  its own prompts and read replies (TerseTalk's answer note, Chain-of-Draft's Worker
+  prompt, LLMLingua's kept digits): a task says what it is, never how a system talks;
 - ``extract``: how the prediction is read from the Worker's reply;
 - ``correct`` / ``score`` / ``aggregate``: the official check of one prediction, the
   per-example score columns, and the run's accuracy from them (``metric`` names it).
@@ -37,6 +40,31 @@ from typing import Any
 #: verify/fix loop can pay for themselves.
 DIRECT = "direct"
 CHAIN = "chain"
+
+#: the kinds of answer a task can declare (:class:`Answer`): ``span`` words copied from
+#: the brief, ``yes/no``, ``choice`` an option's label, ``number`` worked out in steps,
+#: ``code`` a program, ``value`` copied from a payload, ``text`` anything else
+ANSWER_KINDS = ("text", "span", "yes/no", "choice", "number", "code", "value")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a task's answer is, as systems read it.
+
+    ``form`` completes "The answer is ..." ("a number", "the letter of one option");
+    ``kind`` is one of :data:`ANSWER_KINDS`. Systems decide from them what to tell
+    their Worker and how to read its reply (a ``span`` is read from the answer alone, a
+    ``number`` needs calculation steps and keeps its digits under compression)."""
+
+    form: str
+    kind: str = "text"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ANSWER_KINDS:
+            raise ValueError(f"Answer kind {self.kind!r} is not one of {', '.join(ANSWER_KINDS)}")
+        if not self.form.strip() or self.form.rstrip().endswith("."):
+            raise ValueError(f"Answer form {self.form!r}: words that complete "
+                             "'The answer is ...', without the full stop")  # fmt: skip
 
 
 class ScoringError(ValueError):
@@ -239,8 +267,8 @@ class Task:
     brief: Callable[[dict, Mapping[str, Any]], Brief]
     #: the Worker's system prompt in prose
     worker_system: str
-    #: the TerseTalk Worker's note on the answer's form
-    answer_note: str
+    #: what the answer is: its form in words and its kind (:class:`Answer`)
+    answer: Answer
     metric: Metric
     #: the official check of one (non-empty) prediction against the sample's gold
     correct: Callable[[str, str], bool]
@@ -266,13 +294,9 @@ class Task:
     brief_question: Callable[[str], str] = str.strip
     #: the part of a brief fact that must reach the Worker (HotpotQA: the sentence)
     fact_text: Callable[[str], str] | None = None
-    #: (the Worker's introduction, the answer's form) around Chain-of-Draft's instruction
-    #: in the Worker's prompt under ``prompting: cod``; None: CoD is not offered
-    cod_worker: tuple[str, str] | None = None
-    #: the TerseTalk Worker's plan lines are read with its answer (False: the answer alone)
-    reads_plan: bool = True
-    #: answers are numbers: LLMLingua's ``force_digits: auto`` keeps digits
-    numeric_answers: bool = False
+    #: what the Manager's brief holds, as a Worker is told it ("a math word problem");
+    #: None: unsaid, and a prompting that must say it (Chain-of-Draft) is not offered
+    brief_holds: str | None = None
     #: the task's config section goes into the run spec (``task_options``)
     run_options: bool = False
     #: the config section -> raise before the first example when the task cannot be scored

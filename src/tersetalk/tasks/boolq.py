@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tersetalk.tasks.base import DIRECT, Brief, DatasetFile, Metric, Task
+from tersetalk.tasks.base import DIRECT, Answer, Brief, DatasetFile, Metric, Task
 
 GOAL = "Answer the yes/no question from the passage."
 WORKER_SYSTEM = (
@@ -126,7 +126,7 @@ TASK = Task(
     ),
     brief=brief,
     worker_system=WORKER_SYSTEM,
-    answer_note="The answer is yes or no. Plan may be empty.",
+    answer=Answer("yes or no", "yes/no"),
     metric=Metric(
         "accuracy", "yes/no accuracy; an answer that says neither yes nor no counts as wrong"
     ),

@@ -18,6 +18,7 @@ from typing import Any
 
 from tersetalk.tasks.base import (
     CHAIN,
+    Answer,
     Brief,
     DatasetFile,
     Metric,
@@ -218,15 +219,11 @@ TASK = Task(
     ),
     brief=brief,
     worker_system=WORKER_SYSTEM,
-    answer_note="Plan holds up to 3 short calculation steps; the answer is the final number only.",
+    answer=Answer("a number", "number"),
+    brief_holds="a math word problem",
     metric=Metric("accuracy", "the final number equals the gold number after '#### '"),
     correct=gsm8k_correct,
     topology=CHAIN,
     extract=final_number,
     brief_question=last_sentence_question,
-    cod_worker=(
-        "You are the Worker. The Manager sends you a math word problem.",
-        "The answer is a number.",
-    ),
-    numeric_answers=True,
 )

@@ -32,6 +32,7 @@ from typing import Any
 
 from tersetalk.tasks.base import (
     CHAIN,
+    Answer,
     Brief,
     DatasetFile,
     Metric,
@@ -340,7 +341,8 @@ TASK = Task(
     ),
     brief=brief,
     worker_system=WORKER_SYSTEM,
-    answer_note="The answer is a few words copied from the facts, or yes/no. Plan may be empty.",
+    answer=Answer("a few words copied from the facts, or yes/no", "span"),
+    brief_holds="facts and a question",
     metric=Metric(
         "exact match",
         "official hotpot_evaluate_v1 exact match after normalisation (F1 beside it)",
@@ -350,11 +352,6 @@ TASK = Task(
     score=score,
     aggregate=aggregate,
     fact_text=fact_sentence,
-    cod_worker=(
-        "You are the Worker. The Manager sends you facts and a question.",
-        "The answer is a few words copied from the facts, or yes/no.",
-    ),
-    reads_plan=False,
     run_options=True,
     titled_facts=TitledFacts(strip_residue, dedup_title, paragraph_titles),
 )

@@ -21,7 +21,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from tersetalk.tasks.base import DIRECT, Brief, DatasetFile, Metric, Task
+from tersetalk.tasks.base import DIRECT, Answer, Brief, DatasetFile, Metric, Task
 
 GOAL = "Choose the best option for the question."
 WORKER_SYSTEM = (
@@ -178,7 +178,7 @@ def _task(name: str, title: str, labels: str, dataset: DatasetFile) -> Task:
         dataset=dataset,
         brief=brief,
         worker_system=WORKER_SYSTEM,
-        answer_note="The answer is the letter of one option. Plan may be empty.",
+        answer=Answer("the letter of one option", "choice"),
         metric=Metric(
             "accuracy",
             f"accuracy on the option label ({labels}); the option's exact text also counts",

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tersetalk.tasks.base import Brief, DatasetFile, Metric, Task
+from tersetalk.tasks.base import Answer, Brief, DatasetFile, Metric, Task
 
 #: the question generator's seed: the questions are the dataset, fixed like a file's
 #: content; the run's seed only draws the sample from them
@@ -105,7 +105,7 @@ TASK = Task(
     ),
     brief=brief,
     worker_system=WORKER_SYSTEM,
-    answer_note="The answer is the value only, copied from the tool response.",
+    answer=Answer("the value only, copied from the tool response", "value"),
     metric=Metric("accuracy", "the comprehension experiment's answer check"),
     correct=correct,
 )

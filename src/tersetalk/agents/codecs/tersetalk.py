@@ -69,6 +69,7 @@ from tersetalk.protocol import (
     validate_caps,
 )
 from tersetalk.protocol.tags import VERDICT_NAMES
+from tersetalk.tasks.base import Answer
 from tersetalk.tasks.registry import get as get_task
 
 CAP_SETS = {
@@ -208,9 +209,30 @@ ROLE_INTRO = {
 }
 
 
+#: answers picked or copied from the brief: the Worker is told its plan may be empty
+NO_STEPS = ("span", "yes/no", "choice")
+#: a number is worked out: the Worker's plan holds the steps
+NUMBER_NOTE = "Plan holds up to 3 short calculation steps; the answer is the final number only."
+
+
+def answer_note(answer: Answer) -> str:
+    """What the TerseTalk Worker's prompt says of the answer and its plan, from the
+    task's declared :class:`~tersetalk.tasks.base.Answer`."""
+    if answer.kind == "number":
+        return NUMBER_NOTE
+    note = f"The answer is {answer.form}."
+    return f"{note} Plan may be empty." if answer.kind in NO_STEPS else note
+
+
+def reads_plan(answer: Answer) -> bool:
+    """Whether the Worker's plan lines are read with its answer: not for a span, whose
+    words a plan would add to (an exact match counts every word)."""
+    return answer.kind != "span"
+
+
 def system_prompt(role: str, task: str, enforcement: str) -> str:
     reply = SCHEMA_REPLY[role] if enforcement in ("schema", "json") else LINES_REPLY[role]
-    extra = get_task(task).answer_note if role == "worker" else ""
+    extra = answer_note(get_task(task).answer) if role == "worker" else ""
     return f"{ROLE_INTRO[role]}{FORMAT_NOTE} {reply} {extra}".strip()
 
 
@@ -676,7 +698,7 @@ class TerseTalkCodec(Codec):
     def prediction(self, answer: WorkerReply) -> str:
         text = (
             "\n".join(answer.plan + [f"Answer: {answer.answer}"])
-            if get_task(self.ctx.task).reads_plan
+            if reads_plan(get_task(self.ctx.task).answer)
             else answer.answer
         )
         return extract_prediction(self.ctx.task, text)

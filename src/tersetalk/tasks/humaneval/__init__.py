@@ -27,6 +27,7 @@ from typing import Any
 
 from tersetalk.tasks.base import (
     CHAIN,
+    Answer,
     Brief,
     DatasetFile,
     Metric,
@@ -215,7 +216,7 @@ TASK = Task(
     ),
     brief=brief,
     worker_system=WORKER_SYSTEM,
-    answer_note="The answer is the complete Python function (signature and body).",
+    answer=Answer("the complete Python function (signature and body)", "code"),
     metric=Metric(
         "pass@1", "pass@1: the task's own check(entry_point) passes in the sandbox (one sample)"
     ),
