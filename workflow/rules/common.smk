@@ -140,10 +140,16 @@ def run_priority(wildcards):
     return 0 if ablation_only(config, wildcards.system, wildcards.variant) else HEADLINE_PRIORITY
 
 
+def runtime_min(n_examples, n_runs=1):
+    """A generous wall-clock budget for cluster schedulers, in minutes: ``n_runs`` runs
+    of ``n_examples`` each, one after the other."""
+    return max(1, n_runs) * (10 + 2 * n_examples)
+
+
 def run_runtime_min(wildcards):
-    """A generous wall-clock budget for cluster schedulers (a shard's job: its examples)."""
+    """A run's budget (a shard's job: its examples)."""
     n = min(SHARD_SIZE, config["n_eval"]) if wildcards.get("shard") else config["n_eval"]
-    return 10 + 2 * n
+    return runtime_min(n)
 
 
 def spec_json(spec):

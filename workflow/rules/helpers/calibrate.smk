@@ -102,4 +102,4 @@ def calibration_sweep_runs(wildcards):
 def calibration_sweep_runtime_min(wildcards):
     """The cluster budget of a sweep: its points one after the other."""
     points = sweep_points(wildcards.task, wildcards.batch)
-    return max(1, len(points)) * (10 + 2 * config["calibration_n"])
+    return runtime_min(config["calibration_n"], len(points))

@@ -59,7 +59,7 @@ def batch_priority(wildcards):
 def batch_runtime_min(wildcards):
     """The cluster budget of a batch: its runs one after the other."""
     runs = batch_runs_of(wildcards.task, wildcards.batch, wildcards.phase)
-    return max(1, len(runs)) * (10 + 2 * config["n_eval"])
+    return runtime_min(config["n_eval"], len(runs))
 
 
 def batch_outputs(task, batch, phase, model=None):

@@ -55,7 +55,7 @@ def topology_batch_runs(wildcards):
 def topology_batch_runtime_min(wildcards):
     """The cluster budget of a batch: its variants one after the other."""
     n = len(topology_variants(wildcards.task, wildcards.system))
-    return max(1, n) * (10 + 2 * TOPOLOGY["n_eval"])
+    return runtime_min(TOPOLOGY["n_eval"], n)
 
 
 def topology_signal_files(wildcards=None):
