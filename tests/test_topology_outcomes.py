@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from test_topology_report import GOLD, WRONG  # the study's frames: answers the scorers read
 
 from tersetalk.core.intervals import wilson
 from tersetalk.stats.cluster import cluster_bootstrap
@@ -46,6 +47,8 @@ def run(system, variant, policy, rows, task="gsm8k"):
         out.append({
             "system": system, "variant": variant, "route_policy": policy, "task": task,
             "example_id": f"e{i}", "seed": 0, "route": route, "correct": correct,
+            # what the report's rescoring reads: the task's scorer agrees with correct
+            "gold": GOLD[task], "prediction": GOLD[task] if correct else WRONG[task],
             "tokens_total_cl100k": tokens, "t_route_s": 0.001, "error": error,
             "route_signals": SIGNALS_JSON, "route_weights": WEIGHTS_JSON,
             "backend": "scripted", "model": "double",

@@ -31,6 +31,9 @@ from tersetalk.topology.router import SIGNALS
 TT, FF = "topology_tersetalk", "topology_freeform"
 TASKS = {"boolq": "star", "socialiqa": "star", "gsm8k": "chain", "hotpotqa": "chain"}
 WEIGHTS = json.dumps(dict.fromkeys(SIGNALS, 1.0), sort_keys=True)
+#: a gold answer per task and a prediction its scorer finds wrong
+GOLD = {"boolq": "yes", "socialiqa": "A", "gsm8k": "42", "hotpotqa": "Paris"}
+WRONG = {"boolq": "no", "socialiqa": "B", "gsm8k": "7", "hotpotqa": "Rome"}
 
 
 def rows(system, variant, routes, *, policy="adaptive", n=5, tokens=100, correct=1,
@@ -46,6 +49,8 @@ def rows(system, variant, routes, *, policy="adaptive", n=5, tokens=100, correct
                 "task": task, "system": system, "variant": variant, "seed": 0,
                 "example_id": f"{task}-{i}", "route": route, "route_policy": policy,
                 "route_drop": drop, "route_scrambled": scrambled, "correct": float(correct),
+                # what the report's rescoring reads: the task's scorer agrees with correct
+                "gold": GOLD[task], "prediction": GOLD[task] if correct else WRONG[task],
                 "tokens_total_cl100k": tokens * (2 if route == "chain" else 1),
                 "t_route_s": 0.001, "t_example_s": t_example * (i + 1), "error": None,
                 "route_signals": json.dumps(sig, sort_keys=True), "route_weights": WEIGHTS,
@@ -334,3 +339,23 @@ def test_the_report_reads_the_runs_a_batch_manifest_lists_and_checks_them(tmp_pa
     with pytest.raises(SystemExit, match=r"changed since tersetalk run wrote it.*rerun"):
         main(["topology", runs[0], str(manifest), "--tables", str(tmp_path / "c"),
               "--figures", str(tmp_path / "fc"), "--n-resamples", "10"])  # fmt: skip
+
+
+def test_the_report_scores_the_answers_not_the_runs_own_column(tmp_path):
+    """The run's ``correct`` was its live check; the report applies the task's scorer to
+    each prediction and gold, as ``tersetalk score`` does for the other runs. Runs whose
+    recorded column says every answer was wrong, with answers the scorers find right (and
+    one task's answers made wrong): the tables follow the scorers."""
+    runs = []
+    for (system, variant), g in study(n=2).groupby(["system", "variant"]):
+        wrong = g["task"] == "gsm8k"
+        g = g.assign(correct=0.0, prediction=g["prediction"].where(~wrong, "7"))
+        p = tmp_path / f"{system}-{variant}.parquet"
+        g.to_parquet(p)
+        runs.append(str(p))
+    out = tmp_path / "t"
+    report(runs, out, tmp_path / "f", n_resamples=20)
+    table = pd.read_csv(out / "policies.csv")
+    assert (table["accuracy"] == 0.75).all()  # three tasks of four right, as scored
+    by_task = pd.read_csv(out / "policies_by_task.csv").groupby("task")["accuracy"].max()
+    assert by_task["gsm8k"] == 0.0 and by_task.drop("gsm8k").eq(1.0).all()

@@ -46,7 +46,8 @@ from pathlib import Path
 import pandas as pd
 
 from tersetalk.core.cliargs import nonnegative_int, user_error
-from tersetalk.core.io import read_parquet
+from tersetalk.core.io import read_metadata, read_parquet
+from tersetalk.metrics.summary import example_scores
 from tersetalk.topology.metrics import (
     FIXED,
     MIN_DECISIVE,
@@ -228,13 +229,28 @@ def run_files(runs: list[str | Path]) -> list[str | Path]:
     return files
 
 
+def scored_run(path: str | Path) -> pd.DataFrame:
+    """One run file, its ``correct`` as the score step computes it: the task's scorer on
+    each prediction and gold, with the task's options as the run had them (its spec's),
+    or the verdict the run recorded for a task whose scorer runs the prediction
+    (:func:`tersetalk.metrics.summary.example_scores`). The run's own column was its
+    live check; a scorer changed since the run is applied here, as ``tersetalk score``
+    applies it to the study's other runs."""
+    run = read_parquet(path, "run")
+    options = (read_metadata(path, "run").get("spec") or {}).get("task_options")
+    correct = pd.Series(0.0, index=run.index)
+    for _, part in run.groupby("task", sort=False):  # a run is one task's; read any
+        correct[part.index] = [s["correct"] for s in example_scores(part, options)]
+    return run.assign(correct=correct)
+
+
 def _read_runs(runs: list[str | Path]) -> pd.DataFrame:
-    """The run files as one frame (manifests read as :func:`run_files` reads them); every
-    system in them must be a routed one."""
+    """The run files as one frame (manifests read as :func:`run_files` reads them, each
+    rescored by :func:`scored_run`); every system in them must be a routed one."""
     runs = run_files(runs)
     if not runs:
         raise ValueError("no run files given")
-    df = pd.concat([read_parquet(p, "run") for p in runs], ignore_index=True)
+    df = pd.concat([scored_run(p) for p in runs], ignore_index=True)
     unknown = sorted(set(df["system"]) - set(ROUTER_OF))
     if unknown:
         raise ValueError(f"not routed systems: {unknown}; expected runs of {sorted(ROUTER_OF)}")
