@@ -359,3 +359,22 @@ def test_the_report_scores_the_answers_not_the_runs_own_column(tmp_path):
     assert (table["accuracy"] == 0.75).all()  # three tasks of four right, as scored
     by_task = pd.read_csv(out / "policies_by_task.csv").groupby("task")["accuracy"].max()
     assert by_task["gsm8k"] == 0.0 and by_task.drop("gsm8k").eq(1.0).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda g: g.drop(columns=["prediction"]), "has no column prediction"),
+        (lambda g: g.iloc[:0], "hold no example"),
+    ],
+    ids=["no-prediction", "all-empty"],
+)
+def test_runs_the_report_cannot_score_are_a_clear_error(tmp_path, change, said):
+    runs = []
+    for (system, variant), g in study(n=1).groupby(["system", "variant"]):
+        p = tmp_path / f"{system}-{variant}.parquet"
+        change(g).to_parquet(p)
+        runs.append(str(p))
+    with pytest.raises(SystemExit, match=said):
+        main(["topology", *runs, "--tables", str(tmp_path / "t"), "--figures",
+              str(tmp_path / "f"), "--n-resamples", "10"])  # fmt: skip

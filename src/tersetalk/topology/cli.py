@@ -237,6 +237,10 @@ def scored_run(path: str | Path) -> pd.DataFrame:
     live check; a scorer changed since the run is applied here, as ``tersetalk score``
     applies it to the study's other runs."""
     run = read_parquet(path, "run")
+    missing = [c for c in ("task", "prediction", "gold", "error") if c not in run.columns]
+    if missing:
+        raise ValueError(f"run file {path} has no column {', '.join(missing)}: not a run of "
+                         "`tersetalk run`, or from an older version; rerun it")  # fmt: skip
     options = (read_metadata(path, "run").get("spec") or {}).get("task_options")
     correct = pd.Series(0.0, index=run.index)
     for _, part in run.groupby("task", sort=False):  # a run is one task's; read any
@@ -251,6 +255,8 @@ def _read_runs(runs: list[str | Path]) -> pd.DataFrame:
     if not runs:
         raise ValueError("no run files given")
     df = pd.concat([scored_run(p) for p in runs], ignore_index=True)
+    if df.empty:
+        raise ValueError(f"the {len(runs)} run file(s) hold no example; rerun the study's runs")
     unknown = sorted(set(df["system"]) - set(ROUTER_OF))
     if unknown:
         raise ValueError(f"not routed systems: {unknown}; expected runs of {sorted(ROUTER_OF)}")
