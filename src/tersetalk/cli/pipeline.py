@@ -419,8 +419,8 @@ def _cmd_score(args: argparse.Namespace) -> None:
     """
     from tersetalk.core.io import (
         check_manifest,
-        read_metadata,
         read_parquet,
+        run_task_options,
         write_manifest,
         write_parquet_atomic,
     )
@@ -446,8 +446,7 @@ def _cmd_score(args: argparse.Namespace) -> None:
     # config section as the run had it) and read by the per-example metrics and the
     # run's aggregate alike; the run's own score columns are its live check only
     scores = [
-        example_scores(run, (read_metadata(path, "run").get("spec") or {}).get("task_options"))
-        for run, path in zip(runs, paths, strict=True)
+        example_scores(run, run_task_options(path)) for run, path in zip(runs, paths, strict=True)
     ]
     per_records: list[Any] = [None] * len(runs)
     if args.sample:

@@ -441,6 +441,12 @@ def read_metadata(path: str | Path, what: str = "input") -> dict:
         raise InputFileError(f"{what} file {path}: its tersetalk metadata is not JSON") from exc
 
 
+def run_task_options(path: str | Path) -> dict | None:
+    """The task's config section as the run file at ``path`` had it (its spec's
+    ``task_options``), which its scorer reads; None for a file without a run spec."""
+    return (read_metadata(path, "run").get("spec") or {}).get("task_options")
+
+
 def read_run_spec(path: str | Path, task: str | None = None) -> dict:
     """The run spec a run file was written with; with ``task``, check it belongs to it."""
     meta = read_metadata(path, "run")

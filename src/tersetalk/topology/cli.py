@@ -46,7 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 from tersetalk.core.cliargs import nonnegative_int, user_error
-from tersetalk.core.io import read_metadata, read_parquet
+from tersetalk.core.io import read_parquet, run_task_options
 from tersetalk.metrics.summary import example_scores
 from tersetalk.topology.metrics import (
     FIXED,
@@ -241,7 +241,7 @@ def scored_run(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"run file {path} has no column {', '.join(missing)}: not a run of "
                          "`tersetalk run`, or from an older version; rerun it")  # fmt: skip
-    options = (read_metadata(path, "run").get("spec") or {}).get("task_options")
+    options = run_task_options(path)
     correct = pd.Series(0.0, index=run.index)
     for _, part in run.groupby("task", sort=False):  # a run is one task's; read any
         correct[part.index] = [s["correct"] for s in example_scores(part, options)]
