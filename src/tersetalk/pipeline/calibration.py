@@ -124,7 +124,10 @@ def accuracy_evidence(reference: Mapping, margin: float) -> tuple[bool, str]:
 
 
 def preservation_rates(
-    run: pd.DataFrame, samples: Mapping[str, dict], where: str = "run"
+    run: pd.DataFrame,
+    samples: Mapping[str, dict],
+    where: str = "run",
+    scores: list[dict[str, float]] | None = None,
 ) -> dict[str, float | int]:
     """Gold-reaches-Worker and facts-reaching-Worker rates of one run, and over how many.
 
@@ -132,6 +135,7 @@ def preservation_rates(
     :func:`~tersetalk.metrics.per_record.per_record_metrics` (no free-form pairing:
     only answer preservation is used), and the means are over answered examples, as in
     the run summary, so calibration and the score table measure the same thing.
+    ``scores``: the run's example scores when the caller has them (not computed again).
     """
     missing = sorted(set(run["example_id"]) - set(samples))
     if missing:
@@ -140,7 +144,7 @@ def preservation_rates(
             "the calibration sample (--sample); pass the sample the calibration runs were "
             "made on (results/samples/<task>.calibration.parquet)"
         )
-    per_record = per_record_metrics(run, None, samples)
+    per_record = per_record_metrics(run, None, samples, scores=scores)
     answered = per_record[per_record["error"].isna()]
     out: dict[str, float | int] = {}
     for col in PRESERVATION_RATES:
@@ -281,24 +285,25 @@ def _why(decided_by: str, evidence: str, informative: bool, preservation: str) -
     return f"{evidence}; {preservation}; {tail}"
 
 
-def _accuracy(run: pd.DataFrame) -> float:
-    """A run's accuracy by the task's scorer, as the score step computes it
-    (:func:`~tersetalk.metrics.summary.example_scores`), not the column the run wrote."""
-    scores = example_scores(run)
+def _accuracy(scores: list[dict[str, float]]) -> float:
+    """A run's accuracy from its examples' scores, computed by the task's scorer as the
+    score step computes them (:func:`~tersetalk.metrics.summary.example_scores`), not the
+    column the run wrote."""
     return float(pd.Series([s["correct"] for s in scores], dtype="float64").mean())
 
 
 def point_row(point: str, settings: dict, run: pd.DataFrame, samples: Mapping[str, dict]) -> dict:
     """One row of the calibration table: accuracy, tokens, preservation and LLMLingua's rates."""
     ok = run[run["error"].isna()]
+    scores = example_scores(run)
     row = {
         "point": point,
         "settings": settings,
         "n": int(len(run)),
         "n_errors": int(len(run) - len(ok)),
-        "accuracy": _accuracy(run),
+        "accuracy": _accuracy(scores),
         "tokens_mean": float(ok["tokens_total_cl100k"].mean()) if len(ok) else float("inf"),
-        **preservation_rates(run, samples, where=f"calibration run of point {point}"),
+        **preservation_rates(run, samples, f"calibration run of point {point}", scores),
     }
     row.update(lingua_rate_distribution(ok))
     return row
@@ -361,7 +366,8 @@ def choose(
 
 def _reference_entry(label: str, path: Path, samples: Mapping[str, dict], margin: float) -> dict:
     ref = pd.read_parquet(path)
-    accuracy, n = _accuracy(ref), int(len(ref))
+    scores = example_scores(ref)
+    accuracy, n = _accuracy(scores), int(len(ref))
     low, high = wilson(accuracy, n)
     entry = {
         "run": label,
@@ -369,7 +375,7 @@ def _reference_entry(label: str, path: Path, samples: Mapping[str, dict], margin
         "n": n,
         "accuracy_ci_low": low,
         "accuracy_ci_high": high,
-        **preservation_rates(ref, samples, where=f"reference run {label} ({path})"),
+        **preservation_rates(ref, samples, f"reference run {label} ({path})", scores),
     }
     if entry["n_answered"] == 0:
         raise CalibrationError(
