@@ -333,3 +333,17 @@ def test_humaneval_is_scored_from_the_verdict_its_run_recorded():
     assert registry.get("humaneval").run_metrics(example_scores(run))["accuracy"] == 1 / 3
     with pytest.raises(ValueError, match="verdict the run recorded"):
         registry.get("humaneval").example_scores("x", "{}")
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        {"em": 1, "f1": 1, "precision": 1, "recall": 1, "correct": None},
+        {"correct": 1.0},
+        {"em": "x", "f1": 1, "precision": 1, "recall": 1, "correct": 1},
+    ],
+    ids=["none", "missing", "text"],
+)
+def test_a_damaged_recorded_verdict_is_a_scoring_error(recorded):
+    with pytest.raises(ScoringError, match="recorded verdict is not a score.*rerun it"):
+        registry.get("humaneval").example_scores("x", "{}", recorded=recorded)

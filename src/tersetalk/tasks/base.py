@@ -339,7 +339,15 @@ class Task:
                 )
             if error:
                 return same_score(0.0)
-            return {k: float(recorded[k]) for k in SCORE_COLUMNS}
+            try:
+                verdict = {k: float(recorded[k]) for k in SCORE_COLUMNS}
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ScoringError(
+                    f"{self.name}: the run's recorded verdict is not a score "
+                    f"({type(exc).__name__}: {str(exc)[:120]}); the run file is damaged or "
+                    "from an older version: rerun it"
+                ) from None
+            return verdict
         scores = self.scores("" if error else prediction, gold, options)
         return {k: float(scores[k]) for k in SCORE_COLUMNS}
 
