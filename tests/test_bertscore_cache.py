@@ -124,7 +124,7 @@ def test_a_rescore_from_the_cache_imports_no_torch(tmp_path, repo, base_config):
     for attempt in ("first", "again"):
         outs.append(tmp_path / f"{attempt}.parquet")
         summary = tmp_path / f"{attempt}_s.parquet"
-        args = ["score", "--sample", str(sample_path), "--reference", str(paths[0]),
+        args = ["score", "--reference", str(paths[0]),
                 "--cache-dir", str(tmp_path / "cache"), "--run", str(paths[1]),
                 "--out-records", str(outs[-1]), "--out", str(summary)]  # fmt: skip
         done = subprocess.run([sys.executable, "-c", SCORE_TWICE, *args], cwd=repo,

@@ -77,9 +77,8 @@ def written(tmp_path_factory):
     for system, path in runs.items():
         metrics = tmp / "metrics" / "hotpotqa" / system / "v.parquet"
         score = tmp / "scores" / "hotpotqa" / system / "v.parquet"
-        argv = ["score", "--run", str(path), "--sample", str(sample_path),
-                "--out-records", str(metrics), "--reference", str(runs["freeform"]),
-                "--out", str(score)]  # fmt: skip
+        argv = ["score", "--run", str(path), "--out-records", str(metrics),
+                "--reference", str(runs["freeform"]), "--out", str(score)]  # fmt: skip
         assert main(argv) == 0
         scores.append(score)
     summary = tmp / "summary.parquet"
@@ -189,11 +188,10 @@ def test_messages_are_a_nested_list_and_old_json_strings_still_load(written, tmp
     old_path = tmp_path / "runs" / "hotpotqa" / "tersetalk" / "v.parquet"
     old_path.parent.mkdir(parents=True)
     old.to_parquet(old_path)
-    sample_path = written / "samples" / "hotpotqa.parquet"
     scores = {}
     for name, run_path in (("new", path), ("old", old_path)):
         out = tmp_path / f"{name}.parquet"
-        assert main(["score", "--run", str(run_path), "--sample", str(sample_path),
+        assert main(["score", "--run", str(run_path),
                      "--out-records", str(tmp_path / f"{name}_m.parquet"),
                      "--out", str(out)]) == 0  # fmt: skip
         scores[name] = pd.read_parquet(tmp_path / f"{name}_m.parquet")

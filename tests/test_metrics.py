@@ -28,7 +28,7 @@ def _rec(i, pred, gold, error=None, counters=None, calls=(), system="freeform"):
         messages=[] if error else msgs, calls=list(calls),
         outcome=None if error else STAR_OUTCOME,
         counters=counters or {}, backend="b", model="m", spec_hash="h", error=error,
-        elapsed_s=0.1,
+        elapsed_s=0.1, facts_checked=None if error else [],
     )  # fmt: skip
 
 
@@ -150,18 +150,17 @@ def _direction_run():
     rec = build_record(
         ex, spec, layout=STAR.layout, prediction="3", raw_answer="3", messages=msgs, calls=[],
         outcome=STAR_OUTCOME, counters={}, backend="b", model="m",
-        spec_hash="h", error=None, elapsed_s=0.1,
+        spec_hash="h", error=None, elapsed_s=0.1, facts_checked=["Tom has 3 apples."],
     )  # fmt: skip
-    samples = {"e0": {"record": {"question": ex["question"], "answer": "#### 3"}}}
-    return star_frame([rec]), samples
+    return star_frame([rec])
 
 
 def test_per_record_tokens_per_direction_under_every_tokenizer():
     from tersetalk.core.records import TOKENIZERS
     from tersetalk.metrics.per_record import per_record_metrics
 
-    run, samples = _direction_run()
-    pr = per_record_metrics(run, None, samples).iloc[0]
+    run = _direction_run()
+    pr = per_record_metrics(run, None).iloc[0]
     expected = {"M_W": (11, 22, 33), "W_C": (11, 21, 31), "M_C": (12, 22, 32),
                 "C_W": (13, 23, 33), "W_M": (14, 24, 34)}  # fmt: skip
     for d in DIRECTIONS:
@@ -179,8 +178,8 @@ def test_summary_means_tokens_per_direction_under_every_tokenizer():
     from tersetalk.core.records import TOKENIZERS
     from tersetalk.metrics.per_record import per_record_metrics
 
-    run, samples = _direction_run()
-    pr = per_record_metrics(run, None, samples)
+    run = _direction_run()
+    pr = per_record_metrics(run, None)
     m = run_metrics(run, pr).iloc[0]
     for d in DIRECTIONS:
         for t in TOKENIZERS:
@@ -212,7 +211,7 @@ def test_per_record_carries_the_runs_counters_in_order_without_fragmenting():
 
     from tersetalk.metrics.per_record import per_record_metrics
 
-    run, samples = _direction_run()
+    run = _direction_run()
     names = [f"c_counter_{i:03d}" for i in range(120)]
     run = pd.concat(
         [run, pd.DataFrame({c: [i] for i, c in enumerate(names)}, index=run.index)], axis=1
@@ -220,7 +219,7 @@ def test_per_record_carries_the_runs_counters_in_order_without_fragmenting():
     run["c_flag"] = True
     with warnings.catch_warnings():
         warnings.simplefilter("error", pd.errors.PerformanceWarning)
-        pr = per_record_metrics(run, None, samples)
+        pr = per_record_metrics(run, None)
     carried = [c for c in pr.columns if c.startswith("c_")]
     assert carried == [c for c in run.columns if c.startswith("c_")]
     assert pr["c_counter_007"].iloc[0] == 7 and pr["c_counter_007"].dtype == "int64"
@@ -246,14 +245,7 @@ def test_correctness_is_computed_once_in_the_score_step_and_read_by_every_output
     for col in ("em", "f1", "precision", "recall", "correct"):
         run[col] = 1.0 - run[col]  # what an older scorer had written
     run.to_parquet(tmp_path / "run.parquet")
-    samples = tmp_path / "sample.parquet"
-    pd.DataFrame({"example_id": run["example_id"], "task": "hotpotqa", "split": "x",
-                  "position": run["position"], "row": run["position"], "question": "q",
-                  "gold": run["gold"],
-                  "record": [json.dumps({"question": "q", "answer": g, "context": [],
-                                          "supporting_facts": []}) for g in run["gold"]]}
-                 ).to_parquet(samples)  # fmt: skip
-    assert main(["score", "--run", str(tmp_path / "run.parquet"), "--sample", str(samples),
+    assert main(["score", "--run", str(tmp_path / "run.parquet"),
                  "--out-records", str(tmp_path / "records.parquet"),
                  "--out", str(tmp_path / "score.parquet")]) == 0  # fmt: skip
     records = pd.read_parquet(tmp_path / "records.parquet")

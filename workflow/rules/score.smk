@@ -36,7 +36,7 @@ rule score:
         checks=score_checks,
         cache_dir=config["cache_dir"],
     shell:
-        "tersetalk score --sample {input.sample} --reference {params.reference} "
+        "tersetalk score --reference {params.reference} "
         "--cache-dir {params.cache_dir:q} {params.triples} {params.checks} "
         "--manifest {output} > {log} 2>&1"
 
@@ -46,7 +46,6 @@ rule score:
 rule score_run:
     input:
         run=paths.RUN,
-        sample=paths.SAMPLE,
         reference=reference_run,
     output:
         records=paths.METRICS,
@@ -62,7 +61,7 @@ rule score_run:
     params:
         cache_dir=config["cache_dir"],
     shell:
-        "tersetalk score --sample {input.sample} --reference {input.reference} "
+        "tersetalk score --reference {input.reference} "
         "--cache-dir {params.cache_dir:q} --run {input.run} --out-records {output.records} "
         "--out {output.scores} > {log} 2>&1"
 

@@ -212,9 +212,15 @@ def converse(
     codec: type[Codec],
     topology: TopologyInterface,
     settings: Any = None,
+    brief: Brief | None = None,
 ) -> SystemResult:
-    """Run one example: the Manager's brief, the topology's turns, the codec's reading."""
-    brief = lay_out(build_brief(ctx.task, example["record"], ctx.task_options), settings)
+    """Run one example: the Manager's brief, the topology's turns, the codec's reading.
+
+    ``brief``: the example's brief as the runner built it (once, and recorded); built
+    here from the example's record when not given."""
+    if brief is None:
+        brief = build_brief(ctx.task, example["record"], ctx.task_options)
+    brief = lay_out(brief, settings)
     conv = Conversation(ctx.client)
     writer = codec(ctx, settings, example, brief, conv)
     dialogue = Dialogue(ctx, writer, conv, topology.layout.directions)

@@ -137,11 +137,6 @@ def _add_score(sub: Any) -> None:
         help="run Parquet from `tersetalk run` (repeatable)",
     )
     c.add_argument(
-        "--sample",
-        help="the run's sample Parquet; enables per-example metrics "
-        "(answer preservation needs the original records)",
-    )
-    c.add_argument(
         "--reference",
         help="the free-form run of the same task, for token "
         "reduction and semantic preservation on the same examples",
@@ -155,7 +150,10 @@ def _add_score(sub: Any) -> None:
     c.add_argument(
         "--out-records",
         action="append",
-        help="per-example metrics Parquet to write (repeatable: one per --run, in order)",
+        help="per-example metrics Parquet to write (repeatable: one per --run, in order); "
+        "given, the run's row also holds the means of the per-example metrics (token "
+        "reduction, semantic and answer preservation: the facts each example's brief held, "
+        "as the run recorded them)",
     )
     c.add_argument(
         "--out",
@@ -278,7 +276,7 @@ def _add_calibrate(sub: Any) -> None:
         "--sample",
         required=True,
         help="the calibration sample the runs were made on "
-        "(results/samples/<task>.calibration.parquet): the facts whose arrival is checked",
+        "(results/samples/<task>.calibration.parquet): every run's examples must be from it",
     )
     k.add_argument(
         "--spec-json",
@@ -424,11 +422,10 @@ def _cmd_score(args: argparse.Namespace) -> None:
         write_manifest,
         write_parquet_atomic,
     )
-    from tersetalk.metrics.per_record import per_record_metrics_many
+    from tersetalk.metrics.per_record import check_facts_recorded, per_record_metrics_many
     from tersetalk.metrics.summary import example_scores, run_metrics
     from tersetalk.pipeline.config import ConfigError
     from tersetalk.systems import pooled_rates
-    from tersetalk.tasks.loading import read_sample
 
     paths, outs, records_outs = args.run, args.out, args.out_records or []
     if len(outs) != len(paths) or (records_outs and len(records_outs) != len(paths)):
@@ -449,10 +446,11 @@ def _cmd_score(args: argparse.Namespace) -> None:
         example_scores(run, run_task_options(path)) for run, path in zip(runs, paths, strict=True)
     ]
     per_records: list[Any] = [None] * len(runs)
-    if args.sample:
-        samples = {row["example_id"]: row for row in read_sample(args.sample)}
+    if records_outs:
+        for run, path in zip(runs, paths, strict=True):
+            check_facts_recorded(run, f"run file {path}")
         reference = read_parquet(args.reference, "reference run") if args.reference else None
-        per_records = per_record_metrics_many(runs, reference, samples, args.cache_dir, scores)
+        per_records = per_record_metrics_many(runs, reference, args.cache_dir, scores)
     for i, (run, per_record, out) in enumerate(zip(runs, per_records, outs, strict=True)):
         if per_record is not None and records_outs:
             write_parquet_atomic(per_record, Path(records_outs[i]))

@@ -446,6 +446,10 @@ _COMMON: list[Column] = [
        "(0-based), sender, receiver, kind, content, bytes, tokens_cl100k, tokens_o200k, "
        "tokens_model (tersetalk.core.io.MESSAGE_FIELDS); files written by older versions hold the "
        "same list as a JSON string (tersetalk.core.io.message_list reads both)", _RUN),
+    _E("facts_checked", "list<string>", "facts", "the facts of the example's brief whose "
+       "arrival at the Worker answer preservation checks (HotpotQA's supporting sentences, "
+       "also under facts: context; GSM8K's sentences), recorded as the run built the brief; "
+       "null on an error row whose brief was never built", _RUN),
     _E("counters", "string (JSON object)", "", "every protocol counter of the system "
        "(non-numeric ones too: logs, traces); numeric ones are also c_* columns", _RUN),
     _E("counters_timing", "string (JSON object)", "", "the system's own timings (counters "
@@ -526,7 +530,7 @@ _COMMON: list[Column] = [
     _E("facts_reaching_worker", "float64", "ratio 0-1", "share of the supporting facts that reach "
        "the Worker", ("metrics",), "hotpotqa"),
     _E("n_facts_checked", "int64", "facts", "supporting facts checked for "
-       "facts_reaching_worker", ("metrics",), "hotpotqa"),
+       "facts_reaching_worker (the run's facts_checked)", ("metrics",), "hotpotqa"),
     _E("reference_tokens_total_cl100k", "float64", "tokens (cl100k)", "total tokens of the "
        "free-form reference run on this example", ("metrics",)),
     _E("token_reduction", "float64", "ratio", "1 - tokens_total_cl100k / the reference's",

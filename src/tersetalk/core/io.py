@@ -220,6 +220,18 @@ def messages_column(values) -> Any:
     return pa.array(rows, type=messages_arrow_type()).to_numpy(zero_copy_only=False)
 
 
+def strings_column(values) -> Any:
+    """A column of string lists (or missing values) as pandas reads it back from a
+    Parquet file: an array of arrays of str, None where a row has none."""
+    import pyarrow as pa
+
+    rows = [
+        None if v is None or (isinstance(v, float) and v != v) else [str(x) for x in v]
+        for v in values
+    ]
+    return pa.array(rows, type=pa.list_(pa.string())).to_numpy(zero_copy_only=False)
+
+
 def message_list(value: Any) -> list[dict]:
     """A record's ``messages`` as a list of dicts, whatever form it was read in.
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from tersetalk.core.io import messages_column
+from tersetalk.core.io import messages_column, strings_column
 
 TOKENIZERS = ("cl100k", "o200k", "model")
 
@@ -72,8 +72,8 @@ _TAIL = [
     *[f"tokens_total_{t}" for t in TOKENIZERS],
     "bytes_on_wire", "n_messages", "n_model_calls",
     "usage_prompt_tokens", "usage_completion_tokens", "usage_unknown_calls", "usage_source",
-    "tokens_model_source", "messages", "counters", "backend", "model", "model_fingerprint",
-    "model_fingerprint_source",
+    "tokens_model_source", "messages", "facts_checked", "counters", "backend", "model",
+    "model_fingerprint", "model_fingerprint_source",
     "spec_hash", "error",
 ]  # fmt: skip
 
@@ -203,7 +203,8 @@ def records_frame(records: list[dict], layout: RecordLayout) -> pd.DataFrame:
             df[f.name] = df[f.name].astype(f.dtype)
     # a checkpoint written before messages were nested holds them as a JSON string
     df["messages"] = messages_column(df["messages"])
-    typed = {*ints, *_NULLABLE_INT_COLUMNS, *_FLOAT_COLUMNS, "messages"}
+    df["facts_checked"] = strings_column(df["facts_checked"])
+    typed = {*ints, *_NULLABLE_INT_COLUMNS, *_FLOAT_COLUMNS, "messages", "facts_checked"}
     typed |= {f.name for f in layout.outcome}
     for col in main:
         if col not in typed:

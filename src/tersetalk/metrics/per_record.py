@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tersetalk.core.io import InputFileError
 from tersetalk.core.participants import participant
 from tersetalk.core.records import TOKENIZERS, directions_of, token_sum
 from tersetalk.metrics.preservation import (
@@ -71,24 +72,25 @@ def _latency(calls: list[dict], completion_tokens: int, model_s: float) -> dict[
 def per_record_metrics(
     run: pd.DataFrame,
     reference: pd.DataFrame | None,
-    samples: dict[str, dict],
     cache_dir: str | Path | None = None,
     scores: list[dict[str, float]] | None = None,
 ) -> pd.DataFrame:
     """Metrics for every example of ``run``; ``reference`` is the free-form run (or None).
 
+    Answer preservation checks the facts each row recorded (``facts_checked``, from the
+    brief the run built); a run file without them is refused (:class:`InputFileError`).
+
     ``cache_dir``: where BERTScore's results are kept between processes (see
     :func:`~tersetalk.metrics.preservation.bertscore_f1_groups`); None computes them
     afresh. ``scores``: the run's :func:`~tersetalk.metrics.summary.example_scores`
     (computed here when not given)."""
-    return per_record_metrics_many([run], reference, samples, cache_dir,
+    return per_record_metrics_many([run], reference, cache_dir,
                                    None if scores is None else [scores])[0]  # fmt: skip
 
 
 def per_record_metrics_many(
     runs: list[pd.DataFrame],
     reference: pd.DataFrame | None,
-    samples: dict[str, dict],
     cache_dir: str | Path | None = None,
     scores: list[list[dict[str, float]]] | None = None,
 ) -> list[pd.DataFrame]:
@@ -101,8 +103,7 @@ def per_record_metrics_many(
         scores = [example_scores(run) for run in runs]
     ref_by_id = {} if reference is None else {r.example_id: r for r in reference.itertuples()}
     collected = [
-        _collect(run, ref_by_id, samples, run_scores)
-        for run, run_scores in zip(runs, scores, strict=True)
+        _collect(run, ref_by_id, run_scores) for run, run_scores in zip(runs, scores, strict=True)
     ]
     groups = [([text for _, text in cands], refs) for _, cands, refs in collected]
     scores, method = bertscore_f1_groups(groups, cache_dir)
@@ -114,13 +115,13 @@ def per_record_metrics_many(
     ]
 
 
-def _collect(run: pd.DataFrame, ref_by_id: dict, samples: dict[str, dict],
-             scores: list[dict[str, float]]):  # fmt: skip
+def _collect(run: pd.DataFrame, ref_by_id: dict, scores: list[dict[str, float]]):
     """A run's metric rows without BERTScore, and the pairs it is computed on:
     (row index, the Worker's input as prose) and the reference's Worker input."""
     directions = directions_of(run.columns)
     brief_edge = f"tokens_{directions[0]}_cl100k"  # the Manager's brief (M_W in the star)
     rows, cands, refs = [], [], []
+    check_facts_recorded(run)
     for r, score in zip(run.itertuples(), scores, strict=True):
         msgs = messages_of(r.messages)
         received = worker_input(msgs)
@@ -146,8 +147,8 @@ def _collect(run: pd.DataFrame, ref_by_id: dict, samples: dict[str, dict],
             "t_itl_mean_s": r.t_itl_mean_s,
             **_latency(json.loads(r.calls or "[]"), r.usage_completion_tokens, r.t_model_s),
         }
-        record = samples[r.example_id]["record"]
-        row.update(answer_preservation(r.task, record, r.gold, received + "\n" + prose))
+        facts = [] if r.facts_checked is None else list(r.facts_checked)
+        row.update(answer_preservation(r.task, facts, r.gold, received + "\n" + prose))
         ref = ref_by_id.get(r.example_id)
         if ref is not None and pd.isna(r.error) and pd.isna(ref.error):
             ref_text = worker_input(messages_of(ref.messages))
@@ -167,6 +168,25 @@ def _collect(run: pd.DataFrame, ref_by_id: dict, samples: dict[str, dict],
             )
         rows.append(row)
     return rows, cands, refs
+
+
+def check_facts_recorded(run: pd.DataFrame, name: str = "the run") -> None:
+    """Refuse a run whose rows do not say which facts their brief held (a run file
+    written before runs recorded them): preservation would check nothing and report no
+    facts instead of the ones that did not arrive. ``name`` says which run, for the
+    message."""
+    if "facts_checked" not in run.columns:
+        missing = "has no facts_checked column"
+    else:
+        unrecorded = run["facts_checked"].isna() & run["error"].isna()
+        if not unrecorded.any():
+            return
+        missing = f"has {int(unrecorded.sum())} answered example(s) without facts_checked"
+    raise InputFileError(
+        f"{name} {missing}: answer preservation reads the facts each example's brief held, "
+        "which runs record since this version; rerun it (delete the run file, or snakemake "
+        "--forcerun the rule that wrote it) and score it again"
+    )
 
 
 def _frame(run: pd.DataFrame, rows: list[dict], cands: list, scores: list[float],

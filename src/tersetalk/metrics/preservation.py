@@ -227,21 +227,18 @@ def _contains(haystack: str, needle: str) -> bool:
     return bool(needle_n) and needle_n in normalize_answer(haystack)
 
 
-def supporting_texts(task: str, record: dict) -> list[str]:
-    """The facts whose arrival we check: HotpotQA supporting sentences, GSM8K sentences."""
-    return get_task(task).brief(record, {"facts": "supporting"}).facts
+def answer_preservation(task: str, facts: list[str], gold: str, received: str) -> dict[str, float]:
+    """Whether the gold string and each checked fact reach the Worker (normalised match).
 
-
-def answer_preservation(task: str, record: dict, gold: str, received: str) -> dict[str, float]:
-    """Whether the gold string and each supporting fact reach the Worker (normalised match).
-
-    The gold string is the answer's text (the task's ``gold_text``): for CommonsenseQA
-    and Social IQa the gold option's text (their gold holds the label and the options),
-    and none for HumanEval. Of a fact, what must arrive is the task's ``fact_text`` (a
+    ``facts``: the facts the run recorded as checked (its ``facts_checked`` column: the
+    brief's supporting facts, HotpotQA's supporting sentences, GSM8K's sentences). The
+    gold string is the answer's text (the task's ``gold_text``): for CommonsenseQA and
+    Social IQa the gold option's text (their gold holds the label and the options), and
+    none for HumanEval. Of a fact, what must arrive is the task's ``fact_text`` (a
     HotpotQA fact is "Title: sentence"; the sentence must arrive).
     """
     spec = get_task(task)
-    sentences = [spec.fact_payload(f) for f in supporting_texts(task, record)]
+    sentences = [spec.fact_payload(f) for f in facts]
     reached = [_contains(received, s) for s in sentences]
     answer = spec.answer_text(gold)
     return {

@@ -66,7 +66,7 @@ import yaml
 
 from tersetalk.core.intervals import wilson
 from tersetalk.core.io import load_yaml_text, read_run_spec, write_text_atomic
-from tersetalk.metrics.per_record import per_record_metrics
+from tersetalk.metrics.per_record import check_facts_recorded, per_record_metrics
 from tersetalk.metrics.summary import example_scores, lingua_rate_distribution
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,7 @@ def preservation_rates(
 ) -> dict[str, float | int]:
     """Gold-reaches-Worker and facts-reaching-Worker rates of one run, and over how many.
 
+    ``samples``: the calibration sample, which every example of the run must be from.
     The per-example values come from the scoring's own
     :func:`~tersetalk.metrics.per_record.per_record_metrics` (no free-form pairing:
     only answer preservation is used), and the means are over answered examples, as in
@@ -144,7 +145,8 @@ def preservation_rates(
             "the calibration sample (--sample); pass the sample the calibration runs were "
             "made on (results/samples/<task>.calibration.parquet)"
         )
-    per_record = per_record_metrics(run, None, samples, scores=scores)
+    check_facts_recorded(run, where)
+    per_record = per_record_metrics(run, None, scores=scores)
     answered = per_record[per_record["error"].isna()]
     out: dict[str, float | int] = {}
     for col in PRESERVATION_RATES:
@@ -418,8 +420,8 @@ def calibrate(
     named, and None, use the schema's default, :func:`schema_defaults`);
     ``preservation_margin`` likewise, one value or system -> value. ``samples`` is the
     calibration sample the runs were made on (example id -> sample row with its
-    decoded ``record``, see :func:`read_samples`): the supporting
-    facts whose arrival at the Worker is checked. ``reference_run`` /
+    decoded ``record``, see :func:`read_samples`): every run's examples must be from it.
+    ``reference_run`` /
     ``reference_label`` is the default reference (``evaluation.reference``);
     ``references`` maps a system to its own (label, run path) on the same shard
     (``calibration.<system>.reference``, e.g. the hybrid against LLMLingua). The

@@ -55,8 +55,13 @@ def build_record(
     model_fingerprint: str | None = None,
     model_fingerprint_source: str | None = None,
     tokens_model_source: str | None = None,
+    facts_checked: list[str] | None = None,
 ) -> dict[str, Any]:
     """One row; ``outcome`` None (an error row) takes each outcome field's ``on_error``.
+
+    ``facts_checked``: the facts of the example's brief whose arrival at the Worker
+    answer preservation checks (:meth:`~tersetalk.tasks.base.Brief.facts_checked`);
+    None for an error row whose brief was never built.
 
     ``model_fingerprint`` and its source say what the model is (see
     :mod:`tersetalk.models.fingerprint`); None where nothing recorded it.
@@ -76,6 +81,7 @@ def build_record(
         "prediction": prediction,
         "raw_answer": raw_answer,
         **score(task, prediction, example["gold"], spec.get("task_options")),
+        "facts_checked": None if facts_checked is None else list(facts_checked),
     }
     for f in layout.outcome:
         rec[f.name] = f.on_error if outcome is None else outcome[f.name]

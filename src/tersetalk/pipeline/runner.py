@@ -66,6 +66,7 @@ from typing import Any, NoReturn
 import pandas as pd
 from tqdm import tqdm
 
+from tersetalk.agents.roles import build_brief
 from tersetalk.core.events import open_publisher, publishing
 from tersetalk.core.inflight import InFlight
 from tersetalk.core.io import (
@@ -276,8 +277,13 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
         tokens_model_source=tokens_model_source(ctx.client),
         spec_hash=digest,
     )
+    facts_checked = None  # an error row whose brief was never built records none
     try:
-        res = registered.run(example, ctx)
+        # the Manager's brief, built once: the system sends it, the record keeps the
+        # facts answer preservation checks (the score step reads them, not the task)
+        brief = build_brief(ctx.task, example["record"], ctx.task_options)
+        facts_checked = brief.facts_checked()
+        res = registered.run(example, ctx, brief)
     except Exception as exc:  # noqa: BLE001 - an example must never stop the run
         fault = stopping_fault(exc)
         if isinstance(fault, ModelError | ConfigError | InputFileError):
@@ -301,6 +307,7 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
             counters={},
             error=writable_text(f"{type(exc).__name__}: {exc}"),
             elapsed_s=time.perf_counter() - start,
+            facts_checked=facts_checked,
             **common,
         )
     return build_record(
@@ -315,6 +322,7 @@ def run_one(example: dict, spec: dict, ctx: RunContext, digest: str) -> dict:
         counters=res.counters,
         error=None,
         elapsed_s=time.perf_counter() - start,
+        facts_checked=facts_checked,
         **common,
     )
 

@@ -33,6 +33,7 @@ from tersetalk.agents.topology import STAR, Topology
 from tersetalk.core.configio import UnknownNameError
 from tersetalk.core.records import RecordLayout
 from tersetalk.systems.base import RunContext, SystemResult
+from tersetalk.tasks.base import Brief
 
 SystemFn = Callable[[dict, RunContext], SystemResult]
 #: settings (validated, or None for a system without settings) -> {input name: [paths]}
@@ -76,14 +77,16 @@ class System:
         clean = {k: v for k, v in settings.items() if k not in VARIANT_KEYS}
         return self.settings.model_validate(clean)
 
-    def run(self, example: dict, ctx: RunContext) -> SystemResult:
-        """One example through the dialogue engine."""
+    def run(self, example: dict, ctx: RunContext, brief: Brief | None = None) -> SystemResult:
+        """One example through the dialogue engine (``brief``: the Manager's brief, as
+        the runner built it; see :func:`~tersetalk.agents.engine.converse`)."""
         return converse(
             example,
             ctx,
             codec=self.codec,
             topology=self.topology,
             settings=self.parse(ctx.variant_settings),
+            brief=brief,
         )
 
 

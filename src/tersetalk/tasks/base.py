@@ -103,6 +103,17 @@ class Brief:
     options: list[tuple[str, str]] = field(default_factory=list)
     #: program text to complete, kept verbatim (HumanEval's signature and docstring)
     code: str = ""
+    #: the facts the answer rests on, where the brief's facts are not exactly those
+    #: (HotpotQA under ``facts: all``: the supporting sentences among every sentence);
+    #: None: the facts themselves. See :meth:`facts_checked`.
+    supporting: list[str] | None = None
+
+    def facts_checked(self) -> list[str]:
+        """The facts whose arrival at the Worker answer preservation checks: the
+        supporting facts, else every fact. The run records them with each example (its
+        ``facts_checked`` column), so scoring reads them instead of building the brief
+        again."""
+        return list(self.facts if self.supporting is None else self.supporting)
 
     def flat(self) -> Brief:
         """The brief with everything as facts and the question, as codecs that know

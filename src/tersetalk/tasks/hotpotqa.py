@@ -179,10 +179,12 @@ def hotpot_facts(record: dict, mode: str) -> list[str]:
 
 
 def brief(record: dict, options: Mapping[str, Any]) -> Brief:
+    mode = options.get("facts", "supporting")
     return Brief(
         goal=GOAL,
-        facts=hotpot_facts(record, options.get("facts", "supporting")),
+        facts=hotpot_facts(record, mode),
         question=record["question"].strip(),
+        supporting=None if mode == "supporting" else hotpot_facts(record, "supporting"),
     )
 
 

@@ -51,14 +51,14 @@ def score_manifests(triples, model=None):
 
 
 def score_input(wildcards):
-    """The sample, and each of the group's runs and the reference run: the manifest of
-    the batch that writes it, or the run file itself."""
+    """Each of the group's runs and the reference run: the manifest of the batch that
+    writes it, or the run file itself."""
     model = _model_key(wildcards)
     task = wildcards.task
     system, _, variant = REFERENCE.partition("/")
     needs = [run_file_input(task, system, variant, model)]
     needs += [run_file_input(task, s, v, model) for s, v in group_runs(task, wildcards.group)]
-    return {"sample": paths.SAMPLE.format(task=task), "runs": list(dict.fromkeys(needs))}
+    return {"runs": list(dict.fromkeys(needs))}
 
 
 def score_priority(wildcards):
