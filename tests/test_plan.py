@@ -7,6 +7,7 @@ and timings), so every count has a hand count; the job counts are checked agains
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -80,7 +81,7 @@ def tiny(tmp_path, monkeypatch):
 
 def _planned(cfg, measured):
     config = load_workflow_config([cfg])
-    runs = plan.plan_runs(config)
+    runs = plan.plan_runs(config, plan.dry_run([cfg]))
     plan.assign_rates(runs, plan.measure(measured), config)
     return config, runs
 
@@ -342,7 +343,8 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
     cfg, _ = tiny
     args = ["--configfile", str(cfg)] if configfile else []
     jobs = _job_counts(*args)
-    runs = plan.plan_runs(load_workflow_config([cfg] if configfile else []))
+    files = [cfg] if configfile else []
+    runs = plan.plan_runs(load_workflow_config(files), plan.dry_run(files))
     calibration = [r for r in runs if r.part == "calibration"]
     evaluation = [r for r in runs if r.part == "evaluation"]
     sweeps = {k: v for k, v in jobs.items() if k.startswith("calibration_sweep[")}
@@ -382,6 +384,71 @@ def test_the_plans_jobs_are_the_dry_runs(tiny, configfile):
             f"calibration_sweep[{t},{b}]": 1 for t in ("hotpotqa", "gsm8k") for b in batch_names
         }
         assert len(calibration) == 32
+
+
+def _spec(task, system, variant, calibrated=False):
+    return {"task": task, "system": system, "variant": variant,
+            "variant_settings": {"calibrated": True} if calibrated else {}}  # fmt: skip
+
+
+def _shell(*specs):
+    args = " ".join(f"--spec-json {shlex.quote(json.dumps(s))} --out x.parquet" for s in specs)
+    return f"Shell command: tersetalk run {args} --sample s.parquet 2>&1 | tee log"
+
+
+DRY_RUN = "\n".join([
+    "Building DAG of jobs...",
+    "[Sun Dec  6 16:31:58 2026]", "rule run_batch:", "    jobid: 13",
+    "    wildcards: task=gsm8k, phase=headline, batch=mediator_msp",
+    _shell(_spec("gsm8k", "mediator", "default"), _spec("gsm8k", "msp", "default")), "",
+    "[Sun Dec  6 16:31:58 2026]", "rule run_system:",
+    "    wildcards: task=gsm8k, system=tersetalk, variant=default, shard=0",
+    _shell(_spec("gsm8k", "tersetalk", "default", calibrated=True)), "",
+    "rule run_system:", "    wildcards: task=gsm8k, system=tersetalk, variant=default, shard=1",
+    _shell(_spec("gsm8k", "tersetalk", "default", calibrated=True)), "",
+    "localrule calibration_run:", "    wildcards: task=gsm8k, system=freeform, variant=default",
+    _shell(_spec("gsm8k", "freeform", "default")), "",
+    "rule run_system:",  # a sensitivity model's run: not counted
+    "    wildcards: model=other, task=gsm8k, system=freeform, variant=default",
+    _shell(_spec("gsm8k", "freeform", "default")), "",
+    "rule formats_comprehension:", "Shell command: tersetalk formats comprehension", "",
+])  # fmt: skip
+
+
+def test_the_plan_reads_the_model_jobs_of_a_dry_run():
+    jobs = plan.parse_dry_run(DRY_RUN)
+    assert [j.rule for j in jobs] == ["run_batch", "run_system", "run_system", "calibration_run",
+                                      "run_system", "formats_comprehension"]  # fmt: skip
+    assert [s["system"] for s in jobs[0].specs] == ["mediator", "msp"]
+    assert jobs[5].specs == [] and jobs[4].wildcards["model"] == "other"
+    runs = plan.plan_runs({"tasks": ["gsm8k"], "n_eval": 6, "calibration_n": 2}, jobs)
+    got = [(r.part, r.system, r.examples, r.jobs, r.layer, r.sweep) for r in runs]
+    assert got == [
+        ("evaluation", "mediator", 6, 1, 0, "gsm8k/mediator_msp/headline"),
+        ("evaluation", "msp", 6, 1, 0, "gsm8k/mediator_msp/headline"),
+        ("evaluation", "tersetalk", 6, 2, 1, ""),  # one run in two shard jobs
+        ("calibration", "freeform", 2, 1, 0, ""),
+    ]
+    assert plan.count_jobs(runs) == 4  # the batch, two shards, the reference
+
+
+@pytest.mark.integration
+def test_a_config_means_to_every_subcommand_what_it_means_to_snakemake(monkeypatch):
+    """The paper config lists a grid's settings in another order than the default config:
+    Snakemake numbers the points in the paper's order, and so must the subcommands that
+    read --config (the dashboard's grid, the plan's measured rates)."""
+    from tersetalk.pipeline.config import calibration_points
+
+    monkeypatch.chdir(REPO)
+    files = [REPO / "config" / "paper.yaml"]
+    config = load_workflow_config(files)
+    grids = [r for r in plan.plan_runs(config, plan.dry_run(files))
+             if r.part == "calibration" and r.system == "tersetalk"]  # fmt: skip
+    assert len(grids) == 2 * 24
+    points = calibration_points(config, "tersetalk")
+    for r in grids:
+        settings = {k: v for k, v in r.spec["variant_settings"].items() if k in points[r.variant]}
+        assert settings == points[r.variant], r.variant
 
 
 def _o200k_sizes(df):
@@ -424,7 +491,7 @@ def test_a_sample_drawn_otherwise_moves_prompt_tokens_by_the_runs_slope(
         + (f"toolqa: {json.dumps(planned)}\n" if planned else "toolqa: " + json.dumps(small) + "\n")
     )
     config = load_workflow_config([cfg])
-    runs = plan.plan_runs(config)
+    runs = plan.plan_runs(config, plan.dry_run([cfg]))
     measured = plan.measure(tmp_path / "results/m")
     plan.assign_rates(runs, measured, config)
     plan.correct_for_samples(runs, measured, config, tmp_path / "results/m")

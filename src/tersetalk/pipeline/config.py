@@ -674,9 +674,15 @@ def load_workflow_config(paths: Sequence[str | Path] = ()) -> dict:
     layers = [Path(p) for p in paths]
     default = Path(DEFAULT_CONFIG)
     if default.is_file():
-        if not (layers and layers[0].resolve() == default.resolve()):
-            layers.insert(0, default)
-        return load_config(*layers)
+        # as Snakemake builds it: the --configfile files merged in order, the Snakefile's
+        # configfile updated by them; in a section both set, the given files' keys come
+        # first (Snakemake starts from them), which is the order a calibration grid's
+        # points are numbered in (g00, g01, ...)
+        given: dict = {}
+        for path in layers:
+            given = merge(given, read_yaml(path, what="config file", error=ConfigError))
+        snakefile = read_yaml(default, what="config file", error=ConfigError)
+        return validate_config(merge(merge(given, snakefile), given))
     try:
         return load_config(*layers)
     except ConfigError as exc:

@@ -5,8 +5,10 @@ Why: the paper config (``config/paper.yaml``) runs every system on 500 examples 
 with a 7B model. Whether that is a night on a GPU or months on a laptop should be a number
 with its assumptions beside it, worked out before the run, not discovered during it.
 
-What is counted, with the functions the Snakefile's target functions use (so the plan has
-the jobs ``snakemake -n`` lists for the same config):
+What is counted: the model jobs of Snakemake's own dry run of the default target for the
+same config (:func:`dry_run`: ``snakemake -n -p --forceall``, each job's rule, wildcards
+and the run specs its command is given), so the plan has exactly the jobs the workflow
+would run; what those jobs are:
 
 - ``evaluation``: every run of ``all`` (task x enabled system x variant that runs on
   the task, :func:`tersetalk.pipeline.schedule.task_runs`), ``n_eval`` examples each, cut
@@ -54,6 +56,8 @@ import json
 import math
 import os
 import re
+import shlex
+import subprocess
 import sys
 import types
 from collections.abc import Iterable, Sequence
@@ -74,10 +78,12 @@ __all__ = [
     "Throughput",
     "add_commands",
     "count_jobs",
+    "dry_run",
     "job_units",
     "main",
     "measure",
     "model_params",
+    "parse_dry_run",
     "plan_runs",
     "project",
 ]
@@ -385,48 +391,109 @@ class PlannedRun:
     sweep: str = ""
 
 
-def plan_runs(config: dict) -> list[PlannedRun]:
-    """The model jobs of ``all`` for ``config``: evaluation runs, then calibration runs
-    (grid points, then references), in the order the target functions list them."""
-    from tersetalk.pipeline import calibration
-    from tersetalk.pipeline.config import calibration_points, calibration_spec, run_spec
-    from tersetalk.pipeline.schedule import (
-        batch_host,
-        batched_variants,
-        calibration_systems,
-        calibration_tasks,
-        headline_variants,
-        task_runs,
-    )
-    from tersetalk.pipeline.shards import shard_names
+#: the rules whose jobs call the model, and the part of the plan each belongs to: a job
+#: holds one run (or one shard of it), or a batch or sweep of runs one after the other
+MODEL_RULES = {
+    "run_system": "evaluation",
+    "run_batch": "evaluation",
+    "calibration_run": "calibration",
+    "calibration_sweep": "calibration",
+}
+#: the batch rules: their runs share one job (``PlannedRun.sweep``)
+_BATCH_RULES = ("run_batch", "calibration_sweep")
+_RULE_LINE = re.compile(r"^(?:local)?rule (\w+):$")
 
-    shard_size = (config.get("run") or {}).get("shard_size") or 0
-    n_eval, n_cal = config["n_eval"], config["calibration_n"]
-    jobs = len(shard_names(n_eval, shard_size)) if shard_size else 1
-    runs = []
-    phases = {"ablations": batched_variants(config), "headline": headline_variants(config)}
-    for task in config["tasks"]:
-        for label in task_runs(config, task):
-            system, variant = label.split("/")
-            spec = run_spec(config, task, system, variant)
+
+@dataclass
+class DryRunJob:
+    """One job of Snakemake's dry run: its rule, wildcards, and the run specs its
+    ``tersetalk run`` is given (``--spec-json``, in order; none for other commands)."""
+
+    rule: str
+    wildcards: dict[str, str] = field(default_factory=dict)
+    specs: list[dict] = field(default_factory=list)
+
+
+def parse_dry_run(text: str) -> list[DryRunJob]:
+    """The jobs of ``snakemake -n -p`` output: each ``rule <name>:`` block's wildcards
+    and, from its ``Shell command:`` line, every ``--spec-json`` value."""
+    jobs: list[DryRunJob] = []
+    for line in text.splitlines():
+        rule = _RULE_LINE.match(line.strip())
+        if rule:
+            jobs.append(DryRunJob(rule[1]))
+        elif not jobs:
+            continue
+        elif line.strip().startswith("wildcards: "):
+            pairs = line.strip().removeprefix("wildcards: ").split(", ")
+            jobs[-1].wildcards = dict(p.split("=", 1) for p in pairs if "=" in p)
+        elif line.startswith("Shell command: "):
+            words = shlex.split(line.removeprefix("Shell command: "))
+            jobs[-1].specs = [
+                json.loads(words[i + 1]) for i, w in enumerate(words[:-1]) if w == "--spec-json"
+            ]
+    return jobs
+
+
+def dry_run(configfiles: Sequence[str | Path] = ()) -> list[DryRunJob]:
+    """Every job of the workflow's default target for ``configfiles`` (layered over
+    the Snakefile's config as ``--configfile`` is), as Snakemake's own dry run lists it
+    (``snakemake -n -p --forceall``, run in the working directory): the plan counts what
+    the workflow would run, not a second model of its DAG."""
+    if not Path("Snakefile").is_file():
+        raise PlanError(
+            f"no Snakefile under {Path.cwd()}: run tersetalk plan from the workflow's folder "
+            "(the plan reads the jobs from Snakemake's dry run)"
+        )
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", "--nocolor",
+           "--cores", "1"]  # fmt: skip
+    if configfiles:
+        cmd += ["--configfile", *map(str, configfiles)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        said = (done.stderr.strip() or done.stdout.strip())[-1500:]
+        raise PlanError(f"snakemake's dry run of this config failed ({' '.join(cmd[1:])}):\n{said}")
+    return parse_dry_run(done.stdout)
+
+
+def plan_runs(config: dict, jobs: Iterable[DryRunJob]) -> list[PlannedRun]:
+    """The model runs of the dry run's ``jobs`` (:func:`dry_run`) for ``config``:
+    evaluation runs, then calibration runs, each by task, system and variant in the
+    config's order (grid points and names it does not list after, by name). A run
+    sharded over several jobs is one :class:`PlannedRun` with ``jobs`` shards; the runs
+    of a batch or sweep job share its ``sweep``. A sensitivity model's jobs (a ``model``
+    wildcard) are not counted."""
+    runs: dict[tuple[str, str, str, str], PlannedRun] = {}
+    for job in jobs:
+        part = MODEL_RULES.get(job.rule)
+        if part is None or "model" in job.wildcards:
+            continue
+        sweep = ""
+        if job.rule in _BATCH_RULES:
+            w = job.wildcards
+            sweep = "/".join(w[k] for k in ("task", "batch", "phase") if k in w)
+        for spec in job.specs:
+            key = (part, spec["task"], spec["system"], spec["variant"])
+            if key in runs:  # another shard of the same run
+                runs[key].jobs += 1
+                continue
+            examples = config["n_eval"] if part == "evaluation" else config["calibration_n"]
             layer = 1 if spec["variant_settings"].get("calibrated") else 0
-            phase = next((p for p, b in phases.items() if variant in b.get(system, ())), "")
-            sweep = f"{task}/{batch_host(system)}/{phase}" if phase else ""
-            runs.append(PlannedRun("evaluation", task, system, variant, n_eval, jobs, layer, spec,
-                                   sweep=sweep))  # fmt: skip
-    for task in calibration_tasks(config):
-        for system in calibration_systems(config, task):
-            for point in calibration_points(config, system):
-                spec = calibration_spec(config, task, system, point)
-                runs.append(PlannedRun("calibration", task, system, point, n_cal, 1, 0, spec,
-                                       sweep=f"{task}/{batch_host(system)}"))  # fmt: skip
-        opts = calibration.options(config, task)
-        own = sorted({e["reference"] for e in opts["systems"].values() if "reference" in e})
-        for label in [opts["reference"], *(r for r in own if r != opts["reference"])]:
-            system, variant = label.split("/")
-            spec = run_spec(config, task, system, variant)
-            runs.append(PlannedRun("calibration", task, system, variant, n_cal, 1, 0, spec))
-    return runs
+            runs[key] = PlannedRun(part, spec["task"], spec["system"], spec["variant"],
+                                   examples, 1, layer, spec, sweep=sweep)  # fmt: skip
+    tasks = list(config["tasks"])
+    systems = list(config.get("systems") or {})
+
+    def place(name: str, names: list[str]) -> tuple[int, str]:
+        return (names.index(name), "") if name in names else (len(names), name)
+
+    def order(r: PlannedRun) -> tuple:
+        # as the config lists them: tasks, systems, a system's variants (grid points after)
+        variants = list(((config.get("systems") or {}).get(r.system) or {}).get("variants") or {})
+        return (PARTS.index(r.part), place(r.task, tasks), place(r.system, systems),
+                place(r.variant, variants))  # fmt: skip
+
+    return sorted(runs.values(), key=order)
 
 
 #: spec sections whose difference changes a run's calls or tokens (the model's own are
@@ -1127,15 +1194,15 @@ def make_plan(args: argparse.Namespace):
         log_note = f"{exc}".split(":")[0]
         print(f"tersetalk plan: {log_note}; using stated rates per example", file=sys.stderr)
         measured = []
-    runs = plan_runs(config)
+    jobs = dry_run(args.config)
+    runs = plan_runs(config, jobs)
     if measured:
         assign_rates(runs, measured, config, pay_cached=args.pay_cached)
         correct_for_samples(runs, measured, config, folder)
     else:
         assign_stated_rates(runs)
-    # the format study's questions, when the default target holds the study (its task,
-    # toolqa, in `tasks`: workflow/rules/common.smk's FORMATS_STUDIED)
-    if not args.no_comprehension and "toolqa" in config["tasks"]:
+    # the format study's questions, when the default target holds the study
+    if not args.no_comprehension and any(j.rule == "formats_comprehension" for j in jobs):
         runs.append(plan_comprehension(config, folder))
     projections = [project(runs, t) for t in targets(args, config, measured)]
     summary = summary_table(runs, projections)
