@@ -893,6 +893,8 @@ def _plain(value: Any) -> Any:
         return float(value)
     if isinstance(value, str):
         return value
+    if isinstance(value, list | tuple | np.ndarray):  # a list column (facts_checked)
+        return [_plain(v) for v in value]
     raise TypeError(f"golden: unexpected cell type {type(value).__name__}: {value!r}")
 
 
