@@ -49,8 +49,8 @@ def runs(tmp_path, base_config, repo):
 
 
 def test_a_batch_writes_what_scoring_each_run_alone_writes(tmp_path, repo, runs):
-    sample_path, paths = runs
-    common = ["--sample", str(sample_path), "--reference", str(paths[0])]
+    _, paths = runs
+    common = ["--reference", str(paths[0])]
     for i, path in enumerate(paths):  # one process per run, as 82 score jobs did
         subprocess.run([sys.executable, "-m", "tersetalk", "score", "--run", str(path),
                         "--out-records", str(tmp_path / f"alone_m{i}.parquet"),
@@ -77,7 +77,7 @@ def test_a_batch_writes_what_scoring_each_run_alone_writes(tmp_path, repo, runs)
 
 
 def test_one_run_still_scores_as_before(tmp_path, runs):
-    sample_path, paths = runs
+    _, paths = runs
     out = tmp_path / "s.parquet"
     assert main(["score", "--run", str(paths[1]), "--out", str(out)]) == 0
     row = pd.read_parquet(out)

@@ -178,7 +178,13 @@ def check_facts_recorded(run: pd.DataFrame, name: str = "the run") -> None:
     if "facts_checked" not in run.columns:
         missing = "has no facts_checked column"
     else:
-        unrecorded = run["facts_checked"].isna() & run["error"].isna()
+        facts = run["facts_checked"]
+        if facts.map(lambda v: isinstance(v, str | bytes | dict)).any():
+            raise InputFileError(
+                f"{name}: its facts_checked column holds text where each row has a list of "
+                "facts (a run file written otherwise than by tersetalk run); rerun it"
+            )
+        unrecorded = facts.isna() & run["error"].isna()
         if not unrecorded.any():
             return
         missing = f"has {int(unrecorded.sum())} answered example(s) without facts_checked"
