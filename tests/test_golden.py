@@ -1,4 +1,4 @@
-"""Golden transcripts: every system, as it ran before the issue-13 refactor, still runs the same.
+"""Golden transcripts: every system still runs as it ran when the goldens were made.
 
 Each case of ``tests/golden/cases.py`` (every variant of config/config.yaml on both
 tasks, plus the edge cases of the conversation loop) is run through

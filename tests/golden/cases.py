@@ -1,7 +1,7 @@
 """Golden transcripts: the cases, the scripted model, and how a case is run and compared.
 
-Shared by ``make_golden.py`` (which ran the cases once on the code before the issue-13
-refactor and stored what they produced in ``cases/<name>.json.gz``) and
+Shared by ``make_golden.py`` (which ran the cases once on the code of the commit
+``index.json`` names and stored what they produced in ``cases/<name>.json.gz``) and
 ``tests/test_golden.py`` (which runs the same cases on the code under test and
 compares). Both go through :func:`run_case`, so they run the same code path.
 

@@ -37,7 +37,7 @@ def speedup_range(base: Timing, other: Timing) -> dict[str, float]:
 
 def limit_columns(limit_name: str, limit: Timing, other: Timing, held: bool) -> dict:
     """The ratio to the limit (limit's median over the method's: 1 is the limit itself,
-    0.5 half its speed), its interquartile range, and the issue-19 verdict for the
+    0.5 half its speed), its interquartile range, and the verdict for the
     methods ``held`` to it."""
     ratio = limit.median_ns / other.median_ns
     return {
