@@ -67,6 +67,24 @@ TERSETALK = [
 ]
 
 
+_DRY_RUNS: dict[tuple, list] = {}
+_REAL_DRY_RUN = plan.dry_run
+
+
+@pytest.fixture(autouse=True)
+def one_dry_run_per_config(monkeypatch):
+    """Snakemake's dry run of a config (seconds: the whole DAG is built) once per config
+    text in this process: the tests write the same configs to fresh folders."""
+
+    def cached(configfiles=()):
+        key = (Path("Snakefile").resolve(), *(Path(f).read_text() for f in configfiles))
+        if key not in _DRY_RUNS:
+            _DRY_RUNS[key] = _REAL_DRY_RUN(configfiles)
+        return _DRY_RUNS[key]
+
+    monkeypatch.setattr(plan, "dry_run", cached)
+
+
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # --config files layer over config/config.yaml
