@@ -421,8 +421,7 @@ def calibrate(
     ``preservation_margin`` likewise, one value or system -> value. ``samples`` is the
     calibration sample the runs were made on (example id -> sample row with its
     decoded ``record``, see :func:`read_samples`): every run's examples must be from it.
-    ``reference_run`` /
-    ``reference_label`` is the default reference (``evaluation.reference``);
+    ``reference_run`` / ``reference_label`` is the default reference (``evaluation.reference``);
     ``references`` maps a system to its own (label, run path) on the same shard
     (``calibration.<system>.reference``, e.g. the hybrid against LLMLingua). The
     document keeps the default under ``reference`` and records, under ``references``

@@ -666,8 +666,10 @@ def load_workflow_config(paths: Sequence[str | Path] = ()) -> dict:
 
     Layered as Snakemake layers ``--configfile`` over the Snakefile's ``configfile:``:
     the default config (:data:`DEFAULT_CONFIG`, when the working directory has one),
-    then each given file merged over it in order, then the schema's defaults for what
-    none of them sets. So a file holding only ``n_eval: 3`` changes only ``n_eval``.
+    then the given files merged over it (each over the one before), then the schema's
+    defaults for what none of them sets. So a file holding only ``n_eval: 3`` changes
+    only ``n_eval``; in a section both set, the given files' keys come first, as in
+    Snakemake's config.
     Why one function: every subcommand that takes ``--config`` reads it the same way,
     and a file means what it means to ``snakemake --configfile``.
     """

@@ -104,8 +104,8 @@ class Brief:
     #: program text to complete, kept verbatim (HumanEval's signature and docstring)
     code: str = ""
     #: the facts the answer rests on, where the brief's facts are not exactly those
-    #: (HotpotQA under ``facts: all``: the supporting sentences among every sentence);
-    #: None: the facts themselves. See :meth:`facts_checked`.
+    #: (HotpotQA under ``facts: context``: the supporting sentences within the ten
+    #: paragraphs sent); None: the facts themselves. See :meth:`facts_checked`.
     supporting: list[str] | None = None
 
     def facts_checked(self) -> list[str]:
