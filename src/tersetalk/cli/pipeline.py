@@ -422,7 +422,7 @@ def _cmd_score(args: argparse.Namespace) -> None:
         write_manifest,
         write_parquet_atomic,
     )
-    from tersetalk.metrics.per_record import check_facts_recorded, per_record_metrics_many
+    from tersetalk.metrics.per_record import per_record_metrics_many
     from tersetalk.metrics.summary import example_scores, run_metrics
     from tersetalk.pipeline.config import ConfigError
     from tersetalk.systems import pooled_rates
@@ -447,10 +447,9 @@ def _cmd_score(args: argparse.Namespace) -> None:
     ]
     per_records: list[Any] = [None] * len(runs)
     if records_outs:
-        for run, path in zip(runs, paths, strict=True):
-            check_facts_recorded(run, f"run file {path}")
         reference = read_parquet(args.reference, "reference run") if args.reference else None
-        per_records = per_record_metrics_many(runs, reference, args.cache_dir, scores)
+        per_records = per_record_metrics_many(runs, reference, args.cache_dir, scores,
+                                              [f"run file {p}" for p in paths])  # fmt: skip
     for i, (run, per_record, out) in enumerate(zip(runs, per_records, outs, strict=True)):
         if per_record is not None and records_outs:
             write_parquet_atomic(per_record, Path(records_outs[i]))

@@ -74,18 +74,20 @@ def per_record_metrics(
     reference: pd.DataFrame | None,
     cache_dir: str | Path | None = None,
     scores: list[dict[str, float]] | None = None,
+    name: str = "the run",
 ) -> pd.DataFrame:
     """Metrics for every example of ``run``; ``reference`` is the free-form run (or None).
 
     Answer preservation checks the facts each row recorded (``facts_checked``, from the
-    brief the run built); a run file without them is refused (:class:`InputFileError`).
+    brief the run built); a run file without them is refused (:class:`InputFileError`,
+    naming the run by ``name``).
 
     ``cache_dir``: where BERTScore's results are kept between processes (see
     :func:`~tersetalk.metrics.preservation.bertscore_f1_groups`); None computes them
     afresh. ``scores``: the run's :func:`~tersetalk.metrics.summary.example_scores`
     (computed here when not given)."""
     return per_record_metrics_many([run], reference, cache_dir,
-                                   None if scores is None else [scores])[0]  # fmt: skip
+                                   None if scores is None else [scores], [name])[0]  # fmt: skip
 
 
 def per_record_metrics_many(
@@ -93,12 +95,16 @@ def per_record_metrics_many(
     reference: pd.DataFrame | None,
     cache_dir: str | Path | None = None,
     scores: list[list[dict[str, float]]] | None = None,
+    names: list[str] | None = None,
 ) -> list[pd.DataFrame]:
     """:func:`per_record_metrics` of several runs of a task, paired with the same
     ``reference``: their BERTScore in one call of the encoder, which embeds a text the
     runs share (the reference's messages, a Worker input several variants send) once.
     ``scores``: each run's :func:`~tersetalk.metrics.summary.example_scores`, the score
-    step's one computation of correctness (computed here when not given)."""
+    step's one computation of correctness (computed here when not given). ``names``:
+    how each run is named in an error (default: "the run")."""
+    for run, name in zip(runs, names or ["the run"] * len(runs), strict=True):
+        check_facts_recorded(run, name)
     if scores is None:
         scores = [example_scores(run) for run in runs]
     ref_by_id = {} if reference is None else {r.example_id: r for r in reference.itertuples()}
@@ -121,7 +127,6 @@ def _collect(run: pd.DataFrame, ref_by_id: dict, scores: list[dict[str, float]])
     directions = directions_of(run.columns)
     brief_edge = f"tokens_{directions[0]}_cl100k"  # the Manager's brief (M_W in the star)
     rows, cands, refs = [], [], []
-    check_facts_recorded(run)
     for r, score in zip(run.itertuples(), scores, strict=True):
         msgs = messages_of(r.messages)
         received = worker_input(msgs)

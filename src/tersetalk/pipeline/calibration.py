@@ -66,7 +66,7 @@ import yaml
 
 from tersetalk.core.intervals import wilson
 from tersetalk.core.io import load_yaml_text, read_run_spec, write_text_atomic
-from tersetalk.metrics.per_record import check_facts_recorded, per_record_metrics
+from tersetalk.metrics.per_record import per_record_metrics
 from tersetalk.metrics.summary import example_scores, lingua_rate_distribution
 
 log = logging.getLogger(__name__)
@@ -145,8 +145,7 @@ def preservation_rates(
             "the calibration sample (--sample); pass the sample the calibration runs were "
             "made on (results/samples/<task>.calibration.parquet)"
         )
-    check_facts_recorded(run, where)
-    per_record = per_record_metrics(run, None, scores=scores)
+    per_record = per_record_metrics(run, None, scores=scores, name=where)
     answered = per_record[per_record["error"].isna()]
     out: dict[str, float | int] = {}
     for col in PRESERVATION_RATES:
