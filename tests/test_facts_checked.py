@@ -84,11 +84,13 @@ def test_a_run_file_without_the_recorded_facts_is_refused_by_name(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"run file {old} has no facts_checked column" in err and "rerun it" in err
-    text = tmp_path / "text.parquet"
-    pd.read_parquet(out).assign(facts_checked="Paris is in France.").to_parquet(text)
-    assert main(["score", "--run", str(text), "--out-records", str(tmp_path / "r.parquet"),
-                 "--out", str(tmp_path / "s.parquet")]) == 2  # fmt: skip
-    assert "holds text where each row has a list of facts" in capsys.readouterr().err
+    for i, odd in enumerate(["Paris is in France.", [1, 2]]):  # text; numbers, not texts
+        bad = tmp_path / f"odd{i}.parquet"
+        pd.read_parquet(out).assign(facts_checked=[odd] * 3).to_parquet(bad)
+        assert main(["score", "--run", str(bad), "--out-records", str(tmp_path / "r.parquet"),
+                     "--out", str(tmp_path / "s.parquet")]) == 2  # fmt: skip
+        err = capsys.readouterr().err
+        assert f"run file {bad}: its facts_checked column holds something else" in err
     # without per-example metrics, the run's scores need no facts
     assert main(["score", "--run", str(old), "--out", str(tmp_path / "s.parquet")]) == 0
 

@@ -175,6 +175,13 @@ def _collect(run: pd.DataFrame, ref_by_id: dict, scores: list[dict[str, float]])
     return rows, cands, refs
 
 
+def _facts_or_none(value) -> bool:
+    """A recorded ``facts_checked`` cell: missing, or a list of texts."""
+    if value is None:
+        return True
+    return isinstance(value, list | tuple | np.ndarray) and all(isinstance(v, str) for v in value)
+
+
 def check_facts_recorded(run: pd.DataFrame, name: str = "the run") -> None:
     """Refuse a run whose rows do not say which facts their brief held (a run file
     written before runs recorded them): preservation would check nothing and report no
@@ -184,10 +191,11 @@ def check_facts_recorded(run: pd.DataFrame, name: str = "the run") -> None:
         missing = "has no facts_checked column"
     else:
         facts = run["facts_checked"]
-        if facts.map(lambda v: isinstance(v, str | bytes | dict)).any():
+        if not facts.map(_facts_or_none).all():
             raise InputFileError(
-                f"{name}: its facts_checked column holds text where each row has a list of "
-                "facts (a run file written otherwise than by tersetalk run); rerun it"
+                f"{name}: its facts_checked column holds something else where each row has a "
+                "list of facts as text (a run file written otherwise than by tersetalk run); "
+                "rerun it"
             )
         unrecorded = facts.isna() & run["error"].isna()
         if not unrecorded.any():
