@@ -163,6 +163,31 @@ def test_same_value_is_strict():
     assert same_value({"a": [1, 2.5, None]}, {"a": [1, 2.5, None]})
 
 
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ([1, {"x": True}], [1, {"x": 1}]),  # == holds inside containers, the text differs
+        ([{"x": 1.0}], [{"x": 1}]),
+        ({"x": [0.0]}, {"x": [-0.0]}),
+        ([{"a": 1, "b": 2}], [{"b": 2, "a": 1}]),
+        ({"1": 0}, {1: 0}),  # the same JSON text, not equal
+        ([{1: 0}], [{1.0: 0}]),  # equal, another text: node by node (keys compare by ==)
+    ],
+)
+def test_same_value_compares_containers_whole_as_it_does_node_by_node(a, b):
+    from tersetalk.formats.tree import _same
+
+    assert same_value(a, b) == _same(a, b)
+
+
+@given(json_values, json_values)
+def test_same_value_whole_agrees_with_node_by_node(a, b):
+    from tersetalk.formats.tree import _same
+
+    assert same_value(a, b) == _same(a, b)
+    assert same_value(a, json.loads(json.dumps(a)))
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), {1: "x"}, (1, 2), {1, 2}])
 def test_non_json_values_are_refused(bad):
     with pytest.raises(TreeError):

@@ -1,5 +1,6 @@
 """The session pipeline's own speed-ups change nothing but time: the collector is paused
-for one result's work and left as it was."""
+for one result's work and left as it was; a long list of flat records is laid out by the
+table path as the knapsack would lay it out."""
 
 from __future__ import annotations
 
@@ -44,3 +45,43 @@ def test_the_collector_is_paused_while_a_result_is_processed_and_restored(monkey
     with pytest.raises(RuntimeError, match="boom"):  # an error restores it too
         pipe.process("rows", {}, _rows(3))
     assert seen[-1] is False and gc.isenabled()
+
+
+def _processed(text: str, config: ProxyConfig, tables: bool, monkeypatch) -> S.Processed:
+    from tersetalk.formats import records
+
+    monkeypatch.setattr(records, "encode_records",
+                        records.encode_records if tables else lambda *a, **k: None)  # fmt: skip
+    return S.SessionPipeline(config).process("rows", {}, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _rows(200),
+        repr([{"id": i, "name": f"user {i}", "ok": i % 2 == 0} for i in range(60)]),  # literal
+        json.dumps([{"id": i, "path": f"/srv/app/src/pkg/mod{i % 5}/f{i}.py"} for i in range(80)]),
+        json.dumps([{"id": i, "n": "x"} for i in range(30)]),  # short: the knapsack's alone
+    ],
+    ids=["json", "literal", "aliased", "short"],
+)
+@pytest.mark.parametrize("budget", [None, 150])
+def test_the_table_path_sends_what_the_knapsack_sends(text, budget, monkeypatch):
+    config = ProxyConfig.model_validate({"dedup": {"enabled": False}, "budget": budget})
+    fast = _processed(text, config, True, monkeypatch)
+    slow = _processed(text, config, False, monkeypatch)
+    assert fast.kind == slow.kind == "encoded"
+    same = ("text", "source", "raw_tokens", "sent_tokens", "hints", "lossless", "fallback")
+    assert {k: getattr(fast, k) for k in same} == {k: getattr(slow, k) for k in same}
+
+
+def test_a_long_list_of_flat_records_is_tabled_without_a_tree(monkeypatch):
+    from tersetalk.formats import tree
+    from tersetalk.formats.solver import decode
+
+    built = []
+    real = S.from_python
+    monkeypatch.setattr(S, "from_python", lambda v: built.append(1) or real(v))
+    out = S.SessionPipeline(ProxyConfig()).process("rows", {}, _rows(200))
+    assert out.kind == "encoded" and out.text.startswith("> [encoded: csv]") and not built
+    assert tree.same_value(decode(out.text), json.loads(_rows(200)))

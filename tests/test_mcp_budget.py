@@ -114,7 +114,7 @@ def test_the_rest_is_counted_as_a_reader_fetches_it(page_tokens):
     _, text = _results()[1]
     value = json.loads(text)
     ref = pipe.process("get_repo", {}, text).ref  # held: the calls below can be made
-    counts = _Counts("o200k_base", {text: count_tokens(text, "o200k_base")})
+    counts = _Counts("o200k_base", text, lambda: count_tokens(text, "o200k_base"))
     budgeted, _, lossless, _ = pipe._encode_within(
         from_python(value), value, ref, None, 300, SolveCache("o200k_base"), counts
     )

@@ -1083,6 +1083,7 @@ _OTHER: list[Column] = [
         ("sizes", "string", "", "sizes measured"),
         ("payload_kib", "float64", "KiB", "payload size"),
         ("payload_bytes", "int64", "bytes", "payload size"),
+        ("count_helper", "bool", "flag", "long texts counted in a helper process (MB-5)"),
         ("ratio_vs_sha256", "float64", "x", "time / bare sha256's"),
         ("ratio_vs_sha256_lo", "float64", "x", "its CI, low"),
         ("ratio_vs_sha256_hi", "float64", "x", "its CI, high"),

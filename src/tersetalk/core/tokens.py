@@ -154,13 +154,20 @@ ASIDE_MIN_CHARS = 16_384
 def count_tokens_aside(text: str, name: str = "cl100k_base") -> Callable[[], int]:
     """:func:`count_tokens` of ``text``, started now and read by calling the result.
 
-    A long text is counted on a thread of its own: tiktoken lets go of the interpreter's
-    lock while it encodes, so the caller's own work (parsing the same text, say) goes on
-    beside it (a 100 KB text: 4 ms of the MCP proxy's time per result). Short texts, and
-    any text inside :func:`count_memo` (whose memo is not shared across threads), are
-    counted when the result is called. An error in counting is raised there."""
+    A long text goes to the helper process where one runs (:mod:`tersetalk.core.
+    counter`: the MCP proxy starts it), so the caller's own work (parsing the same text,
+    say) goes on beside the count; else to a thread of its own, which gains little:
+    tiktoken holds the interpreter's lock for nearly all of its work. Short texts, and
+    any text inside :func:`count_memo` (whose memo is not shared across threads or
+    processes), are counted when the result is called. An error in counting is raised
+    there."""
     if len(text) < ASIDE_MIN_CHARS or _MEMO is not None:
         return lambda: count_tokens(text, name)
+    from tersetalk.core import counter
+
+    sent = counter.submit(text, name)
+    if sent is not None:
+        return sent
     box: list = []
 
     def work() -> None:

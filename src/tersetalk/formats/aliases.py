@@ -82,7 +82,11 @@ def choose(node: Node, count: Callable[[str], int], compact: str | None = None) 
     """
     if compact is not None and "/" not in compact:
         return {}
-    values = list(strings(node))
+    return choose_among(list(strings(node)), count)
+
+
+def choose_among(values: list[str], count: Callable[[str], int]) -> dict[str, str]:
+    """:func:`choose` for a payload whose string values are ``values``, in document order."""
     marker = _marker(values)
     if marker is None or not values:
         return {}
@@ -127,20 +131,27 @@ def parse(body: str) -> tuple[str, str] | None:
     return (m.group(1) + m.group(2), m.group(3)) if m else None
 
 
-def _rewrite(value: str, ordered: list[tuple[str, str]]) -> str:
-    for alias, prefix in ordered:  # longest prefix first
-        if value.startswith(prefix):
-            return alias + value[len(prefix) :]
-    return value
+def rewriter(table: dict[str, str]) -> Callable[[str], str]:
+    """A string value as :func:`apply` writes it: the longest chosen prefix it starts
+    with replaced by that prefix's alias."""
+    ordered = sorted(table.items(), key=lambda kv: -len(kv[1]))
+
+    def rewrite(value: str) -> str:
+        for alias, prefix in ordered:  # longest prefix first
+            if value.startswith(prefix):
+                return alias + value[len(prefix) :]
+        return value
+
+    return rewrite
 
 
 def apply(node: Node, table: dict[str, str]) -> Node:
     """The tree with every string value that starts with a chosen prefix aliased."""
-    ordered = sorted(table.items(), key=lambda kv: -len(kv[1]))
+    rewrite = rewriter(table)
 
     def walk(n: Node) -> Node:
         if isinstance(n, Scalar):
-            return Scalar(_rewrite(n.value, ordered)) if isinstance(n.value, str) else n
+            return Scalar(rewrite(n.value)) if isinstance(n.value, str) else n
         if isinstance(n, Object):
             return Object(tuple((k, walk(v)) for k, v in n.items))
         if isinstance(n, Array):

@@ -333,8 +333,8 @@ class _Costs:
         return hit[1]
 
     def aside(self, text: str) -> Callable[[], int]:
-        """``self.text(text)``, a long text's counted now on a thread of its own
-        (:func:`count_tokens_aside`) while the caller goes on; read by calling the result."""
+        """``self.text(text)``, a long text's counted now elsewhere (:func:`count_tokens_aside`)
+        while the caller goes on; read by calling the result."""
         if text in self.known or len(text) < ASIDE_MIN_CHARS:
             return partial(self.text, text)
         result = count_tokens_aside(text, self.tokenizer)
@@ -363,9 +363,10 @@ class _Costs:
 
     def prefetch(self, texts: Sequence[Sequence[str]]) -> None:
         """Count the long texts that :meth:`lines` will count whole, for each of
-        ``texts`` (line lists), beside each other: tiktoken lets go of the interpreter's
-        lock while it encodes, so a 100 KB CSV and Markdown table of the same records
-        take the time of one on two cores. The same counts, only sooner."""
+        ``texts`` (line lists), beside each other (:func:`count_tokens_aside`: in the
+        helper process where one runs, so a 100 KB CSV and Markdown table of the same
+        records are counted on another core while this one goes on). The same counts,
+        only sooner."""
         todo = []
         for lines in texts:
             whole = _joined(lines)

@@ -83,10 +83,9 @@ import json
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 from tersetalk.core.tokens import count_tokens, count_tokens_aside
@@ -95,7 +94,7 @@ from tersetalk.formats.container import compact_json
 from tersetalk.formats.tree import (
     TreeError,
     from_python,
-    parse_json_value,
+    load_json,
     same_value,
 )
 from tersetalk.mcp.config import ProxyConfig
@@ -123,15 +122,28 @@ TOTAL_KEYS = ("total_count", "totalCount", "total", "count", "total_results", "t
 
 class _Counts:
     """Token counts of the texts of one result, each counted once (a 100 KB text takes
-    milliseconds); ``known`` may be given counts made elsewhere (the solver's)."""
+    milliseconds); ``known`` may be given counts made elsewhere (the solver's).
 
-    def __init__(self, tokenizer: str, known: dict[str, int]) -> None:
+    The downstream's text (``original``) is being counted elsewhere (``counting``, from
+    :func:`count_tokens_aside`) and its count is read when first asked for: the table
+    path asks only once its own work is done."""
+
+    def __init__(self, tokenizer: str, original: str, counting: Callable[[], int]) -> None:
         self.tokenizer = tokenizer
-        self.known = known
-        #: the downstream's text (the first one counted)
-        self.original = next(iter(known))
+        self.known: dict[str, int] = {}
+        self.original = original
+        self._counting: Callable[[], int] | None = counting
+
+    def raw(self) -> int:
+        """The downstream's text's count."""
+        if self._counting is not None:
+            self.known[self.original] = self._counting()
+            self._counting = None
+        return self.known[self.original]
 
     def __call__(self, text: str) -> int:
+        if self._counting is not None and text == self.original:
+            return self.raw()
         n = self.known.get(text)
         if n is None:
             n = self.known[text] = count_tokens(text, self.tokenizer)
@@ -367,18 +379,24 @@ class SessionPipeline:
         if dedup:
             self.cache.misses += 1
         counting = count_tokens_aside(text, tok)  # beside the parse, on a thread of its own
-        source, value, parsed = _structured(text, cfg.max_result_chars)
-        raw_tokens = counting()
-        tokens = _Counts(tok, {text: raw_tokens})  # a large text is counted once
+        rows = 2 * cfg.search_sample + 1 if cfg.search_sample else None
+        source, value, parsed = _structured(text, cfg.max_result_chars, rows)
+        tokens = _Counts(tok, text, counting)  # a large text is counted once
+        if not isinstance(parsed, tuple):  # (the table path reads it after its own work)
+            tokens.raw()
 
         def done(sent: str, kind: str, source: str, hints: tuple[str, ...] = (),
                  ref: str | None = None, lossless: bool = True,
                  fallback: str | None = None) -> Processed:  # fmt: skip
-            return Processed(sent, kind, source, len(text), raw_tokens, tokens(sent), hints, ref,
-                             lossless, fallback, time.perf_counter() - t0)  # fmt: skip
+            return Processed(sent, kind, source, len(text), tokens.raw(), tokens(sent), hints,
+                             ref, lossless, fallback, time.perf_counter() - t0)  # fmt: skip
 
         resources = self.resources(tool, arguments)
-        remember = partial(self._remember, key, ref, tool, resources, raw_tokens, dedup, text)
+
+        def remember(sent: str, value: Any, structured: bool) -> None:
+            self._remember(key, ref, tool, resources, tokens.raw(), dedup, text, sent, value,
+                           structured)  # fmt: skip
+
         if dedup and cfg.hints.near_ref and source in ("json", "literal"):
             near = self._near_ref(tool, value, text, ref)
             if near is not None:
@@ -397,7 +415,7 @@ class SessionPipeline:
                                                            tokens)  # fmt: skip
         if sent is not None and not _utf8(sent):  # a lone surrogate the JSON escaped
             sent, fallback = None, "the encoding holds a lone surrogate; sent as it came"
-        if sent is None or (lossless and tokens(sent) >= raw_tokens):
+        if sent is None or (lossless and tokens(sent) >= tokens.raw()):
             remember(text, value, True)
             return done(text, "passthrough", source, ref=ref, fallback=fallback)
         remember(sent, value, True)
@@ -458,21 +476,27 @@ class SessionPipeline:
         Under a budget, what lossless would send goes instead when it fits the budget, or
         when the budgeted text and fetching everything it leaves out would cost more
         tokens than it (the budget rule of the module docstring)."""
+        from tersetalk.formats.records import encode_records
         from tersetalk.formats.solver import SolveCache
 
         cfg = self.config
-        node = from_python(value) if node is None else node
         budget = cfg.budget_for(tool)
         meta = self._metadata(tool, arguments, value) if cfg.hints.metadata else None
         # the lossless and the budgeted solve share it; it starts with the result's count
         # (its compact JSON is often the text as sent) and the value the tree was read from
         cache = SolveCache(cfg.tokenizer, known=tokens.known)
-        cache.seed_python(node, value)
-        whole = self._encode_within(node, value, ref, meta, None, cache, tokens)
+        tabled = None
+        if isinstance(node, tuple):  # a long array of flat records, these keys: no tree
+            tabled = encode_records(value, node, tokenizer=cfg.tokenizer, known=tokens.known)
+            node = None
+        if tabled is None or budget is not None:
+            node = from_python(value) if node is None else node
+            cache.seed_python(node, value)
+        whole = self._encode_within(node, value, ref, meta, None, cache, tokens, tabled)
         if budget is None:
             return whole
         # what lossless sends: its text where that is smaller, else the downstream's
-        raw = tokens(tokens.original)
+        raw = tokens.raw()
         lossless_cost = raw if whole[0] is None else min(tokens(whole[0]), raw)
         if lossless_cost <= budget:
             return whole
@@ -492,10 +516,12 @@ class SessionPipeline:
         return part
 
     def _encode_within(self, node: Any, value: Any, ref: str, meta: str | None,
-                       budget: int | None, cache: Any, tokens: _Counts,
+                       budget: int | None, cache: Any, tokens: _Counts, solved: Any = None,
                        ) -> tuple[str | None, tuple[str, ...], bool, str | None]:  # fmt: skip
         """The knapsack's text for ``node`` within ``budget`` (None: lossless), its
-        overflow hints naming ``tersetalk_get``, read back where it is lossless."""
+        overflow hints naming ``tersetalk_get``, read back where it is lossless.
+        ``solved``: the lossless encoding, already found (the table path of
+        :mod:`tersetalk.formats.records`)."""
         from tersetalk.formats.solver import BudgetError, decode, encode
 
         cfg = self.config
@@ -507,8 +533,9 @@ class SessionPipeline:
             if target is not None and target <= 0:
                 break
             try:
-                enc = encode(node, "mckp", budget=target, tokenizer=cfg.tokenizer, cache=cache,
-                             sample=cfg.search_sample if target is None else None)  # fmt: skip
+                enc = solved if target is None and solved is not None else encode(
+                    node, "mckp", budget=target, tokenizer=cfg.tokenizer, cache=cache,
+                    sample=cfg.search_sample if target is None else None)  # fmt: skip
             except BudgetError:
                 enc = None
                 break
@@ -711,26 +738,32 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def _structured(text: str, max_chars: int) -> tuple[str, Any, Any]:
+def _structured(text: str, max_chars: int, rows: int | None = None) -> tuple[str, Any, Any]:
     """(source, value, parsed): JSON, a Python literal, Markdown with tables, or plain
     text; ``parsed`` is what was read on the way and need not be read again (JSON's
-    tree, Markdown's table spans; None otherwise)."""
+    tree, Markdown's table spans; None otherwise). For a list of at least ``rows`` flat
+    records (:func:`tersetalk.formats.records.flat_records`) it is their keys, a tuple:
+    such a list is JSON data as it is, and its tree is built only if it is needed."""
+    from tersetalk.formats.records import flat_records
+
     stripped = text.lstrip(" \t\r\n")[:1]
     if stripped in ("{", "["):
         try:
-            node, value = parse_json_value(text)
+            value = load_json(text)
         except TreeError:
-            pass
+            value, source = parse_literal(text, max_chars=max_chars), "literal"
         else:
-            return "json", value, node
-        value = parse_literal(text, max_chars=max_chars)
-        if value is not None:
-            try:
-                node = from_python(value)
-            except TreeError:
-                return "text", None, None
-            return "literal", value, node
-        return "text", None, None
+            source = "json"
+        if value is None and source == "literal":
+            return "text", None, None
+        keys = None if rows is None else flat_records(value, rows)
+        if keys is not None:
+            return source, value, keys
+        try:
+            node = from_python(value)
+        except TreeError:  # nested deeper than the encoders follow, or no JSON data
+            return "text", None, None
+        return source, value, node
     if "|" in text:
         from tersetalk.formats.markdown import table_spans
 

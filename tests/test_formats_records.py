@@ -1,0 +1,149 @@
+"""The table path of a long array of flat records: the knapsack's text without its tree,
+lossless by its read-back, and None wherever the knapsack should lay the array out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tersetalk.bench.mb5 import payload
+from tersetalk.formats import records as R
+from tersetalk.formats.solver import decode, encode
+from tersetalk.formats.tree import from_python, same_value
+
+TOK = "o200k_base"
+LONG = 33  # the least the sampled search (16) treats as long
+
+
+def _knapsack(value):
+    """What the proxy's knapsack sends for ``value`` (its sampled search)."""
+    return encode(from_python(value), "mckp", tokenizer=TOK, sample=16)
+
+
+def _tabled(value):
+    keys = R.flat_records(value, LONG)
+    assert keys is not None
+    return R.encode_records(value, keys, tokenizer=TOK)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [{"a": 1}] * 40,
+        [{"a": i, "b": [1, "x", None, 2.5], "c": None, "d": True} for i in range(40)],
+        [{"x": float(i) / 3, "y": -0.0, "z": ""} for i in range(50)],
+    ],
+)
+def test_flat_records_takes_long_lists_of_same_keyed_rows_of_scalars_and_lists(value):
+    assert R.flat_records(value, LONG) == tuple(value[0])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [{"a": 1}] * 32,  # short: the knapsack lays it out item by item
+        [{"a": 1}] * 39 + [{"b": 1}],  # keys differ
+        [{"a": 1, "b": 2}] * 39 + [{"b": 2, "a": 1}],  # the same keys in another order
+        [{"a": 1}] * 39 + [{"a": {"b": 1}}],  # an object in a cell: a path table's
+        [{"a": 1}] * 39 + [{"a": [[1]]}],  # a list of lists
+        [{"a": 1}] * 39 + [{"a": float("nan")}],  # not JSON
+        [{"a": 1}] * 39 + [[1]],
+        [{}] * 40,
+        {"a": [{"b": 1}] * 40},
+        [{1: "a"}] * 40,  # a literal's key that is no string
+    ],
+)
+def test_flat_records_refuses_every_other_shape(value):
+    assert R.flat_records(value, LONG) is None
+
+
+def _scalar_rows(kib: int) -> list:
+    rows = json.loads(payload(kib))
+    for row in rows:
+        del row["tags"]
+    return rows
+
+
+def _path_rows(n: int) -> list:
+    """Rows whose paths share long prefixes: the knapsack names them with aliases."""
+    return [
+        {"id": i, "path": f"/srv/data/projects/alpha/src/module{i % 7}/f{i}.py", "ok": i % 2 == 0}
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    "value, option",
+    [
+        (json.loads(payload(32)), "csv"),  # list cells: the container's csv block
+        (_scalar_rows(32), "single:csv"),  # scalars only: the csv format's own, shorter hint
+        (_path_rows(120), None),
+        # quotes and commas in cells: quoted by csv, bare in a Markdown table
+        ([{"q": f'say "a, b" {i}', "n": [i, i + 1]} for i in range(40)], "csv"),
+    ],
+    ids=["mb5-32k", "scalars", "aliased-paths", "quoted"],
+)
+def test_the_table_path_sends_the_knapsacks_text(value, option):
+    tabled, knapsack = _tabled(value), _knapsack(value)
+    assert tabled is not None
+    assert tabled.text == knapsack.text and tabled.tokens == knapsack.tokens
+    assert tabled.choices == knapsack.choices[:1] and tabled.aliases == knapsack.aliases
+    assert tabled.lossless and tabled.read_back and tabled.value_total == knapsack.value_total
+    assert same_value(decode(tabled.text), value)
+    if option:
+        assert tabled.choices[0][1] == option
+    else:
+        assert tabled.aliases > 0  # the alias layer paid here, as in the knapsack
+
+
+def test_rows_whose_head_is_no_table_go_to_the_knapsack(monkeypatch):
+    value = json.loads(payload(4))
+    asked = []
+
+    def head(rows, tokenizer):
+        asked.append(len(rows))
+        return "list"  # the knapsack's answer for rows it lays out item by item
+
+    monkeypatch.setattr(R, "_head_option", head)
+    assert _tabled(value) is None and asked == [len(value)]
+
+
+def test_a_table_that_does_not_read_back_is_passed_over(monkeypatch):
+    value = _scalar_rows(4) * 2
+    real = R.same_value
+    refused = []
+
+    def strict(a, b):  # the cheapest text is refused once: the next one is sent
+        if not refused:
+            refused.append(True)
+            return False
+        return real(a, b)
+
+    monkeypatch.setattr(R, "same_value", strict)
+    tabled = _tabled(value)
+    assert tabled is not None and refused
+    assert tabled.text != _knapsack(value).text and same_value(decode(tabled.text), value)
+    monkeypatch.setattr(R, "same_value", lambda a, b: False)
+    assert _tabled(value) is None  # none reads back: the knapsack decides
+
+
+def test_the_counts_made_are_handed_back():
+    value = json.loads(payload(4))
+    known: dict[str, int] = {}
+    tabled = R.encode_records(value, R.flat_records(value, LONG), tokenizer=TOK, known=known)
+    assert known[tabled.text] == tabled.tokens
+
+
+def test_the_corpora_long_flat_arrays_get_the_knapsacks_text():
+    from tersetalk.formats.corpus import load_corpus
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    payloads = [p for d in ("toolresponses", "mastodon")
+                for p in load_corpus(data / d, kinds=("json",))]  # fmt: skip
+    flat = [p for p in payloads if R.flat_records(p.value, LONG) is not None]
+    assert len(payloads) > 200 and flat  # the one long flat array (the rest nest objects)
+    for p in flat:
+        tabled = _tabled(p.value)
+        assert tabled is not None and tabled.text == _knapsack(p.value).text, p.id

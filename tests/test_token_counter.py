@@ -1,0 +1,69 @@
+"""The token-count helper process: tiktoken's counts, in order, and none lost when it dies."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tersetalk.core import counter
+from tersetalk.core.tokens import ASIDE_MIN_CHARS, count_tokens, count_tokens_aside
+
+TOK = "o200k_base"
+
+
+@pytest.fixture
+def helper():
+    assert counter.start([TOK])
+    yield counter._HELPER
+    counter.stop()
+    assert counter._HELPER is None
+
+
+def _texts() -> list[str]:
+    return [f"word {i}, " * (ASIDE_MIN_CHARS // 7 + i) for i in range(4)]
+
+
+def test_long_texts_are_counted_by_the_helper_as_tiktoken_counts_them(helper, monkeypatch):
+    texts = _texts()
+    pending = [count_tokens_aside(t, TOK) for t in texts]  # all asked before any is read
+    assert helper.sent == len(texts)
+    got = [p() for p in reversed(pending)]  # read in any order
+    assert got[::-1] == [count_tokens(t, TOK) for t in texts]
+    assert helper.got == len(texts) and not helper.answers
+
+
+def test_short_texts_stay_in_this_process(helper):
+    assert count_tokens_aside("a short text", TOK)() == count_tokens("a short text", TOK)
+    assert helper.sent == 0
+
+
+def test_a_helper_that_dies_owes_nothing(helper, caplog):
+    texts = _texts()
+    first = count_tokens_aside(texts[0], TOK)
+    assert first() == count_tokens(texts[0], TOK)
+    pending = count_tokens_aside(texts[1], TOK)
+    helper.proc.kill()
+    helper.proc.join(5)
+    with caplog.at_level(logging.WARNING, logger="tersetalk.core.counter"):
+        # the count it owed is made here; later ones are not sent to it
+        assert pending() == count_tokens(texts[1], TOK)
+        assert count_tokens_aside(texts[2], TOK)() == count_tokens(texts[2], TOK)
+    assert helper.broken and helper.sent == 2
+    assert "counting in this process" in caplog.text
+
+
+def test_an_error_in_counting_is_raised_to_the_caller(helper):
+    from tersetalk.core.tokens import TokenizerError
+
+    with pytest.raises(TokenizerError, match="unknown tokenizer"):
+        count_tokens_aside("x" * ASIDE_MIN_CHARS, "no_such_encoding")()
+    # the helper goes on answering
+    assert count_tokens_aside(_texts()[0], TOK)() == count_tokens(_texts()[0], TOK)
+    assert not helper.broken
+
+
+def test_without_a_helper_long_texts_are_counted_on_a_thread():
+    assert counter._HELPER is None and counter.submit("x", TOK) is None
+    text = _texts()[0]
+    assert count_tokens_aside(text, TOK)() == count_tokens(text, TOK)
