@@ -7,16 +7,22 @@ import logging
 import pytest
 
 from tersetalk.core import counter
-from tersetalk.core.tokens import ASIDE_MIN_CHARS, count_tokens, count_tokens_aside
+from tersetalk.core.tokens import (
+    ASIDE_MIN_CHARS,
+    count_tokens,
+    count_tokens_aside,
+    start_count_helper,
+    stop_count_helper,
+)
 
 TOK = "o200k_base"
 
 
 @pytest.fixture
 def helper():
-    assert counter.start([TOK])
+    assert start_count_helper([TOK])
     yield counter._HELPER
-    counter.stop()
+    stop_count_helper()
     assert counter._HELPER is None
 
 

@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from tersetalk.core import counter
+from tersetalk.core.tokens import start_count_helper, stop_count_helper
 from tersetalk.formats.dedup import DedupCache as FormatsDedupCache
 from tersetalk.formats.hints import content_hash, reference, reference_call
 from tersetalk.formats.solver import decode, encode
@@ -242,11 +242,11 @@ def run_mb5(
     if not sizes_kib or min(sizes_kib) < 1:
         raise ValueError(f"MB-5 sizes must be positive KiB, got {list(sizes_kib)}")
     # the pipeline counts long texts in a helper process, as the proxy's does
-    helper = counter.start((ProxyConfig().tokenizer,))
+    helper = start_count_helper((ProxyConfig().tokenizer,))
     try:
         rows = _rows(sizes_kib, calls, repeats, warmup, min_batch_ns, seed)
     finally:
-        counter.stop()
+        stop_count_helper()
     settings = {"repeats": repeats, "warmup": warmup, "min_batch_ns": min_batch_ns,
                 "seed": seed, "baseline": LIMIT, "count_helper": helper}  # fmt: skip
     return finish(rows, "mb5", settings)

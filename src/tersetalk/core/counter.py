@@ -1,19 +1,20 @@
 """Token counts of long texts in a helper process, beside the caller's Python work.
 
 tiktoken holds the interpreter's lock for nearly all of its work: measured here, two
-threads counting two 100 KB texts take 0.9 times as long as one thread counting both,
+threads counting two 100 KB texts take about as long as one thread counting both,
 and a count on a thread beside Python work adds its whole time to that work. The MCP
 proxy counts every long result (the text it was sent, each table it weighs), about a
 fifth of its time per result, while a second core sits idle: a helper process counts
 there instead. It is a plain loop over a pipe: the caller sends ``(encoding, text)``,
 the helper answers the count, in the order asked.
 
-:func:`start` starts the helper (the proxy does, once its session is set up, and the
-MB-5 benchmark does for the proxy's pipeline); :func:`tersetalk.core.tokens.
-count_tokens_aside` then sends it every text of :data:`tersetalk.core.tokens.
-ASIDE_MIN_CHARS` or more. The counts are tiktoken's either way. If the helper cannot
-start or dies, each count it owed is made in the caller's process and the helper is
-not used again (a warning says so once); nothing is lost or counted twice.
+:func:`tersetalk.core.tokens.start_count_helper` starts the helper (the proxy does, once
+its session is set up, and the MB-5 benchmark does for the proxy's pipeline);
+:func:`tersetalk.core.tokens.count_tokens_aside` then sends it every text of
+:data:`tersetalk.core.tokens.ASIDE_MIN_CHARS` or more. The counts are tiktoken's either
+way. If the helper cannot start or dies, each count it owed is made in the caller's
+process and the helper is not used again (a warning says so once); nothing is lost or
+counted twice.
 """
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: a counting function: (text, encoding name) -> tokens
+Count = Callable[[str, str], int]
 _LOCK = threading.Lock()
 _HELPER: _Helper | None = None
 
 
-def _serve(conn: Any, names: Sequence[str]) -> None:
+def _serve(conn: Any, names: Sequence[str], count_tokens: Count) -> None:
     """The helper's loop: build the encodings, then answer each ``(name, text)`` with its
     count (None where counting raised: the caller counts again and gets the error)."""
-    from tersetalk.core.tokens import count_tokens
-
     for name in names:
         count_tokens("", name)
     while True:
@@ -53,10 +54,11 @@ def _serve(conn: Any, names: Sequence[str]) -> None:
 
 
 class _Helper:
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], count: Count) -> None:
         ctx = multiprocessing.get_context("spawn")  # no copy of the caller's threads
+        self.count = count
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, tuple(names)),
+        self.proc = ctx.Process(target=_serve, args=(child, tuple(names), count),
                                 name="tersetalk-count", daemon=True)  # fmt: skip
         self.proc.start()
         child.close()
@@ -75,8 +77,6 @@ class _Helper:
     def submit(self, text: str, name: str) -> Callable[[], int] | None:
         """The count of ``text``, asked now and read by calling the result; None where
         the helper is no longer there."""
-        from tersetalk.core.tokens import count_tokens
-
         with self.lock:
             if self.broken:
                 return None
@@ -99,7 +99,7 @@ class _Helper:
                         break
                     self.got += 1
                 answer = self.answers.pop(ticket, None)
-            return count_tokens(text, name) if answer is None else answer
+            return self.count(text, name) if answer is None else answer
 
         return result
 
@@ -114,16 +114,18 @@ class _Helper:
                 self.proc.join(timeout=1.0)
 
 
-def start(names: Sequence[str]) -> bool:
+def start(names: Sequence[str], count: Count) -> bool:
     """Start the helper process (once per process), its encodings ``names`` built before
-    its first answer; whether one is running. A helper that cannot start is logged and
-    the counts stay in this process."""
+    its first answer; whether one is running. ``count``: the counting function (a
+    module-level one, which the helper imports by name), also used here for what the
+    helper cannot answer. A helper that cannot start is logged and the counts stay in
+    this process."""
     global _HELPER
     with _LOCK:
         if _HELPER is not None and not _HELPER.broken:
             return True
         try:
-            _HELPER = _Helper(names)
+            _HELPER = _Helper(names, count)
         except Exception as exc:  # noqa: BLE001 - counting goes on here, as it did
             log.warning("cannot start the token-count helper process (%s); counting in "
                         "this process", exc)  # fmt: skip

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
+from tersetalk.core import counter
 from tersetalk.core.io import write_bytes_atomic
 from tersetalk.core.memo import JsonMemo, memo_key, versions
 
@@ -151,6 +152,18 @@ def count_tokens(text: str, name: str = "cl100k_base") -> int:
 ASIDE_MIN_CHARS = 16_384
 
 
+def start_count_helper(names: Sequence[str] = ENCODINGS) -> bool:
+    """Start the helper process that counts long texts (:mod:`tersetalk.core.counter`),
+    its encodings ``names`` built first; whether it runs. :func:`stop_count_helper`
+    stops it."""
+    return counter.start(names, count_tokens)
+
+
+def stop_count_helper() -> None:
+    """Stop the count helper process, if one runs."""
+    counter.stop()
+
+
 def count_tokens_aside(text: str, name: str = "cl100k_base") -> Callable[[], int]:
     """:func:`count_tokens` of ``text``, started now and read by calling the result.
 
@@ -163,8 +176,6 @@ def count_tokens_aside(text: str, name: str = "cl100k_base") -> Callable[[], int
     there."""
     if len(text) < ASIDE_MIN_CHARS or _MEMO is not None:
         return lambda: count_tokens(text, name)
-    from tersetalk.core import counter
-
     sent = counter.submit(text, name)
     if sent is not None:
         return sent

@@ -219,10 +219,10 @@ class Relay:
 
         try:
             threading.Thread(target=warm_up, args=(config.tokenizer,), daemon=True).start()
-            from tersetalk.core import counter
+            from tersetalk.core.tokens import start_count_helper
             from tersetalk.mcp.session import SessionPipeline
 
-            counter.start((config.tokenizer,))  # long results are counted on another core
+            start_count_helper((config.tokenizer,))  # long results are counted on another core
 
             self.config = config
             self.log = Telemetry(telemetry)

@@ -378,7 +378,7 @@ class SessionPipeline:
                              True, None, time.perf_counter() - t0)  # fmt: skip
         if dedup:
             self.cache.misses += 1
-        counting = count_tokens_aside(text, tok)  # beside the parse, on a thread of its own
+        counting = count_tokens_aside(text, tok)  # beside the parse (in the count helper)
         rows = 2 * cfg.search_sample + 1 if cfg.search_sample else None
         source, value, parsed = _structured(text, cfg.max_result_chars, rows)
         tokens = _Counts(tok, text, counting)  # a large text is counted once
@@ -490,6 +490,7 @@ class SessionPipeline:
             tabled = encode_records(value, node, tokenizer=cfg.tokenizer, known=tokens.known)
             node = None
         if tabled is None or budget is not None:
+            tokens.raw()  # the knapsack may weigh the text as sent: counted once, here
             node = from_python(value) if node is None else node
             cache.seed_python(node, value)
         whole = self._encode_within(node, value, ref, meta, None, cache, tokens, tabled)
