@@ -106,8 +106,8 @@ def test_rows_whose_head_is_no_table_go_to_the_knapsack(monkeypatch):
         asked.append(len(rows))
         return "list"  # the knapsack's answer for rows it lays out item by item
 
-    monkeypatch.setattr(R, "_head_option", head)
-    assert _tabled(value) is None and asked == [len(value)]
+    monkeypatch.setattr(R, "head_option", head)
+    assert _tabled(value) is None and asked == [R.HEAD_ROWS]
 
 
 def test_a_table_that_does_not_read_back_is_passed_over(monkeypatch):
@@ -188,3 +188,19 @@ def test_random_rows_read_back_and_cost_what_the_knapsacks_text_costs():
         # table costs a little more
         assert tabled.tokens <= knapsack.tokens * 1.01
     assert tabled_n >= 20 and same >= tabled_n - 2
+
+
+def test_with_the_count_helper_the_head_and_the_counts_are_its_and_the_text_the_same():
+    from tersetalk.core import counter
+    from tersetalk.core.tokens import start_count_helper, stop_count_helper
+
+    value = json.loads(payload(32))
+    alone = _tabled(value)
+    assert start_count_helper([TOK], preload=("tersetalk.formats.records",))
+    try:
+        helped = _tabled(value)
+        asked = counter._HELPER.sent
+    finally:
+        stop_count_helper()
+    assert helped.text == alone.text and helped.tokens == alone.tokens
+    assert asked == 3  # the head's question, the csv and the Markdown table's counts

@@ -73,3 +73,17 @@ def test_without_a_helper_long_texts_are_counted_on_a_thread():
     assert counter._HELPER is None and counter.submit("x", TOK) is None
     text = _texts()[0]
     assert count_tokens_aside(text, TOK)() == count_tokens(text, TOK)
+
+
+def _twice(x: int) -> int:
+    return 2 * x
+
+
+def test_other_calls_are_answered_in_order_and_run_here_where_the_helper_cannot(helper):
+    pending = [counter.call(_twice, i) for i in range(3)]
+    count = count_tokens_aside(_texts()[0], TOK)
+    assert [p() for p in pending] == [0, 2, 4] and count() == count_tokens(_texts()[0], TOK)
+    assert counter.call(lambda: 1) is None  # nothing the helper can import: run it here
+    with pytest.raises(ZeroDivisionError):  # it raised there: run here, where it raises
+        counter.call(divmod, 1, 0)()
+    assert not helper.broken

@@ -242,7 +242,7 @@ def run_mb5(
     if not sizes_kib or min(sizes_kib) < 1:
         raise ValueError(f"MB-5 sizes must be positive KiB, got {list(sizes_kib)}")
     # the pipeline counts long texts in a helper process, as the proxy's does
-    helper = start_count_helper((ProxyConfig().tokenizer,))
+    helper = start_count_helper((ProxyConfig().tokenizer,), preload=("tersetalk.formats.records",))
     try:
         rows = _rows(sizes_kib, calls, repeats, warmup, min_batch_ns, seed)
     finally:

@@ -5,8 +5,11 @@ threads counting two 100 KB texts take about as long as one thread counting both
 and a count on a thread beside Python work adds its whole time to that work. The MCP
 proxy counts every long result (the text it was sent, each table it weighs), about a
 fifth of its time per result, while a second core sits idle: a helper process counts
-there instead. It is a plain loop over a pipe: the caller sends ``(encoding, text)``,
-the helper answers the count, in the order asked.
+there instead. It is a plain loop over a pipe: the caller sends a function and its
+arguments (a count: ``count_tokens`` and ``(text, encoding)``), the helper answers, in
+the order asked. Besides counts it runs the table path's question about the first rows
+of a long array (:mod:`tersetalk.formats.records`), which needs no answer until the
+tables are written and read back.
 
 :func:`tersetalk.core.tokens.start_count_helper` starts the helper (the proxy does, once
 its session is set up, and the MB-5 benchmark does for the proxy's pipeline);
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import pickle
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,39 +37,45 @@ _LOCK = threading.Lock()
 _HELPER: _Helper | None = None
 
 
-def _serve(conn: Any, names: Sequence[str], count_tokens: Count) -> None:
-    """The helper's loop: build the encodings, then answer each ``(name, text)`` with its
-    count (None where counting raised: the caller counts again and gets the error)."""
+def _serve(conn: Any, names: Sequence[str], count_tokens: Count,
+           preload: Sequence[str]) -> None:  # fmt: skip
+    """The helper's loop: build the encodings and import ``preload``, then answer each
+    ``(function, args)`` with ``(True, function(*args))``, or ``(False, None)`` where it
+    raised (the caller runs it again and gets the error)."""
+    import importlib
+
     for name in names:
         count_tokens("", name)
+    for module in preload:
+        importlib.import_module(module)
     while True:
         try:
-            name, text = conn.recv()
+            fn, args = conn.recv()
         except (EOFError, OSError):  # the caller is gone
             return
         try:
-            n: int | None = count_tokens(text, name)
-        except Exception:  # noqa: BLE001 - the caller's own count raises it
-            n = None
+            answer: tuple[bool, Any] = (True, fn(*args))
+        except Exception:  # noqa: BLE001 - the caller's own run raises it
+            answer = (False, None)
         try:
-            conn.send(n)
+            conn.send(answer)
         except OSError:
             return
 
 
 class _Helper:
-    def __init__(self, names: Sequence[str], count: Count) -> None:
+    def __init__(self, names: Sequence[str], count: Count, preload: Sequence[str]) -> None:
         ctx = multiprocessing.get_context("spawn")  # no copy of the caller's threads
         self.count = count
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, tuple(names), count),
+        self.proc = ctx.Process(target=_serve, args=(child, tuple(names), count, tuple(preload)),
                                 name="tersetalk-count", daemon=True)  # fmt: skip
         self.proc.start()
         child.close()
         self.lock = threading.Lock()
         self.sent = 0  # tickets given
         self.got = 0  # answers read
-        self.answers: dict[int, int | None] = {}
+        self.answers: dict[int, tuple[bool, Any]] = {}
         self.broken = False
 
     def _break(self, why: str) -> None:
@@ -74,21 +84,25 @@ class _Helper:
             log.warning("the token-count helper process stopped (%s); counting in this "
                         "process from now on", why)  # fmt: skip
 
-    def submit(self, text: str, name: str) -> Callable[[], int] | None:
-        """The count of ``text``, asked now and read by calling the result; None where
-        the helper is no longer there."""
+    def call(self, fn: Callable[..., Any], args: tuple) -> Callable[[], Any] | None:
+        """``fn(*args)`` in the helper, asked now and read by calling the result; None
+        where the helper is no longer there."""
         with self.lock:
             if self.broken:
                 return None
             try:
-                self.conn.send((name, text))
-            except (OSError, ValueError) as exc:
+                data = pickle.dumps((fn, args))
+            except (pickle.PicklingError, AttributeError, TypeError):
+                return None  # (a local function, say): the caller runs it
+            try:
+                self.conn.send_bytes(data)
+            except (OSError, ValueError) as exc:  # a closed pipe
                 self._break(str(exc) or type(exc).__name__)
                 return None
             ticket = self.sent
             self.sent += 1
 
-        def result() -> int:
+        def result() -> Any:
             with self.lock:
                 while ticket not in self.answers and not self.broken:
                     try:
@@ -98,8 +112,8 @@ class _Helper:
                                     if isinstance(exc, EOFError) else str(exc))  # fmt: skip
                         break
                     self.got += 1
-                answer = self.answers.pop(ticket, None)
-            return self.count(text, name) if answer is None else answer
+                ok, answer = self.answers.pop(ticket, (False, None))
+            return answer if ok else fn(*args)
 
         return result
 
@@ -114,18 +128,17 @@ class _Helper:
                 self.proc.join(timeout=1.0)
 
 
-def start(names: Sequence[str], count: Count) -> bool:
-    """Start the helper process (once per process), its encodings ``names`` built before
-    its first answer; whether one is running. ``count``: the counting function (a
-    module-level one, which the helper imports by name), also used here for what the
-    helper cannot answer. A helper that cannot start is logged and the counts stay in
-    this process."""
+def start(names: Sequence[str], count: Count, preload: Sequence[str] = ()) -> bool:
+    """Start the helper process (once per process), its encodings ``names`` built and
+    the modules ``preload`` imported before its first answer; whether one is running.
+    ``count``: the counting function (a module-level one, which the helper imports by
+    name). A helper that cannot start is logged and the counts stay in this process."""
     global _HELPER
     with _LOCK:
         if _HELPER is not None and not _HELPER.broken:
             return True
         try:
-            _HELPER = _Helper(names, count)
+            _HELPER = _Helper(names, count, preload)
         except Exception as exc:  # noqa: BLE001 - counting goes on here, as it did
             log.warning("cannot start the token-count helper process (%s); counting in "
                         "this process", exc)  # fmt: skip
@@ -149,4 +162,14 @@ def submit(text: str, name: str) -> Callable[[], int] | None:
     helper = _HELPER
     if helper is None or helper.broken:
         return None
-    return helper.submit(text, name)
+    return helper.call(helper.count, (text, name))
+
+
+def call(fn: Callable[..., Any], *args: Any) -> Callable[[], Any] | None:
+    """``fn(*args)`` run by the helper (``fn`` a module-level function, ``args`` small),
+    read by calling the result; None when no helper runs. Where the helper cannot answer
+    (``fn`` raised there, or it died), the result runs ``fn`` here."""
+    helper = _HELPER
+    if helper is None or helper.broken:
+        return None
+    return helper.call(fn, args)

@@ -152,11 +152,11 @@ def count_tokens(text: str, name: str = "cl100k_base") -> int:
 ASIDE_MIN_CHARS = 16_384
 
 
-def start_count_helper(names: Sequence[str] = ENCODINGS) -> bool:
+def start_count_helper(names: Sequence[str] = ENCODINGS, preload: Sequence[str] = ()) -> bool:
     """Start the helper process that counts long texts (:mod:`tersetalk.core.counter`),
-    its encodings ``names`` built first; whether it runs. :func:`stop_count_helper`
-    stops it."""
-    return counter.start(names, count_tokens)
+    its encodings ``names`` built and the modules ``preload`` imported first; whether
+    it runs. :func:`stop_count_helper` stops it."""
+    return counter.start(names, count_tokens, preload)
 
 
 def stop_count_helper() -> None:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tersetalk.core import counter
 from tersetalk.core.tokens import count_tokens, count_tokens_aside
 from tersetalk.formats import aliases as A
 from tersetalk.formats import hints as H
@@ -129,12 +130,12 @@ def _single_cells(rows: list[dict[str, Any]]) -> list[list[str]] | None:
 HEAD_ROWS = 4
 
 
-def _head_option(value: list[Any], tokenizer: str) -> str:
-    """The knapsack's root option for the array's first :data:`HEAD_ROWS` records (its
-    exact search, string-prefix aliases left to the whole array)."""
+def head_option(rows: list[Any], tokenizer: str) -> str:
+    """The knapsack's root option for ``rows``, an array's first :data:`HEAD_ROWS`
+    records (its exact search, string-prefix aliases left to the whole array)."""
     from tersetalk.formats.solver import solve
 
-    enc = solve(from_python(value[:HEAD_ROWS]), tokenizer=tokenizer, aliases=False)
+    enc = solve(from_python(rows), tokenizer=tokenizer, aliases=False)
     return enc.choices[0][1]
 
 
@@ -190,7 +191,11 @@ def encode_records(value: list[dict[str, Any]], keys: tuple[str, ...], *, tokeni
     token counts made elsewhere, given the new ones."""
     from tersetalk.formats.solver import Encoding, decode
 
-    if _head_option(value, tokenizer) not in OPTIONS:
+    # asked first, answered by the count helper process where one runs (its answer is
+    # needed only once the tables are written and read back), else here
+    head = value[:HEAD_ROWS]
+    asked = counter.call(head_option, head, tokenizer)
+    if asked is None and head_option(head, tokenizer) not in OPTIONS:
         return None
     known = {} if known is None else known
 
@@ -229,6 +234,8 @@ def encode_records(value: list[dict[str, Any]], keys: tuple[str, ...], *, tokeni
     reads_back(min((t for option, t in texts if option != "markdown_table"), key=len))
     for t, result in pending:
         known[t] = result()
+    if asked is not None and asked() not in OPTIONS:
+        return None
     # the cheapest first; among equals, the knapsack's order (without aliases first,
     # blocks before single formats)
     ranked = sorted(range(len(texts)), key=lambda i: (known[texts[i][1]], i))

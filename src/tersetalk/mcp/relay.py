@@ -222,7 +222,9 @@ class Relay:
             from tersetalk.core.tokens import start_count_helper
             from tersetalk.mcp.session import SessionPipeline
 
-            start_count_helper((config.tokenizer,))  # long results are counted on another core
+            # long results are counted on another core, and a long array's first rows
+            # weighed there (the table path's question)
+            start_count_helper((config.tokenizer,), preload=("tersetalk.formats.records",))
 
             self.config = config
             self.log = Telemetry(telemetry)
