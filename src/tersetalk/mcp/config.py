@@ -128,6 +128,9 @@ class ProxyConfig(_Strict):
     #: than twice this many items is given up once this many, extrapolated, cost more
     #: than a whole format such as a table; None: the exact search (slower on long lists)
     search_sample: int | None = Field(16, ge=1)
+    #: count long results (and weigh a long array's first rows) in a helper process on
+    #: another core (about 100 MB of memory; tersetalk.core.counter); False: in the proxy
+    count_helper: bool = True
     hints: Hints = Hints()
     dedup: Dedup = Dedup()
     retrieval: Retrieval = Retrieval()

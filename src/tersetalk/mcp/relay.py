@@ -222,9 +222,8 @@ class Relay:
             from tersetalk.core.tokens import start_count_helper
             from tersetalk.mcp.session import SessionPipeline
 
-            # long results are counted on another core, and a long array's first rows
-            # weighed there (the table path's question)
-            start_count_helper((config.tokenizer,), preload=("tersetalk.formats.records",))
+            if config.count_helper:  # long results counted, first rows weighed, on another core
+                start_count_helper((config.tokenizer,), preload=("tersetalk.formats.records",))
 
             self.config = config
             self.log = Telemetry(telemetry)

@@ -487,9 +487,13 @@ class SessionPipeline:
         cache = SolveCache(cfg.tokenizer, known=tokens.known)
         tabled = None
         if isinstance(node, tuple):  # a long array of flat records, these keys: no tree
-            tabled = encode_records(value, node, tokenizer=cfg.tokenizer, known=tokens.known)
+            # (under a budget the knapsack solves it whole, its lossless solve first: the
+            # budgeted one reuses what that one rendered and counted)
+            if budget is None:
+                tabled = encode_records(value, node, tokenizer=cfg.tokenizer,
+                                        known=tokens.known)  # fmt: skip
             node = None
-        if tabled is None or budget is not None:
+        if tabled is None:
             tokens.raw()  # the knapsack may weigh the text as sent: counted once, here
             node = from_python(value) if node is None else node
             cache.seed_python(node, value)
