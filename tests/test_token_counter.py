@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +91,25 @@ def test_other_calls_are_answered_in_order_and_run_here_where_the_helper_cannot(
     with pytest.raises(ZeroDivisionError):  # it raised there: run here, where it raises
         counter.call(divmod, 1, 0)()
     assert not helper.broken
+
+
+def _say(text: str) -> int:
+    print(text)  # what a library might print in the helper
+    return len(text)
+
+
+def test_the_helper_writes_nothing_on_standard_output(tmp_path):
+    # the MCP proxy's standard output is its client's channel
+    code = (
+        "from tersetalk.core import counter\n"
+        "from tersetalk.core.tokens import start_count_helper, stop_count_helper\n"
+        "import test_token_counter as t\n"
+        "start_count_helper(['o200k_base'])\n"
+        "assert counter.call(t._say, 'from the helper')() == 15\n"
+        "stop_count_helper()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "" and "from the helper" in out.stderr

@@ -41,9 +41,14 @@ def _serve(conn: Any, names: Sequence[str], count_tokens: Count,
            preload: Sequence[str]) -> None:  # fmt: skip
     """The helper's loop: build the encodings and import ``preload``, then answer each
     ``(function, args)`` with ``(True, function(*args))``, or ``(False, None)`` where it
-    raised (the caller runs it again and gets the error)."""
+    raised (the caller runs it again and gets the error). Its standard output is its
+    standard error: the MCP proxy's standard output is the client's channel."""
     import importlib
+    import os
+    import sys
 
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     for name in names:
         count_tokens("", name)
     for module in preload:

@@ -51,7 +51,7 @@ from tersetalk.formats.container import _reads_back_bare, _table, compact_json
 from tersetalk.formats.encoders import format_cell, parse_cell
 from tersetalk.formats.tree import from_python, same_value
 
-#: the tables this path writes: (the solver's option name, as the knapsack ranks them)
+#: the knapsack's root options this path writes (a head laid out so is a table)
 OPTIONS = ("csv", "markdown_table", "single:csv")
 _SCALARS = (str, int, bool, type(None))
 
@@ -216,9 +216,9 @@ def encode_records(value: list[dict[str, Any]], keys: tuple[str, ...], *, tokeni
             texts += [(option, text) for option, text in aliased]
     except ValueError:  # an int past Python's int-to-str digit limit
         return None
-    # every text counted on threads of their own while the shortest csv (most often the
-    # cheapest text: a Markdown table of the same cells is about as long, and dearer by
-    # its pipes) is read back here: the answer is the same in any order, only sooner
+    # every text counted elsewhere (the count helper, else threads) while the shortest
+    # csv (most often the cheapest text: a Markdown table of the same cells is about as
+    # long, and dearer by its pipes) is read back here: the same answer, only sooner
     pending = [(t, count_tokens_aside(t, tokenizer))
                for t in dict.fromkeys(t for _, t in texts if t not in known)]  # fmt: skip
     read: dict[str, bool] = {}
