@@ -43,7 +43,7 @@ CLIENT = textwrap.dedent("""
         async with stdio_client(params) as (r, w):
             async with ClientSession(r, w) as s:
                 await s.initialize()
-                res = await s.call_tool("rows", {"n": 30})
+                res = await s.call_tool("rows", {"n": 40})
                 print(json.dumps([c.text for c in res.content]))
 
     asyncio.run(main())
@@ -79,7 +79,7 @@ def test_the_base_install_runs_the_proxy_and_brings_nothing_heavy(tmp_path):
     )  # fmt: skip
     assert proxied.returncode == 0, proxied.stderr[-3000:]
     text = "\n".join(json.loads(proxied.stdout))
-    assert "[encoded:" in text and "item 29" in text  # re-encoded, every row there
+    assert "[encoded:" in text and "item 39" in text  # re-encoded (a table), every row
     # a workflow command on this install says which install it needs
     run = subprocess.run([str(env_dir / "bin" / "tersetalk"), "sample", "--task", "gsm8k",
                           "--n", "1", "--out", str(tmp_path / "s.parquet")],
