@@ -23,9 +23,9 @@ def _knapsack(value):
 
 
 def _tabled(value):
-    keys = R.flat_records(value, LONG)
-    assert keys is not None
-    return R.encode_records(value, keys, tokenizer=TOK)
+    records = R.table_records(value, LONG)
+    assert records is not None
+    return R.encode_records(value, records, tokenizer=TOK)
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,29 @@ def _tabled(value):
     ],
 )
 def test_flat_records_takes_long_lists_of_same_keyed_rows_of_scalars_and_lists(value):
-    assert R.flat_records(value, LONG) == tuple(value[0])
+    records = R.table_records(value, LONG)
+    assert records == R.Records(tuple(value[0]), tuple((k,) for k in value[0]))
+    assert not records.nests
+
+
+def _nested_rows(n: int) -> list:
+    """Rows with an object, an object in it, an empty object and a list of objects."""
+    return [{"id": i, "owner": {"login": f"u{i % 5}", "site": {"url": f"https://x.org/u{i}"}},
+             "meta": {}, "labels": [{"name": "bug"}] * (i % 3)} for i in range(n)]  # fmt: skip
+
+
+def test_records_of_one_nested_shape_are_taken_with_their_leaves_paths():
+    records = R.table_records(_nested_rows(40), LONG)
+    assert records.keys == ("id", "owner", "meta", "labels") and records.nests
+    assert records.paths == (("id",), ("owner", "login"), ("owner", "site", "url"), ("meta",),
+                             ("labels",))  # fmt: skip
+
+
+def _deep(levels: int) -> dict:
+    value: dict = {"x": 1}
+    for _ in range(levels):
+        value = {"x": value}
+    return value
 
 
 @pytest.mark.parametrize(
@@ -47,16 +69,23 @@ def test_flat_records_takes_long_lists_of_same_keyed_rows_of_scalars_and_lists(v
         [{"a": 1}] * 39 + [{"b": 1}],  # keys differ
         [{"a": 1, "b": 2}] * 39 + [{"b": 2, "a": 1}],  # the same keys in another order
         [{"a": 1}] * 39 + [{"a": {"b": 1}}],  # an object in a cell: a path table's
-        [{"a": 1}] * 39 + [{"a": [[1]]}],  # a list of lists
+        [{"a": 1}] * 39 + [{"a": [[float("nan")]]}],  # not JSON, in a list
         [{"a": 1}] * 39 + [{"a": float("nan")}],  # not JSON
+        [{"a": {"b": 1}}] * 39 + [{"a": {"c": 1}}],  # nested keys differ
+        [{"a": {"b": 1}}] * 39 + [{"a": 1}],  # an object in one row, a scalar in another
+        [{"a": {"b": 1}}] * 39 + [{"a": {}}],  # ... an empty object
+        [{"a": {"b": {1: 2}}}] * 40,  # a nested key that is no string
+        [{"a": {"b": (1,)}}] * 40,  # no JSON data
+        [{"a": _deep(R.MAX_NEST)}] * 40,  # objects nested deeper than the path follows
+        [{"a": [_deep(R.MAX_NEST)]}] * 40,  # ... in a list
         [{"a": 1}] * 39 + [[1]],
         [{}] * 40,
         {"a": [{"b": 1}] * 40},
         [{1: "a"}] * 40,  # a literal's key that is no string
     ],
 )
-def test_flat_records_refuses_every_other_shape(value):
-    assert R.flat_records(value, LONG) is None
+def test_records_refuses_every_other_shape(value):
+    assert R.table_records(value, LONG) is None
 
 
 def _scalar_rows(kib: int) -> list:
@@ -82,8 +111,14 @@ def _path_rows(n: int) -> list:
         (_path_rows(120), None),
         # quotes and commas in cells: quoted by csv, bare in a Markdown table
         ([{"q": f'say "a, b" {i}', "n": [i, i + 1]} for i in range(40)], "csv"),
+        # objects in the records: a column per key path
+        (
+            [dict(r, owner={"login": r["name"], "id": r["id"]}) for r in _scalar_rows(32)],
+            "csv_paths",
+        ),  # fmt: skip
+        (_nested_rows(60), None),
     ],
-    ids=["mb5-32k", "scalars", "aliased-paths", "quoted"],
+    ids=["mb5-32k", "scalars", "aliased-paths", "quoted", "nested", "nested-aliased"],
 )
 def test_the_table_path_sends_the_knapsacks_text(value, option):
     tabled, knapsack = _tabled(value), _knapsack(value)
@@ -132,7 +167,7 @@ def test_a_table_that_does_not_read_back_is_passed_over(monkeypatch):
 def test_the_counts_made_are_handed_back():
     value = json.loads(payload(4))
     known: dict[str, int] = {}
-    tabled = R.encode_records(value, R.flat_records(value, LONG), tokenizer=TOK, known=known)
+    tabled = R.encode_records(value, R.table_records(value, LONG), tokenizer=TOK, known=known)
     assert known[tabled.text] == tabled.tokens
 
 
@@ -142,7 +177,7 @@ def test_the_corpora_long_flat_arrays_get_the_knapsacks_text():
     data = Path(__file__).resolve().parents[1] / "data"
     payloads = [p for d in ("toolresponses", "mastodon")
                 for p in load_corpus(data / d, kinds=("json",))]  # fmt: skip
-    flat = [p for p in payloads if R.flat_records(p.value, LONG) is not None]
+    flat = [p for p in payloads if R.table_records(p.value, LONG) is not None]
     assert len(payloads) > 200 and flat  # the one long flat array (the rest nest objects)
     for p in flat:
         tabled = _tabled(p.value)
@@ -204,3 +239,28 @@ def test_with_the_count_helper_the_head_and_the_counts_are_its_and_the_text_the_
         stop_count_helper()
     assert helped.text == alone.text and helped.tokens == alone.tokens
     assert asked == 3  # the head's question, the csv and the Markdown table's counts
+
+
+def test_random_nested_rows_get_the_knapsacks_text():
+    import random
+
+    rng = random.Random(11)
+    tabled_n = same = 0
+    for _ in range(20):
+        groups = rng.choice([2, 3])  # columns moved into one or two nested objects
+        value = []
+        for row in _random_rows(rng):
+            out: dict = {}
+            for j, (key, v) in enumerate(row.items()):
+                if j % groups == 0:
+                    out[key] = v
+                else:
+                    out.setdefault(f"g{j % groups}", {}).setdefault("in", {})[key] = v
+            value.append(out)
+        tabled = _tabled(value)
+        if tabled is None:
+            continue
+        tabled_n += 1
+        assert same_value(decode(tabled.text), value)
+        same += tabled.text == _knapsack(value).text
+    assert tabled_n >= 15 and same == tabled_n

@@ -121,3 +121,30 @@ def test_the_rest_is_counted_as_a_reader_fetches_it(page_tokens):
     assert not lossless and budgeted.count(RETRIEVAL_TOOL) >= 2
     want = _fetch_all(pipe, budgeted)
     assert pipe._rest_tokens(budgeted, value, counts) == want > 0
+
+
+def test_a_budget_whose_rest_alone_costs_more_than_lossless_is_not_solved(monkeypatch):
+    tool, text = _results()[0]
+    lossless = SessionPipeline(C.parse({"dedup": {"enabled": False}})).process(tool, {}, text)
+    solved: list = []
+
+    def run(budget: int):
+        pipe = SessionPipeline(C.parse({"dedup": {"enabled": False}, "budget": budget}))
+        real = pipe._encode_within
+        solved.clear()
+
+        def spy(node, value, ref, meta, within, *args, **kwargs):
+            solved.append(within)
+            return real(node, value, ref, meta, within, *args, **kwargs)
+
+        monkeypatch.setattr(pipe, "_encode_within", spy)
+        return pipe.process(tool, {}, text)
+
+    # the budget keeps about a sixth: the rest's compact JSON alone passes lossless
+    out = run(lossless.sent_tokens // 6)
+    assert solved == [None] and out.text == lossless.text
+    assert "fetching what it would leave out costs about" in out.fallback
+    # a budget just under lossless leaves out little: it is solved, and the rule decides
+    out = run(lossless.sent_tokens - 10)
+    assert solved == [None, lossless.sent_tokens - 10]
+    assert out.text == lossless.text and "sending it" in out.fallback

@@ -1,4 +1,4 @@
-"""The sampled search's table path: a long array of flat records laid out without a tree.
+"""The sampled search's table path: a long array of records laid out without a tree.
 
 A tool's large results are most often rows: a database query, a listing, an API's page
 of objects, each object with the same keys. The knapsack (:mod:`tersetalk.formats.solver`)
@@ -9,16 +9,19 @@ the tree and the weighing of options the table then beats were most of the MCP p
 time per result.
 
 This path takes an array the sampled search treats as long (more than twice its sample)
-whose records hold only scalars and lists of scalars under the same keys. It asks the
-knapsack about the first :data:`HEAD_ROWS` records only (a table's header pays more with
-every row, so a head laid out as a table stands for the whole array) and, where that
-head's cheapest layout is a table, writes the whole array's tables straight from the
-values:
+whose records all have one shape (:func:`table_records`): the same keys in the same
+order, objects in them alike, every other value a scalar, a list or an empty object. It
+asks the knapsack about the first :data:`HEAD_ROWS` records only (a table's header pays
+more with every row, so a head laid out as a table stands for the whole array) and,
+where that head's cheapest layout is a table, writes the whole array's tables straight
+from the values:
 
 - the container's ``csv`` and ``markdown_table`` blocks (cells written as the container
-  writes them: :func:`tersetalk.formats.container.inline`), and the single ``csv``
-  format where every cell is a scalar its cells carry;
-- the container's tables again with the records' string prefixes named once, where the
+  writes them: :func:`tersetalk.formats.container.inline`, an object or a list as its
+  JSON); where the records hold objects, its path tables ``csv_paths`` and
+  ``markdown_paths`` (a column per leaf's key path, :mod:`tersetalk.formats.pathtable`);
+  where every value is a scalar its cells carry, the single ``csv`` format;
+- the same tables again with the records' string prefixes named once, where the
   knapsack's alias layer (:func:`tersetalk.formats.aliases.choose_among`, over every
   string value) finds prefixes worth naming;
 - each text counted whole, as it would be sent (the hint lines included), in the count
@@ -33,26 +36,31 @@ Where the head's layout is anything else (JSON, a list item by item, TOON), or n
 reads back, the answer is None and the caller runs the knapsack on the whole. Like the
 sampled search, this may miss a cheaper layout the head does not show; what is sent is
 lossless either way. On the MB-5 payloads (4 to 100 KiB), rows of scalars, rows with
-aliased paths and the one long flat array of the tool-response corpora, it sends the
-sampled knapsack's very text (tests/test_formats_records.py), in about a third of its
-time at 100 KiB.
+aliased paths, rows holding objects and the one long flat array of the tool-response
+corpora, it sends the sampled knapsack's very text (tests/test_formats_records.py), in
+about a third of its time at 100 KiB (flat rows) to a half (rows holding an object).
+Records whose shapes differ (a key some rows lack, ``null`` where others hold an
+object) go to the knapsack.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from tersetalk.core import counter
 from tersetalk.core.tokens import count_tokens, count_tokens_aside
 from tersetalk.formats import aliases as A
 from tersetalk.formats import hints as H
-from tersetalk.formats.container import _reads_back_bare, _table, compact_json
+from tersetalk.formats import pathtable as PT
+from tersetalk.formats.container import _csv_paths, _reads_back_bare, _table, compact_json
 from tersetalk.formats.encoders import format_cell, parse_cell
 from tersetalk.formats.tree import from_python, same_value
 
 #: the knapsack's root options this path writes (a head laid out so is a table)
-OPTIONS = ("csv", "markdown_table", "single:csv")
+OPTIONS = ("csv", "markdown_table", "csv_paths", "markdown_paths", "single:csv")
 _SCALARS = (str, int, bool, type(None))
 
 
@@ -61,31 +69,117 @@ def _scalar(x: Any) -> bool:
     return kind in _SCALARS or (kind is float and math.isfinite(x))
 
 
-def flat_records(value: Any, min_items: int) -> tuple[str, ...] | None:
-    """The keys of ``value`` if it is a list of at least ``min_items`` objects with the
-    same keys in the same order, every value a JSON scalar or a list of scalars (a
-    table's cell each); else None. The values are what ``json.loads`` returns."""
+#: the deepest a record's objects, and a list in a cell, nest on this path (deeper goes
+#: to the knapsack)
+MAX_NEST = 8
+
+KeyPath = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Records:
+    """The shape every record of a long array shares: its keys and, in document order,
+    the key paths of its leaves (a scalar, a list of scalars or an empty object each;
+    a key's own path where it holds one, ``(key, sub, ...)`` inside nested objects)."""
+
+    keys: tuple[str, ...]
+    paths: tuple[KeyPath, ...]
+
+    @property
+    def nests(self) -> bool:
+        """Whether a record holds an object with keys (a path table's columns then
+        differ from the keys)."""
+        return any(len(p) > 1 for p in self.paths)
+
+
+def _json_data(v: Any, depth: int) -> bool:
+    """Whether ``v`` is JSON data (string keys, finite numbers) nesting at most ``depth``
+    more levels: a list a cell writes as JSON."""
+    kind = type(v)
+    if kind is list:
+        return depth > 0 and all(_json_data(x, depth - 1) for x in v)
+    if kind is dict:
+        return depth > 0 and all(type(k) is str and _json_data(x, depth - 1)
+                                 for k, x in v.items())  # fmt: skip
+    return _scalar(v)
+
+
+def _shape(row: dict[Any, Any], depth: int) -> tuple[Any, ...] | None:
+    """A record's keys in order, each with its object's shape (None for a leaf), or
+    None where a value is no leaf a table's cell carries or the objects nest too deep."""
+    out = []
+    for k, v in row.items():
+        kind = type(v)
+        if kind is dict and v:
+            sub = _shape(v, depth + 1) if depth < MAX_NEST else None
+            if sub is None:
+                return None
+            out.append((k, sub))
+        elif kind is list:
+            if not (all(map(_scalar, v)) or _json_data(v, MAX_NEST)):
+                return None
+            out.append((k, None))
+        elif kind is dict or _scalar(v):
+            out.append((k, None))
+        else:
+            return None
+    return tuple(out)
+
+
+def _paths(shape: tuple[Any, ...], prefix: KeyPath = ()) -> list[KeyPath] | None:
+    """The leaves' key paths of a shape (None where a key is no string)."""
+    out: list[KeyPath] = []
+    for k, sub in shape:
+        if type(k) is not str:
+            return None
+        if sub is None:
+            out.append((*prefix, k))
+        else:
+            inner = _paths(sub, (*prefix, k))
+            if inner is None:
+                return None
+            out += inner
+    return out
+
+
+def table_records(value: Any, min_items: int) -> Records | None:
+    """The shape of ``value`` if it is a list of at least ``min_items`` objects that all
+    have it: the same keys in the same order, nested objects alike, every other value a
+    JSON scalar, a list of scalars or an empty object (a table's cell each); else None.
+    The values are what ``json.loads`` returns."""
     if type(value) is not list or len(value) < min_items:
         return None
     first = value[0]
-    if type(first) is not dict or not first or not all(type(k) is str for k in first):
+    if type(first) is not dict or not first:
+        return None
+    shape = _shape(first, 1)
+    paths = None if shape is None else _paths(shape)
+    if paths is None:
         return None
     keys = tuple(first)
-    n = len(keys)
-    for row in value:
-        if type(row) is not dict or len(row) != n or tuple(row) != keys:
-            return None
-        for v in row.values():
-            if type(v) is list:
-                if not all(map(_scalar, v)):
-                    return None
-            elif not _scalar(v):
+    records = Records(keys, tuple(paths))
+    if not records.nests:  # flat: compared key by key, the leaves checked here
+        n = len(keys)
+        for row in value:
+            if type(row) is not dict or len(row) != n or tuple(row) != keys:
                 return None
-    return keys
+            for v in row.values():
+                kind = type(v)
+                if kind is list:
+                    if not (all(map(_scalar, v)) or _json_data(v, MAX_NEST)):
+                        return None
+                elif kind is dict:
+                    if v:
+                        return None
+                elif not _scalar(v):
+                    return None
+    elif not all(type(row) is dict and _shape(row, 1) == shape for row in value):
+        return None
+    return records
 
 
-def _cell_rows(value: list[dict[str, Any]]) -> list[list[str]]:
-    """Each record's cells as the container writes them (:func:`tersetalk.formats.
+def _cell_rows(rows: Iterable[Iterable[Any]]) -> list[list[str]]:
+    """Each row's cells as the container writes them (:func:`tersetalk.formats.
     container.inline`: a string bare where it reads back so, else JSON), each distinct
     string's decided once."""
     strings: dict[str, str] = {}
@@ -98,7 +192,7 @@ def _cell_rows(value: list[dict[str, Any]]) -> list[list[str]]:
             return text
         return compact_json(x)
 
-    return [list(map(cell, row.values())) for row in value]
+    return [list(map(cell, row)) for row in rows]
 
 
 def _single_cells(rows: list[dict[str, Any]]) -> list[list[str]] | None:
@@ -109,7 +203,7 @@ def _single_cells(rows: list[dict[str, Any]]) -> list[list[str]] | None:
     for row in rows:
         cells = []
         for v in row.values():
-            if type(v) is list:
+            if type(v) is list or type(v) is dict:
                 return None
             text = format_cell(v)
             key = (type(v), repr(v))
@@ -139,15 +233,33 @@ def head_option(rows: list[Any], tokenizer: str) -> str:
     return enc.choices[0][1]
 
 
+def _leaves(row: dict[str, Any]) -> list[Any]:
+    """A record's leaves in document order (a path table's cells)."""
+    out = []
+    for v in row.values():
+        if type(v) is dict and v:
+            out += _leaves(v)
+        else:
+            out.append(v)
+    return out
+
+
 def _strings(value: list[dict[str, Any]]) -> list[str]:
     """The string values of the records in document order (keys excluded)."""
-    out = []
-    for row in value:
+    out: list[str] = []
+
+    def walk(row: dict[str, Any]) -> None:
         for v in row.values():
-            if type(v) is str:
+            kind = type(v)
+            if kind is str:
                 out.append(v)
-            elif type(v) is list:
-                out += [x for x in v if type(x) is str]
+            elif kind is list:
+                out.extend(x for x in v if type(x) is str)
+            elif kind is dict:
+                walk(v)
+
+    for row in value:
+        walk(row)
     return out
 
 
@@ -156,39 +268,64 @@ def _aliased(value: list[dict[str, Any]], table: dict[str, str]) -> list[dict[st
     rewrite = A.rewriter(table)
 
     def one(v: Any) -> Any:
-        if type(v) is str:
+        kind = type(v)
+        if kind is str:
             return rewrite(v)
-        if type(v) is list:
+        if kind is list:
             return [rewrite(x) if type(x) is str else x for x in v]
+        if kind is dict:
+            return {k: one(x) for k, x in v.items()}
         return v
 
     return [{k: one(v) for k, v in row.items()} for row in value]
 
 
-def _tables(header: list[str], value: list[dict[str, Any]], prelude: list[str],
+def _count_leaves(value: Any) -> int:
+    """Scalars and empty containers under ``value`` (the knapsack's uniform value)."""
+    kind = type(value)
+    if kind is dict and value:
+        return sum(map(_count_leaves, value.values()))
+    if kind is list and value:
+        return sum(map(_count_leaves, value))
+    return 1
+
+
+def _tables(records: Records, value: list[dict[str, Any]], prelude: list[str],
             ) -> list[tuple[str, str]]:  # fmt: skip
-    """(option, text as sent) of each table that can carry the records: the container's
-    csv and Markdown blocks, the single csv format; ``prelude``: alias hint lines, after
-    the format hint."""
-    rows = _cell_rows(value)
-    bodies = [("csv", H.encoded("mckp", "csv"), _table(header, rows, "csv"))]
+    """(option, text as sent) of each table that can carry the records, in the knapsack's
+    order: the container's csv and Markdown blocks, its path tables where the records
+    nest, the single csv format where they are scalars; ``prelude``: alias hint lines,
+    after the format hint."""
+    header = list(records.keys)
+    rows = _cell_rows(row.values() for row in value)
+    bodies = [("csv", _table(header, rows, "csv"))]
     try:  # a Markdown cell is one trimmed line
-        bodies.append(("markdown_table", H.encoded("mckp", "markdown_table"),
-                       _table(header, rows, "markdown_table")))  # fmt: skip
+        bodies.append(("markdown_table", _table(header, rows, "markdown_table")))
     except ValueError:
         pass
+    if records.nests:
+        names = [PT.path_text(p) for p in records.paths]
+        cells = _cell_rows(map(_leaves, value))
+        bodies.append(("csv_paths", _csv_paths(names, cells)))
+        try:
+            bodies.append(("markdown_paths", _table(names, cells, "markdown_paths")))
+        except ValueError:
+            pass
+    out = [(option, "\n".join([H.encoded("mckp", option), *prelude, body]))
+           for option, body in bodies]  # fmt: skip
     single = _single_cells(value)
     if single is not None:
-        bodies.append(("single:csv", H.encoded("csv"), _table(header, single, "csv")))
-    return [(option, "\n".join([hint, *prelude, body])) for option, hint, body in bodies]
+        body = _table(header, single, "csv")
+        out.append(("single:csv", "\n".join([H.encoded("csv"), *prelude, body])))
+    return out
 
 
-def encode_records(value: list[dict[str, Any]], keys: tuple[str, ...], *, tokenizer: str,
+def encode_records(value: list[dict[str, Any]], records: Records, *, tokenizer: str,
                    known: dict[str, int] | None = None) -> Any:  # fmt: skip
-    """The lossless :class:`tersetalk.formats.solver.Encoding` of a long array of flat
-    records (``keys``: :func:`flat_records`) as the cheapest table that reads back, or
-    None where the knapsack should lay it out (see the module's docstring). ``known``:
-    token counts made elsewhere, given the new ones."""
+    """The lossless :class:`tersetalk.formats.solver.Encoding` of a long array of
+    records (``records``: their shape, :func:`table_records`) as the cheapest table
+    that reads back, or None where the knapsack should lay it out (see the module's
+    docstring). ``known``: token counts made elsewhere, given the new ones."""
     from tersetalk.formats.solver import Encoding, decode
 
     # asked first, answered by the count helper process where one runs (its answer is
@@ -205,14 +342,13 @@ def encode_records(value: list[dict[str, Any]], keys: tuple[str, ...], *, tokeni
             n = known[text] = count_tokens(text, tokenizer)
         return n
 
-    header = list(keys)
     strings = _strings(value)
     table = A.choose_among(strings, count) if any("/" in s for s in strings) else {}
     try:
-        texts = _tables(header, value, [])
+        texts = _tables(records, value, [])
         plain = len(texts)
         if table:  # the knapsack's alias layer: the tables again with the prefixes named
-            aliased = _tables(header, _aliased(value, table), A.hint_lines(table))
+            aliased = _tables(records, _aliased(value, table), A.hint_lines(table))
             texts += [(option, text) for option, text in aliased]
     except ValueError:  # an int past Python's int-to-str digit limit
         return None
@@ -231,7 +367,7 @@ def encode_records(value: list[dict[str, Any]], keys: tuple[str, ...], *, tokeni
                 read[text] = False
         return read[text]
 
-    reads_back(min((t for option, t in texts if option != "markdown_table"), key=len))
+    reads_back(min((t for option, t in texts if not option.startswith("markdown")), key=len))
     for t, result in pending:
         known[t] = result()
     if asked is not None and asked() not in OPTIONS:
@@ -239,7 +375,7 @@ def encode_records(value: list[dict[str, Any]], keys: tuple[str, ...], *, tokeni
     # the cheapest first; among equals, the knapsack's order (without aliases first,
     # blocks before single formats)
     ranked = sorted(range(len(texts)), key=lambda i: (known[texts[i][1]], i))
-    leaves = sum(len(v) or 1 if type(v) is list else 1 for row in value for v in row.values())
+    leaves = _count_leaves(value)
     for i in ranked:
         option, text = texts[i]
         if reads_back(text):

@@ -39,6 +39,12 @@ the result is encoded within the budget and the proxy counts, besides the text, 
 hint's call, and the further pages of an answer over ``page_tokens``: what
 :meth:`SessionPipeline.retrieve` returns for them); if the two add up to more than
 ``L``, what lossless sends goes instead, with a ``budget`` fallback giving both counts.
+The budgeted solve is skipped where its outcome is plain beforehand: a text within
+budget ``B`` carries at most about ``B / L`` of the result (at lossless's rate), so
+fetching the rest costs about ``(1 - B / L)`` of the result's compact JSON (what the
+calls return); where that alone is more than ``L``, lossless goes at once, and the
+fallback says so. (On the tool-response corpora and two sqlite tables, 600 results
+under budgets of 50 to 3,000 tokens, no budgeted text this skips would have gone.)
 So per result, and over any session, the tokens sent plus the tokens a reader fetches
 to get everything are at most those lossless mode sends. In practice a result that
 leaves anything out rarely passes: its hint lines and the compact JSON the calls return
@@ -91,6 +97,7 @@ from typing import Any
 from tersetalk.core.tokens import count_tokens, count_tokens_aside
 from tersetalk.formats import hints as H
 from tersetalk.formats.container import compact_json
+from tersetalk.formats.records import Records, encode_records, table_records
 from tersetalk.formats.tree import (
     TreeError,
     from_python,
@@ -382,7 +389,7 @@ class SessionPipeline:
         rows = 2 * cfg.search_sample + 1 if cfg.search_sample else None
         source, value, parsed = _structured(text, cfg.max_result_chars, rows)
         tokens = _Counts(tok, text, counting)  # a large text is counted once
-        if not isinstance(parsed, tuple):  # (the table path reads it after its own work)
+        if not isinstance(parsed, Records):  # (the table path reads it after its own work)
             tokens.raw()
 
         def done(sent: str, kind: str, source: str, hints: tuple[str, ...] = (),
@@ -476,7 +483,6 @@ class SessionPipeline:
         Under a budget, what lossless would send goes instead when it fits the budget, or
         when the budgeted text and fetching everything it leaves out would cost more
         tokens than it (the budget rule of the module docstring)."""
-        from tersetalk.formats.records import encode_records
         from tersetalk.formats.solver import SolveCache
 
         cfg = self.config
@@ -486,17 +492,12 @@ class SessionPipeline:
         # (its compact JSON is often the text as sent) and the value the tree was read from
         cache = SolveCache(cfg.tokenizer, known=tokens.known)
         tabled = None
-        if isinstance(node, tuple):  # a long array of flat records, these keys: no tree
-            # (under a budget the knapsack solves it whole, its lossless solve first: the
-            # budgeted one reuses what that one rendered and counted)
-            if budget is None:
-                tabled = encode_records(value, node, tokenizer=cfg.tokenizer,
-                                        known=tokens.known)  # fmt: skip
+        if isinstance(node, Records):  # a long array of records of this shape: no tree
+            tabled = encode_records(value, node, tokenizer=cfg.tokenizer, known=tokens.known)
             node = None
         if tabled is None:
             tokens.raw()  # the knapsack may weigh the text as sent: counted once, here
-            node = from_python(value) if node is None else node
-            cache.seed_python(node, value)
+            node = self._tree(node, value, cache)
         whole = self._encode_within(node, value, ref, meta, None, cache, tokens, tabled)
         if budget is None:
             return whole
@@ -505,6 +506,16 @@ class SessionPipeline:
         lossless_cost = raw if whole[0] is None else min(tokens(whole[0]), raw)
         if lossless_cost <= budget:
             return whole
+        if cfg.budget_within_lossless:
+            # most of the result left out costs about its share of the text as sent to
+            # fetch (the calls return compact JSON): where that share alone passes
+            # lossless, no budgeted text can win and it is not solved
+            rest = tokens(compact_json(value)) * (1 - budget / lossless_cost)
+            if rest > lossless_cost:
+                return (*whole[:3], f"budget {budget}: fetching what it would leave out "
+                                    f"costs about {rest:.0f} tokens, more than lossless "
+                                    f"({lossless_cost}); sent lossless")  # fmt: skip
+        node = self._tree(node, value, cache)
         part = self._encode_within(node, value, ref, meta, budget, cache, tokens)
         text, _hints, lossless, fallback = part
         if text is None:  # it did not read back: as lossless sends it
@@ -519,6 +530,14 @@ class SessionPipeline:
             return (*whole[:3], f"budget {budget}: sending {what} costs {cost} tokens, more "
                                 f"than lossless ({lossless_cost}); sent lossless")  # fmt: skip
         return part
+
+    @staticmethod
+    def _tree(node: Any, value: Any, cache: Any) -> Any:
+        """``node``, or the tree of ``value`` built where the table path left none;
+        ``cache`` takes ``value`` as the tree's (idempotent)."""
+        node = from_python(value) if node is None else node
+        cache.seed_python(node, value)
+        return node
 
     def _encode_within(self, node: Any, value: Any, ref: str, meta: str | None,
                        budget: int | None, cache: Any, tokens: _Counts, solved: Any = None,
@@ -746,10 +765,9 @@ def _utf8(text: str) -> bool:
 def _structured(text: str, max_chars: int, rows: int | None = None) -> tuple[str, Any, Any]:
     """(source, value, parsed): JSON, a Python literal, Markdown with tables, or plain
     text; ``parsed`` is what was read on the way and need not be read again (JSON's
-    tree, Markdown's table spans; None otherwise). For a list of at least ``rows`` flat
-    records (:func:`tersetalk.formats.records.flat_records`) it is their keys, a tuple:
+    tree, Markdown's table spans; None otherwise). For a list of at least ``rows``
+    records of one shape (:func:`tersetalk.formats.records.table_records`) it is that:
     such a list is JSON data as it is, and its tree is built only if it is needed."""
-    from tersetalk.formats.records import flat_records
 
     stripped = text.lstrip(" \t\r\n")[:1]
     if stripped in ("{", "["):
@@ -761,9 +779,9 @@ def _structured(text: str, max_chars: int, rows: int | None = None) -> tuple[str
             source = "json"
         if value is None and source == "literal":
             return "text", None, None
-        keys = None if rows is None else flat_records(value, rows)
-        if keys is not None:
-            return source, value, keys
+        records = None if rows is None else table_records(value, rows)
+        if records is not None:
+            return source, value, records
         try:
             node = from_python(value)
         except TreeError:  # nested deeper than the encoders follow, or no JSON data
