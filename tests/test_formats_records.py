@@ -43,9 +43,11 @@ def test_flat_records_takes_long_lists_of_same_keyed_rows_of_scalars_and_lists(v
 
 
 def _nested_rows(n: int) -> list:
-    """Rows with an object, an object in it, an empty object and a list of objects."""
+    """Rows with an object, an object in it, an empty object and a list of objects, with
+    URLs (aliased) in the objects and in the list's."""
     return [{"id": i, "owner": {"login": f"u{i % 5}", "site": {"url": f"https://x.org/u{i}"}},
-             "meta": {}, "labels": [{"name": "bug"}] * (i % 3)} for i in range(n)]  # fmt: skip
+             "meta": {}, "labels": [{"url": f"https://x.org/labels/{i % 4}"}] * (i % 3)}
+            for i in range(n)]  # fmt: skip
 
 
 def test_records_of_one_nested_shape_are_taken_with_their_leaves_paths():
