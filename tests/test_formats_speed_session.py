@@ -1,6 +1,6 @@
 """The session pipeline's own speed-ups change nothing but time: the collector is paused
 for one result's work and left as it was; a long list of flat records is laid out by the
-table path as the knapsack would lay it out."""
+table path as the knapsack would lay it out, with or without a budget."""
 
 from __future__ import annotations
 
@@ -50,9 +50,17 @@ def test_the_collector_is_paused_while_a_result_is_processed_and_restored(monkey
 def _processed(text: str, config: ProxyConfig, tables: bool, monkeypatch) -> S.Processed:
     from tersetalk.formats import records
 
-    monkeypatch.setattr(records, "encode_records",
-                        records.encode_records if tables else lambda *a, **k: None)  # fmt: skip
-    return S.SessionPipeline(config).process("rows", {}, text)
+    tabled = []
+
+    def encode_records(*args, **kwargs):
+        out = records.encode_records(*args, **kwargs) if tables else None
+        tabled.append(out is not None)
+        return out
+
+    monkeypatch.setattr(S, "encode_records", encode_records)
+    out = S.SessionPipeline(config).process("rows", {}, text)
+    assert tabled == ([] if '"short"' in text else [tables])  # 30 rows: no table path
+    return out
 
 
 @pytest.mark.parametrize(
@@ -61,9 +69,10 @@ def _processed(text: str, config: ProxyConfig, tables: bool, monkeypatch) -> S.P
         _rows(200),
         repr([{"id": i, "name": f"user {i}", "ok": i % 2 == 0} for i in range(60)]),  # literal
         json.dumps([{"id": i, "path": f"/srv/app/src/pkg/mod{i % 5}/f{i}.py"} for i in range(80)]),
-        json.dumps([{"id": i, "n": "x"} for i in range(30)]),  # short: the knapsack's alone
+        json.dumps([{"id": i, "owner": {"login": f"u{i % 7}", "id": i * 3}} for i in range(50)]),
+        json.dumps([{"id": i, "n": "short"} for i in range(30)]),  # the knapsack's alone
     ],
-    ids=["json", "literal", "aliased", "short"],
+    ids=["json", "literal", "aliased", "nested", "short"],
 )
 @pytest.mark.parametrize("budget", [None, 150])
 def test_the_table_path_sends_what_the_knapsack_sends(text, budget, monkeypatch):
