@@ -113,3 +113,36 @@ def test_the_helper_writes_nothing_on_standard_output(tmp_path):
                          cwd=tmp_path, env=env, timeout=60)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout == "" and "from the helper" in out.stderr
+
+
+def test_inside_here_this_thread_asks_the_helper_nothing(helper):
+    text = _texts()[0]
+    with counter.here():
+        assert counter.submit(text, TOK) is None and counter.call(len, "abc") is None
+        assert count_tokens_aside(text, TOK)() == count_tokens(text, TOK)  # counted here
+    assert helper.sent == 0
+    assert counter.call(len, "abc")() == 3 and helper.sent == 1  # asked again after it
+
+
+def _api_page() -> list:
+    """A page of API objects whose URLs share prefixes (the alias layer names them)."""
+    base = "https://api.example.com/repos/octo-org/project"
+    return [{"id": i, "url": f"{base}/issues/{i}", "comments_url": f"{base}/issues/{i}/comments",
+             "user": {"login": f"user{i % 4}", "avatar": f"https://img.example.com/u/{i % 4}"},
+             "labels": [{"name": "bug", "url": f"{base}/labels/bug"}] * (i % 3),
+             "body": f"text {i}, " * (i % 5)} for i in range(28)]  # fmt: skip
+
+
+def test_the_aliased_solve_runs_in_the_helper_and_finds_the_same_encoding(helper):
+    from tersetalk.formats.container import compact_json
+    from tersetalk.formats.solver import ASIDE_SOLVE_MIN_CHARS, solve
+    from tersetalk.formats.tree import from_python
+
+    value = _api_page()
+    assert len(compact_json(value)) >= ASIDE_SOLVE_MIN_CHARS
+    asked = helper.sent
+    helped = solve(from_python(value), tokenizer=TOK, sample=16)
+    assert helper.sent == asked + 1 and helped.aliases > 0  # that one question: no count
+    stop_count_helper()
+    alone = solve(from_python(value), tokenizer=TOK, sample=16)
+    assert helped == alone

@@ -57,7 +57,7 @@ from tersetalk.formats.hints import content_hash, reference, reference_call
 from tersetalk.formats.solver import decode, encode
 from tersetalk.formats.tree import parse_json, same_value
 from tersetalk.mcp.config import ProxyConfig
-from tersetalk.mcp.session import RETRIEVAL_TOOL, DedupCache, SessionPipeline
+from tersetalk.mcp.session import HELPER_PRELOAD, RETRIEVAL_TOOL, DedupCache, SessionPipeline
 
 from .defaults import DEFAULT_MIN_BATCH_NS, DEFAULT_WARMUP
 from .results import EquivalenceError, finish
@@ -242,7 +242,7 @@ def run_mb5(
     if not sizes_kib or min(sizes_kib) < 1:
         raise ValueError(f"MB-5 sizes must be positive KiB, got {list(sizes_kib)}")
     # the pipeline counts long texts in a helper process, as the proxy's does
-    helper = start_count_helper((ProxyConfig().tokenizer,), preload=("tersetalk.formats.records",))
+    helper = start_count_helper((ProxyConfig().tokenizer,), preload=HELPER_PRELOAD)
     try:
         rows = _rows(sizes_kib, calls, repeats, warmup, min_batch_ns, seed)
     finally:

@@ -9,7 +9,10 @@ there instead. It is a plain loop over a pipe: the caller sends a function and i
 arguments (a count: ``count_tokens`` and ``(text, encoding)``), the helper answers, in
 the order asked. Besides counts it runs the table path's question about the first rows
 of a long array (:mod:`tersetalk.formats.records`), which needs no answer until the
-tables are written and read back.
+tables are written and read back, and the knapsack's solve of a payload with its string
+prefixes aliased, beside the caller's solve of it without (:func:`tersetalk.formats.
+solver.solve`); while the caller waits on such a long job it asks the helper nothing
+more (:func:`here`): its counts would queue behind the job.
 
 :func:`tersetalk.core.tokens.start_count_helper` starts the helper (the proxy does, once
 its session is set up, and the MB-5 benchmark does for the proxy's pipeline);
@@ -26,7 +29,8 @@ import logging
 import multiprocessing
 import pickle
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,20 @@ log = logging.getLogger(__name__)
 Count = Callable[[str, str], int]
 _LOCK = threading.Lock()
 _HELPER: _Helper | None = None
+#: ``on``: this thread's work asks the helper nothing (:func:`here`)
+_HERE = threading.local()
+
+
+@contextmanager
+def here() -> Iterator[None]:
+    """Within it, this thread's :func:`submit` and :func:`call` answer None (the caller
+    counts or runs it itself): for work beside a long job the helper is doing."""
+    outer = getattr(_HERE, "on", False)
+    _HERE.on = True
+    try:
+        yield
+    finally:
+        _HERE.on = outer
 
 
 def _serve(conn: Any, names: Sequence[str], count_tokens: Count,
@@ -163,18 +181,19 @@ def stop() -> None:
 
 def submit(text: str, name: str) -> Callable[[], int] | None:
     """``text``'s count from the helper, read by calling the result; None when no helper
-    runs (the caller counts it itself)."""
+    runs or inside :func:`here` (the caller counts it itself)."""
     helper = _HELPER
-    if helper is None or helper.broken:
+    if helper is None or helper.broken or getattr(_HERE, "on", False):
         return None
     return helper.call(helper.count, (text, name))
 
 
 def call(fn: Callable[..., Any], *args: Any) -> Callable[[], Any] | None:
     """``fn(*args)`` run by the helper (``fn`` a module-level function, ``args`` small),
-    read by calling the result; None when no helper runs. Where the helper cannot answer
-    (``fn`` raised there, or it died), the result runs ``fn`` here."""
+    read by calling the result; None when no helper runs or inside :func:`here`. Where
+    the helper cannot answer (``fn`` raised there, or it died), the result runs ``fn``
+    here."""
     helper = _HELPER
-    if helper is None or helper.broken:
+    if helper is None or helper.broken or getattr(_HERE, "on", False):
         return None
     return helper.call(fn, args)

@@ -220,10 +220,10 @@ class Relay:
         try:
             threading.Thread(target=warm_up, args=(config.tokenizer,), daemon=True).start()
             from tersetalk.core.tokens import start_count_helper
-            from tersetalk.mcp.session import SessionPipeline
+            from tersetalk.mcp.session import HELPER_PRELOAD, SessionPipeline
 
             if config.count_helper:  # long results counted, first rows weighed, on another core
-                start_count_helper((config.tokenizer,), preload=("tersetalk.formats.records",))
+                start_count_helper((config.tokenizer,), preload=HELPER_PRELOAD)
 
             self.config = config
             self.log = Telemetry(telemetry)

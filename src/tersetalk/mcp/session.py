@@ -796,6 +796,11 @@ def _structured(text: str, max_chars: int, rows: int | None = None) -> tuple[str
     return "text", None, None
 
 
+#: the modules the count helper process imports before its first answer: what the
+#: pipeline asks of it (the table path's first rows, the knapsack's aliased solve)
+HELPER_PRELOAD = ("tersetalk.formats.records", "tersetalk.formats.solver")
+
+
 _PATH_TOKEN = re.compile(
     r'\.([A-Za-z_][A-Za-z0-9_]*)|\[("(?:[^"\\]|\\.)*")\]|\[(-?\d+)\]|\[(\d*):(\d*)\]'
 )
