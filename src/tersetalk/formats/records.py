@@ -79,8 +79,8 @@ KeyPath = tuple[str, ...]
 @dataclass(frozen=True)
 class Records:
     """The shape every record of a long array shares: its keys and, in document order,
-    the key paths of its leaves (a scalar, a list of scalars or an empty object each;
-    a key's own path where it holds one, ``(key, sub, ...)`` inside nested objects)."""
+    the key paths of its leaves (a scalar, a list or an empty object each; a key's own
+    path where it holds one, ``(key, sub, ...)`` inside nested objects)."""
 
     keys: tuple[str, ...]
     paths: tuple[KeyPath, ...]
@@ -144,9 +144,10 @@ def _paths(shape: tuple[Any, ...], prefix: KeyPath = ()) -> list[KeyPath] | None
 
 def table_records(value: Any, min_items: int) -> Records | None:
     """The shape of ``value`` if it is a list of at least ``min_items`` objects that all
-    have it: the same keys in the same order, nested objects alike, every other value a
-    JSON scalar, a list of scalars or an empty object (a table's cell each); else None.
-    The values are what ``json.loads`` returns."""
+    have it: the same keys in the same order, nested objects alike (at most
+    :data:`MAX_NEST` deep), every other value a JSON scalar, a list of JSON data or an
+    empty object (a table's cell each); else None. The values are what ``json.loads``
+    returns."""
     if type(value) is not list or len(value) < min_items:
         return None
     first = value[0]

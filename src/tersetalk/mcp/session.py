@@ -507,9 +507,10 @@ class SessionPipeline:
         if lossless_cost <= budget:
             return whole
         if cfg.budget_within_lossless:
-            # most of the result left out costs about its share of the text as sent to
-            # fetch (the calls return compact JSON): where that share alone passes
-            # lossless, no budgeted text can win and it is not solved
+            # what the budget leaves out costs about its share of the result's compact
+            # JSON to fetch (what the calls return): where that share alone passes
+            # lossless, the budgeted text is taken to lose and is not solved (an
+            # estimate; the module docstring says how it was checked)
             rest = tokens(compact_json(value)) * (1 - budget / lossless_cost)
             if rest > lossless_cost:
                 return (*whole[:3], f"budget {budget}: fetching what it would leave out "
