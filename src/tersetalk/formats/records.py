@@ -104,6 +104,15 @@ def _json_data(v: Any, depth: int) -> bool:
     return _scalar(v)
 
 
+def _leaf(v: Any) -> bool:
+    """Whether ``v`` is a value a table's cell carries: a JSON scalar, a list of JSON
+    data (its JSON) or an empty object."""
+    kind = type(v)
+    if kind is list:
+        return all(map(_scalar, v)) or _json_data(v, MAX_NEST)
+    return (kind is dict and not v) or _scalar(v)
+
+
 def _shape(row: dict[Any, Any], depth: int) -> tuple[Any, ...] | None:
     """A record's keys in order, each with its object's shape (None for a leaf), or
     None where a value is no leaf a table's cell carries or the objects nest too deep."""
@@ -115,11 +124,7 @@ def _shape(row: dict[Any, Any], depth: int) -> tuple[Any, ...] | None:
             if sub is None:
                 return None
             out.append((k, sub))
-        elif kind is list:
-            if not (all(map(_scalar, v)) or _json_data(v, MAX_NEST)):
-                return None
-            out.append((k, None))
-        elif kind is dict or _scalar(v):
+        elif _leaf(v):
             out.append((k, None))
         else:
             return None
@@ -164,16 +169,8 @@ def table_records(value: Any, min_items: int) -> Records | None:
         for row in value:
             if type(row) is not dict or len(row) != n or tuple(row) != keys:
                 return None
-            for v in row.values():
-                kind = type(v)
-                if kind is list:
-                    if not (all(map(_scalar, v)) or _json_data(v, MAX_NEST)):
-                        return None
-                elif kind is dict:
-                    if v:
-                        return None
-                elif not _scalar(v):
-                    return None
+            if not all(map(_leaf, row.values())):
+                return None
     elif not all(type(row) is dict and _shape(row, 1) == shape for row in value):
         return None
     return records
@@ -261,12 +258,7 @@ def _strings(value: list[dict[str, Any]]) -> list[str]:
             for x in v:
                 walk(x)
 
-    for row in value:
-        for v in row.values():
-            if type(v) is str:
-                out.append(v)
-            else:
-                walk(v)
+    walk(value)
     return out
 
 
