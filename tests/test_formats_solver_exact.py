@@ -42,16 +42,17 @@ class _ReferenceSolver(_Solver):
             self._memo[memo] = self._frontier(node, slot, depth, path)
         return self._memo[memo]
 
-    def _composite_array(self, node, slot, depth, path, opt, limit=float("inf")):
+    def _composite_array(self, node, slot, depth, path, opt, limit=float("inf"), room=None):
         # its lossless item solver must be a reference one too
         original = S._Solver
         S._Solver = _ReferenceSolver
         try:
-            return super()._composite_array(node, slot, depth, path, opt)
+            return super()._composite_array(node, slot, depth, path, opt, room=room)
         finally:
             S._Solver = original
 
-    def _composite_object(self, node, slot, depth, path, opt, limit=float("inf")):
+    def _composite_object(self, node, slot, depth, path, opt, limit=float("inf"), room=None):
+        room = self.budget if room is None else room
         inner = depth if slot[0] == "root" else depth + 1
         if opt == "kv":
             base = (
@@ -94,7 +95,7 @@ class _ReferenceSolver(_Solver):
                             )  # fmt: skip
                         )
             acc = {
-                f: S._pareto(v, self.budget) if not self.lossless_only else S._cheapest(v)
+                f: S._pareto(v, room) if not self.lossless_only else S._cheapest(v)
                 for f, v in new.items()
             }
         out = list(acc[False])

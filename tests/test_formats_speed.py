@@ -185,9 +185,9 @@ def _no_early_exit(mp) -> list[float]:
     for name in ("_composite_object", "_composite_array"):
         real = getattr(S._Solver, name)
 
-        def whole(self, node, slot, depth, path, opt, limit=float("inf"), _real=real):
+        def whole(self, node, slot, depth, path, opt, limit=float("inf"), room=None, _real=real):
             limits.append(limit)
-            return _real(self, node, slot, depth, path, opt)
+            return _real(self, node, slot, depth, path, opt, room=room)
 
         mp.setattr(S._Solver, name, whole)
     return limits
@@ -216,9 +216,9 @@ def test_a_table_solves_only_the_records_its_composites_need(monkeypatch):
     solved: list[int] = []
     real = S._Solver._composite_object
 
-    def counted(self, node, slot, depth, path, opt, limit=float("inf")):
+    def counted(self, node, slot, depth, path, opt, limit=float("inf"), room=None):
         solved.append(path[0])
-        return real(self, node, slot, depth, path, opt, limit)
+        return real(self, node, slot, depth, path, opt, limit, room)
 
     monkeypatch.setattr(S._Solver, "_composite_object", counted)
     enc = S.encode(node, "mckp_plain", tokenizer="o200k_base")

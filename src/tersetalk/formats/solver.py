@@ -793,7 +793,10 @@ class _Solver:
             if not json_ctx:
                 composites.append(("list", self._composite_array))
         for option, build in composites:
-            found = build(node, slot, depth, path, option, best - extra(option))
+            # under a budget the composite may cost what the root's hint leaves (its
+            # format hint, less the last line's newline, can make it one token cheaper)
+            found = build(node, slot, depth, path, option, best - extra(option),
+                          room=self.budget - extra(option))  # fmt: skip
             points += found
             if self.lossless_only and found:
                 best = min(best, min(p.cost for p in found) + extra(option))
@@ -838,9 +841,11 @@ class _Solver:
 
     def _composite_object(
         self, node: Object, slot: Slot, depth: int, path: Path, opt: str,
-        limit: float = float("inf"),
+        limit: float = float("inf"), room: float | None = None,
     ) -> list[Plan]:  # fmt: skip
-        """The ``opt`` composite's plans (lossless: none once its cost passes ``limit``)."""
+        """The ``opt`` composite's plans (lossless: none once its cost passes ``limit``;
+        under a budget: those costing at most ``room``, the budget by default)."""
+        room = self.budget if room is None else room
         inner = depth if slot[0] == "root" else depth + 1
         if opt == "kv":
             base = (
@@ -870,7 +875,7 @@ class _Solver:
             for k, child in node.items
         ]  # fmt: skip
         # rest[i]: the least the keys after the i-th add to any plan (each one dropped or
-        # in its cheapest option). A partial plan dearer than budget - rest[i] can only
+        # in its cheapest option). A partial plan dearer than room - rest[i] can only
         # end over the budget, and so can every plan it dominates: leaving such plans
         # out removes the top of each sorted candidate list and changes nothing below
         # it, so the frontier of the last key is the same (its rest is 0).
@@ -880,7 +885,7 @@ class _Solver:
             rest[i - 1] = rest[i] + min(drop_cost, min((c.cost for c in cf), default=drop_cost))
         acc: dict[bool, list[_Partial]] = {False: [(base, 0.0, None)], True: []}
         for (k, cf, drop_cost), later in zip(keys, rest, strict=True):
-            limit = self.budget - later
+            limit = room - later
             acc = {
                 False: _extend(k, acc[False], cf, limit),
                 True: _extend(k, acc[True], cf, limit, drop_from=acc[False], drop_cost=drop_cost),
@@ -910,10 +915,11 @@ class _Solver:
 
     def _composite_array(
         self, node: Array, slot: Slot, depth: int, path: Path, opt: str,
-        limit: float = float("inf"),
+        limit: float = float("inf"), room: float | None = None,
     ) -> list[Plan]:  # fmt: skip
         """A prefix of the items, each item whole in its cheapest lossless option
-        (lossless: none once the cost passes ``limit``).
+        (lossless: none once the cost passes ``limit``; under a budget: none past
+        ``room``, the budget by default).
 
         Why whole items: an overflow hint can say "the items from k on" exactly, while
         holes inside items would each need a hint; it also keeps the frontier small.
@@ -953,7 +959,7 @@ class _Solver:
             if i == check_at and self.lossless_only and base + (cost - base) * n / (i + 1) > limit:
                 return []  # the sample, extrapolated to every item, passes the limit
             kids.append((i, c))
-            if cost > self.budget:
+            if cost > (self.budget if room is None else room):
                 break
         else:
             out.append(Plan(opt, cost, value, tuple(kids)))
