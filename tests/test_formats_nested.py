@@ -5,6 +5,7 @@ target on the shared corpus's nested payloads and on the held-out set (data/mast
 
 from __future__ import annotations
 
+import graphlib
 import json
 import shutil
 import subprocess
@@ -218,9 +219,57 @@ def test_column_names_with_separators_quotes_and_equals_read_back():
         assert same_value(parse_block(render_block(node, fmt), fmt), rows)
 
 
+def _one_order_keeps(objects: list[dict]) -> bool:
+    """Whether one key order keeps every object's, and so on inside each key's objects
+    (every pair of keys an object puts in order is an edge; a cycle: no such order)."""
+    graph: dict = {}
+    inside: dict = {}
+    for obj in objects:
+        keys = list(obj)
+        for i, k in enumerate(keys):
+            graph.setdefault(k, set()).update(keys[:i])
+            if isinstance(obj[k], dict) and obj[k]:
+                inside.setdefault(k, []).append(obj[k])
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError:
+        return False
+    return all(_one_order_keeps(objs) for objs in inside.values())
+
+
+def _rows_of(keys: str, inner):
+    """Rows over a few shared keys in any order: they often disagree on it."""
+    row = st.lists(st.sampled_from(list(keys)), unique=True, max_size=len(keys)).flatmap(
+        lambda ks: st.tuples(*(inner for _ in ks)).map(lambda vs: dict(zip(ks, vs, strict=True)))
+    )
+    return st.lists(row, min_size=1, max_size=5)
+
+
+shuffled_records = _rows_of("abcd", st.one_of(st.integers(0, 3), _rows_of("xyz", st.none()).map(
+    lambda rows: rows[0])))  # fmt: skip
+
+
+@FAST
+@given(st.one_of(shuffled_records, any_records))
+def test_a_path_table_is_declined_exactly_where_no_column_order_keeps_the_rows(rows):
+    """Declined at once (no rendering, count or round trip) where no key order keeps
+    every row's, and only there (or where no row has a key); decided here by a
+    topological sort over every pair of keys, not the table's own merge."""
+    declined = PT.flatten(from_python(rows)) is None
+    assert declined == (not _has_a_key(rows) or not _one_order_keeps(rows))
+
+
 def test_rows_that_disagree_on_key_order_are_not_eligible():
     node = from_python([{"a": 1, "b": 2}, {"b": 3, "a": 4}])
     assert not any(block_ok(node, fmt) for fmt in PATH_TABLES)
+    for fmt in PATH_TABLES:  # declined before anything is written
+        with pytest.raises(ValueError, match="agree on one order"):
+            render_block(node, fmt)
+    # three rows, each pair of them in order, no order for all three; and one level down
+    for rows in ([{"a": 1, "b": 2}, {"b": 1, "c": 2}, {"c": 1, "a": 2}],
+                 [{"u": {"a": 1, "b": 2}}, {"u": {"b": 3, "a": 4}}]):  # fmt: skip
+        assert PT.flatten(from_python(rows)) is None
+    assert PT.flatten(from_python([{"a": 1, "c": 2}, {"b": 1, "c": 2}, {"a": 1, "b": 2}]))
     enc = encode(node, "mckp")  # the knapsack still carries it, in another option
     assert same_value(decode(enc.text), to_python_rows(node))
 

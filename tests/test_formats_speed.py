@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tersetalk.formats import container as C
 from tersetalk.formats import solver as S
 from tersetalk.formats.encoders import get_encoder
 from tersetalk.formats.tree import from_python
@@ -226,3 +227,35 @@ def test_a_table_solves_only_the_records_its_composites_need(monkeypatch):
     # a record written as its own lines costs more than its csv row: the list of records
     # passes the csv's cost before the last record, and the rest are not solved
     assert len(set(solved)) < len(rows) * 3 // 4
+
+
+def test_a_failed_block_is_solved_again_only_above_it(monkeypatch):
+    # the csv of "bad" is made to fail its round trip; picking again solves the nodes
+    # above it, not the records beside it, and gives the eager check's encoding
+    value = {
+        "bad": [{"k": i, "v": f"x{i}", "w": i % 3 == 0} for i in range(12)],
+        "good": [{"k": i, "v": f"y{i}", "w": i % 3 == 0} for i in range(12)],
+    }
+    real_parse = S.parse_block
+
+    def parse(body, fmt):
+        got = real_parse(body, fmt)
+        return got[1:] if fmt == "csv" and "x0" in body else got
+
+    monkeypatch.setattr(S, "parse_block", parse)  # the block's own round trip
+    monkeypatch.setattr(C, "parse_block", parse)  # and the whole text's
+    solved: list[tuple] = []
+    real = S._Solver._frontier
+
+    def counted(self, node, slot, depth, path):
+        solved.append((path, slot, depth))
+        return real(self, node, slot, depth, path)
+
+    monkeypatch.setattr(S._Solver, "_frontier", counted)
+    node = from_python(value)
+    lazy = _solve(node, None, "exact", False)
+    twice = {k for k in solved if solved.count(k) > 1}
+    assert {k[0] for k in twice} == {(), ("bad",)}, sorted(twice)
+    monkeypatch.setattr(S._Solver, "_frontier", real)
+    assert lazy == _solve(node, None, "exact", True)
+    assert dict(lazy.choices)["$.bad"] != "csv" and dict(lazy.choices)["$.good"] == "csv"

@@ -193,7 +193,9 @@ def render_block(
     if fmt in PATH_TABLES:
         flat = PT.flatten(node)
         if flat is None:
-            raise ValueError(f"{fmt} carries non-empty arrays of objects only")
+            raise ValueError(
+                f"{fmt} carries non-empty arrays of objects whose keys agree on one order only"
+            )
         paths, cells = flat
         names = [PT.path_text(p) for p in paths]
         rows = [["" if c is PT.ABSENT else cell(c) for c in row] for row in cells]

@@ -19,8 +19,9 @@ The table is an exact inverse of the rows, with three kinds of cell:
 Column order is a merge of the rows' key orders (a topological order of "key b comes
 after key a in some row", ties broken by first appearance), and a decoded row takes
 its keys in column order, so every row's key order is reproduced wherever the rows
-agree on one order; where they do not, the round trip in ``container.block_ok``
-fails and the form is not eligible (fail closed).
+agree on one order; where they do not (no such order exists), there is no path table
+(:func:`flatten` gives None at once: a page of API objects whose fields come in
+different orders is not rendered, counted and read back only to fail).
 
 A path is its keys joined by ``.``, each key with ``\\``, ``.`` and ``=`` written
 ``\\\\``, ``\\.`` and ``\\=``: ``a.b`` is the key ``b`` inside ``a``; ``a\\.b`` the key
@@ -116,9 +117,9 @@ class _Trie:
                 child.own = True
             prev = k
 
-    def keys(self) -> list[str]:
+    def keys(self) -> list[str] | None:
         """The keys in an order every row agrees with (first appearance where free);
-        rows that disagree get first-appearance order (the round trip then fails)."""
+        None where the rows disagree (no order keeps each row's)."""
         indegree = dict.fromkeys(self.seen, 0)
         for nxt in self.after.values():
             for k in nxt:
@@ -133,15 +134,23 @@ class _Trie:
                 indegree[n] -= 1
                 if indegree[n] == 0:
                     ready.append(n)
-        return out if len(out) == len(self.seen) else list(self.seen)
+        return out if len(out) == len(self.seen) else None
 
-    def paths(self, prefix: KeyPath = ()) -> list[KeyPath]:
+    def paths(self, prefix: KeyPath = ()) -> list[KeyPath] | None:
+        """Every column's path in order; None where the rows' key orders disagree at
+        some level."""
+        keys = self.keys()
+        if keys is None:
+            return None
         out: list[KeyPath] = []
-        for k in self.keys():
+        for k in keys:
             child = self.children[k]
             if child.own:
                 out.append((*prefix, k))
-            out += child.paths((*prefix, k))
+            below = child.paths((*prefix, k))
+            if below is None:
+                return None
+            out += below
         return out
 
 
@@ -165,7 +174,8 @@ def _cell(row: Object, path: KeyPath, index: dict[int, dict[str, Node]]) -> Any:
 def flatten(node: Node) -> tuple[list[KeyPath], list[list[Any]]] | None:
     """The columns and cells (a node or ABSENT) of an array of objects, else None.
 
-    None also for an array whose rows have no key at all (nothing to head a column).
+    None also for an array whose rows have no key at all (nothing to head a column),
+    and for rows whose keys come in orders no one column order keeps (see above).
     """
     if not isinstance(node, Array) or not node.items:
         return None
@@ -175,7 +185,7 @@ def flatten(node: Node) -> tuple[list[KeyPath], list[list[Any]]] | None:
     for item in node.items:
         trie.add(item)  # type: ignore[arg-type]
     paths = trie.paths()
-    if not paths:
+    if not paths:  # None or empty
         return None
     index: dict[int, dict[str, Node]] = {}  # an object's children by key, by id()
     rows = [[_cell(item, p, index) for p in paths] for item in node.items]  # type: ignore[arg-type]

@@ -486,12 +486,26 @@ class _Costs:
 
     def verify(self, node: Node, plan: Plan) -> bool:
         """Check every block and single format of ``plan`` not checked yet; True if
-        they all read back (each failure is remembered: the options then rule it out)."""
-        ok = True
-        for sub, option in _plan_blocks(node, plan):
-            if not self.check(sub, option):
-                ok = False
-        return ok
+        they all read back. Each failure is remembered (the options then rule it out)
+        and the lossless frontiers that may hold it are forgotten (:meth:`forget`)."""
+        failed = [path for sub, option, path in _plan_blocks(node, plan)
+                  if not self.check(sub, option)]  # fmt: skip
+        self.forget(failed)
+        return not failed
+
+    def forget(self, paths: Sequence[Path]) -> None:
+        """Drop the lossless frontiers of the nodes at ``paths`` and above them: only
+        those can hold a block of a node there (a frontier is built from its own
+        subtree's options). The rest stay as they are, and a new pick builds the same
+        frontiers that a solve from scratch would (the checks known since change only
+        the blocks that failed), in the time of the nodes above the failed blocks: a
+        path table of a whole page that does not read back costs one root solve more,
+        not the whole tree's again."""
+        if not paths:
+            return
+        above = {path[:i] for path in paths for i in range(len(path) + 1)}
+        # the key's path (see _Solver.frontier)
+        self.lossless = {k: v for k, v in self.lossless.items() if k[6] not in above}
 
     def eager(self) -> None:
         """Check every block from now on, and forget frontiers built on unchecked ones."""
@@ -514,15 +528,15 @@ SolveCache = _Costs
 LAZY_ROUNDS = 3
 
 
-def _plan_blocks(node: Node, plan: Plan):
-    """(node, option) of every block and root single format in ``plan``."""
+def _plan_blocks(node: Node, plan: Plan, path: Path = ()):
+    """(node, option, path) of every block and root single format in ``plan``."""
     opt = plan.option
     if opt.startswith("single:") or opt in BLOCKS:
-        yield node, opt
+        yield node, opt, path
     elif opt in ("kv", "list", "jsonobj", "jsonarr") and plan.children:
         items = node.items if isinstance(node, Array) else dict(node.items)  # type: ignore[union-attr]
         for key, child in plan.children:
-            yield from _plan_blocks(items[key], child)  # type: ignore[index]
+            yield from _plan_blocks(items[key], child, (*path, key))  # type: ignore[index]
 
 
 def _checked_plan(tree: Node, costs: _Costs, pick) -> Plan | None:
@@ -532,7 +546,6 @@ def _checked_plan(tree: Node, costs: _Costs, pick) -> Plan | None:
         plan = pick()
         if plan is None or not costs.lazy or costs.verify(tree, plan):
             return plan
-        costs.lossless.clear()  # built on a block now ruled out
     costs.eager()
     return pick()
 
@@ -703,6 +716,7 @@ class _Solver:
     def frontier(self, node: Node, slot: Slot, depth: int, path: Path) -> Frontier:
         if self.lossless_only and self.budget == float("inf"):
             # every lossless solver of this solve() agrees on a node's frontier: share it
+            # (the path is the key's item 6: _Costs.forget reads it)
             key = (id(self.scheme), self.json_only, self.min_table_rows, self.sample,
                    self.values, id(node), path, slot, depth)  # fmt: skip
             hit = self.costs.lossless.get(key)
