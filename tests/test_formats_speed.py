@@ -259,3 +259,22 @@ def test_a_failed_block_is_solved_again_only_above_it(monkeypatch):
     monkeypatch.setattr(S._Solver, "_frontier", real)
     assert lazy == _solve(node, None, "exact", True)
     assert dict(lazy.choices)["$.bad"] != "csv" and dict(lazy.choices)["$.good"] == "csv"
+
+
+def test_a_lossless_solve_builds_no_json_piece_frontiers(monkeypatch):
+    # lossless, {...} and [...] composites would write the inline option's own text
+    # (compact JSON): none is offered, so no frontier of a value inside JSON is built;
+    # under a budget they are (keys and items may be dropped inside them)
+    value = {"user": {"id": 1, "tags": ["a", "b"]}, "items": [{"k": 1}, {"k": 2, "v": None}]}
+    slots: list[str] = []
+    real = S._Solver._frontier
+
+    def counted(self, node, slot, depth, path):
+        slots.append(slot[0])
+        return real(self, node, slot, depth, path)
+
+    monkeypatch.setattr(S._Solver, "_frontier", counted)
+    S.solve(from_python(value))
+    assert slots and "json" not in slots
+    S.solve(from_python(value), budget=20)
+    assert "json" in slots
