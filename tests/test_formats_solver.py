@@ -574,6 +574,30 @@ def test_the_sampled_search_renders_whole_only_the_blocks_its_sample_finds_close
     assert ("toon", 16) in sampled_made and ("csv", 300) in sampled_made
 
 
+def test_the_sampled_search_renders_no_toon_for_an_object_below_the_root(monkeypatch):
+    from tersetalk.formats import solver as S
+
+    value = {"repo": {"name": "x", "owner": {"login": "o", "id": 1}}, "items": _records(3)}
+    made: list[tuple[str, str]] = []
+    real = S.render_block
+
+    def recorded(node, fmt, *args):
+        made.append((fmt, type(node).__name__))
+        return real(node, fmt, *args)
+
+    monkeypatch.setattr(S, "render_block", recorded)
+    runs = []
+    for kw in ({}, {"sample": 16}):
+        made.clear()
+        assert same_value(decode(encode(from_python(value), "mckp", **kw).text), value)
+        runs.append(list(made))
+    exact, sampled = runs
+    # exact: the root, repo, owner and records as TOON objects; sampled: the root only
+    # (the list below the root keeps its TOON block in both)
+    assert exact.count(("toon", "Object")) >= 4 and sampled.count(("toon", "Object")) == 1
+    assert ("toon", "Array") in exact and ("toon", "Array") in sampled
+
+
 def test_a_plan_that_reads_back_whole_is_not_read_back_block_by_block_again():
     from tersetalk.formats.solver import SolveCache
 
