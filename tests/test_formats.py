@@ -175,17 +175,19 @@ def test_same_value_is_strict():
     ],
 )
 def test_same_value_compares_containers_whole_as_it_does_node_by_node(a, b):
-    from tersetalk.formats.tree import _same
+    from tersetalk.formats.tree import _same, exact_text
 
     assert same_value(a, b) == _same(a, b)
+    assert same_value(a, b, exact_text(b)) == _same(a, b)  # b's text written beforehand
 
 
 @given(json_values, json_values)
 def test_same_value_whole_agrees_with_node_by_node(a, b):
-    from tersetalk.formats.tree import _same
+    from tersetalk.formats.tree import _same, exact_text
 
     assert same_value(a, b) == _same(a, b)
     assert same_value(a, json.loads(json.dumps(a)))
+    assert same_value(a, b, exact_text(b)) == _same(a, b)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), {1: "x"}, (1, 2), {1, 2}])

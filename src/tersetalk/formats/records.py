@@ -57,7 +57,7 @@ from tersetalk.formats import hints as H
 from tersetalk.formats import pathtable as PT
 from tersetalk.formats.container import _csv_paths, _reads_back_bare, _table, compact_json
 from tersetalk.formats.encoders import format_cell, parse_cell
-from tersetalk.formats.tree import from_python, same_value
+from tersetalk.formats.tree import exact_text, from_python, same_value
 
 #: the knapsack's root options this path writes (a head laid out so is a table)
 OPTIONS = ("csv", "markdown_table", "csv_paths", "markdown_paths", "single:csv")
@@ -361,11 +361,12 @@ def encode_records(value: list[dict[str, Any]], records: Records, *, tokenizer: 
     pending = [(t, count_tokens_aside(t, tokenizer))
                for t in dict.fromkeys(t for _, t in texts if t not in known)]  # fmt: skip
     read: dict[str, bool] = {}
+    want = exact_text(value)  # written once for every text read back
 
     def reads_back(text: str) -> bool:
         if text not in read:
             try:
-                read[text] = same_value(decode(text), value)
+                read[text] = same_value(decode(text), value, want)
             except ValueError:
                 read[text] = False
         return read[text]

@@ -953,6 +953,7 @@ class _Solver:
         Why whole items: an overflow hint can say "the items from k on" exactly, while
         holes inside items would each need a hint; it also keeps the frontier small.
         """
+        room = self.budget if room is None else room
         inner = depth if slot[0] == "root" else depth + 1
         if opt == "list":
             base = (
@@ -988,7 +989,7 @@ class _Solver:
             if i == check_at and self.lossless_only and base + (cost - base) * n / (i + 1) > limit:
                 return []  # the sample, extrapolated to every item, passes the limit
             kids.append((i, c))
-            if cost > (self.budget if room is None else room):
+            if cost > room:
                 break
         else:
             out.append(Plan(opt, cost, value, tuple(kids)))

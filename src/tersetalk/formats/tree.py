@@ -331,7 +331,16 @@ _EXACT = json.JSONEncoder(ensure_ascii=False, check_circular=False, allow_nan=Fa
                           skipkeys=False, separators=(",", ":"))  # fmt: skip
 
 
-def same_value(a: Any, b: Any) -> bool:
+def exact_text(value: Any) -> str | None:
+    """The JSON text :func:`same_value` writes a container as (None where it cannot),
+    for a caller that compares several values with one and writes it once."""
+    try:
+        return _EXACT.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def same_value(a: Any, b: Any, b_text: str | None = None) -> bool:
     """Strict equality of JSON values: types, key order and float sign included.
 
     Python's ``==`` says ``True == 1 == 1.0`` and ``0.0 == -0.0``; for a lossless
@@ -344,13 +353,14 @@ def same_value(a: Any, b: Any) -> bool:
     check fails (or cannot be made) the values are compared node by node, so it only
     ever shortens a True. A 100 KB value: 2 ms instead of 5. (The values are what a
     JSON or literal parser returns: a subclass of ``str`` or ``int`` inside a container
-    would pass for its base type there.)
+    would pass for its base type there.) ``b_text``: ``exact_text(b)``, where the
+    caller has it.
     """
     if type(a) is not type(b):
         return False
     if type(a) is dict or type(a) is list:
         try:
-            if a == b and _EXACT.encode(a) == _EXACT.encode(b):
+            if a == b and _EXACT.encode(a) == (b_text or _EXACT.encode(b)):
                 return True
         except (TypeError, ValueError, RecursionError):
             pass
