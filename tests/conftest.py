@@ -55,22 +55,37 @@ def base_config() -> dict:
 
 
 @pytest.fixture(scope="session")
-def prepared(request, tmp_path_factory) -> Path:
+def prepared(request) -> Path:
     """LLMLingua's compressor prepared from the embedded model: the workflow's own copy
-    when it is prepared, else one kept in pytest's cache folder (about 30-50 s the first
-    time on a machine, a manifest check after). Test workers prepare it under a lock, so
-    the second waits for the first's folder instead of replacing it while it is used."""
-    from tersetalk.core.io import exclusive
-    from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared, prepare_compressor
+    when it is prepared, else :func:`prepared_cached`'s folder."""
+    from tersetalk.encoders.prepare import DEFAULT_COMPRESSOR_DIR, is_prepared
 
     workflow_copy = REPO / DEFAULT_COMPRESSOR_DIR
     if is_prepared(workflow_copy):
         return workflow_copy
+    return request.getfixturevalue("prepared_cached")[0]
+
+
+@pytest.fixture(scope="session")
+def prepared_cached(request, tmp_path_factory) -> tuple[Path, Path]:
+    """(folder, cache_dir): the compressor prepared in pytest's cache folder (about
+    30-50 s the first time on a machine, a manifest check after), its preparation also
+    kept as a cache entry in ``cache_dir`` (what the cache's own test restores, instead
+    of converting the model a second time). Test workers prepare it under a lock, so
+    the second waits for the first's folder instead of replacing it while it is used."""
+    from tersetalk.core.io import exclusive
+    from tersetalk.encoders.prepare import CACHE_DIR, is_prepared, prepare_compressor
+
     cache = getattr(request.config, "cache", None)
     root = Path(
-        cache.mkdir("tersetalk-compressor")
+        cache.mkdir("tersetalk-compressor-cached")
         if cache is not None
-        else tmp_path_factory.getbasetemp().parent / "tersetalk-compressor"
+        else tmp_path_factory.getbasetemp().parent / "tersetalk-compressor-cached"
     )
+    folder, cache_dir = root / "smollm2-hf", root / "cache"
     with exclusive(root / "smollm2-hf.lock"):  # a prepared folder: returned at once
-        return prepare_compressor(root / "smollm2-hf", threads=1)
+        kept = (cache_dir / CACHE_DIR).is_dir() and any((cache_dir / CACHE_DIR).iterdir())
+        # a folder prepared without its entry (an interrupted run): converted again
+        force = is_prepared(folder) and not kept
+        prepare_compressor(folder, threads=1, cache_dir=cache_dir, force=force)
+        return folder, cache_dir

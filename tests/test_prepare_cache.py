@@ -327,11 +327,15 @@ def test_a_restore_through_the_cli_imports_neither_torch_nor_transformers(setup,
 
 
 @pytest.mark.integration
-def test_a_real_preparation_is_restored_byte_for_byte(tmp_path, monkeypatch, caplog):
-    """The embedded GGUF converted once into a cache (about 30 s), then restored."""
-    out, cache = tmp_path / "models" / "smollm2-hf", tmp_path / "cache"
-    prepare_compressor(out, cache_dir=cache, threads=1)
-    assert is_prepared(out)
+def test_a_real_preparation_is_restored_byte_for_byte(prepared_cached, tmp_path, monkeypatch,
+                                                      caplog):  # fmt: skip
+    """The embedded GGUF converted once into a cache (the session's preparation, about
+    30 s the first time on a machine), then restored."""
+    folder, shared = prepared_cached
+    # this test damages its cache: a copy of the session's, its files hardlinked
+    cache = tmp_path / "cache"
+    shutil.copytree(shared, cache, copy_function=os.link)
+    out = tmp_path / "models" / "smollm2-hf"
 
     def digests(folder: Path) -> dict[str, str]:  # every byte, without holding 540 MB
         return {
@@ -340,10 +344,9 @@ def test_a_real_preparation_is_restored_byte_for_byte(tmp_path, monkeypatch, cap
             if p.is_file()
         }
 
-    fresh, manifest = digests(out), read_manifest(out)
+    fresh, manifest = digests(folder), read_manifest(folder)
     assert {"config.json", "model.safetensors", "tokenizer.json", MANIFEST} <= set(fresh)
     (entry,) = (cache / CACHE_DIR).iterdir()
-    shutil.rmtree(out)
     monkeypatch.setattr(prepare, "_convert", raising_convert)
     with caplog.at_level(logging.INFO, logger="tersetalk.encoders.prepare"):
         prepare_compressor(out, cache_dir=cache, threads=1)
