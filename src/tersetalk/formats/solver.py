@@ -1268,10 +1268,11 @@ def solve(
     the same items, say). The exact search solves items until their sum passes that
     option, most of a long list. The whole formats of such a list (a table, TOON) are
     rendered only where their rendering of its first ``sample`` items, extrapolated,
-    comes within :data:`SAMPLE_SLACK` of the cheapest one's. What is sent stays
-    lossless either way; the sampled search may miss a cheaper layout where the first
-    items are much dearer than the rest. The MCP proxy uses it to bound its latency on
-    long results.
+    comes within :data:`SAMPLE_SLACK` of the cheapest one's, and an object below the
+    root is offered no TOON block (its ``kv`` layout with more quotes). What is sent
+    stays lossless either way; the sampled search may miss a cheaper layout where the
+    first items are much dearer than the rest. The MCP proxy uses it to bound its
+    latency on long results.
     """
     if not is_json(node):
         raise TreeError("the solver takes a JSON tree; Markdown goes through encode_markdown()")

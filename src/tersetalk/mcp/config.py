@@ -126,7 +126,8 @@ class ProxyConfig(_Strict):
     edit_safe: bool = True
     #: the knapsack's sampled search (tersetalk.formats.solver.solve): a list of more
     #: than twice this many items is given up once this many, extrapolated, cost more
-    #: than a whole format such as a table; None: the exact search (slower on long lists)
+    #: than a whole format such as a table, and no object below the root is weighed as
+    #: TOON; None: the exact search (slower on long lists and large objects)
     search_sample: int | None = Field(16, ge=1)
     #: count long results (and weigh a long array's first rows) in a helper process on
     #: another core (about 100 MB of memory; tersetalk.core.counter); False: in the proxy
