@@ -423,6 +423,14 @@ def test_a_humaneval_run_without_bubblewrap_stops_before_its_first_example(
     assert list(df["sandbox_isolation"]) == ["process"] and calls
 
 
+def _cmdline(pid: int) -> str:
+    """A process's command line (its first 200 characters), for a failure's message."""
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "gone"
+
+
 def _state(pid: int) -> str:
     """A process's state letter (R, S, Z, ...) from /proc/<pid>/stat."""
     try:
@@ -458,11 +466,13 @@ def test_the_sandbox_dies_with_the_workflow(tmp_path):
     )
     runner = subprocess.Popen([sys.executable, "-c", script])
     try:
-        deadline = time.monotonic() + 30
+        # a wait, not a time limit: with the whole suite on every core the box was once
+        # not up after 30 s (the message names what was running then)
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and len(_descendants(runner.pid)) < 3:
             time.sleep(0.1)  # bwrap, its init and the sandboxed interpreter
         sandboxed = _descendants(runner.pid)
-        assert len(sandboxed) >= 3, sandboxed
+        assert len(sandboxed) >= 3, {p: (_state(p), _cmdline(p)) for p in sandboxed}
     finally:
         runner.kill()  # the workflow dies without cleaning up
         runner.wait()
